@@ -1,0 +1,130 @@
+"""The `ingest` command. Errors the user can act on print one line and exit 1."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import psycopg
+
+from ingestion_pipeline.db import embedded
+from ingestion_pipeline.db import migrate as migrator
+from ingestion_pipeline.db.connection import connect, redact, resolve_database_url
+from ingestion_pipeline.db.queries import query
+from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.settings import Settings, load_settings
+from ingestion_pipeline.tables import render_table
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ingest", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    db = commands.add_parser("db", help="the database: embedded server and migrations")
+    db_commands = db.add_subparsers(dest="db_command", required=True)
+    db_commands.add_parser("start", help="start (or reuse) the embedded server and print its URL")
+    db_commands.add_parser("stop", help="stop the embedded server")
+    db_commands.add_parser("url", help="print the database URL (starts the embedded server if needed)")
+    status = db_commands.add_parser("status", help="where the database is and which migrations are applied")
+    migrate = db_commands.add_parser("migrate", help="apply pending migrations")
+    migrate.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    migrate.add_argument("--target", metavar="VERSION", help="stop after this 14-digit version")
+    for sub in (status, migrate, db_commands.choices["url"]):
+        sub.add_argument("--database-url", metavar="URL", help="overrides DATABASE_URL")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        overrides = {"database_url": args.database_url} if getattr(args, "database_url", None) else {}
+        settings = load_settings(**overrides)
+        return HANDLERS[(args.command, getattr(args, "db_command", None))](args, settings)
+    except IngestError as exc:
+        print(f"ingest: error: {exc}", file=sys.stderr)
+        return 1
+    except psycopg.OperationalError as exc:
+        print(f"ingest: error: database unavailable: {_first_line(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("ingest: interrupted", file=sys.stderr)
+        return 130
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def cmd_db_start(args, settings: Settings) -> int:
+    if settings.database_url:
+        print(f"DATABASE_URL is set ({redact(settings.database_url)}); the embedded server is not used.")
+        return 0
+    print(embedded.start(settings.data_dir))
+    return 0
+
+
+def cmd_db_stop(args, settings: Settings) -> int:
+    stopped = embedded.stop(settings.data_dir)
+    print("stopped" if stopped else f"not running ({embedded.pgdata_path(settings.data_dir)})")
+    return 0
+
+
+def cmd_db_url(args, settings: Settings) -> int:
+    print(resolve_database_url(settings))
+    return 0
+
+
+def cmd_db_status(args, settings: Settings) -> int:
+    if settings.database_url:
+        url = settings.database_url
+        print(f"database: {redact(url)} (DATABASE_URL)")
+    else:
+        state = embedded.status(settings.data_dir)
+        if not state.running:
+            print(f"database: embedded server in {state.pgdata}: not running (start it: ingest db start)")
+            return 0
+        url = state.uri
+        print(f"database: embedded server in {state.pgdata}: running, pid {state.pid}")
+    with connect(url) as conn:
+        server = conn.execute(query("server_version")).fetchone()
+    print(f"server: PostgreSQL {server['version']}, database {server['database']}")
+    _print_plan(migrator.plan(url))
+    return 0
+
+
+def cmd_db_migrate(args, settings: Settings) -> int:
+    url = resolve_database_url(settings)
+    if args.dry_run:
+        plan = migrator.plan(url, target=args.target)
+        _print_plan(plan)
+        print("dry run: nothing was changed")
+        return 0
+
+    def report(migration: migrator.MigrationFile, duration_ms: int) -> None:
+        print(f"applied {migration.path.name} ({duration_ms} ms)")
+
+    plan = migrator.migrate(url, target=args.target, on_apply=report)
+    applied = len(plan.newly_applied)
+    print(f"{applied} migration(s) applied" if applied else "database is up to date")
+    return 0
+
+
+def _print_plan(plan: migrator.Plan) -> None:
+    rows = [(m.version, m.name, "applied", m.applied_at.strftime("%Y-%m-%d %H:%M:%S"), m.checksum[:12])
+            for m in plan.applied]
+    rows += [(m.version, m.name, "pending", "", m.checksum[:12]) for m in plan.pending]
+    print(render_table(["version", "name", "state", "applied at", "sha256"], rows))
+    print(f"{len(plan.applied)} applied, {len(plan.pending)} pending")
+
+
+HANDLERS = {
+    ("db", "start"): cmd_db_start,
+    ("db", "stop"): cmd_db_stop,
+    ("db", "url"): cmd_db_url,
+    ("db", "status"): cmd_db_status,
+    ("db", "migrate"): cmd_db_migrate,
+}
+
+if __name__ == "__main__":
+    sys.exit(main())

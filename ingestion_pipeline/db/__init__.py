@@ -1,0 +1,1 @@
+"""Database layer: embedded server, connections, migrations and the typed RPC client."""

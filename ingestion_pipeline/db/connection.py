@@ -1,0 +1,60 @@
+"""Where the database is, and how to reach it with a clear error when it is not there."""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+from ingestion_pipeline.db import embedded
+from ingestion_pipeline.errors import DatabaseUnavailable
+from ingestion_pipeline.settings import Settings
+
+
+def resolve_database_url(settings: Settings) -> str:
+    """DATABASE_URL when set, otherwise the embedded server (started if needed)."""
+    if settings.database_url:
+        return settings.database_url
+    return embedded.start(settings.data_dir)
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    try:
+        parts = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "<unparseable URL>"
+    parts.pop("password", None)
+    host = parts.get("host") or "localhost"
+    where = f"{host}:{parts['port']}" if parts.get("port") else host
+    return f"{parts.get('user', '')}@{where}/{parts.get('dbname', '')}"
+
+
+def connect(url: str, *, autocommit: bool = True, timeout: int = 10, **kwargs) -> psycopg.Connection:
+    """Open one connection, turning failures into a one-line DatabaseUnavailable."""
+    try:
+        return psycopg.connect(
+            url, autocommit=autocommit, connect_timeout=timeout, row_factory=dict_row, **kwargs
+        )
+    except psycopg.OperationalError as exc:
+        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else "connection failed"
+        raise DatabaseUnavailable(f"cannot connect to {redact(url)}: {reason}") from None
+    except psycopg.ProgrammingError as exc:
+        raise DatabaseUnavailable(f"bad database URL: {str(exc).strip().splitlines()[0]}") from None
+
+
+def make_pool(url: str, settings: Settings, **kwargs) -> ConnectionPool:
+    """A psycopg pool sized from settings; opened and checked before it is returned."""
+    pool = ConnectionPool(
+        url,
+        min_size=settings.pool_min_size,
+        max_size=settings.pool_max_size,
+        kwargs={"autocommit": True, "row_factory": dict_row, **kwargs},
+        open=False,
+    )
+    try:
+        pool.open(wait=True, timeout=settings.connect_timeout_seconds)
+    except Exception as exc:  # PoolTimeout hides the libpq reason; say where we tried
+        pool.close()
+        raise DatabaseUnavailable(f"cannot open a connection pool to {redact(url)}: {exc}") from None
+    return pool

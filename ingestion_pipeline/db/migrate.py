@@ -1,0 +1,240 @@
+"""Apply `migrations/<14-digit version>_<name>.sql` in order, with a checksummed ledger.
+
+Safety rules, all checked before anything is applied (so a refused run changes nothing):
+- an applied file whose bytes changed (sha256) is refused;
+- an applied file that is missing from the folder is refused;
+- a new file whose version sorts before the newest applied one is refused.
+
+Each file runs in its own transaction together with its ledger row. A file whose first
+line is `-- ingest:no-transaction` runs outside a transaction (for `CREATE INDEX
+CONCURRENTLY`); it is split into statements on lines ending in `;`, so it must not hold
+dollar-quoted bodies. The whole run holds a session advisory lock: two migrators never
+interleave, and the second one finds nothing left to do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import psycopg
+
+from ingestion_pipeline.db.connection import connect
+from ingestion_pipeline.db.queries import query, sql_text
+from ingestion_pipeline.errors import MigrationError
+
+LOCK_KEY = 72_410_193_001  # arbitrary, fixed: identifies "ingest db migrate" in pg_locks
+NO_TRANSACTION_MARKER = "-- ingest:no-transaction"
+FILENAME = re.compile(r"^(?P<version>\d{14})_(?P<name>[a-z0-9_]+)\.sql$")
+NOT_MIGRATIONS = {"schema.sql"}  # generated snapshot kept beside the migrations
+
+
+@dataclass(frozen=True)
+class MigrationFile:
+    version: str
+    name: str
+    path: Path
+    sql: str
+    checksum: str
+
+    @property
+    def transactional(self) -> bool:
+        first_line = self.sql.split("\n", 1)[0].strip()
+        return first_line != NO_TRANSACTION_MARKER
+
+
+@dataclass(frozen=True)
+class AppliedMigration:
+    version: str
+    name: str
+    checksum: str
+    transactional: bool
+    applied_at: datetime
+    duration_ms: int
+
+
+@dataclass
+class Plan:
+    applied: list[AppliedMigration]
+    pending: list[MigrationFile]
+    newly_applied: list[MigrationFile] = field(default_factory=list)
+
+
+def default_migrations_dir() -> Path:
+    """Inside an installed wheel the files sit in the package; in a checkout, at the top."""
+    package_dir = Path(__file__).resolve().parents[1]
+    for candidate in (package_dir / "migrations", package_dir.parent / "migrations"):
+        if candidate.is_dir():
+            return candidate
+    raise MigrationError(f"no migrations folder found next to {package_dir}")
+
+
+def discover(folder: Path) -> list[MigrationFile]:
+    files = []
+    for path in sorted(Path(folder).glob("*.sql")):
+        if path.name in NOT_MIGRATIONS:
+            continue
+        match = FILENAME.match(path.name)
+        if not match:
+            raise MigrationError(
+                f"{path.name}: migration files must be named <14-digit timestamp>_<lower_snake_name>.sql"
+            )
+        raw = path.read_bytes()
+        files.append(
+            MigrationFile(
+                version=match["version"],
+                name=match["name"],
+                path=path,
+                sql=raw.decode("utf-8"),
+                checksum=hashlib.sha256(raw).hexdigest(),
+            )
+        )
+    versions = [f.version for f in files]
+    duplicates = sorted({v for v in versions if versions.count(v) > 1})
+    if duplicates:
+        raise MigrationError(f"two migration files share version {duplicates[0]}")
+    return files
+
+
+def pending_after_checks(files: list[MigrationFile], applied: list[AppliedMigration]) -> list[MigrationFile]:
+    """The files still to apply, or MigrationError when the ledger and folder disagree."""
+    by_version = {f.version: f for f in files}
+    for row in applied:
+        current = by_version.get(row.version)
+        if current is None:
+            raise MigrationError(
+                f"migration {row.version}_{row.name}.sql was applied but is missing from the "
+                "migrations folder; restore it (applied files are never deleted)"
+            )
+        if current.checksum != row.checksum:
+            raise MigrationError(
+                f"migration {current.path.name} changed after it was applied "
+                f"(ledger sha256 {row.checksum[:12]}…, file {current.checksum[:12]}…); "
+                "revert the edit and put the change in a new migration"
+            )
+    newest = max((row.version for row in applied), default="")
+    applied_versions = {row.version for row in applied}
+    pending = [f for f in files if f.version not in applied_versions]
+    for f in pending:
+        if f.version < newest:
+            raise MigrationError(
+                f"migration {f.path.name} is older than the newest applied migration ({newest}); "
+                "give it a timestamp after that one"
+            )
+    return pending
+
+
+def read_ledger(conn: psycopg.Connection) -> list[AppliedMigration]:
+    if not conn.execute(query("ledger_exists")).fetchone()["present"]:
+        return []
+    return [AppliedMigration(**row) for row in conn.execute(query("ledger_rows")).fetchall()]
+
+
+def plan(url: str, folder: Path | None = None, target: str | None = None) -> Plan:
+    """What a run would do, read-only (no lock, no ledger table created)."""
+    files = discover(folder or default_migrations_dir())
+    with connect(url) as conn:
+        applied = read_ledger(conn)
+    pending = pending_after_checks(files, applied)
+    return Plan(applied=applied, pending=_up_to(pending, target))
+
+
+def migrate(
+    url: str,
+    folder: Path | None = None,
+    target: str | None = None,
+    on_apply: Callable[[MigrationFile, int], None] | None = None,
+) -> Plan:
+    """Apply pending migrations (up to `target` inclusive) under the advisory lock."""
+    files = discover(folder or default_migrations_dir())
+    with connect(url) as conn:
+        conn.execute(query("migration_lock"), {"key": LOCK_KEY})
+        try:
+            conn.execute(sql_text("ledger.sql"))
+            applied = read_ledger(conn)
+            result = Plan(applied=applied, pending=_up_to(pending_after_checks(files, applied), target))
+            for migration in result.pending:
+                duration_ms = _apply(conn, migration)
+                result.newly_applied.append(migration)
+                if on_apply:
+                    on_apply(migration, duration_ms)
+            return result
+        finally:
+            if not conn.closed and not conn.broken:
+                conn.execute(query("migration_unlock"), {"key": LOCK_KEY})
+
+
+def _up_to(pending: list[MigrationFile], target: str | None) -> list[MigrationFile]:
+    if target is None:
+        return pending
+    if not re.fullmatch(r"\d{14}", target):
+        raise MigrationError(f"target must be a 14-digit migration version, got {target!r}")
+    return [f for f in pending if f.version <= target]
+
+
+def _apply(conn: psycopg.Connection, migration: MigrationFile) -> int:
+    started = time.monotonic()
+    try:
+        if migration.transactional:
+            with conn.transaction():
+                # No parameters: psycopg sends the file with the simple query protocol,
+                # so it may hold many statements and dollar-quoted function bodies.
+                conn.execute(migration.sql)
+                _record(conn, migration, started)
+        else:
+            for statement in split_statements(migration):
+                conn.execute(statement)
+            _record(conn, migration, started)
+    except psycopg.Error as exc:
+        raise MigrationError(f"migration {migration.path.name} failed and was rolled back: {_brief(exc)}") from exc
+    return _elapsed_ms(started)
+
+
+def _record(conn: psycopg.Connection, migration: MigrationFile, started: float) -> None:
+    conn.execute(
+        query("ledger_record"),
+        {
+            "version": migration.version,
+            "name": migration.name,
+            "checksum": migration.checksum,
+            "transactional": migration.transactional,
+            "duration_ms": _elapsed_ms(started),
+        },
+    )
+
+
+def split_statements(migration: MigrationFile) -> list[str]:
+    """Statements of a no-transaction file: plain SQL, one statement per `;`-ended line."""
+    if "$$" in migration.sql or re.search(r"\$\w+\$", migration.sql):
+        raise MigrationError(
+            f"{migration.path.name}: a no-transaction migration may not hold dollar-quoted bodies; "
+            "put functions in a transactional migration"
+        )
+    statements, current = [], []
+    for line in migration.sql.splitlines():
+        current.append(line)
+        if line.rstrip().endswith(";"):
+            statements.append("\n".join(current))
+            current = []
+    if "\n".join(current).strip():
+        statements.append("\n".join(current))
+    return [s for s in statements if _has_code(s)]
+
+
+def _has_code(statement: str) -> bool:
+    return any(line.strip() and not line.strip().startswith("--") for line in statement.splitlines())
+
+
+def _elapsed_ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
+
+
+def _brief(exc: psycopg.Error) -> str:
+    diag = exc.diag
+    where = f" (SQLSTATE {exc.sqlstate})" if exc.sqlstate else ""
+    return f"{(diag.message_primary or str(exc)).strip()}{where}"

@@ -1,0 +1,105 @@
+"""Settings from the environment (and a `.env` file), validated once at start.
+
+Every setting is `INGEST_<NAME>`; the database URL is also read from the conventional
+`DATABASE_URL`. A bad value raises ConfigError naming the variable, so the CLI can print
+one line instead of a pydantic traceback.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Self
+
+import psycopg
+from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from ingestion_pipeline.errors import ConfigError
+
+ENV_PREFIX = "INGEST_"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_file=".env",
+        extra="ignore",
+        validate_default=True,
+        populate_by_name=True,
+    )
+
+    database_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("DATABASE_URL", "INGEST_DATABASE_URL"),
+        description="PostgreSQL URL; unset means the embedded server under data_dir.",
+    )
+    data_dir: Path = Field(default=Path(".ingest"), description="Embedded server and local state.")
+    pool_min_size: int = Field(default=1, ge=0)
+    pool_max_size: int = Field(default=10, ge=1)
+    connect_timeout_seconds: int = Field(default=10, ge=1)
+    worker_concurrency: int = Field(default=4, ge=1, le=256)
+    claim_batch_size: int = Field(default=10, ge=1, le=1000)
+    heartbeat_interval_seconds: float = Field(default=30.0, gt=0)
+    stale_after_seconds: int = Field(default=300, ge=5)
+    max_attempts: int = Field(default=3, ge=1, le=100)
+    max_file_bytes: int = Field(default=50 * 1024 * 1024, ge=1)
+
+    @field_validator("database_url")
+    @classmethod
+    def _parseable_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        try:
+            psycopg.conninfo.conninfo_to_dict(value)
+        except psycopg.ProgrammingError as exc:
+            raise ValueError(f"not a PostgreSQL connection URL ({_first_line(exc)})") from None
+        return value
+
+    @model_validator(mode="after")
+    def _coherent(self) -> Self:
+        if self.pool_min_size > self.pool_max_size:
+            raise ValueError("pool_min_size must not exceed pool_max_size")
+        # A heartbeat must land several times inside the stale window, or a slow tick
+        # lets another worker reclaim a live job (R1).
+        if self.heartbeat_interval_seconds * 3 > self.stale_after_seconds:
+            raise ValueError(
+                "heartbeat_interval_seconds must be at most a third of stale_after_seconds"
+            )
+        return self
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _env_name(loc: tuple) -> str:
+    if not loc:
+        return "settings"
+    field = str(loc[0])
+    if field == "database_url":
+        return "DATABASE_URL"
+    return f"{ENV_PREFIX}{field.upper()}"
+
+
+def load_settings(**overrides) -> Settings:
+    """Build Settings, turning validation errors into one ConfigError line."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        message = err["msg"].removeprefix("Value error, ")
+        name = _env_name(err.get("loc", ()))
+        if name == "settings":
+            raise ConfigError(f"bad settings: {message}") from None
+        shown = err.get("input")
+        # Never echo a URL back: it may carry a password.
+        echo = name != "DATABASE_URL" and isinstance(shown, (str, int, float))
+        got = f" (got {shown!r})" if echo else ""
+        raise ConfigError(f"bad setting {name}: {message}{got}") from None
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return load_settings()
