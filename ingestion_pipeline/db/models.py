@@ -1,0 +1,101 @@
+"""Typed results of the RPCs. Every RPC returns jsonb with `ok` and, when not ok, `reason`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict
+
+LEASE_LOST = "lease_lost"
+
+
+class RpcResult(BaseModel):
+    # RPCs may add keys over time; unknown keys are kept, not rejected.
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    ok: bool
+    reason: str | None = None
+    # False when the client had to call a pre-hardening (unfenced) signature.
+    fenced: bool = True
+
+    @property
+    def lease_lost(self) -> bool:
+        return not self.ok and self.reason == LEASE_LOST
+
+
+class BatchCreated(RpcResult):
+    batch_id: UUID | None = None
+
+
+class BatchStatus(RpcResult):
+    batch_id: UUID | None = None
+    status: Literal["pending", "processing", "completed", "completed_with_errors"] | None = None
+    total: int = 0
+    completed: int = 0
+    failed: int = 0
+    open: int = 0
+
+
+class EnqueueResult(RpcResult):
+    job_id: UUID | None = None
+
+
+class GenerationResult(RpcResult):
+    generation_id: UUID | None = None
+    page_count: int | None = None
+    section_count: int | None = None
+    chunk_count: int | None = None
+
+
+class JobOutcome(RpcResult):
+    job_id: UUID | None = None
+    retried: bool | None = None
+    attempts_exhausted: bool | None = None
+
+
+class HeartbeatResult(RpcResult):
+    job_id: UUID | None = None
+    locked_at: datetime | None = None
+
+
+class ExpireResult(RpcResult):
+    expired: int = 0
+    job_ids: list[UUID] = []
+
+
+class CleanupResult(RpcResult):
+    dry_run: bool
+    documents: int = 0
+    pages: int = 0
+    sections: int = 0
+    chunks: int = 0
+    generations: int = 0
+
+
+class QueueHealth(RpcResult):
+    jobs_by_status: dict[str, int] = {}
+    oldest_pending_age_seconds: int | None = None
+    stale_leases: int = 0
+    stuck_batches: int = 0
+    count_mismatches: int = 0
+    generations_awaiting_cleanup: int = 0
+
+
+class ClaimedJob(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    job_id: UUID
+    document_id: UUID
+    batch_id: UUID | None
+    kind: Literal["index", "reindex"]
+    attempt_count: int
+    max_attempts: int
+    locked_by: str
+    locked_at: datetime
+    source_name: str
+    mime_type: str | None
+    content_sha256: str
+    byte_size: int
+    committed_generation_id: UUID | None

@@ -1,0 +1,142 @@
+"""Shared fixtures: a real PostgreSQL server per session, migrated template databases,
+and a fresh database per test cloned from a template (fast and isolated).
+
+The suite always runs on the embedded server (the users' default). When
+TEST_DATABASE_URL is set (CI points it at the machine's PostgreSQL 15), every
+database-backed test runs on that server too: the `pg_server` fixture is parametrized.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from ingestion_pipeline.db import embedded
+from ingestion_pipeline.db import migrate as migrator
+from ingestion_pipeline.db.connection import connect
+
+TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL") or None
+HARDENING_NAME = "harden_state_rpcs"
+
+
+def hardening_version() -> str:
+    files = migrator.discover(migrator.default_migrations_dir())
+    return next(f.version for f in files if f.name == HARDENING_NAME)
+
+
+def pre_hardening_version() -> str:
+    files = migrator.discover(migrator.default_migrations_dir())
+    versions = [f.version for f in files]
+    return versions[versions.index(hardening_version()) - 1]
+
+
+@dataclass(frozen=True)
+class PgServer:
+    name: str
+    admin_url: str
+
+    def url(self, dbname: str) -> str:
+        return psycopg.conninfo.make_conninfo(self.admin_url, dbname=dbname)
+
+    def create_database(self, name: str, template: str | None = None) -> str:
+        with connect(self.admin_url) as conn:
+            statement = sql.SQL("create database {}").format(sql.Identifier(name))
+            if template:
+                statement += sql.SQL(" template {}").format(sql.Identifier(template))
+            conn.execute(statement)
+        return self.url(name)
+
+    def drop_database(self, name: str) -> None:
+        with connect(self.admin_url) as conn:
+            conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+
+
+def _server_params() -> list[str]:
+    return ["embedded", "external"] if TEST_DATABASE_URL else ["embedded"]
+
+
+@pytest.fixture(scope="session", params=_server_params())
+def pg_server(request, tmp_path_factory) -> Iterator[PgServer]:
+    if request.param == "external":
+        yield PgServer("external", TEST_DATABASE_URL)
+        return
+    data_dir = tmp_path_factory.mktemp("embedded-pg")
+    yield PgServer("embedded", embedded.start(data_dir))
+    embedded.stop(data_dir)
+
+
+@dataclass(frozen=True)
+class Templates:
+    head: str
+    pre_hardening: str
+
+
+@pytest.fixture(scope="session")
+def templates(pg_server: PgServer) -> Iterator[Templates]:
+    suffix = f"{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    made = Templates(head=f"ingest_tpl_head_{suffix}", pre_hardening=f"ingest_tpl_pre_{suffix}")
+    migrator.migrate(pg_server.create_database(made.head))
+    migrator.migrate(pg_server.create_database(made.pre_hardening), target=pre_hardening_version())
+    yield made
+    pg_server.drop_database(made.head)
+    pg_server.drop_database(made.pre_hardening)
+
+
+def _fresh_database(pg_server: PgServer, template: str | None) -> Iterator[str]:
+    name = f"ingest_t_{uuid.uuid4().hex[:12]}"
+    url = pg_server.create_database(name, template=template)
+    yield url
+    pg_server.drop_database(name)
+
+
+@pytest.fixture
+def db_url(pg_server: PgServer, templates: Templates) -> Iterator[str]:
+    """A fresh database at the head migration."""
+    yield from _fresh_database(pg_server, templates.head)
+
+
+@pytest.fixture
+def pre_hardening_db_url(pg_server: PgServer, templates: Templates) -> Iterator[str]:
+    """A fresh database migrated to just before the hardening migration."""
+    yield from _fresh_database(pg_server, templates.pre_hardening)
+
+
+@pytest.fixture
+def empty_db_url(pg_server: PgServer) -> Iterator[str]:
+    """A fresh, empty database (no migrations)."""
+    yield from _fresh_database(pg_server, "template0")
+
+
+@dataclass(frozen=True)
+class Schema:
+    url: str
+    hardened: bool
+
+
+@pytest.fixture(params=["pre_hardening", "head"])
+def schema(request, pg_server: PgServer, templates: Templates) -> Iterator[Schema]:
+    """For race tests: each runs on the pre-hardening schema (where it must observe the
+    bug) and at head (where it must pass)."""
+    template = templates.head if request.param == "head" else templates.pre_hardening
+    for url in _fresh_database(pg_server, template):
+        yield Schema(url=url, hardened=request.param == "head")
+
+
+@pytest.fixture
+def conn(db_url: str) -> Iterator[psycopg.Connection]:
+    with connect(db_url) as connection:
+        yield connection
+
+
+@pytest.fixture
+def migrations_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "migrations"
+    folder.mkdir()
+    return folder

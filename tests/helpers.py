@@ -1,0 +1,136 @@
+"""Test helpers: seed rows, snapshot state, and observe blocking between connections."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from uuid import UUID
+
+import psycopg
+
+from ingestion_pipeline.db.rpc import IngestionRpc
+
+
+def seed_batch(conn: psycopg.Connection, name: str = "test batch") -> UUID:
+    return IngestionRpc(conn).create_batch(name).batch_id
+
+
+def seed_document(conn: psycopg.Connection, batch_id: UUID | None = None, content: bytes | None = None,
+                  name: str = "doc.txt") -> UUID:
+    content = content if content is not None else f"document {uuid.uuid4()}".encode()
+    row = conn.execute(
+        """insert into documents (batch_id, source_name, mime_type, content_sha256, byte_size)
+           values (%s, %s, 'text/plain', %s, %s) returning id""",
+        (batch_id, name, hashlib.sha256(content).hexdigest(), len(content)),
+    ).fetchone()
+    conn.execute("insert into document_sources (document_id, content) values (%s, %s)", (row["id"], content))
+    return row["id"]
+
+
+def seed_job(conn: psycopg.Connection, batch_id: UUID | None = None, max_attempts: int = 3,
+             kind: str = "index") -> tuple[UUID, UUID]:
+    """A document with one pending job; returns (document_id, job_id)."""
+    document_id = seed_document(conn, batch_id)
+    result = IngestionRpc(conn).enqueue(document_id, batch_id=batch_id, kind=kind, max_attempts=max_attempts)
+    assert result.ok, result
+    return document_id, result.job_id
+
+
+def write_artifacts(conn: psycopg.Connection, document_id: UUID, generation_id: UUID,
+                    pages: int = 2, sections: int = 2, chunks: int = 3, word: str = "alpha") -> None:
+    for i in range(pages):
+        conn.execute("insert into document_pages (document_id, index_generation_id, ordinal, content) "
+                     "values (%s, %s, %s, %s)", (document_id, generation_id, i, f"page {i} {word}"))
+    for i in range(sections):
+        conn.execute("insert into document_sections (document_id, index_generation_id, ordinal, heading, content) "
+                     "values (%s, %s, %s, %s, %s)", (document_id, generation_id, i, f"Section {i}", f"section {word}"))
+    for i in range(chunks):
+        conn.execute("insert into document_chunks (document_id, index_generation_id, ordinal, content, token_count) "
+                     "values (%s, %s, %s, %s, 3)", (document_id, generation_id, i, f"chunk {i} about {word}"))
+
+
+def index_document(rpc: IngestionRpc, conn: psycopg.Connection, worker_id: str = "seed-worker",
+                   **artifact_counts) -> tuple[UUID, UUID]:
+    """Claim the next job and take it all the way to a committed generation and completion.
+    Returns (document_id, generation_id)."""
+    [job] = rpc.claim(worker_id)
+    generation_id = rpc.begin_generation(job.job_id, job.document_id, worker_id).generation_id
+    write_artifacts(conn, job.document_id, generation_id, **artifact_counts)
+    counts = {"page_count": artifact_counts.get("pages", 2), "section_count": artifact_counts.get("sections", 2),
+              "chunk_count": artifact_counts.get("chunks", 3)}
+    assert rpc.commit_generation(job.job_id, job.document_id, generation_id, worker_id, counts).ok
+    assert rpc.complete(job.job_id, job.document_id, worker_id=worker_id).ok
+    return job.document_id, generation_id
+
+
+def make_lease_stale(conn: psycopg.Connection, job_id: UUID, seconds_ago: int = 3600) -> None:
+    conn.execute("update ingestion_jobs set locked_at = now() - make_interval(secs => %s) where id = %s",
+                 (seconds_ago, job_id))
+
+
+def job(conn: psycopg.Connection, job_id: UUID) -> dict:
+    return conn.execute("select * from ingestion_jobs where id = %s", (job_id,)).fetchone()
+
+
+def document(conn: psycopg.Connection, document_id: UUID) -> dict:
+    return conn.execute("select * from documents where id = %s", (document_id,)).fetchone()
+
+
+def batch(conn: psycopg.Connection, batch_id: UUID) -> dict:
+    return conn.execute("select * from import_batches where id = %s", (batch_id,)).fetchone()
+
+
+def snapshot(conn: psycopg.Connection) -> dict[str, list[str]]:
+    """Every row of the state tables as text: equal snapshots mean nothing changed."""
+    tables = ["import_batches", "documents", "ingestion_jobs", "index_generations",
+              "document_pages", "document_sections", "document_chunks"]
+    return {
+        table: [r["row"] for r in conn.execute(
+            f"select t::text as row from {table} t order by t::text").fetchall()]
+        for table in tables
+    }
+
+
+def backend_pid(conn: psycopg.Connection) -> int:
+    return conn.execute("select pg_backend_pid() as pid").fetchone()["pid"]
+
+
+def wait_until_blocked(observer: psycopg.Connection, pid: int, by: int | None = None,
+                       timeout: float = 15.0) -> None:
+    """Wait until backend `pid` is blocked on a lock (held by `by`, when given).
+
+    This observes a state the test forced; it does not decide an ordering."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        blockers = observer.execute("select pg_blocking_pids(%s) as b", (pid,)).fetchone()["b"]
+        if blockers and (by is None or by in blockers):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"backend {pid} never blocked{f' on {by}' if by else ''}")
+
+
+class Background:
+    """Run a call in a thread and keep its result or exception for join()."""
+
+    def __init__(self, target: Callable[[], object]):
+        self.result = None
+        self.error: BaseException | None = None
+
+        def run():
+            try:
+                self.result = target()
+            except BaseException as exc:  # re-raised in join()
+                self.error = exc
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def join(self, timeout: float = 30.0):
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "background call did not finish"
+        if self.error:
+            raise self.error
+        return self.result

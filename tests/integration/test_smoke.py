@@ -1,0 +1,12 @@
+from tests.helpers import seed_batch, seed_job
+
+
+def test_head_template_has_every_migration(conn):
+    rows = conn.execute("select count(*) as n from ingest_schema_migrations").fetchone()
+    assert rows["n"] == 3
+
+
+def test_seed(conn):
+    batch_id = seed_batch(conn)
+    document_id, job_id = seed_job(conn, batch_id)
+    assert job_id is not None
