@@ -95,6 +95,7 @@ def snapshot(conn: psycopg.Connection) -> dict[str, list[str]]:
 
 
 def backend_pid(conn: psycopg.Connection) -> int:
+    """Take it before handing the connection to a Background call (it would wait)."""
     return conn.execute("select pg_backend_pid() as pid").fetchone()["pid"]
 
 

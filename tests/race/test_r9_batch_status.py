@@ -1,0 +1,39 @@
+"""R9: the last two jobs of a batch finish in overlapping transactions."""
+
+from ingestion_pipeline.db.rpc import IngestionRpc
+from tests.helpers import Background, backend_pid, batch, seed_batch, seed_job, wait_until_blocked
+
+
+def test_overlapping_last_completions_leave_the_batch_terminal(schema, new_conn):
+    setup = new_conn(schema.url)
+    batch_id = seed_batch(setup)
+    seed_job(setup, batch_id)
+    seed_job(setup, batch_id)
+    setup_rpc = IngestionRpc(setup)
+    [first] = setup_rpc.claim("worker-1")
+    [second] = setup_rpc.claim("worker-2")
+
+    # Transaction 1 completes the first job and stays open.
+    tx1 = new_conn(schema.url, autocommit=False)
+    tx1.execute("select 1")
+    assert IngestionRpc(tx1).complete(first.job_id, first.document_id, worker_id="worker-1",
+                                      batch_id=batch_id).ok
+
+    # Transaction 2 completes the second job; it must block on the batch row.
+    tx2 = new_conn(schema.url)
+    tx2_pid = backend_pid(tx2)
+    second_done = Background(lambda: IngestionRpc(tx2).complete(
+        second.job_id, second.document_id, worker_id="worker-2", batch_id=batch_id))
+    wait_until_blocked(setup, tx2_pid, by=backend_pid(tx1))
+    tx1.commit()
+    assert second_done.join().ok
+
+    final = batch(setup, batch_id)
+    if schema.hardened:
+        assert final["status"] == "completed"
+        assert (final["total_files"], final["completed_files"], final["failed_files"]) == (2, 2, 0)
+        assert final["completed_at"] is not None
+    else:
+        # The bug: the second transaction counted from a snapshot without the first.
+        assert final["status"] == "processing"
+        assert final["completed_files"] == 1
