@@ -1,0 +1,160 @@
+"""The typed RPC client: a full job lifecycle through a pool, the operator and janitor
+RPCs, and the 42883 fallback against the pre-hardening schema."""
+
+import logging
+
+import pytest
+
+from ingestion_pipeline.db.connection import connect, make_pool
+from ingestion_pipeline.db.models import ClaimedJob
+from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.settings import load_settings
+from tests.helpers import (
+    batch,
+    document,
+    index_document,
+    job,
+    make_lease_stale,
+    seed_batch,
+    seed_document,
+    seed_job,
+    write_artifacts,
+)
+
+
+@pytest.fixture
+def pool(db_url):
+    pool = make_pool(db_url, load_settings(database_url=db_url, pool_max_size=2))
+    yield pool
+    pool.close()
+
+
+def test_a_job_goes_from_enqueue_to_completed_through_a_pool(pool, conn):
+    rpc = IngestionRpc(pool)
+    batch_id = rpc.create_batch("reports", {"source": "test"}).batch_id
+    document_id = seed_document(conn, batch_id)
+    assert rpc.enqueue(document_id, batch_id=batch_id).ok
+    assert rpc.refresh_batch(batch_id).status == "processing"
+
+    [claimed] = rpc.claim("worker-1", limit=5)
+    assert isinstance(claimed, ClaimedJob)
+    assert (claimed.document_id, claimed.batch_id, claimed.attempt_count) == (document_id, batch_id, 1)
+    assert claimed.committed_generation_id is None
+    beat = rpc.heartbeat(claimed.job_id, "worker-1", progress=50, stage="chunk")
+    assert beat.ok and beat.locked_at is not None
+    generation = rpc.begin_generation(claimed.job_id, document_id, "worker-1")
+    write_artifacts(conn, document_id, generation.generation_id, chunks=2)
+    assert rpc.commit_generation(claimed.job_id, document_id, generation.generation_id, "worker-1").chunk_count == 2
+    outcome = rpc.complete(claimed.job_id, document_id, worker_id="worker-1", batch_id=batch_id)
+
+    assert outcome.ok and outcome.fenced and rpc.fences_available is True
+    assert batch(conn, batch_id)["status"] == "completed"
+    assert document(conn, document_id)["status"] == "indexed"
+
+
+def test_fallback_to_unfenced_calls_on_the_pre_hardening_schema(pre_hardening_db_url, caplog):
+    with connect(pre_hardening_db_url) as conn:
+        rpc = IngestionRpc(conn)
+        document_id, job_id = seed_job(conn)
+        [claimed] = rpc.claim("worker-1")
+        caplog.set_level(logging.WARNING, logger="ingestion_pipeline.db.rpc")
+
+        beat = rpc.heartbeat(job_id, "worker-1")
+        generation_id = rpc.begin_generation(job_id, document_id, "worker-1").generation_id
+        write_artifacts(conn, document_id, generation_id, chunks=2)
+        committed = rpc.commit_generation(job_id, document_id, generation_id, "worker-1",
+                                          {"chunk_count": 2, "page_count": 2, "section_count": 2})
+        completed = rpc.complete(job_id, document_id, worker_id="worker-1")
+
+        assert rpc.fences_available is False
+        assert (beat.ok, beat.fenced) == (True, False)
+        assert (committed.ok, committed.fenced) == (True, False)
+        assert (completed.ok, completed.fenced) == (True, False)
+        assert job(conn, job_id)["status"] == "completed"
+        assert document(conn, document_id)["status"] == "indexed"
+        warnings = [r for r in caplog.records if "fences are unavailable" in r.getMessage()]
+        assert len(warnings) == 1  # logged once, not per call
+        assert claimed.job_id == job_id
+
+
+def test_fail_or_retry_falls_back_inside_an_open_transaction(pre_hardening_db_url):
+    """42883 inside a caller's transaction must not abort it: the client uses a savepoint."""
+    with connect(pre_hardening_db_url, autocommit=False) as conn:
+        rpc = IngestionRpc(conn)
+        document_id, job_id = seed_job(conn, max_attempts=3)
+        rpc.claim("worker-1")
+        outcome = rpc.fail_or_retry(job_id, document_id, worker_id="worker-1", retry=True, error_message="x")
+        assert outcome.ok and not outcome.fenced
+        assert job(conn, job_id)["status"] == "pending"
+        conn.commit()
+
+
+def test_retry_refuses_completed_and_live_jobs_and_requeues_failed_ones(conn):
+    rpc = IngestionRpc(conn)
+    seed_job(conn)
+    document_id, _ = index_document(rpc, conn)
+    completed_job = conn.execute("select id from ingestion_jobs where document_id = %s", (document_id,)).fetchone()["id"]
+    assert rpc.retry(completed_job).reason == "completed"
+
+    other_document, live_job = seed_job(conn)
+    rpc.claim("worker-1")
+    assert rpc.retry(live_job).reason == "lease_live"
+
+    rpc.fail_or_retry(live_job, other_document, worker_id="worker-1", error_message="bad pdf")
+    retried = rpc.retry(live_job)
+    assert retried.ok
+    assert (job(conn, live_job)["status"], job(conn, live_job)["attempt_count"]) == ("pending", 0)
+    assert document(conn, other_document)["status"] == "queued"
+
+
+def test_expire_stale_dead_letters_only_exhausted_leases(conn):
+    rpc = IngestionRpc(conn)
+    batch_id = seed_batch(conn)
+    _, exhausted = seed_job(conn, batch_id, max_attempts=1)
+    _, retryable = seed_job(conn, batch_id, max_attempts=3)
+    rpc.claim("worker-1", limit=2)
+    make_lease_stale(conn, exhausted)
+    make_lease_stale(conn, retryable)
+
+    result = rpc.expire_stale()
+    assert result.expired == 1 and result.job_ids == [exhausted]
+    assert (job(conn, exhausted)["status"], job(conn, exhausted)["stage"]) == ("failed", "dead_letter")
+    assert job(conn, retryable)["status"] == "processing"  # left for a reclaim
+    assert batch(conn, batch_id)["failed_files"] == 1
+
+
+def test_cleanup_dry_run_reports_what_the_delete_removes(conn):
+    rpc = IngestionRpc(conn)
+    seed_job(conn)
+    document_id, committed = index_document(rpc, conn)
+    rpc.enqueue(document_id, kind="reindex")
+    [reindex] = rpc.claim("worker-2")
+    abandoned = rpc.begin_generation(reindex.job_id, document_id, "worker-2").generation_id
+    write_artifacts(conn, document_id, abandoned, pages=1, sections=2, chunks=4)
+    rpc.fail_or_retry(reindex.job_id, document_id, worker_id="worker-2", error_message="crash")
+
+    dry = rpc.cleanup_generations(dry_run=True)
+    real = rpc.cleanup_generations(dry_run=False)
+    counts = lambda r: (r.documents, r.pages, r.sections, r.chunks, r.generations)  # noqa: E731
+    assert counts(dry) == counts(real) == (1, 1, 2, 4, 1)
+    assert rpc.cleanup_generations(dry_run=False).generations == 0
+    assert document(conn, document_id)["index_generation_id"] == committed
+    left = conn.execute("select count(*) as n from document_chunks where document_id = %s", (document_id,)).fetchone()
+    assert left["n"] == 3  # the committed generation is untouched
+
+
+def test_queue_health_counts_what_needs_attention(conn):
+    rpc = IngestionRpc(conn)
+    seed_job(conn)
+    document_id, _ = index_document(rpc, conn, chunks=3)
+    _, stale_job = seed_job(conn)
+    rpc.claim("worker-1")
+    make_lease_stale(conn, stale_job)
+    seed_job(conn)  # pending
+    conn.execute("update documents set chunk_count = 42 where id = %s", (document_id,))
+
+    health = rpc.queue_health()
+    assert health.jobs_by_status == {"completed": 1, "processing": 1, "pending": 1}
+    assert health.stale_leases == 1
+    assert health.count_mismatches == 1
+    assert health.oldest_pending_age_seconds is not None
