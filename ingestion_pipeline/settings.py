@@ -52,32 +52,34 @@ class Settings(BaseSettings):
             return None
         try:
             psycopg.conninfo.conninfo_to_dict(value)
-        except psycopg.ProgrammingError as exc:
-            raise ValueError(f"not a PostgreSQL connection URL ({_first_line(exc)})") from None
+        except psycopg.ProgrammingError:
+            # libpq's parse message may quote the password: say what is expected instead.
+            raise ValueError(
+                "not a PostgreSQL connection URL (expected postgresql://user:password@host:port/dbname "
+                "or key=value pairs)"
+            ) from None
         return value
 
     @model_validator(mode="after")
     def _coherent(self) -> Self:
         if self.pool_min_size > self.pool_max_size:
-            raise ValueError("pool_min_size must not exceed pool_max_size")
+            raise ValueError(f"{ENV_PREFIX}POOL_MIN_SIZE must not exceed {ENV_PREFIX}POOL_MAX_SIZE")
         # A heartbeat must land several times inside the stale window, or a slow tick
         # lets another worker reclaim a live job (R1).
         if self.heartbeat_interval_seconds * 3 > self.stale_after_seconds:
             raise ValueError(
-                "heartbeat_interval_seconds must be at most a third of stale_after_seconds"
+                f"{ENV_PREFIX}HEARTBEAT_INTERVAL_SECONDS must be at most a third of "
+                f"{ENV_PREFIX}STALE_AFTER_SECONDS"
             )
         return self
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 def _env_name(loc: tuple) -> str:
+    """The variable a user sets. pydantic reports the field name for constructor values
+    and the alias (e.g. 'DATABASE_URL') for environment values."""
     if not loc:
         return "settings"
-    field = str(loc[0])
+    field = str(loc[0]).lower().removeprefix(ENV_PREFIX.lower())
     if field == "database_url":
         return "DATABASE_URL"
     return f"{ENV_PREFIX}{field.upper()}"

@@ -37,10 +37,18 @@ def connect(url: str, *, autocommit: bool = True, timeout: int = 10, **kwargs) -
             url, autocommit=autocommit, connect_timeout=timeout, row_factory=dict_row, **kwargs
         )
     except psycopg.OperationalError as exc:
-        reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else "connection failed"
-        raise DatabaseUnavailable(f"cannot connect to {redact(url)}: {reason}") from None
+        raise DatabaseUnavailable(f"cannot connect to {redact(url)}: {_cause(exc)}") from None
     except psycopg.ProgrammingError as exc:
         raise DatabaseUnavailable(f"bad database URL: {str(exc).strip().splitlines()[0]}") from None
+
+
+def _cause(exc: psycopg.OperationalError) -> str:
+    """libpq's first line names the cause ('... failed: Connection refused'); the rest
+    are hints. Keep the part after the last 'failed:' when there is one."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return "connection failed"
+    return lines[0].rsplit("failed: ", 1)[-1]
 
 
 def make_pool(url: str, settings: Settings, **kwargs) -> ConnectionPool:

