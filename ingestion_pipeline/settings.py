@@ -43,6 +43,9 @@ class Settings(BaseSettings):
     heartbeat_interval_seconds: float = Field(default=30.0, gt=0)
     stale_after_seconds: int = Field(default=300, ge=5)
     max_attempts: int = Field(default=3, ge=1, le=100)
+    retry_backoff_seconds: float = Field(default=5.0, ge=0)
+    retry_backoff_max_seconds: float = Field(default=300.0, ge=0)
+    embedder: str = Field(default="none", pattern="^(none|hash)$")
     max_file_bytes: int = Field(default=50 * 1024 * 1024, ge=1)
 
     @field_validator("database_url")

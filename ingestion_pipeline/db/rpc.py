@@ -157,6 +157,19 @@ class IngestionRpc:
         return self._result(CleanupResult, "rpc_cleanup", {
             "document_id": document_id, "limit": limit, "dry_run": dry_run})
 
+    def record_stage(self, job_id: UUID, worker_id: str, stage: str, *, started_at: datetime,
+                     finished_at: datetime, detail: dict | None = None) -> RpcResult:
+        """Append to the stage log, only while `worker_id` holds the lease."""
+        return self._result(RpcResult, "rpc_record_stage", {
+            "job_id": job_id, "worker_id": worker_id, "stage": stage, "started_at": started_at,
+            "finished_at": finished_at, "detail": Jsonb(detail or {})})
+
+    def batch_report(self, *, batch_id: UUID | None = None, limit: int = 20) -> dict:
+        """Batches with their job counts and recent failures (`ingest status`)."""
+        with self._connection() as conn:
+            row = conn.execute(query("rpc_batch_report"), {"batch_id": batch_id, "limit": limit}).fetchone()
+        return _row_value(row)
+
     def queue_health(self, stale_after_seconds: int | None = None) -> QueueHealth:
         return self._result(QueueHealth, "rpc_queue_health", {
             "stale_after_seconds": stale_after_seconds or self.stale_after_seconds})

@@ -90,3 +90,63 @@ select cleanup_abandoned_document_index_generations(p_document_id => %(document_
 
 -- name: rpc_queue_health
 select ingestion_queue_health(p_stale_after_seconds => %(stale_after_seconds)s) as result;
+
+-- name: rpc_record_stage
+select record_ingestion_job_stage(p_job_id => %(job_id)s, p_worker_id => %(worker_id)s,
+    p_stage => %(stage)s, p_started_at => %(started_at)s, p_finished_at => %(finished_at)s,
+    p_detail => %(detail)s) as result;
+
+-- name: rpc_batch_report
+select ingestion_batch_report(p_batch_id => %(batch_id)s, p_limit => %(limit)s) as result;
+
+-- ---------------------------------------------------------------------------------
+-- Documents, sources and artifacts (not queue state: written directly).
+
+-- name: insert_document
+-- Identical live bytes map to the existing document (no row returned then).
+insert into documents (batch_id, source_name, mime_type, content_sha256, byte_size)
+values (%(batch_id)s, %(source_name)s, %(mime_type)s, %(content_sha256)s, %(byte_size)s)
+on conflict (content_sha256) where deleted_at is null do nothing
+returning id;
+
+-- name: insert_document_source
+insert into document_sources (document_id, content) values (%(document_id)s, %(content)s);
+
+-- name: find_live_document
+select id, status, index_generation_id from documents
+where content_sha256 = %(content_sha256)s and deleted_at is null;
+
+-- name: load_document_source
+select content from document_sources where document_id = %(document_id)s;
+
+-- name: copy_pages
+copy document_pages (document_id, index_generation_id, ordinal, content) from stdin;
+
+-- name: copy_sections
+copy document_sections (document_id, index_generation_id, ordinal, heading, level, page_ordinal, content)
+from stdin;
+
+-- name: copy_chunks
+copy document_chunks (document_id, index_generation_id, ordinal, section_ordinal, page_ordinal, content,
+                      token_count, embedding)
+from stdin;
+
+-- name: search_chunks
+-- Committed generations only (the view), best first.
+select c.document_id,
+       coalesce(d.title, d.source_name) as title,
+       d.source_name,
+       s.heading,
+       c.ordinal as chunk_ordinal,
+       ts_rank_cd(c.content_tsv, q.query) as rank,
+       ts_headline('english', c.content, q.query,
+                   'MaxFragments=1, MinWords=8, MaxWords=30, StartSel=[, StopSel=]') as snippet
+from websearch_to_tsquery('english', %(query)s) as q(query)
+join committed_document_chunks c on c.content_tsv @@ q.query
+join documents d on d.id = c.document_id
+left join document_sections s
+       on s.document_id = c.document_id
+      and s.index_generation_id = c.index_generation_id
+      and s.ordinal = c.section_ordinal
+order by rank desc, c.document_id, c.ordinal
+limit %(limit)s;

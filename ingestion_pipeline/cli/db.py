@@ -1,59 +1,32 @@
-"""The `ingest` command. Errors the user can act on print one line and exit 1."""
+"""`ingest db …`: the embedded server and the migrations."""
 
 from __future__ import annotations
 
-import argparse
-import sys
-
-import psycopg
-
+from ingestion_pipeline.cli.common import add_database_url
 from ingestion_pipeline.db import embedded
 from ingestion_pipeline.db import migrate as migrator
 from ingestion_pipeline.db.connection import connect, redact, resolve_database_url
 from ingestion_pipeline.db.queries import query
-from ingestion_pipeline.errors import IngestError
-from ingestion_pipeline.settings import Settings, load_settings
+from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.tables import render_table
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ingest", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-
+def register(commands) -> None:
     db = commands.add_parser("db", help="the database: embedded server and migrations")
     db_commands = db.add_subparsers(dest="db_command", required=True)
-    db_commands.add_parser("start", help="start (or reuse) the embedded server and print its URL")
-    db_commands.add_parser("stop", help="stop the embedded server")
-    db_commands.add_parser("url", help="print the database URL (starts the embedded server if needed)")
+    db_commands.add_parser("start", help="start (or reuse) the embedded server and print its URL"
+                           ).set_defaults(handler=cmd_db_start)
+    db_commands.add_parser("stop", help="stop the embedded server").set_defaults(handler=cmd_db_stop)
+    url = db_commands.add_parser("url", help="print the database URL (starts the embedded server if needed)")
+    url.set_defaults(handler=cmd_db_url)
     status = db_commands.add_parser("status", help="where the database is and which migrations are applied")
+    status.set_defaults(handler=cmd_db_status)
     migrate = db_commands.add_parser("migrate", help="apply pending migrations")
     migrate.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     migrate.add_argument("--target", metavar="VERSION", help="stop after this 14-digit version")
-    for sub in (status, migrate, db_commands.choices["url"]):
-        sub.add_argument("--database-url", metavar="URL", help="overrides DATABASE_URL")
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        overrides = {"database_url": args.database_url} if getattr(args, "database_url", None) else {}
-        settings = load_settings(**overrides)
-        return HANDLERS[(args.command, getattr(args, "db_command", None))](args, settings)
-    except IngestError as exc:
-        print(f"ingest: error: {exc}", file=sys.stderr)
-        return 1
-    except psycopg.OperationalError as exc:
-        print(f"ingest: error: database unavailable: {_first_line(exc)}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("ingest: interrupted", file=sys.stderr)
-        return 130
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    migrate.set_defaults(handler=cmd_db_migrate)
+    for sub in (status, migrate, url):
+        add_database_url(sub)
 
 
 def cmd_db_start(args, settings: Settings) -> int:
@@ -116,15 +89,3 @@ def _print_plan(plan: migrator.Plan) -> None:
     rows += [(m.version, m.name, "pending", "", m.checksum[:12]) for m in plan.pending]
     print(render_table(["version", "name", "state", "applied at", "sha256"], rows))
     print(f"{len(plan.applied)} applied, {len(plan.pending)} pending")
-
-
-HANDLERS = {
-    ("db", "start"): cmd_db_start,
-    ("db", "stop"): cmd_db_stop,
-    ("db", "url"): cmd_db_url,
-    ("db", "status"): cmd_db_status,
-    ("db", "migrate"): cmd_db_migrate,
-}
-
-if __name__ == "__main__":
-    sys.exit(main())

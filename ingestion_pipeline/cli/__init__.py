@@ -1,0 +1,50 @@
+"""The `ingest` command. Errors the user can act on print one line and exit 1."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+import psycopg
+
+from ingestion_pipeline.cli import db, documents, work
+from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.settings import load_settings
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ingest", description="Document ingestion on PostgreSQL.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what the worker does")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for module in (db, documents, work):
+        module.register(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        overrides = {"database_url": args.database_url} if getattr(args, "database_url", None) else {}
+        settings = load_settings(**overrides)
+        return args.handler(args, settings)
+    except IngestError as exc:
+        print(f"ingest: error: {exc}", file=sys.stderr)
+        return 1
+    except psycopg.OperationalError as exc:
+        print(f"ingest: error: database unavailable: {_first_line(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("ingest: interrupted", file=sys.stderr)
+        return 130
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+if __name__ == "__main__":
+    sys.exit(main())

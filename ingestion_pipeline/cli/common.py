@@ -1,0 +1,40 @@
+"""What the commands share: the database URL option, a migrated pool, JSON output."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from psycopg_pool import ConnectionPool
+
+from ingestion_pipeline.db import migrate as migrator
+from ingestion_pipeline.db.connection import make_pool, resolve_database_url
+from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.settings import Settings
+
+
+def add_database_url(parser) -> None:
+    parser.add_argument("--database-url", metavar="URL", help="overrides DATABASE_URL")
+
+
+def require_migrated(url: str) -> None:
+    pending = migrator.plan(url).pending  # also refuses changed or missing migration files
+    if pending:
+        raise IngestError(f"the database has {len(pending)} pending migration(s), starting with "
+                          f"{pending[0].path.name}: run `ingest db migrate`")
+
+
+@contextmanager
+def migrated_pool(settings: Settings) -> Iterator[ConnectionPool]:
+    url = resolve_database_url(settings)
+    require_migrated(url)
+    pool = make_pool(url, settings)
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+def print_json(data) -> None:
+    print(json.dumps(data, indent=2, default=str))

@@ -1,0 +1,116 @@
+"""`ingest enqueue`, `ingest status`, `ingest search`."""
+
+from __future__ import annotations
+
+import sys
+from uuid import UUID
+
+from tqdm import tqdm
+
+from ingestion_pipeline.cli.common import add_database_url, migrated_pool, print_json
+from ingestion_pipeline.db.queries import query
+from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.enqueue import enqueue_paths
+from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.settings import Settings
+from ingestion_pipeline.tables import render_table
+
+FILES_LISTED = 25
+
+
+def register(commands) -> None:
+    enqueue = commands.add_parser("enqueue", help="upload files and folders as one import batch")
+    enqueue.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (recursive)")
+    enqueue.add_argument("--batch", metavar="NAME", help="batch name (default: 'import <time>')")
+    enqueue.add_argument("--reindex", action="store_true", help="reindex documents already uploaded")
+    enqueue.add_argument("--max-attempts", type=int, metavar="N", help="attempts per job (INGEST_MAX_ATTEMPTS)")
+    enqueue.set_defaults(handler=cmd_enqueue)
+
+    status = commands.add_parser("status", help="batches, job counts and failures")
+    status.add_argument("--batch", metavar="ID", type=_uuid, help="one batch only")
+    status.add_argument("--limit", type=int, default=20, help="most recent batches shown (default 20)")
+    status.set_defaults(handler=cmd_status)
+
+    search = commands.add_parser("search", help="full-text search over committed chunks")
+    search.add_argument("query", help='web-search syntax: words, "phrases", -excluded, or')
+    search.add_argument("--limit", type=int, default=10, help="results (default 10)")
+    search.set_defaults(handler=cmd_search)
+
+    for sub in (enqueue, status, search):
+        sub.add_argument("--json", action="store_true", help="machine-readable output")
+        add_database_url(sub)
+
+
+def _uuid(value: str) -> UUID:
+    try:
+        return UUID(value)
+    except ValueError:
+        raise IngestError(f"not a batch id: {value!r}") from None
+
+
+def cmd_enqueue(args, settings: Settings) -> int:
+    max_attempts = args.max_attempts or settings.max_attempts
+    if max_attempts < 1:
+        raise IngestError("--max-attempts must be at least 1")
+    with migrated_pool(settings) as pool:
+        progress = tqdm(unit="file", desc="enqueue", disable=args.json or not sys.stderr.isatty(), file=sys.stderr)
+        with progress:
+            report = enqueue_paths(pool, args.paths, max_bytes=settings.max_file_bytes, batch_name=args.batch,
+                                   reindex=args.reindex, max_attempts=max_attempts,
+                                   on_file=lambda _: progress.update())
+    if args.json:
+        print_json(report.as_dict())
+        return 0
+    if len(report.files) <= FILES_LISTED:
+        print(render_table(["file", "outcome", "document"],
+                           [(f.path, f.outcome, f.document_id) for f in report.files]))
+        print()
+    print(render_table(["outcome", "files"], sorted(report.counts.items())))
+    print(f"batch {report.batch_id} ({report.batch_name}): {len(report.files)} file(s)")
+    return 0
+
+
+def cmd_status(args, settings: Settings) -> int:
+    with migrated_pool(settings) as pool:
+        report = IngestionRpc(pool).batch_report(batch_id=args.batch, limit=args.limit)
+    if args.batch and not report["batches"]:
+        raise IngestError(f"no batch {args.batch}")
+    if args.json:
+        print_json(report)
+        return 0
+    rows = [(b["batch_id"], b["name"], b["status"], b["total_files"], b["pending"], b["processing"],
+             b["completed"], b["failed"], _age(b["oldest_pending_age_seconds"])) for b in report["batches"]]
+    print(render_table(["batch", "name", "status", "files", "pending", "processing", "completed", "failed",
+                        "oldest pending"], rows))
+    if report["failures"]:
+        print("\nfailures:")
+        print(render_table(["file", "attempts", "error"],
+                           [(f["source_name"], f"{f['attempt_count']}/{f['max_attempts']}", f["error_message"])
+                            for f in report["failures"]]))
+    return 0
+
+
+def _age(seconds: int | None) -> str:
+    if seconds is None:
+        return ""
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def cmd_search(args, settings: Settings) -> int:
+    if not args.query.strip():
+        raise IngestError("the search query is empty")
+    with migrated_pool(settings) as pool, pool.connection() as conn:
+        hits = conn.execute(query("search_chunks"), {"query": args.query, "limit": args.limit}).fetchall()
+    if args.json:
+        print_json(hits)
+        return 0
+    if not hits:
+        print("no matches")
+        return 0
+    for hit in hits:
+        heading = f" › {hit['heading']}" if hit["heading"] else ""
+        print(f"{hit['rank']:.3f}  {hit['title']}{heading}  ({hit['source_name']})")
+        print(f"       {' '.join(hit['snippet'].split())}")
+    return 0

@@ -1,0 +1,41 @@
+"""Document processing: bytes -> pages -> sections -> chunks (+ optional embeddings).
+
+Pure Python on bytes in memory: no database and no Dagster here, so the worker decides
+what to store and when, and everything below is testable in milliseconds.
+
+    parse(content, name, max_bytes=...)   -> ParsedDocument (title, pages, sections)
+    chunk_sections(sections, options)     -> list[Chunk]
+    process_document(...)                 -> both, with embeddings when asked
+
+A ProcessingError is permanent (its message is for the uploader); the worker should not
+retry it.
+"""
+
+from .chunking import chunk_sections
+from .detect import SUPPORTED_TYPES, detect_type
+from .embedding import Embedder, HashEmbedder, NoEmbedder, embed_chunks, get_embedder
+from .errors import ProcessingError
+from .model import Chunk, ChunkingOptions, Page, ParsedDocument, Section
+from .parse import parse
+from .pipeline import process_document
+from .text import decode_text
+
+__all__ = [
+    "SUPPORTED_TYPES",
+    "Chunk",
+    "ChunkingOptions",
+    "Embedder",
+    "HashEmbedder",
+    "NoEmbedder",
+    "Page",
+    "ParsedDocument",
+    "ProcessingError",
+    "Section",
+    "chunk_sections",
+    "decode_text",
+    "detect_type",
+    "embed_chunks",
+    "get_embedder",
+    "parse",
+    "process_document",
+]

@@ -1,0 +1,69 @@
+"""Turn a parser's raw pages and sections into a ParsedDocument with the shared rules:
+whitespace normalised, empty pages and sections dropped, ordinals dense."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .model import Page, ParsedDocument, Section
+from .text import clean_title, first_short_line, normalize
+
+
+@dataclass
+class DraftSection:
+    """A section as a parser found it: raw text, and the index of its raw page."""
+
+    heading: str | None
+    level: int
+    page_index: int | None
+    text: str
+
+
+def assemble(
+    mime_type: str,
+    pages: list[str],
+    sections: list[DraftSection],
+    *,
+    title: str | None,
+    title_from_first_line: bool = True,
+) -> ParsedDocument:
+    out_pages, page_ordinals = _pages(pages)
+    out_sections: list[Section] = []
+    for draft in sections:
+        text = normalize(draft.text)
+        if not text:
+            continue
+        page = page_ordinals.get(draft.page_index) if draft.page_index is not None else None
+        heading = clean_title(draft.heading)
+        out_sections.append(Section(len(out_sections), heading, draft.level, page, text))
+    title = clean_title(title)
+    if title is None and title_from_first_line and out_pages:
+        title = first_short_line(out_pages[0].text)
+    return ParsedDocument(title=title, mime_type=mime_type, pages=out_pages, sections=out_sections)
+
+
+def _pages(raw_pages: list[str]) -> tuple[list[Page], dict[int, int]]:
+    """Surviving pages renumbered 0..n-1, and raw index -> new ordinal for sections."""
+    pages: list[Page] = []
+    ordinals: dict[int, int] = {}
+    for index, raw in enumerate(raw_pages):
+        text = normalize(raw)
+        if text:
+            ordinals[index] = len(pages)
+            pages.append(Page(len(pages), text))
+    return pages, ordinals
+
+
+def join_blocks(blocks: list[tuple[str, bool]]) -> str:
+    """Join text blocks: a blank line between paragraphs, one newline between lines of a
+    list or table (blocks flagged `tight`), so list items stay one per line."""
+    out: list[str] = []
+    previous_tight = False
+    for text, tight in blocks:
+        if not text.strip():
+            continue
+        if out:
+            out.append("\n" if tight and previous_tight else "\n\n")
+        out.append(text)
+        previous_tight = tight
+    return "".join(out)

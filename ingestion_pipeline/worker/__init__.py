@@ -1,0 +1,9 @@
+"""The worker: claim -> heartbeat -> build generation -> commit -> complete | fail_or_retry.
+
+No Dagster here: the same code runs from Dagster ops, from `ingest work`, and from tests.
+"""
+
+from ingestion_pipeline.worker.loop import Worker, WorkerReport
+from ingestion_pipeline.worker.outcome import JobResult, Outcome
+
+__all__ = ["JobResult", "Outcome", "Worker", "WorkerReport"]

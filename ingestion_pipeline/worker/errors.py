@@ -1,0 +1,31 @@
+"""Error classes the worker acts on."""
+
+from __future__ import annotations
+
+import psycopg
+
+
+class LeaseLost(Exception):
+    """Another worker holds the job now: stop at once, write nothing more."""
+
+
+# Failures worth another attempt: the next one may well succeed.
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    psycopg.OperationalError,  # connection lost, server restarting, admin shutdown
+    psycopg.InterfaceError,  # connection closed under us
+    psycopg.errors.SerializationFailure,
+    psycopg.errors.DeadlockDetected,
+    psycopg.errors.LockNotAvailable,
+    psycopg.errors.QueryCanceled,  # statement_timeout
+    TimeoutError,
+    ConnectionError,
+)
+
+
+def is_transient(exc: BaseException) -> bool:
+    return isinstance(exc, TRANSIENT_ERRORS)
+
+
+def describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

@@ -1,0 +1,101 @@
+"""The claim loop: keep up to `concurrency` jobs in flight, drain or poll, stop cleanly."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+
+from psycopg_pool import ConnectionPool
+
+from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.processing import ChunkingOptions, Embedder, NoEmbedder
+from ingestion_pipeline.settings import Settings
+from ingestion_pipeline.worker.identity import new_worker_id
+from ingestion_pipeline.worker.job import JobContext, JobRun
+from ingestion_pipeline.worker.outcome import JobResult, Outcome
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class WorkerReport:
+    worker_id: str
+    results: list[JobResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def counts(self) -> dict[str, int]:
+        counted = Counter(r.outcome.value for r in self.results)
+        return {outcome.value: counted.get(outcome.value, 0) for outcome in Outcome}
+
+    @property
+    def claimed(self) -> int:
+        return len(self.results)
+
+    @property
+    def docs_per_second(self) -> float:
+        done = self.counts[Outcome.COMPLETED.value]
+        return round(done / self.seconds, 2) if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict:
+        return {"worker_id": self.worker_id, "claimed": self.claimed, **self.counts,
+                "seconds": round(self.seconds, 3), "docs_per_second": self.docs_per_second}
+
+
+class Worker:
+    """One claim loop with one worker id. Jobs run in a thread pool of `concurrency`."""
+
+    def __init__(self, pool: ConnectionPool, settings: Settings, *, label: str = "worker",
+                 concurrency: int | None = None, embedder: Embedder | None = None,
+                 chunking: ChunkingOptions | None = None, poll_seconds: float = 1.0):
+        self.worker_id = new_worker_id(label)
+        self.concurrency = concurrency or settings.worker_concurrency
+        self.claim_batch_size = settings.claim_batch_size
+        self.poll_seconds = poll_seconds
+        self.rpc = IngestionRpc(pool, stale_after_seconds=settings.stale_after_seconds)
+        self.context = JobContext(
+            pool=pool, rpc=self.rpc, worker_id=self.worker_id, embedder=embedder or NoEmbedder(),
+            chunking=chunking or ChunkingOptions(), max_bytes=settings.max_file_bytes,
+            heartbeat_seconds=settings.heartbeat_interval_seconds,
+            retry_backoff_seconds=settings.retry_backoff_seconds,
+            retry_backoff_max_seconds=settings.retry_backoff_max_seconds)
+
+    def run(self, *, drain: bool = True, max_jobs: int | None = None, stop: threading.Event | None = None,
+            on_result: Callable[[JobResult], None] | None = None) -> WorkerReport:
+        """Claim and process jobs. With `drain`, return once nothing is claimable and
+        nothing is in flight; otherwise poll until `stop` is set. Setting `stop` ends
+        claiming; jobs in flight finish (or stop at their next lease check) first."""
+        stop = stop or threading.Event()
+        report = WorkerReport(self.worker_id)
+        started = time.monotonic()
+        claimed_total = 0
+        in_flight: set[Future] = set()
+        with ThreadPoolExecutor(self.concurrency, thread_name_prefix="ingest-job") as executor:
+            while True:
+                room = self.concurrency - len(in_flight)
+                if max_jobs is not None:
+                    room = min(room, max_jobs - claimed_total)
+                claimed = []
+                if room > 0 and not stop.is_set():
+                    claimed = self.rpc.claim(self.worker_id, limit=min(room, self.claim_batch_size))
+                    claimed_total += len(claimed)
+                    in_flight |= {executor.submit(JobRun(self.context, job).run) for job in claimed}
+                if not in_flight:
+                    finished = stop.is_set() or (max_jobs is not None and claimed_total >= max_jobs)
+                    if finished or (drain and not claimed):
+                        break
+                    stop.wait(self.poll_seconds)
+                    continue
+                done, in_flight = wait(in_flight, timeout=self.poll_seconds, return_when=FIRST_COMPLETED)
+                for future in done:
+                    result = future.result()
+                    report.results.append(result)
+                    if on_result:
+                        on_result(result)
+        report.seconds = time.monotonic() - started
+        return report

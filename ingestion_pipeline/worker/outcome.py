@@ -1,0 +1,26 @@
+"""What happened to one claimed job."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from uuid import UUID
+
+
+class Outcome(str, enum.Enum):
+    COMPLETED = "completed"
+    FAILED = "failed"  # terminal: permanent error, or attempts exhausted
+    RETRIED = "retried"  # back to pending with a backoff
+    LEASE_LOST = "lease_lost"  # another worker holds the job now; we stopped cleanly
+    ABANDONED = "abandoned"  # could not even record the failure (database gone); lease will expire
+
+
+@dataclass(frozen=True)
+class JobResult:
+    job_id: UUID
+    document_id: UUID
+    source_name: str
+    outcome: Outcome
+    seconds: float
+    message: str | None = None
+    chunk_count: int | None = None

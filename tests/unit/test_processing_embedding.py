@@ -1,0 +1,136 @@
+"""Embedders (none, hash), embed_chunks, and process_document end to end."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from ingestion_pipeline.processing import (
+    Chunk,
+    ChunkingOptions,
+    HashEmbedder,
+    NoEmbedder,
+    ProcessingError,
+    embed_chunks,
+    get_embedder,
+    process_document,
+)
+from tests.fixtures.pdf import make_pdf
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+MAX = 10 * 1024 * 1024
+
+
+def chunk(ordinal: int, text: str) -> Chunk:
+    return Chunk(ordinal, 0, 0, text, len(text.split()))
+
+
+def test_hash_embedder_is_deterministic_normalised_and_sized():
+    embedder = HashEmbedder()
+    assert (embedder.name, embedder.dimensions) == ("hash", 64)
+    texts = ["the pelican eats fish", "walrus migration north", "the pelican eats fish"]
+    first, second = embedder.embed(texts), HashEmbedder().embed(texts)
+    assert first == second
+    assert first[0] == first[2]
+    for vector in first:
+        assert len(vector) == 64
+        assert math.isclose(math.sqrt(sum(x * x for x in vector)), 1.0)
+
+
+def test_hash_embedder_similar_texts_are_closer():
+    embedder = HashEmbedder(dimensions=256)
+    a, b, c = embedder.embed(["pelican fish bay pouch", "pelican fish bay wings", "walrus ice clams"])
+    dot = lambda u, v: sum(x * y for x, y in zip(u, v))  # noqa: E731
+    assert dot(a, b) > dot(a, c)
+
+
+def test_hash_embedder_known_vector_is_stable_across_runs():
+    # blake2b, not Python's per-process salted hash(): this pins the algorithm.
+    vector = HashEmbedder(dimensions=8).embed(["pelican"])[0]
+    assert sum(1 for x in vector if x) == 1 and max(abs(x) for x in vector) == 1.0
+    assert vector == HashEmbedder(dimensions=8).embed(["PELICAN!"])[0]
+
+
+def test_hash_embedder_custom_dimensions_and_empty_text():
+    assert HashEmbedder(dimensions=3).embed([""]) == [[0.0, 0.0, 0.0]]
+    with pytest.raises(ValueError):
+        HashEmbedder(dimensions=0)
+
+
+def test_no_embedder():
+    embedder = NoEmbedder()
+    assert (embedder.name, embedder.dimensions) == ("none", None)
+    assert embedder.embed(["text"]) is None
+
+
+def test_get_embedder():
+    assert isinstance(get_embedder("none"), NoEmbedder)
+    assert isinstance(get_embedder("hash"), HashEmbedder)
+    assert isinstance(get_embedder(" Hash "), HashEmbedder)
+
+
+def test_get_embedder_unknown_lists_the_choices():
+    with pytest.raises(ValueError, match=r"unknown embedder 'openai'; choose one of: hash, none"):
+        get_embedder("openai")
+
+
+def test_embed_chunks_fills_embeddings():
+    chunks = [chunk(i, f"text number {i}") for i in range(300)]  # more than one batch
+    embedded = embed_chunks(chunks, HashEmbedder(dimensions=16))
+    assert [c.ordinal for c in embedded] == list(range(300))
+    assert all(c.embedding is not None and len(c.embedding) == 16 for c in embedded)
+    assert [c.text for c in embedded] == [c.text for c in chunks]
+    assert all(c.embedding is None for c in chunks)  # inputs are frozen and untouched
+
+
+def test_embed_chunks_with_no_embedder_leaves_chunks_unchanged():
+    chunks = [chunk(0, "a"), chunk(1, "b")]
+    assert embed_chunks(chunks, NoEmbedder()) == chunks
+    assert embed_chunks([], HashEmbedder()) == []
+
+
+def test_embed_chunks_rejects_a_wrong_vector_count():
+    class Broken:
+        name = "broken"
+        dimensions = 2
+
+        def embed(self, texts):
+            return [[0.0, 1.0]]
+
+    with pytest.raises(ValueError, match=r"returned 1 vectors for 2 texts"):
+        embed_chunks([chunk(0, "a"), chunk(1, "b")], Broken())
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "phrase"),
+    [
+        ("sample.txt", (FIXTURES / "sample.txt").read_bytes(), "the quick brown fox of plaintext"),
+        ("sample.md", (FIXTURES / "sample.md").read_bytes(), "markdown walrus migration"),
+        ("sample.html", (FIXTURES / "sample.html").read_bytes(), "html heron habitat"),
+        ("pelican.pdf", make_pdf(["Portable pelican document", "More pages."], "Pelicans"), "portable pelican document"),
+    ],
+)
+def test_process_document_end_to_end(name, content, phrase):
+    document, chunks = process_document(
+        content, name, max_bytes=MAX, options=ChunkingOptions(200, 40), embedder=HashEmbedder()
+    )
+    assert chunks and [c.ordinal for c in chunks] == list(range(len(chunks)))
+    assert any(phrase in " ".join(c.text.lower().split()) for c in chunks)
+    sections = {s.ordinal: s for s in document.sections}
+    pages = {p.ordinal for p in document.pages}
+    for c in chunks:
+        assert c.section_ordinal in sections and c.page_ordinal in pages
+        assert c.page_ordinal == sections[c.section_ordinal].page_ordinal
+        assert c.embedding is not None and len(c.embedding) == 64
+
+
+def test_process_document_without_embedder():
+    _, chunks = process_document(b"Some text.", "a.txt", max_bytes=MAX)
+    assert [(c.text, c.token_count, c.embedding) for c in chunks] == [("Some text.", 2, None)]
+
+
+def test_process_document_raises_processing_error():
+    with pytest.raises(ProcessingError, match=r"^file is empty$"):
+        process_document(b"", "a.txt", max_bytes=MAX)
