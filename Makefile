@@ -17,8 +17,13 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 install: $(STAMP)
 
+# The whole loop on the embedded server: migrate, upload the samples, drain, report, search.
 demo: $(STAMP)
 	$(BIN)/ingest db migrate
+	$(BIN)/ingest enqueue samples --batch "demo samples"
+	$(BIN)/ingest work --drain
+	$(BIN)/ingest status
+	$(BIN)/ingest search "lease fencing"
 	$(BIN)/ingest db status
 
 test: $(STAMP)

@@ -29,7 +29,7 @@ def require_migrated(url: str) -> None:
 def migrated_pool(settings: Settings) -> Iterator[ConnectionPool]:
     url = resolve_database_url(settings)
     require_migrated(url)
-    pool = make_pool(url, settings)
+    pool = make_pool(url, settings, application_name="ingest")
     try:
         yield pool
     finally:
