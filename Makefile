@@ -17,14 +17,10 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 install: $(STAMP)
 
-# The whole loop on the embedded server: migrate, upload the samples, drain, report, search.
+# The whole loop on the embedded server: migrate, upload the samples, run the Dagster job
+# ingest_documents in process, print the batch and a search.
 demo: $(STAMP)
-	$(BIN)/ingest db migrate
-	$(BIN)/ingest enqueue samples --batch "demo samples"
-	$(BIN)/ingest work --drain
-	$(BIN)/ingest status
-	$(BIN)/ingest search "lease fencing"
-	$(BIN)/ingest db status
+	$(BIN)/ingest demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

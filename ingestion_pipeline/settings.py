@@ -46,6 +46,12 @@ class Settings(BaseSettings):
     retry_backoff_seconds: float = Field(default=5.0, ge=0)
     retry_backoff_max_seconds: float = Field(default=300.0, ge=0)
     embedder: str = Field(default="none", pattern="^(none|hash)$")
+    # Dagster: drain runs and the janitor
+    drain_jobs_per_run: int = Field(default=200, ge=1)
+    max_drain_runs: int = Field(default=4, ge=1, le=64)
+    janitor_cron: str = Field(default="*/10 * * * *")
+    janitor_time_budget_seconds: float = Field(default=60.0, gt=0)
+    cleanup_batch_size: int = Field(default=100, ge=1)
     max_file_bytes: int = Field(default=50 * 1024 * 1024, ge=1)
 
     @field_validator("database_url")

@@ -71,13 +71,18 @@ def cmd_enqueue(args, settings: Settings) -> int:
 
 
 def cmd_status(args, settings: Settings) -> int:
+    print_status(settings, batch_id=args.batch, limit=args.limit, as_json=args.json)
+    return 0
+
+
+def print_status(settings: Settings, *, batch_id: UUID | None = None, limit: int = 20, as_json: bool = False) -> None:
     with migrated_pool(settings) as pool:
-        report = IngestionRpc(pool).batch_report(batch_id=args.batch, limit=args.limit)
-    if args.batch and not report["batches"]:
-        raise IngestError(f"no batch {args.batch}")
-    if args.json:
+        report = IngestionRpc(pool).batch_report(batch_id=batch_id, limit=limit)
+    if batch_id and not report["batches"]:
+        raise IngestError(f"no batch {batch_id}")
+    if as_json:
         print_json(report)
-        return 0
+        return
     rows = [(b["batch_id"], b["name"], b["status"], b["total_files"], b["pending"], b["processing"],
              b["completed"], b["failed"], _age(b["oldest_pending_age_seconds"])) for b in report["batches"]]
     print(render_table(["batch", "name", "status", "files", "pending", "processing", "completed", "failed",
@@ -87,7 +92,6 @@ def cmd_status(args, settings: Settings) -> int:
         print(render_table(["file", "attempts", "error"],
                            [(f["source_name"], f"{f['attempt_count']}/{f['max_attempts']}", f["error_message"])
                             for f in report["failures"]]))
-    return 0
 
 
 def _age(seconds: int | None) -> str:
@@ -99,18 +103,20 @@ def _age(seconds: int | None) -> str:
 
 
 def cmd_search(args, settings: Settings) -> int:
-    if not args.query.strip():
+    print_search(settings, args.query, limit=args.limit, as_json=args.json)
+    return 0
+
+
+def print_search(settings: Settings, text: str, *, limit: int = 10, as_json: bool = False) -> None:
+    if not text.strip():
         raise IngestError("the search query is empty")
     with migrated_pool(settings) as pool, pool.connection() as conn:
-        hits = conn.execute(query("search_chunks"), {"query": args.query, "limit": args.limit}).fetchall()
-    if args.json:
+        hits = conn.execute(query("search_chunks"), {"query": text, "limit": limit}).fetchall()
+    if as_json:
         print_json(hits)
-        return 0
-    if not hits:
+    elif not hits:
         print("no matches")
-        return 0
-    for hit in hits:
+    for hit in [] if as_json else hits:
         heading = f" › {hit['heading']}" if hit["heading"] else ""
         print(f"{hit['rank']:.3f}  {hit['title']}{heading}  ({hit['source_name']})")
         print(f"       {' '.join(hit['snippet'].split())}")
-    return 0

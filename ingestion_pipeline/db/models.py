@@ -74,6 +74,18 @@ class CleanupResult(RpcResult):
     generations: int = 0
 
 
+class SensorState(RpcResult):
+    claimable: int = 0
+    pending_later: int = 0
+    processing: int = 0
+    stuck_batch_ids: list[UUID] = []
+
+
+class StuckBatchesRefreshed(RpcResult):
+    refreshed: int = 0
+    batches: list[BatchStatus] = []
+
+
 class QueueHealth(RpcResult):
     jobs_by_status: dict[str, int] = {}
     oldest_pending_age_seconds: int | None = None

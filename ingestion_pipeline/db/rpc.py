@@ -35,6 +35,8 @@ from ingestion_pipeline.db.models import (
     JobOutcome,
     QueueHealth,
     RpcResult,
+    SensorState,
+    StuckBatchesRefreshed,
 )
 from ingestion_pipeline.db.queries import query
 
@@ -163,6 +165,14 @@ class IngestionRpc:
         return self._result(RpcResult, "rpc_record_stage", {
             "job_id": job_id, "worker_id": worker_id, "stage": stage, "started_at": started_at,
             "finished_at": finished_at, "detail": Jsonb(detail or {})})
+
+    def sensor_state(self, *, limit: int = 100) -> SensorState:
+        """Claimable work and stuck batches, in one cheap call (Dagster sensors)."""
+        return self._result(SensorState, "rpc_sensor_state", {
+            "stale_after_seconds": self.stale_after_seconds, "limit": limit})
+
+    def refresh_stuck_batches(self, *, limit: int = 100) -> StuckBatchesRefreshed:
+        return self._result(StuckBatchesRefreshed, "rpc_refresh_stuck_batches", {"limit": limit})
 
     def batch_report(self, *, batch_id: UUID | None = None, limit: int = 20) -> dict:
         """Batches with their job counts and recent failures (`ingest status`)."""

@@ -96,6 +96,12 @@ select record_ingestion_job_stage(p_job_id => %(job_id)s, p_worker_id => %(worke
     p_stage => %(stage)s, p_started_at => %(started_at)s, p_finished_at => %(finished_at)s,
     p_detail => %(detail)s) as result;
 
+-- name: rpc_sensor_state
+select ingestion_sensor_state(p_stale_after_seconds => %(stale_after_seconds)s, p_limit => %(limit)s) as result;
+
+-- name: rpc_refresh_stuck_batches
+select refresh_stuck_import_batches(p_limit => %(limit)s) as result;
+
 -- name: rpc_batch_report
 select ingestion_batch_report(p_batch_id => %(batch_id)s, p_limit => %(limit)s) as result;
 

@@ -1,0 +1,1 @@
+"""The Dagster layer: thin wrappers that call the worker and the RPCs."""

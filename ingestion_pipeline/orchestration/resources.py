@@ -1,0 +1,57 @@
+"""Dagster resources: the pipeline's database and the processing options."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import dagster as dg
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from ingestion_pipeline.cli.common import migrated_pool
+from ingestion_pipeline.db.connection import connect, resolve_database_url
+from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.processing import ChunkingOptions, Embedder, get_embedder
+from ingestion_pipeline.settings import Settings, load_settings
+
+
+class DatabaseResource(dg.ConfigurableResource):
+    """The ingestion database (not Dagster's own storage). Unset fields come from the
+    environment settings: DATABASE_URL, or the embedded server under INGEST_DATA_DIR."""
+
+    database_url: str | None = None
+    pool_max_size: int | None = None
+
+    def settings(self) -> Settings:
+        overrides = {"database_url": self.database_url, "pool_max_size": self.pool_max_size}
+        return load_settings(**{k: v for k, v in overrides.items() if v is not None})
+
+    @contextmanager
+    def pool(self) -> Iterator[ConnectionPool]:
+        """A pool for a drain run; refuses a database with pending migrations."""
+        with migrated_pool(self.settings()) as pool:
+            yield pool
+
+    @contextmanager
+    def rpc(self) -> Iterator[IngestionRpc]:
+        """One connection, for the cheap calls of sensors and the janitor."""
+        settings = self.settings()
+        conn: psycopg.Connection = connect(resolve_database_url(settings),
+                                           timeout=settings.connect_timeout_seconds)
+        with conn:
+            yield IngestionRpc(conn, stale_after_seconds=settings.stale_after_seconds)
+
+
+class ProcessingResource(dg.ConfigurableResource):
+    """How documents are cut and embedded."""
+
+    embedder: str = "none"
+    max_chunk_chars: int = 1200
+    chunk_overlap_chars: int = 150
+
+    def make_embedder(self) -> Embedder:
+        return get_embedder(self.embedder)
+
+    def chunking(self) -> ChunkingOptions:
+        return ChunkingOptions(max_chars=self.max_chunk_chars, overlap_chars=self.chunk_overlap_chars)

@@ -1,0 +1,70 @@
+"""Sensors: start drain runs while work is claimable; heal batches left unfinished."""
+
+from __future__ import annotations
+
+import math
+
+import dagster as dg
+
+from ingestion_pipeline.orchestration.jobs import DRAIN_TAG, ingest_documents, refresh_batch_status
+from ingestion_pipeline.orchestration.resources import DatabaseResource
+
+ACTIVE_STATUSES = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+]
+
+
+def _next_cursor(context: dg.SensorEvaluationContext) -> int:
+    """A tick counter that advances only when runs are requested. Run keys built from it
+    are unique per request (Dagster drops a repeated key forever) and stable if the same
+    tick is evaluated again before its cursor is stored."""
+    return int(context.cursor or 0) + 1
+
+
+def active_drain_runs(instance: dg.DagsterInstance) -> int:
+    return len(instance.get_run_ids(
+        filters=dg.RunsFilter(job_name=ingest_documents.name, statuses=ACTIVE_STATUSES), limit=100))
+
+
+@dg.sensor(job=ingest_documents, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
+           description="Requests drain runs while jobs are claimable, scaled by queue depth up to a cap.")
+def import_batch_sensor(context: dg.SensorEvaluationContext, database: DatabaseResource):
+    settings = database.settings()
+    with database.rpc() as rpc:
+        state = rpc.sensor_state()
+    if state.claimable == 0:
+        return dg.SkipReason(f"nothing claimable ({state.pending_later} waiting for a retry time, "
+                             f"{state.processing} in progress)")
+    active = active_drain_runs(context.instance)
+    wanted = min(settings.max_drain_runs, math.ceil(state.claimable / settings.drain_jobs_per_run)) - active
+    if wanted <= 0:
+        return dg.SkipReason(f"{active} drain run(s) already active for {state.claimable} claimable job(s) "
+                             f"(cap {settings.max_drain_runs})")
+    tick = _next_cursor(context)
+    run_config = dg.RunConfig(ops={"drain_queue": {"config": {"max_jobs": settings.drain_jobs_per_run}}})
+    return dg.SensorResult(
+        run_requests=[dg.RunRequest(run_key=f"drain-{tick}-{i}", run_config=run_config,
+                                    tags={DRAIN_TAG: "true", "ingestion/claimable": str(state.claimable)})
+                      for i in range(wanted)],
+        cursor=str(tick),
+    )
+
+
+@dg.sensor(job=refresh_batch_status, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING,
+           description="Refreshes batches still pending/processing although all their jobs are terminal.")
+def batch_status_sensor(context: dg.SensorEvaluationContext, database: DatabaseResource):
+    with database.rpc() as rpc:
+        stuck = rpc.sensor_state().stuck_batch_ids
+    if not stuck:
+        return dg.SkipReason("every batch's status agrees with its jobs")
+    tick = _next_cursor(context)
+    batch_ids = [str(batch_id) for batch_id in stuck]
+    return dg.SensorResult(
+        run_requests=[dg.RunRequest(
+            run_key=f"refresh-{tick}",
+            run_config=dg.RunConfig(ops={"refresh_batches": {"config": {"batch_ids": batch_ids}}}))],
+        cursor=str(tick),
+    )

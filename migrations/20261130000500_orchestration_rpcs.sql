@@ -1,0 +1,77 @@
+-- What the Dagster sensors and the janitor need, as cheap RPCs.
+
+-- One cheap look at the queue for the sensors: how much is claimable now, and which
+-- batches still say pending/processing although none of their jobs is open.
+create function ingestion_sensor_state(p_stale_after_seconds integer default 300, p_limit integer default 100)
+returns jsonb
+language sql
+stable
+security definer
+set search_path = public, pg_temp
+as $$
+    select jsonb_build_object(
+        'ok', true,
+        'claimable', (select count(*) from ingestion_jobs
+                       where attempt_count < max_attempts
+                         and ((status = 'pending' and next_run_at <= now())
+                           or (status = 'processing'
+                               and locked_at < now() - make_interval(secs => p_stale_after_seconds)))),
+        'pending_later', (select count(*) from ingestion_jobs where status = 'pending' and next_run_at > now()),
+        'processing', (select count(*) from ingestion_jobs where status = 'processing'),
+        'stuck_batch_ids', coalesce((
+            select jsonb_agg(id order by id)
+              from (select b.id
+                      from import_batches b
+                     where b.status in ('pending', 'processing')
+                       and exists (select 1 from ingestion_jobs j where j.batch_id = b.id)
+                       and not exists (select 1 from ingestion_jobs j
+                                        where j.batch_id = b.id and j.status in ('pending', 'processing'))
+                     order by b.id
+                     limit greatest(p_limit, 1)) stuck), '[]'::jsonb)
+    );
+$$;
+
+-- The safety net for R9-style leftovers: recompute every batch whose status disagrees
+-- with its (all terminal) jobs. Idempotent; batches are refreshed in id order.
+create function refresh_stuck_import_batches(p_limit integer default 100)
+returns jsonb
+language plpgsql
+security definer
+set search_path = public, pg_temp
+as $$
+declare
+    v_ids uuid[];
+begin
+    select coalesce(array_agg(id order by id), '{}') into v_ids
+      from (select b.id
+              from import_batches b
+             where b.status in ('pending', 'processing')
+               and exists (select 1 from ingestion_jobs j where j.batch_id = b.id)
+               and not exists (select 1 from ingestion_jobs j
+                                where j.batch_id = b.id and j.status in ('pending', 'processing'))
+             order by b.id
+             limit greatest(p_limit, 1)) stuck;
+    return jsonb_build_object('ok', true, 'refreshed', coalesce(array_length(v_ids, 1), 0),
+        'batches', refresh_import_batches(v_ids));
+end;
+$$;
+
+do $$
+declare
+    v_function regprocedure;
+begin
+    foreach v_function in array array[
+        'ingestion_sensor_state(integer, integer)'::regprocedure,
+        'refresh_stuck_import_batches(integer)'::regprocedure]
+    loop
+        execute format('revoke all on function %s from public', v_function);
+        execute format('grant execute on function %s to ingestion_worker', v_function);
+        if exists (select 1 from pg_roles where rolname = 'anon') then
+            execute format('revoke all on function %s from anon', v_function);
+        end if;
+        if exists (select 1 from pg_roles where rolname = 'authenticated') then
+            execute format('revoke all on function %s from authenticated', v_function);
+        end if;
+    end loop;
+end;
+$$;

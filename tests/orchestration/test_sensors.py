@@ -1,0 +1,83 @@
+"""Sensors and the schedule, evaluated with build_sensor_context / build_schedule_context."""
+
+import dagster as dg
+import pytest
+
+from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.orchestration.jobs import ingest_documents, refresh_batch_status
+from ingestion_pipeline.orchestration.schedules import janitor_schedule
+from ingestion_pipeline.orchestration.sensors import batch_status_sensor, import_batch_sensor
+from tests.helpers import batch, index_document, seed_batch, seed_job
+
+
+def tick(sensor, instance, resources, cursor=None):
+    context = dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources)
+    return sensor(context)
+
+
+def test_batch_sensor_skips_when_nothing_is_claimable(instance, resources):
+    result = tick(import_batch_sensor, instance, resources)
+    assert isinstance(result, dg.SkipReason)
+    assert "nothing claimable" in result.skip_message
+
+
+def test_batch_sensor_requests_runs_scaled_by_depth_and_advances_its_cursor(instance, resources, conn, monkeypatch):
+    monkeypatch.setenv("INGEST_DRAIN_JOBS_PER_RUN", "2")
+    monkeypatch.setenv("INGEST_MAX_DRAIN_RUNS", "3")
+    batch_id = seed_batch(conn)
+    for _ in range(5):
+        seed_job(conn, batch_id)
+
+    first = tick(import_batch_sensor, instance, resources)
+    assert [r.run_key for r in first.run_requests] == ["drain-1-0", "drain-1-1", "drain-1-2"]  # ceil(5/2), cap 3
+    assert first.cursor == "1"
+    assert first.run_requests[0].run_config["ops"]["drain_queue"]["config"]["max_jobs"] == 2
+
+    again = tick(import_batch_sensor, instance, resources, cursor=None)
+    assert [r.run_key for r in again.run_requests] == [r.run_key for r in first.run_requests]  # same tick: same keys
+    second = tick(import_batch_sensor, instance, resources, cursor=first.cursor)
+    assert second.cursor == "2"
+    assert {r.run_key for r in second.run_requests}.isdisjoint({r.run_key for r in first.run_requests})
+
+
+def test_batch_sensor_does_not_duplicate_active_drain_runs(instance, resources, conn, monkeypatch):
+    monkeypatch.setenv("INGEST_MAX_DRAIN_RUNS", "2")
+    seed_job(conn)
+    for _ in range(2):
+        instance.add_run(dg.DagsterRun(job_name=ingest_documents.name, status=dg.DagsterRunStatus.STARTED))
+
+    result = tick(import_batch_sensor, instance, resources, cursor="7")
+    assert isinstance(result, dg.SkipReason)
+    assert "2 drain run(s) already active" in result.skip_message
+
+
+def test_batch_status_sensor_heals_a_batch_left_processing(instance, resources, conn):
+    assert isinstance(tick(batch_status_sensor, instance, resources), dg.SkipReason)
+    rpc = IngestionRpc(conn)
+    batch_id = seed_batch(conn)
+    seed_job(conn, batch_id)
+    index_document(rpc, conn)
+    conn.execute("update import_batches set status = 'processing' where id = %s", (batch_id,))
+
+    result = tick(batch_status_sensor, instance, resources)
+    [request] = result.run_requests
+    assert request.run_config["ops"]["refresh_batches"]["config"]["batch_ids"] == [str(batch_id)]
+    assert result.cursor == "1"
+
+    run = refresh_batch_status.execute_in_process(run_config=request.run_config, instance=instance,
+                                                  resources=resources)
+    assert run.success
+    assert batch(conn, batch_id)["status"] == "completed"
+    assert isinstance(tick(batch_status_sensor, instance, resources, cursor="1"), dg.SkipReason)
+
+
+@pytest.mark.parametrize("minute", [0, 10, 50])
+def test_janitor_schedule_runs_the_janitor_every_ten_minutes(instance, minute):
+    import datetime
+
+    when = datetime.datetime(2026, 11, 30, 3, minute, tzinfo=datetime.timezone.utc)
+    context = dg.build_schedule_context(instance=instance, scheduled_execution_time=when)
+    [request] = janitor_schedule.evaluate_tick(context).run_requests
+    assert janitor_schedule.job_name == "janitor"
+    assert janitor_schedule.cron_schedule == "*/10 * * * *"
+    assert request is not None
