@@ -126,7 +126,13 @@ def enqueue_paths(
     batch_id = IngestionRpc(pool).create_batch(name, {"files": len(files)}).batch_id
     report = EnqueueReport(batch_id=batch_id, batch_name=name)
     for path in files:
-        entry = _enqueue_file(pool, path, batch_id, max_bytes, reindex, max_attempts)
+        try:
+            entry = _enqueue_file(pool, path, batch_id, max_bytes, reindex, max_attempts)
+        except (OSError, EnqueueRefused) as exc:
+            # Changed on disk after the check. Files before it stay enqueued (each is atomic).
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise EnqueueRefused(f"{path}: {reason}; stopped there, {len(report.files)} file(s) before it "
+                                 f"remain in batch {batch_id}") from None
         report.files.append(entry)
         if on_file:
             on_file(entry)
@@ -137,7 +143,7 @@ def _enqueue_file(pool: ConnectionPool, path: Path, batch_id: UUID, max_bytes: i
                   max_attempts: int) -> EnqueuedFile:
     content = path.read_bytes()
     if len(content) > max_bytes:  # it grew after the check
-        raise EnqueueRefused(f"{path}: {_mb(len(content))} is over the {_mb(max_bytes)} limit")
+        raise EnqueueRefused(f"{_mb(len(content))} is over the {_mb(max_bytes)} limit")
     sha256 = hashlib.sha256(content).hexdigest()
     with pool.connection() as conn, conn.transaction():
         rpc = IngestionRpc(conn)

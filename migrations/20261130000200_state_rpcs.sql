@@ -12,7 +12,7 @@
 create function create_import_batch(p_name text, p_metadata jsonb default '{}')
 returns jsonb
 language plpgsql
-set search_path = public, pg_temp
+set search_path = pg_catalog, public, pg_temp
 as $$
 declare
     v_batch_id uuid;
@@ -29,7 +29,7 @@ $$;
 create function refresh_import_batch_status(p_batch_id uuid)
 returns jsonb
 language plpgsql
-set search_path = public, pg_temp
+set search_path = pg_catalog, public, pg_temp
 as $$
 declare
     v_total integer;
@@ -78,7 +78,7 @@ create function enqueue_ingestion_job(
 )
 returns jsonb
 language plpgsql
-set search_path = public, pg_temp
+set search_path = pg_catalog, public, pg_temp
 as $$
 declare
     v_job_id uuid;
@@ -115,7 +115,7 @@ returns table (
     committed_generation_id uuid
 )
 language plpgsql
-set search_path = public, pg_temp
+set search_path = pg_catalog, public, pg_temp
 as $$
 #variable_conflict use_column
 begin
@@ -131,6 +131,8 @@ begin
          where j.attempt_count < j.max_attempts
            and ((j.status = 'pending' and j.next_run_at <= now())
              or (j.status = 'processing'
+                 -- a worker id never reclaims its own stale job: both runs would pass the fence
+                 and j.locked_by is distinct from p_worker_id
                  and j.locked_at < now() - make_interval(secs => p_stale_after_seconds)))
          order by j.next_run_at, j.created_at
          limit greatest(p_claim_limit, 0)
@@ -169,7 +171,7 @@ $$;
 create function begin_document_index_generation(p_job_id uuid, p_document_id uuid, p_worker_id text)
 returns jsonb
 language plpgsql
-set search_path = public, pg_temp
+set search_path = pg_catalog, public, pg_temp
 as $$
 declare
     v_generation_id uuid;
@@ -190,7 +192,7 @@ create function commit_document_index_generation(
 )
 returns jsonb
 language plpgsql
-set search_path = public, pg_temp
+set search_path = pg_catalog, public, pg_temp
 as $$
 begin
     update index_generations
@@ -229,7 +231,7 @@ create function complete_ingestion_job(
 )
 returns jsonb
 language plpgsql
-set search_path = public, pg_temp
+set search_path = pg_catalog, public, pg_temp
 as $$
 declare
     v_batch_id uuid;
@@ -270,7 +272,7 @@ create function fail_or_retry_ingestion_job(
 )
 returns jsonb
 language plpgsql
-set search_path = public, pg_temp
+set search_path = pg_catalog, public, pg_temp
 as $$
 declare
     v_batch_id uuid;
@@ -316,7 +318,7 @@ create function cleanup_abandoned_document_index_generations(
 )
 returns jsonb
 language plpgsql
-set search_path = public, pg_temp
+set search_path = pg_catalog, public, pg_temp
 as $$
 declare
     v_documents uuid[];

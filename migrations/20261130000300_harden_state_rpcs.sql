@@ -9,7 +9,7 @@
 create function lock_fenced_ingestion_job(p_job_id uuid, p_document_id uuid, p_worker_id text)
 returns jsonb
 language plpgsql
-set search_path = public, pg_temp
+set search_path = pg_catalog, public, pg_temp
 as $$
 declare
     v_job ingestion_jobs%rowtype;
@@ -33,11 +33,12 @@ end;
 $$;
 
 -- R9: lock the batch row before counting, so the last two finishers serialise and the
--- second one counts after the first has committed.
+-- second one counts after the first has committed. NO KEY UPDATE: it serialises refreshes
+-- but does not block inserts of jobs and documents that reference the batch.
 create or replace function refresh_import_batch_status(p_batch_id uuid)
 returns jsonb
 language plpgsql
-set search_path = public, pg_temp
+set search_path = pg_catalog, public, pg_temp
 as $$
 declare
     v_total integer;
@@ -46,7 +47,7 @@ declare
     v_open integer;
     v_status text;
 begin
-    perform 1 from import_batches where id = p_batch_id for update;
+    perform 1 from import_batches where id = p_batch_id for no key update;
     if not found then
         return jsonb_build_object('ok', false, 'reason', 'batch_not_found');
     end if;
@@ -81,15 +82,23 @@ begin
 end;
 $$;
 
--- Refresh several batches in a fixed (id) order, so two callers never deadlock.
+-- Refresh several batches, locking them in id order first: two callers with overlapping
+-- sets never wait on each other in opposite orders (no deadlock).
 create function refresh_import_batches(p_batch_ids uuid[])
 returns jsonb
-language sql
-set search_path = public, pg_temp
+language plpgsql
+set search_path = pg_catalog, public, pg_temp
 as $$
-    select coalesce(jsonb_agg(refresh_import_batch_status(b.id) order by b.id), '[]'::jsonb)
-      from (select distinct unnest(p_batch_ids) as id) b
-     where b.id is not null;
+declare
+    v_results jsonb := '[]'::jsonb;
+    v_batch_id uuid;
+begin
+    perform 1 from import_batches where id = any (p_batch_ids) order by id for no key update;
+    for v_batch_id in select distinct b from unnest(p_batch_ids) as b where b is not null order by 1 loop
+        v_results := v_results || jsonb_build_array(refresh_import_batch_status(v_batch_id));
+    end loop;
+    return v_results;
+end;
 $$;
 
 -- R17: one open job per document; a second enqueue reports the open one.
@@ -101,7 +110,7 @@ create or replace function enqueue_ingestion_job(
 )
 returns jsonb
 language plpgsql
-set search_path = public, pg_temp
+set search_path = pg_catalog, public, pg_temp
 as $$
 declare
     v_job_id uuid;
@@ -151,7 +160,7 @@ create function heartbeat_ingestion_job(
 )
 returns jsonb
 language plpgsql
-set search_path = public, pg_temp
+set search_path = pg_catalog, public, pg_temp
 as $$
 declare
     v_locked_at timestamptz;
@@ -174,7 +183,7 @@ $$;
 create or replace function begin_document_index_generation(p_job_id uuid, p_document_id uuid, p_worker_id text)
 returns jsonb
 language plpgsql
-set search_path = public, pg_temp
+set search_path = pg_catalog, public, pg_temp
 as $$
 declare
     v_refusal jsonb;
@@ -202,7 +211,7 @@ create function commit_document_index_generation(
 )
 returns jsonb
 language plpgsql
-set search_path = public, pg_temp
+set search_path = pg_catalog, public, pg_temp
 as $$
 declare
     v_refusal jsonb;
@@ -267,7 +276,7 @@ create function complete_ingestion_job(
 )
 returns jsonb
 language plpgsql
-set search_path = public, pg_temp
+set search_path = pg_catalog, public, pg_temp
 as $$
 declare
     v_refusal jsonb;
@@ -322,7 +331,7 @@ create function fail_or_retry_ingestion_job(
 )
 returns jsonb
 language plpgsql
-set search_path = public, pg_temp
+set search_path = pg_catalog, public, pg_temp
 as $$
 declare
     v_refusal jsonb;
@@ -370,7 +379,7 @@ $$;
 create function retry_ingestion_job(p_job_id uuid)
 returns jsonb
 language plpgsql
-set search_path = public, pg_temp
+set search_path = pg_catalog, public, pg_temp
 as $$
 declare
     v_job ingestion_jobs%rowtype;
@@ -395,10 +404,15 @@ begin
         return jsonb_build_object('ok', false, 'reason', 'already_queued', 'job_id', v_open);
     end if;
 
-    update ingestion_jobs
-       set status = 'pending', stage = 'queued', progress = 0, attempt_count = 0,
-           next_run_at = now(), completed_at = null, error_message = null, updated_at = now()
-     where id = p_job_id;
+    begin
+        update ingestion_jobs
+           set status = 'pending', stage = 'queued', progress = 0, attempt_count = 0,
+               next_run_at = now(), completed_at = null, error_message = null, updated_at = now()
+         where id = p_job_id;
+    exception when unique_violation then
+        -- an enqueue for the same document committed since the check above
+        return jsonb_build_object('ok', false, 'reason', 'already_queued');
+    end;
     update documents
        set status = case when index_generation_id is null then 'queued' else status end,
            updated_at = now()
@@ -413,7 +427,7 @@ $$;
 create function expire_stale_ingestion_jobs(p_stale_after_seconds integer default 300)
 returns jsonb
 language plpgsql
-set search_path = public, pg_temp
+set search_path = pg_catalog, public, pg_temp
 as $$
 declare
     v_job_ids uuid[];
@@ -459,7 +473,7 @@ create or replace function cleanup_abandoned_document_index_generations(
 )
 returns jsonb
 language plpgsql
-set search_path = public, pg_temp
+set search_path = pg_catalog, public, pg_temp
 as $$
 declare
     v_documents uuid[];
@@ -527,7 +541,7 @@ create function ingestion_queue_health(p_stale_after_seconds integer default 300
 returns jsonb
 language sql
 stable
-set search_path = public, pg_temp
+set search_path = pg_catalog, public, pg_temp
 as $$
     select jsonb_build_object(
         'ok', true,
@@ -600,6 +614,20 @@ $$;
 grant usage on schema public to ingestion_worker;
 grant select on documents, document_sources, import_batches, ingestion_jobs, index_generations
     to ingestion_worker;
-grant select, insert on document_pages, document_sections, document_chunks, ingestion_job_stages
-    to ingestion_worker;
-grant select on committed_document_chunks to ingestion_worker;
+grant select, insert on document_pages, document_sections, document_chunks to ingestion_worker;
+grant select on ingestion_job_stages, committed_document_chunks to ingestion_worker;
+
+-- Supabase's default privileges hand anon/authenticated every new table in public: take
+-- them back, or those roles could rewrite the queue and bypass every fence.
+do $$
+declare
+    v_role text;
+begin
+    foreach v_role in array array['anon', 'authenticated'] loop
+        if exists (select 1 from pg_roles where rolname = v_role) then
+            execute format('revoke all on all tables in schema public from %I', v_role);
+            execute format('revoke all on all sequences in schema public from %I', v_role);
+        end if;
+    end loop;
+end;
+$$;

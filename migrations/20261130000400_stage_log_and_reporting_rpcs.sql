@@ -14,13 +14,15 @@ create function record_ingestion_job_stage(
 returns jsonb
 language plpgsql
 security definer
-set search_path = public, pg_temp
+set search_path = pg_catalog, public, pg_temp
 as $$
 declare
     v_document_id uuid;
 begin
+    -- FOR SHARE: a claim that takes the job over waits for this row, or this waits for it.
     select document_id into v_document_id from ingestion_jobs
-     where id = p_job_id and status = 'processing' and locked_by = p_worker_id;
+     where id = p_job_id and status = 'processing' and locked_by = p_worker_id
+       for share;
     if not found then
         return jsonb_build_object('ok', false, 'reason', 'lease_lost', 'job_id', p_job_id);
     end if;
@@ -35,7 +37,7 @@ returns jsonb
 language sql
 stable
 security definer
-set search_path = public, pg_temp
+set search_path = pg_catalog, public, pg_temp
 as $$
     with chosen as (
         select b.*

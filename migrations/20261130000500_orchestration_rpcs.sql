@@ -7,7 +7,7 @@ returns jsonb
 language sql
 stable
 security definer
-set search_path = public, pg_temp
+set search_path = pg_catalog, public, pg_temp
 as $$
     select jsonb_build_object(
         'ok', true,
@@ -37,7 +37,7 @@ create function refresh_stuck_import_batches(p_limit integer default 100)
 returns jsonb
 language plpgsql
 security definer
-set search_path = public, pg_temp
+set search_path = pg_catalog, public, pg_temp
 as $$
 declare
     v_ids uuid[];

@@ -36,6 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     except psycopg.OperationalError as exc:
         print(f"ingest: error: database unavailable: {_first_line(exc)}", file=sys.stderr)
         return 1
+    except psycopg.Error as exc:  # e.g. permissions, or a schema changed by hand
+        print(f"ingest: error: database error: {_first_line(exc)}"
+              f"{f' (SQLSTATE {exc.sqlstate})' if exc.sqlstate else ''}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("ingest: interrupted", file=sys.stderr)
         return 130

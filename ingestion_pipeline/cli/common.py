@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,6 +13,17 @@ from ingestion_pipeline.db import migrate as migrator
 from ingestion_pipeline.db.connection import make_pool, resolve_database_url
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.settings import Settings
+
+
+def positive_int(value: str) -> int:
+    """argparse type: reports a bad value as a usage error, not a traceback."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
+    return number
 
 
 def add_database_url(parser) -> None:

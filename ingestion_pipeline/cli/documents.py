@@ -7,7 +7,9 @@ from uuid import UUID
 
 from tqdm import tqdm
 
-from ingestion_pipeline.cli.common import add_database_url, migrated_pool, print_json
+import argparse
+
+from ingestion_pipeline.cli.common import add_database_url, migrated_pool, positive_int, print_json
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.enqueue import enqueue_paths
@@ -23,17 +25,18 @@ def register(commands) -> None:
     enqueue.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (recursive)")
     enqueue.add_argument("--batch", metavar="NAME", help="batch name (default: 'import <time>')")
     enqueue.add_argument("--reindex", action="store_true", help="reindex documents already uploaded")
-    enqueue.add_argument("--max-attempts", type=int, metavar="N", help="attempts per job (INGEST_MAX_ATTEMPTS)")
+    enqueue.add_argument("--max-attempts", type=positive_int, metavar="N",
+                         help="attempts per job (INGEST_MAX_ATTEMPTS)")
     enqueue.set_defaults(handler=cmd_enqueue)
 
     status = commands.add_parser("status", help="batches, job counts and failures")
     status.add_argument("--batch", metavar="ID", type=_uuid, help="one batch only")
-    status.add_argument("--limit", type=int, default=20, help="most recent batches shown (default 20)")
+    status.add_argument("--limit", type=positive_int, default=20, help="most recent batches shown (default 20)")
     status.set_defaults(handler=cmd_status)
 
     search = commands.add_parser("search", help="full-text search over committed chunks")
     search.add_argument("query", help='web-search syntax: words, "phrases", -excluded, or')
-    search.add_argument("--limit", type=int, default=10, help="results (default 10)")
+    search.add_argument("--limit", type=positive_int, default=10, help="results (default 10)")
     search.set_defaults(handler=cmd_search)
 
     for sub in (enqueue, status, search):
@@ -45,13 +48,11 @@ def _uuid(value: str) -> UUID:
     try:
         return UUID(value)
     except ValueError:
-        raise IngestError(f"not a batch id: {value!r}") from None
+        raise argparse.ArgumentTypeError(f"not a batch id: {value!r}") from None
 
 
 def cmd_enqueue(args, settings: Settings) -> int:
     max_attempts = args.max_attempts or settings.max_attempts
-    if max_attempts < 1:
-        raise IngestError("--max-attempts must be at least 1")
     with migrated_pool(settings) as pool:
         progress = tqdm(unit="file", desc="enqueue", disable=args.json or not sys.stderr.isatty(), file=sys.stderr)
         with progress:

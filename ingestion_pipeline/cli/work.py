@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
 
 from tqdm import tqdm
 
-from ingestion_pipeline.cli.common import add_database_url, migrated_pool, print_json
+from ingestion_pipeline.cli.common import add_database_url, migrated_pool, positive_int, print_json
 from ingestion_pipeline.processing import get_embedder
 from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.tables import render_table
@@ -18,8 +19,9 @@ from ingestion_pipeline.worker import Worker
 def register(commands) -> None:
     work = commands.add_parser("work", help="claim and process jobs (without Dagster)")
     work.add_argument("--drain", action="store_true", help="exit once nothing is claimable")
-    work.add_argument("--concurrency", type=int, metavar="N", help="jobs at once (INGEST_WORKER_CONCURRENCY)")
-    work.add_argument("--max-jobs", type=int, metavar="N", help="stop after claiming N jobs")
+    work.add_argument("--concurrency", type=positive_int, metavar="N",
+                      help="jobs at once (INGEST_WORKER_CONCURRENCY)")
+    work.add_argument("--max-jobs", type=positive_int, metavar="N", help="stop after claiming N jobs")
     work.add_argument("--embedder", choices=["none", "hash"], help="embedding model (INGEST_EMBEDDER)")
     work.add_argument("--json", action="store_true", help="machine-readable summary")
     add_database_url(work)
@@ -28,16 +30,20 @@ def register(commands) -> None:
 
 def cmd_work(args, settings: Settings) -> int:
     stop = threading.Event()
-    previous = signal.getsignal(signal.SIGINT)
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
 
-    def first_interrupt(signum, frame):
-        # First Ctrl-C: claim nothing more, let jobs in flight finish. Second: abort.
+    def interrupt(signum, frame):
+        if stop.is_set():
+            # Second Ctrl-C: abort now. Jobs in flight keep their leases until the stale
+            # window passes; then another worker reclaims them (nothing is lost).
+            print("\ningest: aborted; in-flight jobs will be reclaimed after their leases expire",
+                  file=sys.stderr)
+            os._exit(130)
         print("\ningest: stopping after the jobs in flight (Ctrl-C again to abort)", file=sys.stderr)
         stop.set()
-        signal.signal(signal.SIGINT, previous)
 
-    signal.signal(signal.SIGINT, first_interrupt)
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
     try:
         with migrated_pool(settings) as pool:
             worker = Worker(pool, settings, label="cli", concurrency=args.concurrency,
@@ -47,7 +53,8 @@ def cmd_work(args, settings: Settings) -> int:
                 report = worker.run(drain=args.drain, max_jobs=args.max_jobs, stop=stop,
                                     on_result=lambda r: progress.update())
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if args.json:
         print_json(report.as_dict())
     else:

@@ -105,14 +105,20 @@ def _postmaster_info(pgdata: Path):
 
 def _settle_postmaster_file(pgdata: Path) -> None:
     """Called under the lock before starting. A postmaster.pid the package cannot parse
-    either belongs to a server still starting (wait for it) or is left from a crash
-    (remove it, as PostgreSQL itself would after checking the pid)."""
+    either belongs to a server still starting (wait for it; give up with an error, never
+    deleting a live server's file) or is left from a crash (remove it, as PostgreSQL
+    itself would after checking the pid)."""
     pid_file = pgdata / "postmaster.pid"
     deadline = time.monotonic() + STARTING_GRACE_SECONDS
     while pid_file.exists() and _postmaster_info(pgdata) is None:
-        if not _pid_alive(_first_line_pid(pid_file)) or time.monotonic() > deadline:
+        pid = _first_line_pid(pid_file)
+        if not _pid_alive(pid):
             pid_file.unlink(missing_ok=True)
             return
+        if time.monotonic() > deadline:
+            raise DatabaseUnavailable(
+                f"process {pid} holds {pid_file} but the server never became ready; stop that process "
+                "(or remove the file if it is not a PostgreSQL server) and try again")
         time.sleep(0.2)
 
 

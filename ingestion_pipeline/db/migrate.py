@@ -85,12 +85,16 @@ def discover(folder: Path) -> list[MigrationFile]:
                 f"{path.name}: migration files must be named <14-digit timestamp>_<lower_snake_name>.sql"
             )
         raw = path.read_bytes()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise MigrationError(f"{path.name} is not UTF-8 text (byte {exc.start})") from None
         files.append(
             MigrationFile(
                 version=match["version"],
                 name=match["name"],
                 path=path,
-                sql=raw.decode("utf-8"),
+                sql=text,
                 checksum=hashlib.sha256(raw).hexdigest(),
             )
         )

@@ -50,6 +50,7 @@ class IngestionRpc:
         self.stale_after_seconds = stale_after_seconds
         # None until a fenced call has told us; False after a 42883 fallback.
         self.fences_available: bool | None = None
+        self._warned_unfenced = False
 
     # -- plumbing -------------------------------------------------------------------
 
@@ -68,17 +69,19 @@ class IngestionRpc:
 
     def _fenced(self, model: type[R], name: str, params: dict, *, has_legacy: bool = True) -> R:
         """Call the fenced form; on a pre-hardening database fall back to `<name>_legacy`
-        (or, when the old schema has no such RPC at all, report an unfenced no-op)."""
-        if self.fences_available is not False:
-            with self._connection() as conn:
-                try:
-                    # A savepoint (or a transaction) so 42883 does not poison an open one.
-                    with conn.transaction():
-                        row = conn.execute(query(name), params).fetchone()
-                    self.fences_available = True
-                    return model.model_validate(_row_value(row))
-                except psycopg.errors.UndefinedFunction:
-                    self._fences_missing(name)
+        (or, when the old schema has no such RPC at all, report an unfenced no-op).
+
+        The fenced form is tried on every call, so a worker that started against an old
+        schema becomes fenced as soon as the database is migrated."""
+        with self._connection() as conn:
+            try:
+                # A savepoint (or a transaction) so 42883 does not poison an open one.
+                with conn.transaction():
+                    row = conn.execute(query(name), params).fetchone()
+                self.fences_available = True
+                return model.model_validate(_row_value(row))
+            except psycopg.errors.UndefinedFunction:
+                self._fences_missing(name)
         if not has_legacy:
             return model(ok=True, fenced=False)
         legacy = {k: v for k, v in params.items() if k != "worker_id"}
@@ -86,7 +89,8 @@ class IngestionRpc:
         return result.model_copy(update={"fenced": False})
 
     def _fences_missing(self, name: str) -> None:
-        if self.fences_available is not False:
+        if not self._warned_unfenced:
+            self._warned_unfenced = True
             log.warning(
                 "lease fences are unavailable: %s has no fenced signature on this database "
                 "(schema older than the hardening migration); calling the unfenced form. "
@@ -161,10 +165,11 @@ class IngestionRpc:
 
     def record_stage(self, job_id: UUID, worker_id: str, stage: str, *, started_at: datetime,
                      finished_at: datetime, detail: dict | None = None) -> RpcResult:
-        """Append to the stage log, only while `worker_id` holds the lease."""
-        return self._result(RpcResult, "rpc_record_stage", {
+        """Append to the stage log, only while `worker_id` holds the lease (a no-op on a
+        pre-hardening database, which has no stage log RPC)."""
+        return self._fenced(RpcResult, "rpc_record_stage", {
             "job_id": job_id, "worker_id": worker_id, "stage": stage, "started_at": started_at,
-            "finished_at": finished_at, "detail": Jsonb(detail or {})})
+            "finished_at": finished_at, "detail": Jsonb(detail or {})}, has_legacy=False)
 
     def sensor_state(self, *, limit: int = 100) -> SensorState:
         """Claimable work and stuck batches, in one cheap call (Dagster sensors)."""

@@ -15,11 +15,13 @@ from psycopg_pool import ConnectionPool
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.processing import ChunkingOptions, Embedder, NoEmbedder
 from ingestion_pipeline.settings import Settings
+from ingestion_pipeline.worker.errors import TRANSIENT_ERRORS, describe
 from ingestion_pipeline.worker.identity import new_worker_id
 from ingestion_pipeline.worker.job import JobContext, JobRun
 from ingestion_pipeline.worker.outcome import JobResult, Outcome
 
 log = logging.getLogger(__name__)
+CLAIM_ATTEMPTS = 5  # ~30 s of backoff before a claim error ends the run
 
 
 @dataclass
@@ -58,6 +60,11 @@ class Worker:
         self.claim_batch_size = settings.claim_batch_size
         self.poll_seconds = poll_seconds
         self.rpc = IngestionRpc(pool, stale_after_seconds=settings.stale_after_seconds)
+        # Each job may hold a build connection while its heartbeat needs another.
+        if pool.max_size < 2 * self.concurrency + 1:
+            log.warning("pool max size %s is small for concurrency %s: heartbeats may wait for connections "
+                        "(raise INGEST_POOL_MAX_SIZE to at least %s)", pool.max_size, self.concurrency,
+                        2 * self.concurrency + 1)
         self.context = JobContext(
             pool=pool, rpc=self.rpc, worker_id=self.worker_id, embedder=embedder or NoEmbedder(),
             chunking=chunking or ChunkingOptions(), max_bytes=settings.max_file_bytes,
@@ -82,7 +89,7 @@ class Worker:
                     room = min(room, max_jobs - claimed_total)
                 claimed = []
                 if room > 0 and not stop.is_set():
-                    claimed = self.rpc.claim(self.worker_id, limit=min(room, self.claim_batch_size))
+                    claimed = self._claim(min(room, self.claim_batch_size), stop)
                     claimed_total += len(claimed)
                     in_flight |= {executor.submit(JobRun(self.context, job).run) for job in claimed}
                 if not in_flight:
@@ -93,9 +100,31 @@ class Worker:
                     continue
                 done, in_flight = wait(in_flight, timeout=self.poll_seconds, return_when=FIRST_COMPLETED)
                 for future in done:
-                    result = future.result()
+                    result = future.result()  # JobRun.run() turns every error into an outcome
                     report.results.append(result)
-                    if on_result:
-                        on_result(result)
+                    self._notify(on_result, result)
         report.seconds = time.monotonic() - started
         return report
+
+    def _claim(self, limit: int, stop: threading.Event) -> list:
+        """Claim, riding out a short database outage; a long one ends the run with the
+        error (jobs in flight still finish first, as the executor shuts down)."""
+        for attempt in range(1, CLAIM_ATTEMPTS + 1):
+            try:
+                return self.rpc.claim(self.worker_id, limit=limit)
+            except TRANSIENT_ERRORS as exc:
+                if attempt == CLAIM_ATTEMPTS or stop.is_set():
+                    raise
+                delay = min(2 ** attempt, 30)
+                log.warning("claim failed (%s); retrying in %ss", describe(exc), delay)
+                stop.wait(delay)
+        return []
+
+    @staticmethod
+    def _notify(on_result: Callable[[JobResult], None] | None, result: JobResult) -> None:
+        if on_result is None:
+            return
+        try:
+            on_result(result)
+        except Exception:  # a progress callback must not stop the loop
+            log.exception("on_result callback failed")

@@ -95,3 +95,16 @@ def test_migrate_then_status_shows_every_migration_applied(tmp_path, empty_db_ur
     again = run(tmp_path, "db", "migrate", "--database-url", empty_db_url)
     assert again.returncode == 0 and "up to date" in again.stdout
     assert not (tmp_path / ".ingest").exists(), "a URL was given: the embedded server must not start"
+
+
+@pytest.mark.parametrize("arguments", [
+    ["status", "--batch", "not-a-uuid"],
+    ["search", "x", "--limit", "0"],
+    ["work", "--concurrency", "-1"],
+])
+def test_bad_arguments_are_usage_errors_without_traceback(tmp_path, arguments):
+    result = subprocess.run([str(INGEST), *arguments, "--database-url", "postgresql://postgres@127.0.0.1:1/x"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "usage:" in result.stderr

@@ -158,3 +158,32 @@ def test_queue_health_counts_what_needs_attention(conn):
     assert health.stale_leases == 1
     assert health.count_mismatches == 1
     assert health.oldest_pending_age_seconds is not None
+
+
+def test_the_client_becomes_fenced_once_the_database_is_migrated(pre_hardening_db_url):
+    from ingestion_pipeline.db import migrate as migrator
+
+    with connect(pre_hardening_db_url) as conn:
+        rpc = IngestionRpc(conn)
+        document_id, job_id = seed_job(conn)
+        rpc.claim("worker-1")
+        assert rpc.heartbeat(job_id, "worker-1").fenced is False
+        migrator.migrate(pre_hardening_db_url)
+
+        stranger = rpc.complete(job_id, document_id, worker_id="someone-else")
+        assert stranger.lease_lost and rpc.fences_available is True
+        assert job(conn, job_id)["status"] == "processing"
+
+
+def test_a_worker_completes_jobs_on_the_pre_hardening_schema(pre_hardening_db_url):
+    from ingestion_pipeline.worker import Outcome, Worker
+
+    settings = load_settings(database_url=pre_hardening_db_url)
+    with connect(pre_hardening_db_url) as conn:
+        document_id, job_id = seed_job(conn)
+    pool = make_pool(pre_hardening_db_url, settings)
+    try:
+        report = Worker(pool, settings).run(drain=True)
+    finally:
+        pool.close()
+    assert [r.outcome for r in report.results] == [Outcome.COMPLETED], report.results

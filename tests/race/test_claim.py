@@ -59,3 +59,13 @@ def test_stale_lease_with_attempts_left_is_reclaimed(conn):
     make_lease_stale(conn, job_id)
     [reclaimed] = rpc.claim("worker-2")
     assert (reclaimed.job_id, reclaimed.locked_by, reclaimed.attempt_count) == (job_id, "worker-2", 2)
+
+
+def test_a_worker_never_reclaims_its_own_stale_job(conn):
+    """Two runs under one worker id would both pass the fence."""
+    rpc = IngestionRpc(conn)
+    _, job_id = seed_job(conn)
+    rpc.claim("worker-1")
+    make_lease_stale(conn, job_id)
+    assert rpc.claim("worker-1") == []
+    assert [j.job_id for j in rpc.claim("worker-2")] == [job_id]

@@ -37,3 +37,23 @@ def test_overlapping_last_completions_leave_the_batch_terminal(schema, new_conn)
         # The bug: the second transaction counted from a snapshot without the first.
         assert final["status"] == "processing"
         assert final["completed_files"] == 1
+
+
+def test_several_batches_are_locked_in_id_order_whatever_the_input_order(db_url, new_conn):
+    """Two refreshes with overlapping batch sets never take the locks in opposite orders."""
+    setup = new_conn(db_url)
+    low, high = sorted([seed_batch(setup), seed_batch(setup)])
+    holder = new_conn(db_url, autocommit=False)
+    holder.execute("select 1 from import_batches where id = %s for update", (low,))
+
+    refresher = new_conn(db_url)
+    refresher_pid = backend_pid(refresher)
+    refresh = Background(lambda: refresher.execute(
+        "select refresh_import_batches(array[%s, %s]::uuid[])", (high, low)).fetchone())
+    wait_until_blocked(setup, refresher_pid, by=backend_pid(holder))
+    # Blocked on the lower id, it has not touched the higher one yet.
+    free = new_conn(db_url, autocommit=False)
+    free.execute("select 1 from import_batches where id = %s for update nowait", (high,))
+    free.rollback()
+    holder.rollback()
+    refresh.join()

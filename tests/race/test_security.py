@@ -75,6 +75,8 @@ def test_supabase_roles_get_nothing(pg_server, templates, conn):
         with psycopg.connect(url, autocommit=True) as fresh:
             fresh.execute("alter default privileges in schema public "
                           "grant execute on functions to anon, authenticated")
+            fresh.execute("alter default privileges in schema public "
+                          "grant all on tables to anon, authenticated")
         migrator.migrate(url)
         with psycopg.connect(url, autocommit=True) as fresh:
             for role in ("anon", "authenticated"):
@@ -83,3 +85,8 @@ def test_supabase_roles_get_nothing(pg_server, templates, conn):
                     "and p.proname like '%%ingestion_job%%' and has_function_privilege(%s, p.oid, 'execute')",
                     (role,)).fetchone()[0]
                 assert granted == 0, role
+                writable = fresh.execute(
+                    "select count(*) from pg_class c where c.relnamespace = 'public'::regnamespace "
+                    "and c.relkind in ('r', 'v') and (has_table_privilege(%s, c.oid, 'select') "
+                    "or has_table_privilege(%s, c.oid, 'update'))", (role, role)).fetchone()[0]
+                assert writable == 0, role
