@@ -23,6 +23,7 @@ demo: $(STAMP)
 	$(BIN)/ingest demo
 
 test: $(STAMP)
+	$(BIN)/squawk --config .squawk.toml migrations/2*.sql
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 clean:

@@ -201,6 +201,9 @@ end;
 $$;
 
 -- R3/R5 and count drift: fenced; counts come from the rows; metadata is merged.
+-- Replaced below, in this transaction, by a signature that old callers still resolve to
+-- (tests/migration/test_expand_contract.py guards it).
+-- squawk-ignore ban-drop-function
 drop function commit_document_index_generation(uuid, uuid, uuid, jsonb);
 create function commit_document_index_generation(
     p_job_id uuid,
@@ -266,6 +269,9 @@ end;
 $$;
 
 -- R2: fenced completion. Replaces the 4-argument form; 4-argument calls still resolve.
+-- Replaced below, in this transaction, by a signature that old callers still resolve to
+-- (tests/migration/test_expand_contract.py guards it).
+-- squawk-ignore ban-drop-function
 drop function complete_ingestion_job(uuid, uuid, uuid, text);
 create function complete_ingestion_job(
     p_job_id uuid,
@@ -317,6 +323,9 @@ end;
 $$;
 
 -- R2, R7, R15: fenced failure or retry. Replaces the 8-argument form.
+-- Replaced below, in this transaction, by a signature that old callers still resolve to
+-- (tests/migration/test_expand_contract.py guards it).
+-- squawk-ignore ban-drop-function
 drop function fail_or_retry_ingestion_job(uuid, uuid, uuid, boolean, text, text, text, timestamptz);
 create function fail_or_retry_ingestion_job(
     p_job_id uuid,

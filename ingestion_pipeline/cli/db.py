@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ingestion_pipeline.cli import operations
 from ingestion_pipeline.cli.common import add_database_url
 from ingestion_pipeline.db import embedded
 from ingestion_pipeline.db import migrate as migrator
@@ -27,6 +28,7 @@ def register(commands) -> None:
     migrate.set_defaults(handler=cmd_db_migrate)
     for sub in (status, migrate, url):
         add_database_url(sub)
+    operations.register_db(db_commands)
 
 
 def cmd_db_start(args, settings: Settings) -> int:

@@ -29,6 +29,9 @@ from ingestion_pipeline.db.queries import query, sql_text
 from ingestion_pipeline.errors import MigrationError
 
 LOCK_KEY = 72_410_193_001  # arbitrary, fixed: identifies "ingest db migrate" in pg_locks
+# A migration that waits for a table lock queues every later writer behind it (the whole
+# job queue stalls); give up instead and say so.
+LOCK_TIMEOUT = "10s"
 NO_TRANSACTION_MARKER = "-- ingest:no-transaction"
 FILENAME = re.compile(r"^(?P<version>\d{14})_(?P<name>[a-z0-9_]+)\.sql$")
 NOT_MIGRATIONS = {"schema.sql"}  # generated snapshot kept beside the migrations
@@ -162,6 +165,7 @@ def migrate(
     with connect(url) as conn:
         conn.execute(query("migration_lock"), {"key": LOCK_KEY})
         try:
+            conn.execute(query("migration_lock_timeout"), {"timeout": LOCK_TIMEOUT})
             # Read and check under the lock: another migrator may have just finished.
             applied = read_ledger(conn)
             result = Plan(applied=applied, pending=_up_to(pending_after_checks(files, applied), target))
@@ -260,4 +264,7 @@ def _elapsed_ms(started: float) -> int:
 def _brief(exc: psycopg.Error) -> str:
     diag = exc.diag
     where = f" (SQLSTATE {exc.sqlstate})" if exc.sqlstate else ""
-    return f"{(diag.message_primary or str(exc)).strip()}{where}"
+    hint = ""
+    if isinstance(exc, psycopg.errors.LockNotAvailable):
+        hint = f"; a lock was not granted within {LOCK_TIMEOUT} (a long transaction holds it): retry later"
+    return f"{(diag.message_primary or str(exc)).strip()}{where}{hint}"

@@ -92,7 +92,18 @@ class QueueHealth(RpcResult):
     stale_leases: int = 0
     stuck_batches: int = 0
     count_mismatches: int = 0
+    indexed_without_generation: int = 0
     generations_awaiting_cleanup: int = 0
+
+    def problems(self) -> list[str]:
+        """What needs an operator's action (generations awaiting cleanup are routine)."""
+        checks = {
+            "stale_leases": "job(s) hold a stale lease (run the janitor; check for dead workers)",
+            "stuck_batches": "batch(es) say pending/processing although all their jobs are done",
+            "count_mismatches": "document(s) whose stored counts differ from their committed rows",
+            "indexed_without_generation": "document(s) marked indexed with no committed generation",
+        }
+        return [f"{getattr(self, field)} {text}" for field, text in checks.items() if getattr(self, field)]
 
 
 class ClaimedJob(BaseModel):

@@ -108,3 +108,27 @@ def test_bad_arguments_are_usage_errors_without_traceback(tmp_path, arguments):
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert "usage:" in result.stderr
+
+
+def test_health_exits_1_and_names_what_needs_action(db_url, tmp_path):
+    import json as json_module
+
+    from ingestion_pipeline.db.connection import connect
+    from ingestion_pipeline.db.rpc import IngestionRpc
+    from tests.helpers import make_lease_stale, seed_job
+
+    healthy = subprocess.run([str(INGEST), "health", "--database-url", db_url], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=60)
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    with connect(db_url) as conn:
+        _, job_id = seed_job(conn)
+        IngestionRpc(conn).claim("worker-1")
+        make_lease_stale(conn, job_id)
+        conn.execute("insert into documents (source_name, content_sha256, byte_size, status) "
+                     "values ('ghost.txt', repeat('a', 64), 1, 'indexed')")
+    sick = subprocess.run([str(INGEST), "health", "--json", "--database-url", db_url], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert sick.returncode == 1
+    report = json_module.loads(sick.stdout)
+    assert report["stale_leases"] == 1 and report["indexed_without_generation"] == 1
+    assert len(report["problems"]) == 2

@@ -24,7 +24,8 @@ def wheel(tmp_path_factory) -> Path:
 
 
 def repo_migrations() -> list[str]:
-    return sorted(p.name for p in (REPO / "migrations").glob("*.sql"))
+    """The versioned migration files (not the generated schema.sql beside them)."""
+    return sorted(p.name for p in (REPO / "migrations").glob("2*.sql"))
 
 
 def test_wheel_carries_migrations_and_sql(wheel):
@@ -35,6 +36,9 @@ def test_wheel_carries_migrations_and_sql(wheel):
         assert f"ingestion_pipeline/migrations/{name}" in names
     assert "ingestion_pipeline/db/sql/queries.sql" in names
     assert "ingestion_pipeline/db/sql/ledger.sql" in names
+    assert "ingestion_pipeline/db/sql/catalog.sql" in names
+    # check-drift from an installed package needs the manifest
+    assert "ingestion_pipeline/migrations/drift-manifest.json" in names
 
 
 def test_installed_wheel_finds_its_migrations_from_any_folder(wheel, tmp_path):

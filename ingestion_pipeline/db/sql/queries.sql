@@ -5,6 +5,10 @@
 -- Session-level: two migrators never interleave, even across hosts.
 select pg_advisory_lock(%(key)s);
 
+-- name: migration_lock_timeout
+-- Set after the advisory lock is held (that wait must not time out).
+select set_config('lock_timeout', %(timeout)s, false);
+
 -- name: migration_unlock
 select pg_advisory_unlock(%(key)s);
 

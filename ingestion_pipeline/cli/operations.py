@@ -1,0 +1,91 @@
+"""Operators' checks: `ingest db manifest`, `ingest db check-drift`, `ingest health`."""
+
+from __future__ import annotations
+
+import sys
+
+from ingestion_pipeline.cli.common import add_database_url, print_json
+from ingestion_pipeline.db import drift
+from ingestion_pipeline.db import migrate as migrator
+from ingestion_pipeline.db.connection import connect, resolve_database_url
+from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.settings import Settings
+from ingestion_pipeline.tables import render_table
+
+EXIT_DRIFTED = 1
+EXIT_UNCHECKED = 2
+
+
+def register_db(db_commands) -> None:
+    manifest = db_commands.add_parser(
+        "manifest", help="regenerate migrations/schema.sql and drift-manifest.json from a scratch replay")
+    manifest.add_argument("--check", action="store_true", help="exit 1 if the committed files are stale")
+    manifest.set_defaults(handler=cmd_manifest)
+
+    check = db_commands.add_parser("check-drift", help="compare a live database with the drift manifest")
+    add_database_url(check)
+    check.set_defaults(handler=cmd_check_drift)
+
+
+def register(commands) -> None:
+    health = commands.add_parser("health", help="queue and index checks after an apply; exit 1 if action needed")
+    health.add_argument("--json", action="store_true", help="machine-readable output")
+    add_database_url(health)
+    health.set_defaults(handler=cmd_health)
+
+
+def cmd_manifest(args, settings: Settings) -> int:
+    folder = migrator.default_migrations_dir()
+    snapshot = drift.replay_snapshot(folder)
+    targets = {folder / drift.SCHEMA_NAME: snapshot.schema_sql, folder / drift.MANIFEST_NAME: snapshot.manifest_json}
+    stale = [path for path, text in targets.items() if not path.exists() or path.read_text("utf-8") != text]
+    if args.check:
+        for path in stale:
+            print(f"stale: {path} (run `ingest db manifest`)")
+        return EXIT_DRIFTED if stale else 0
+    for path, text in targets.items():
+        path.write_text(text, "utf-8")
+    print(f"wrote {', '.join(str(p) for p in targets)}" if stale else "schema.sql and the manifest are up to date")
+    return 0
+
+
+def cmd_check_drift(args, settings: Settings) -> int:
+    """Exit 0 when clean, 1 when drifted, 2 when the check itself could not run."""
+    try:
+        expected = drift.load_manifest()
+        url = resolve_database_url(settings)
+        actual = drift.catalog_manifest(url)
+        problems = drift.ledger_problems(url) + drift.differences(expected, actual)
+    except IngestError as exc:
+        print(f"ingest: error: could not check drift: {exc}", file=sys.stderr)
+        return EXIT_UNCHECKED
+    for line in problems:
+        print(line)
+    if problems:
+        print(f"{len(problems)} difference(s) from the migrations", file=sys.stderr)
+        return EXIT_DRIFTED
+    print("no drift: the database matches the migrations")
+    return 0
+
+
+def cmd_health(args, settings: Settings) -> int:
+    url = resolve_database_url(settings)
+    with connect(url) as conn:
+        health = IngestionRpc(conn, stale_after_seconds=settings.stale_after_seconds).queue_health()
+    problems = health.problems()
+    if args.json:
+        print_json({**health.model_dump(exclude={"fenced"}), "problems": problems})
+    else:
+        jobs = ", ".join(f"{status} {count}" for status, count in sorted(health.jobs_by_status.items())) or "none"
+        rows = [("jobs", jobs),
+                ("oldest pending", f"{health.oldest_pending_age_seconds}s"
+                 if health.oldest_pending_age_seconds is not None else "-"),
+                ("stale leases", health.stale_leases), ("stuck batches", health.stuck_batches),
+                ("count mismatches", health.count_mismatches),
+                ("indexed without generation", health.indexed_without_generation),
+                ("generations awaiting cleanup", health.generations_awaiting_cleanup)]
+        print(render_table(["check", "value"], rows))
+        for problem in problems:
+            print(f"needs action: {problem}")
+    return 1 if problems else 0
