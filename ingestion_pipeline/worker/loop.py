@@ -21,7 +21,6 @@ from ingestion_pipeline.worker.job import JobContext, JobRun
 from ingestion_pipeline.worker.outcome import JobResult, Outcome
 
 log = logging.getLogger(__name__)
-CLAIM_ATTEMPTS = 5  # ~30 s of backoff before a claim error ends the run
 
 
 @dataclass
@@ -54,12 +53,15 @@ class Worker:
 
     def __init__(self, pool: ConnectionPool, settings: Settings, *, label: str = "worker",
                  concurrency: int | None = None, embedder: Embedder | None = None,
-                 chunking: ChunkingOptions | None = None, poll_seconds: float = 1.0):
+                 chunking: ChunkingOptions | None = None, poll_seconds: float = 1.0,
+                 rpc: IngestionRpc | None = None):
         self.worker_id = new_worker_id(label)
         self.concurrency = concurrency or settings.worker_concurrency
         self.claim_batch_size = settings.claim_batch_size
         self.poll_seconds = poll_seconds
-        self.rpc = IngestionRpc(pool, stale_after_seconds=settings.stale_after_seconds)
+        self.claim_attempts = settings.claim_retry_attempts
+        # `rpc` lets a caller observe every call (the fault harness logs them).
+        self.rpc = rpc or IngestionRpc(pool, stale_after_seconds=settings.stale_after_seconds)
         # Each job may hold a build connection while its heartbeat needs another.
         if pool.max_size < 2 * self.concurrency + 1:
             log.warning("pool max size %s is small for concurrency %s: heartbeats may wait for connections "
@@ -107,13 +109,14 @@ class Worker:
         return report
 
     def _claim(self, limit: int, stop: threading.Event) -> list:
-        """Claim, riding out a short database outage; a long one ends the run with the
-        error (jobs in flight still finish first, as the executor shuts down)."""
-        for attempt in range(1, CLAIM_ATTEMPTS + 1):
+        """Claim, riding out a short database outage (INGEST_CLAIM_RETRY_ATTEMPTS tries with
+        doubling waits); a longer one ends the run with the error, after the jobs in flight
+        finish (the executor shuts down)."""
+        for attempt in range(1, self.claim_attempts + 1):
             try:
                 return self.rpc.claim(self.worker_id, limit=limit)
             except TRANSIENT_ERRORS as exc:
-                if attempt == CLAIM_ATTEMPTS or stop.is_set():
+                if attempt == self.claim_attempts or stop.is_set():
                     raise
                 delay = min(2 ** attempt, 30)
                 log.warning("claim failed (%s); retrying in %ss", describe(exc), delay)

@@ -1,0 +1,182 @@
+"""The fault harness: worker processes drain tiny documents while a chaos loop SIGKILLs
+them, terminates their backends, pauses them past the stale window (zombies) and restarts
+them, and a janitor runs alongside. Used by tests/faults (bounded) and bench/soak.py."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ingestion_pipeline.db.connection import connect
+from ingestion_pipeline.db.rpc import IngestionRpc
+from tests.faults.worker_process import FAULT_SETTINGS
+
+ROOT = Path(__file__).resolve().parents[2]
+STALE = FAULT_SETTINGS["stale_after_seconds"]
+WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november".split()
+
+
+def seed_documents(url: str, count: int, batches: int, max_attempts: int = 10, run_tag: str = "") -> None:
+    """Tiny text documents with distinct bytes, spread over several batches."""
+    with connect(url) as conn:
+        rpc = IngestionRpc(conn)
+        batch_ids = [rpc.create_batch(f"fault batch {run_tag}{i}").batch_id for i in range(batches)]
+        for n in range(count):
+            rng = random.Random(f"{run_tag}{n}")
+            text = (f"Document {run_tag}{n}\n\n" + " ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 400)))
+                    + ".\n")
+            content = text.encode()
+            with conn.transaction():
+                row = conn.execute(
+                    "insert into documents (batch_id, source_name, mime_type, content_sha256, byte_size) "
+                    "values (%s, %s, 'text/plain', %s, %s) returning id",
+                    (batch_ids[n % batches], f"doc-{run_tag}{n}.txt", hashlib.sha256(content).hexdigest(),
+                     len(content))).fetchone()
+                conn.execute("insert into document_sources (document_id, content) values (%s, %s)",
+                             (row["id"], content))
+                assert rpc.enqueue(row["id"], batch_id=batch_ids[n % batches], max_attempts=max_attempts).ok
+
+
+@dataclass
+class ChaosStats:
+    kills: int = 0
+    backend_terminations: int = 0
+    pauses: int = 0
+    restarts: int = 0
+    janitor_passes: int = 0
+    events: Counter = field(default_factory=Counter)
+
+
+class WorkerFleet:
+    def __init__(self, url: str, folder: Path, size: int):
+        self.url, self.folder, self.size = url, folder, size
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.count = 0
+
+    def start(self, slow_seconds: float = 0.0) -> str:
+        self.count += 1
+        label = f"w{self.count}"
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        self.processes[label] = subprocess.Popen(
+            [sys.executable, "-m", "tests.faults.worker_process", self.url, str(self.history(label)), label,
+             str(slow_seconds)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+            stderr=(self.folder / f"{label}.err").open("w"))
+        return label
+
+    def history(self, label: str) -> Path:
+        return self.folder / f"{label}.jsonl"
+
+    def histories(self) -> list[Path]:
+        return sorted(self.folder.glob("w*.jsonl"))
+
+    def alive(self) -> list[str]:
+        return [label for label, proc in self.processes.items() if proc.poll() is None]
+
+    def stop_all(self, timeout: float = 30) -> None:
+        for proc in self.processes.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.terminate()
+        deadline = time.monotonic() + timeout
+        for proc in self.processes.values():
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def janitor_pass(url: str) -> None:
+    with connect(url) as conn:
+        rpc = IngestionRpc(conn, stale_after_seconds=STALE)
+        rpc.expire_stale()
+        rpc.refresh_stuck_batches()
+        rpc.cleanup_generations(limit=50, dry_run=False)
+
+
+def open_jobs(url: str) -> int:
+    with connect(url) as conn:
+        return conn.execute("select count(*) as n from ingestion_jobs where status in ('pending', 'processing')"
+                            ).fetchone()["n"]
+
+
+def chaos_step(url: str, fleet: WorkerFleet, stats: ChaosStats, rng: random.Random) -> None:
+    action = rng.choice(["kill", "terminate_backends", "pause", "none"])
+    alive = fleet.alive()
+    if not alive:
+        return
+    victim = rng.choice(alive)
+    proc = fleet.processes[victim]
+    if action == "kill":
+        proc.kill()
+        proc.wait()
+        stats.kills += 1
+        fleet.start()
+        stats.restarts += 1
+    elif action == "terminate_backends":
+        with connect(url) as conn:
+            stats.backend_terminations += conn.execute(
+                "select count(*) filter (where pg_terminate_backend(pid)) as n from pg_stat_activity "
+                "where application_name = %s", (f"fault-{victim}",)).fetchone()["n"]
+    elif action == "pause":
+        # Past the stale window: another worker reclaims, then the zombie wakes up.
+        proc.send_signal(signal.SIGSTOP)
+        time.sleep(STALE + 1.5)
+        proc.send_signal(signal.SIGCONT)
+        stats.pauses += 1
+    stats.events[action] += 1
+
+
+def run_faults(url: str, folder: Path, *, documents: int, workers: int = 3, batches: int = 4,
+               chaos_seconds: float = 30, drain_timeout: float = 120, seed: int = 7,
+               refill: bool = False) -> ChaosStats:
+    """Seed, start the fleet, apply chaos for `chaos_seconds`, then let everything drain."""
+    rng = random.Random(seed)
+    seed_documents(url, documents, batches)
+    fleet = WorkerFleet(url, folder, workers)
+    stats = ChaosStats()
+    for _ in range(workers):
+        fleet.start()
+    janitor_stop = threading.Event()
+
+    def janitor_loop():
+        while not janitor_stop.wait(1.0):
+            try:
+                janitor_pass(url)
+                stats.janitor_passes += 1
+            except Exception:  # the database may be briefly busy; the next pass retries
+                pass
+
+    janitor = threading.Thread(target=janitor_loop, daemon=True)
+    janitor.start()
+    try:
+        wave = 0
+        chaos_end = time.monotonic() + chaos_seconds
+        while time.monotonic() < chaos_end:
+            chaos_step(url, fleet, stats, rng)
+            time.sleep(rng.uniform(0.3, 1.2))
+            if refill and open_jobs(url) < documents // 4:
+                wave += 1
+                seed_documents(url, documents, batches, run_tag=f"wave{wave}-")
+        deadline = time.monotonic() + drain_timeout
+        while open_jobs(url) and time.monotonic() < deadline:
+            for label in list(fleet.processes):
+                if fleet.processes[label].poll() is not None and len(fleet.alive()) < workers:
+                    fleet.start()
+            time.sleep(0.5)
+    finally:
+        janitor_stop.set()
+        janitor.join()
+        fleet.stop_all()
+    janitor_pass(url)
+    stats.events["histories"] = len(fleet.histories())
+    return stats

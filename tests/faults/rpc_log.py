@@ -1,0 +1,86 @@
+"""A client-side history of every RPC a worker makes, for the checker (Jepsen-style).
+
+Each line is one call: who, what, which job, when it started and ended (wall clock, one
+host), and what came back. Lines are flushed one by one: a SIGKILLed worker loses at most
+the call it was in, whose outcome is then unknown, as in any real history."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+from ingestion_pipeline.db.rpc import IngestionRpc
+
+LOGGED_FENCED = {"rpc_commit_generation": "commit", "rpc_complete": "complete",
+                 "rpc_fail_or_retry": "fail_or_retry", "rpc_heartbeat": "heartbeat",
+                 "rpc_record_stage": "record_stage"}
+LOGGED_PLAIN = {"rpc_begin_generation": "begin_generation"}
+
+
+class HistoryFile:
+    def __init__(self, path: str):
+        self._file = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - lives with the process
+        self._lock = threading.Lock()
+
+    def write(self, entry: dict) -> None:
+        with self._lock:
+            self._file.write(json.dumps(entry, default=str) + "\n")
+            self._file.flush()
+
+
+class LoggedRpc(IngestionRpc):
+    """IngestionRpc that records claims and every fenced or generation-starting call."""
+
+    def __init__(self, db, history: HistoryFile, **kwargs):
+        super().__init__(db, **kwargs)
+        self.history = history
+
+    def _record(self, call: str, params: dict, started: float, result) -> None:
+        self.history.write({
+            "call": call, "pid": os.getpid(), "worker": params.get("worker_id"),
+            "job_id": params.get("job_id"), "t0": started, "t1": time.time(),
+            "ok": result.ok, "reason": result.reason, "fenced": result.fenced,
+            "generation_id": getattr(result, "generation_id", None),
+            "chunk_count": getattr(result, "chunk_count", None),
+            "retried": getattr(result, "retried", None)})
+
+    def _fenced(self, model, name, params, *, has_legacy=True):
+        started = time.time()
+        result = super()._fenced(model, name, params, has_legacy=has_legacy)
+        if name in LOGGED_FENCED:
+            self._record(LOGGED_FENCED[name], params, started, result)
+        return result
+
+    def _result(self, model, name, params):
+        started = time.time()
+        result = super()._result(model, name, params)
+        if name in LOGGED_PLAIN:
+            self._record(LOGGED_PLAIN[name], params, started, result)
+        return result
+
+    def claim(self, worker_id, limit=1, stale_after_seconds=None):
+        started = time.time()
+        jobs = super().claim(worker_id, limit, stale_after_seconds)
+        for job in jobs:
+            self.history.write({"call": "claim", "pid": os.getpid(), "worker": worker_id, "job_id": str(job.job_id),
+                                "t0": started, "t1": time.time(), "ok": True, "attempt": job.attempt_count})
+        return jobs
+
+
+def read_history(paths) -> list[dict]:
+    entries = []
+    for path in paths:
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                line = line.strip()
+                if line:
+                    try:
+                        entries.append(json.loads(line))
+                    except json.JSONDecodeError:  # a line cut by SIGKILL
+                        continue
+    for entry in entries:
+        if entry.get("job_id") is not None:
+            entry["job_id"] = str(entry["job_id"])
+    return sorted(entries, key=lambda e: e["t0"])
