@@ -57,7 +57,11 @@ def make_pool(url: str, settings: Settings, **kwargs) -> ConnectionPool:
         url,
         min_size=settings.pool_min_size,
         max_size=settings.pool_max_size,
-        kwargs={"autocommit": True, "row_factory": dict_row, **kwargs},
+        kwargs={"autocommit": True, "row_factory": dict_row,
+                "connect_timeout": settings.connect_timeout_seconds, **kwargs},
+        # How long a caller waits for a connection: a database that went away surfaces
+        # as an error within the connect timeout, not after psycopg_pool's 30 s default.
+        timeout=settings.connect_timeout_seconds,
         open=False,
     )
     try:

@@ -1,0 +1,61 @@
+"""Soak: the fault harness for as long as you like (tests/faults runs a bounded minute).
+
+    .venv/bin/python bench/soak.py --minutes 10
+
+Worker processes drain waves of tiny documents while a chaos loop SIGKILLs them,
+terminates their backends and pauses them past the stale window (zombies); a janitor runs
+alongside. At the end everything drains and the checker reads the client-side history
+and the database. Prints the totals; exits 1 on any violation."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ingestion_pipeline.db import embedded  # noqa: E402
+from ingestion_pipeline.db import migrate as migrator  # noqa: E402
+from tests.faults.checker import check  # noqa: E402
+from tests.faults.harness import run_faults  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=10, help="chaos duration (default 10)")
+    parser.add_argument("--documents", type=int, default=1000, help="documents per wave (default 1000)")
+    parser.add_argument("--workers", type=int, default=3, help="worker processes (default 3)")
+    parser.add_argument("--seed", type=int, default=7, help="chaos random seed")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="ingest-soak-") as scratch:
+        folder = Path(scratch)
+        url = embedded.start(folder / "pg")
+        try:
+            migrator.migrate(url)
+            started = time.monotonic()
+            stats = run_faults(url, folder, documents=args.documents, workers=args.workers,
+                               chaos_seconds=args.minutes * 60, drain_timeout=600, seed=args.seed, refill=True)
+            report = check(url, sorted(folder.glob("w*.jsonl")))
+        finally:
+            embedded.stop(folder / "pg")
+    jobs = report.stats.get("jobs", {})
+    rows = [("jobs", sum(jobs.values())), ("completed", jobs.get("completed", 0)), ("failed", jobs.get("failed", 0)),
+            ("kills", stats.kills), ("backend terminations", stats.backend_terminations),
+            ("pauses (zombies)", stats.pauses), ("janitor passes", stats.janitor_passes),
+            ("rpc calls logged", report.stats.get("calls", 0)), ("redeliveries", report.redeliveries),
+            ("violations", len(report.violations)), ("seconds", round(time.monotonic() - started, 1))]
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"{name.ljust(width)}  {value}")
+    for violation in report.violations[:50]:
+        print(f"VIOLATION: {violation}")
+    return 1 if report.violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
