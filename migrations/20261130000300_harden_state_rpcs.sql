@@ -579,44 +579,50 @@ $$;
 
 -- Security: the RPCs run as their owner (SECURITY DEFINER, search_path pinned above), so
 -- the worker role needs EXECUTE and nothing on the queue tables. PUBLIC, and Supabase's
--- anon/authenticated roles when present, get nothing.
+-- anon/authenticated roles when present, get nothing. Later migrations call secure_rpc()
+-- for every RPC they add.
 do $$
-declare
-    v_function regprocedure;
-    v_granted boolean;
 begin
     if not exists (select 1 from pg_roles where rolname = 'ingestion_worker') then
         create role ingestion_worker nologin;
     end if;
-
-    for v_function, v_granted in
-        select p.oid::regprocedure,
-               p.proname <> all (array['lock_fenced_ingestion_job', 'refresh_import_batches'])
-          from pg_proc p
-         where p.pronamespace = 'public'::regnamespace
-           and p.proname = any (array[
-               'lock_fenced_ingestion_job', 'refresh_import_batches', 'refresh_import_batch_status',
-               'create_import_batch',
-               'enqueue_ingestion_job', 'claim_ingestion_jobs', 'heartbeat_ingestion_job',
-               'begin_document_index_generation', 'commit_document_index_generation',
-               'complete_ingestion_job', 'fail_or_retry_ingestion_job', 'retry_ingestion_job',
-               'expire_stale_ingestion_jobs', 'cleanup_abandoned_document_index_generations',
-               'ingestion_queue_health'])
-    loop
-        execute format('alter function %s security definer', v_function);
-        execute format('revoke all on function %s from public', v_function);
-        if exists (select 1 from pg_roles where rolname = 'anon') then
-            execute format('revoke all on function %s from anon', v_function);
-        end if;
-        if exists (select 1 from pg_roles where rolname = 'authenticated') then
-            execute format('revoke all on function %s from authenticated', v_function);
-        end if;
-        if v_granted then
-            execute format('grant execute on function %s to ingestion_worker', v_function);
-        end if;
-    end loop;
 end;
 $$;
+
+create function secure_rpc(p_function regprocedure, p_worker_may_call boolean default true)
+returns void
+language plpgsql
+set search_path = pg_catalog, public, pg_temp
+as $$
+declare
+    v_role text;
+begin
+    execute format('alter function %s security definer', p_function);
+    execute format('revoke all on function %s from public', p_function);
+    foreach v_role in array array['anon', 'authenticated'] loop
+        if exists (select 1 from pg_roles where rolname = v_role) then
+            execute format('revoke all on function %s from %I', p_function, v_role);
+        end if;
+    end loop;
+    if p_worker_may_call then
+        execute format('grant execute on function %s to ingestion_worker', p_function);
+    end if;
+end;
+$$;
+revoke all on function secure_rpc(regprocedure, boolean) from public;
+
+-- Internal helpers run as definer too but are granted to no one.
+select secure_rpc(p.oid::regprocedure,
+                  p.proname <> all (array['lock_fenced_ingestion_job', 'refresh_import_batches']))
+  from pg_proc p
+ where p.pronamespace = 'public'::regnamespace
+   and p.proname = any (array[
+       'lock_fenced_ingestion_job', 'refresh_import_batches', 'refresh_import_batch_status',
+       'create_import_batch', 'enqueue_ingestion_job', 'claim_ingestion_jobs', 'heartbeat_ingestion_job',
+       'begin_document_index_generation', 'commit_document_index_generation',
+       'complete_ingestion_job', 'fail_or_retry_ingestion_job', 'retry_ingestion_job',
+       'expire_stale_ingestion_jobs', 'cleanup_abandoned_document_index_generations',
+       'ingestion_queue_health']);
 
 -- What the worker writes directly: the artifacts of its own generations and the stage
 -- log. Queue tables, batches and the committed pointer only change through the RPCs.

@@ -86,22 +86,5 @@ as $$
     );
 $$;
 
-do $$
-declare
-    v_function regprocedure;
-begin
-    foreach v_function in array array[
-        'record_ingestion_job_stage(uuid, text, text, timestamptz, timestamptz, jsonb)'::regprocedure,
-        'ingestion_batch_report(uuid, integer)'::regprocedure]
-    loop
-        execute format('revoke all on function %s from public', v_function);
-        execute format('grant execute on function %s to ingestion_worker', v_function);
-        if exists (select 1 from pg_roles where rolname = 'anon') then
-            execute format('revoke all on function %s from anon', v_function);
-        end if;
-        if exists (select 1 from pg_roles where rolname = 'authenticated') then
-            execute format('revoke all on function %s from authenticated', v_function);
-        end if;
-    end loop;
-end;
-$$;
+select secure_rpc('record_ingestion_job_stage(uuid, text, text, timestamptz, timestamptz, jsonb)');
+select secure_rpc('ingestion_batch_report(uuid, integer)');

@@ -16,11 +16,7 @@ as $$
         'stale_leases', (select count(*) from ingestion_jobs
                           where status = 'processing'
                             and locked_at < now() - make_interval(secs => p_stale_after_seconds)),
-        'stuck_batches', (select count(*) from import_batches b
-                           where b.status in ('pending', 'processing')
-                             and exists (select 1 from ingestion_jobs j where j.batch_id = b.id)
-                             and not exists (select 1 from ingestion_jobs j
-                                              where j.batch_id = b.id and j.status in ('pending', 'processing'))),
+        'stuck_batches', (select count(*) from stuck_import_batch_ids(1000000)),
         'count_mismatches', (select count(*) from documents d
                               where d.index_generation_id is not null
                                 and (d.page_count, d.section_count, d.chunk_count) is distinct from (

@@ -471,11 +471,7 @@ CREATE FUNCTION public.ingestion_queue_health(p_stale_after_seconds integer DEFA
         'stale_leases', (select count(*) from ingestion_jobs
                           where status = 'processing'
                             and locked_at < now() - make_interval(secs => p_stale_after_seconds)),
-        'stuck_batches', (select count(*) from import_batches b
-                           where b.status in ('pending', 'processing')
-                             and exists (select 1 from ingestion_jobs j where j.batch_id = b.id)
-                             and not exists (select 1 from ingestion_jobs j
-                                              where j.batch_id = b.id and j.status in ('pending', 'processing'))),
+        'stuck_batches', (select count(*) from stuck_import_batch_ids(1000000)),
         'count_mismatches', (select count(*) from documents d
                               where d.index_generation_id is not null
                                 and (d.page_count, d.section_count, d.chunk_count) is distinct from (
@@ -508,16 +504,8 @@ CREATE FUNCTION public.ingestion_sensor_state(p_stale_after_seconds integer DEFA
                                and locked_at < now() - make_interval(secs => p_stale_after_seconds)))),
         'pending_later', (select count(*) from ingestion_jobs where status = 'pending' and next_run_at > now()),
         'processing', (select count(*) from ingestion_jobs where status = 'processing'),
-        'stuck_batch_ids', coalesce((
-            select jsonb_agg(id order by id)
-              from (select b.id
-                      from import_batches b
-                     where b.status in ('pending', 'processing')
-                       and exists (select 1 from ingestion_jobs j where j.batch_id = b.id)
-                       and not exists (select 1 from ingestion_jobs j
-                                        where j.batch_id = b.id and j.status in ('pending', 'processing'))
-                     order by b.id
-                     limit greatest(p_limit, 1)) stuck), '[]'::jsonb)
+        'stuck_batch_ids', coalesce((select jsonb_agg(id order by id)
+                                       from stuck_import_batch_ids(p_limit) as id), '[]'::jsonb)
     );
 $$;
 
@@ -635,15 +623,7 @@ CREATE FUNCTION public.refresh_stuck_import_batches(p_limit integer DEFAULT 100)
 declare
     v_ids uuid[];
 begin
-    select coalesce(array_agg(id order by id), '{}') into v_ids
-      from (select b.id
-              from import_batches b
-             where b.status in ('pending', 'processing')
-               and exists (select 1 from ingestion_jobs j where j.batch_id = b.id)
-               and not exists (select 1 from ingestion_jobs j
-                                where j.batch_id = b.id and j.status in ('pending', 'processing'))
-             order by b.id
-             limit greatest(p_limit, 1)) stuck;
+    select coalesce(array_agg(id order by id), '{}') into v_ids from stuck_import_batch_ids(p_limit) as id;
     return jsonb_build_object('ok', true, 'refreshed', coalesce(array_length(v_ids, 1), 0),
         'batches', refresh_import_batches(v_ids));
 end;
@@ -693,6 +673,40 @@ begin
     return jsonb_build_object('ok', true, 'job_id', p_job_id,
         'batches', refresh_import_batches(array[v_job.batch_id]));
 end;
+$$;
+
+CREATE FUNCTION public.secure_rpc(p_function regprocedure, p_worker_may_call boolean DEFAULT true) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+declare
+    v_role text;
+begin
+    execute format('alter function %s security definer', p_function);
+    execute format('revoke all on function %s from public', p_function);
+    foreach v_role in array array['anon', 'authenticated'] loop
+        if exists (select 1 from pg_roles where rolname = v_role) then
+            execute format('revoke all on function %s from %I', p_function, v_role);
+        end if;
+    end loop;
+    if p_worker_may_call then
+        execute format('grant execute on function %s to ingestion_worker', p_function);
+    end if;
+end;
+$$;
+
+CREATE FUNCTION public.stuck_import_batch_ids(p_limit integer DEFAULT 100) RETURNS SETOF uuid
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+    select b.id
+      from import_batches b
+     where b.status in ('pending', 'processing')
+       and exists (select 1 from ingestion_jobs j where j.batch_id = b.id)
+       and not exists (select 1 from ingestion_jobs j
+                        where j.batch_id = b.id and j.status in ('pending', 'processing'))
+     order by b.id
+     limit greatest(p_limit, 1);
 $$;
 
 CREATE TABLE public.document_chunks (
@@ -1010,6 +1024,10 @@ GRANT ALL ON FUNCTION public.refresh_stuck_import_batches(p_limit integer) TO in
 
 REVOKE ALL ON FUNCTION public.retry_ingestion_job(p_job_id uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.retry_ingestion_job(p_job_id uuid) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.secure_rpc(p_function regprocedure, p_worker_may_call boolean) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.stuck_import_batch_ids(p_limit integer) FROM PUBLIC;
 
 GRANT SELECT,INSERT ON TABLE public.document_chunks TO ingestion_worker;
 

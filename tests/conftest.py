@@ -136,6 +136,22 @@ def conn(db_url: str) -> Iterator[psycopg.Connection]:
 
 
 @pytest.fixture
+def settings(db_url: str):
+    """Settings for the head database; retries run at once (no backoff wait in tests)."""
+    from ingestion_pipeline.settings import load_settings
+
+    return load_settings(database_url=db_url, retry_backoff_seconds=0)
+
+
+@pytest.fixture
+def pool(db_url: str, settings):
+    from ingestion_pipeline.db.connection import make_pool
+
+    with make_pool(db_url, settings) as connection_pool:
+        yield connection_pool
+
+
+@pytest.fixture
 def migrations_dir(tmp_path: Path) -> Path:
     folder = tmp_path / "migrations"
     folder.mkdir()

@@ -13,28 +13,14 @@ from pathlib import Path
 import pytest
 
 from ingestion_pipeline.cli import main as ingest
-from ingestion_pipeline.db.connection import make_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.enqueue import EnqueueRefused, enqueue_paths
-from ingestion_pipeline.settings import load_settings
 from ingestion_pipeline.worker import Worker
 from ingestion_pipeline.worker.errors import LeaseLost
 from ingestion_pipeline.worker.heartbeat import LeaseKeeper
 from tests.helpers import make_lease_stale, seed_job
 
 INGEST = Path(sys.executable).parent / "ingest"
-
-
-@pytest.fixture
-def settings(db_url):
-    return load_settings(database_url=db_url)
-
-
-@pytest.fixture
-def pool(db_url, settings):
-    pool = make_pool(db_url, settings)
-    yield pool
-    pool.close()
 
 
 @pytest.fixture

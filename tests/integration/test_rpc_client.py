@@ -22,13 +22,6 @@ from tests.helpers import (
 )
 
 
-@pytest.fixture
-def pool(db_url):
-    pool = make_pool(db_url, load_settings(database_url=db_url, pool_max_size=2))
-    yield pool
-    pool.close()
-
-
 def test_a_job_goes_from_enqueue_to_completed_through_a_pool(pool, conn):
     rpc = IngestionRpc(pool)
     batch_id = rpc.create_batch("reports", {"source": "test"}).batch_id

@@ -34,18 +34,6 @@ def settings_for(url: str, **overrides):
 
 
 @pytest.fixture
-def settings(db_url):
-    return settings_for(db_url)
-
-
-@pytest.fixture
-def pool(db_url, settings):
-    pool = make_pool(db_url, settings)
-    yield pool
-    pool.close()
-
-
-@pytest.fixture
 def corpus(tmp_path) -> Path:
     folder = tmp_path / "corpus"
     (folder / "nested").mkdir(parents=True)

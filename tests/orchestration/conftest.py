@@ -3,9 +3,7 @@
 import dagster as dg
 import pytest
 
-from ingestion_pipeline.db.connection import make_pool
 from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
-from ingestion_pipeline.settings import load_settings
 
 
 @pytest.fixture
@@ -17,10 +15,3 @@ def instance():
 @pytest.fixture
 def resources(db_url):
     return {"database": DatabaseResource(database_url=db_url), "processing": ProcessingResource()}
-
-
-@pytest.fixture
-def pool(db_url):
-    pool = make_pool(db_url, load_settings(database_url=db_url))
-    yield pool
-    pool.close()
