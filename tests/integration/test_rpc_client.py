@@ -3,7 +3,6 @@ RPCs, and the 42883 fallback against the pre-hardening schema."""
 
 import logging
 
-import pytest
 
 from ingestion_pipeline.db.connection import connect, make_pool
 from ingestion_pipeline.db.models import ClaimedJob
