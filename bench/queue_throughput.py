@@ -1,0 +1,316 @@
+"""No-op job throughput: our fenced claim -> heartbeat -> complete loop versus PgQueuer,
+Procrastinate and a pgbench one-row-update ceiling, on one embedded server, in one run.
+
+Each system gets its own scratch database on the same server and W worker processes
+(multiprocessing, spawn). Rounds are interleaved (ours, pgqueuer, procrastinate, ours, ...)
+so that a noisy neighbour hurts every system alike; the table shows the median round.
+
+  ours        IngestionRpc on one autocommit connection per process: claim(limit=k), then
+              per job heartbeat(job, worker_id) and complete(job, worker_id) (fenced,
+              refreshes the job's import batch under its row lock, R9).
+  ours (sql)  the same three plpgsql functions called with one plain statement each,
+              without the client (no BEGIN/COMMIT around fenced calls, no pydantic): what
+              the SQL costs on its own.
+  pgqueuer    QueueManager on a psycopg AsyncConnection (PsycopgDriver), drain mode,
+              batch_size=k, no-op async entrypoint.
+  procrastinate  App(PsycopgConnector), run_worker_async(wait=False, concurrency=k),
+              no-op async task.
+  pgbench     W clients, each transaction one UPDATE of a random row of a 1000-row table:
+              one commit per job is the least any durable queue can do per job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import re
+import tempfile
+import time
+import uuid
+from datetime import timedelta
+
+from common import (
+    command_line,
+    connect,
+    create_database,
+    db_uri,
+    embedded_server,
+    machine_line,
+    median,
+    ours_worker,
+    postgres_bin,
+    print_table,
+    run,
+    run_processes,
+    seed_jobs,
+    span,
+    vacuum_analyze,
+)
+
+SYSTEMS = ("ours", "ours_sql", "pgqueuer", "procrastinate")
+
+
+# -- worker processes (top level: spawned) ----------------------------------------------
+
+def _report(out, count, started):
+    out.put((count, started, time.monotonic(), time.process_time()))
+
+
+OURS_SQL = {
+    "claim": "select job_id, document_id, batch_id from claim_ingestion_jobs(%s, %s, 300)",
+    "heartbeat": "select heartbeat_ingestion_job(%s, %s)",
+    "complete": "select complete_ingestion_job(p_job_id => %s, p_document_id => %s, p_batch_id => %s,"
+                " p_worker_id => %s)",
+}
+
+
+def ours_sql_worker(uri: str, k: int, heartbeat: bool, barrier, out) -> None:
+    import psycopg
+
+    worker_id = f"bench:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(uri, autocommit=True, prepare_threshold=0) as conn:
+        barrier.wait()
+        started, count = time.monotonic(), 0
+        while jobs := conn.execute(OURS_SQL["claim"], (worker_id, k)).fetchall():
+            for job_id, document_id, batch_id in jobs:
+                if heartbeat:
+                    conn.execute(OURS_SQL["heartbeat"], (job_id, worker_id))
+                conn.execute(OURS_SQL["complete"], (job_id, document_id, batch_id, worker_id))
+                count += 1
+    _report(out, count, started)
+
+
+def pgqueuer_worker(uri: str, k: int, heartbeat: bool, barrier, out) -> None:
+    import psycopg
+    from pgqueuer import QueueManager
+    from pgqueuer.adapters.drivers.psycopg import PsycopgDriver
+    from pgqueuer.domain.types import QueueExecutionMode
+    from pgqueuer.queries import Queries
+
+    async def main():
+        conn = await psycopg.AsyncConnection.connect(uri, autocommit=True)
+        qm = QueueManager(Queries(PsycopgDriver(conn)))
+        count = 0
+
+        @qm.entrypoint("noop")
+        async def noop(job) -> None:
+            nonlocal count
+            count += 1
+
+        barrier.wait()
+        started = time.monotonic()
+        await qm.run(batch_size=k, mode=QueueExecutionMode.drain, dequeue_timeout=timedelta(milliseconds=100),
+                     log_aggregation_interval=timedelta(0))
+        _report(out, count, started)
+        await conn.close()
+
+    asyncio.run(main())
+
+
+def procrastinate_worker(uri: str, k: int, heartbeat: bool, barrier, out) -> None:
+    import procrastinate
+
+    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=uri, min_size=1, max_size=k + 2))
+    count = 0
+
+    @app.task(name="noop")
+    async def noop() -> None:
+        nonlocal count
+        count += 1
+
+    async def main():
+        async with app.open_async():
+            barrier.wait()
+            started = time.monotonic()
+            await app.run_worker_async(wait=False, concurrency=k, install_signal_handlers=False,
+                                       listen_notify=False)
+            _report(out, count, started)
+
+    asyncio.run(main())
+
+
+WORKERS = {"ours": ours_worker, "ours_sql": ours_sql_worker, "pgqueuer": pgqueuer_worker,
+           "procrastinate": procrastinate_worker}
+
+
+def run_workers(system: str, uri: str, args) -> tuple[int, float, float]:
+    """W processes; the clock runs from the first start after the barrier to the last end."""
+    results = run_processes(WORKERS[system], (uri, args.claim_batch, args.heartbeat), args.workers, args.timeout)
+    count = sum(r[0] for r in results)
+    cpu = sum(r[3] for r in results)  # client CPU seconds (start-up included)
+    return count, span(results), cpu
+
+
+# -- per-system set-up (one scratch database each, fresh jobs every round) ---------------
+
+class Ours:
+    def __init__(self, server_uri: str, name: str = "bench_ours"):
+        self.server_uri = server_uri
+        self.template = create_database(server_uri, f"{name}_template", migrate=True)
+        self.name = name
+        self.round = 0
+
+    def prepare(self, args) -> str:
+        self.round += 1
+        dbname = f"{self.name}_{self.round}"
+        with connect(self.server_uri) as conn:
+            conn.execute(f'drop database if exists "{dbname}"')
+            conn.execute(f'create database "{dbname}" template "{self.name}_template"')
+        uri = db_uri(self.server_uri, dbname)
+        with connect(uri) as conn:
+            seed_jobs(conn, args.jobs, per_batch=args.per_batch, tag=f"r{self.round}")
+            vacuum_analyze(conn)
+        return uri
+
+    def check(self, uri: str, args) -> int:
+        with connect(uri) as conn:
+            open_batches = conn.execute("select count(*) as n from import_batches where status <> 'completed'").fetchone()
+            assert open_batches["n"] == 0, f"{open_batches['n']} batches not completed"
+            return conn.execute("select count(*) as n from ingestion_jobs where status = 'completed'").fetchone()["n"]
+
+
+class PgQueuer:
+    def __init__(self, server_uri: str):
+        self.uri = create_database(server_uri, "bench_pgqueuer")
+        asyncio.run(self._with_queries(lambda q: q.install()))
+
+    async def _with_queries(self, action):
+        import psycopg
+        from pgqueuer.queries import Queries
+
+        async with await psycopg.AsyncConnection.connect(self.uri, autocommit=True) as conn:
+            return await action(Queries.from_psycopg_connection(conn))
+
+    def prepare(self, args) -> str:
+        n = args.jobs
+        asyncio.run(self._with_queries(lambda q: q.enqueue(["noop"] * n, [None] * n, [0] * n)))
+        with connect(self.uri) as conn:
+            conn.execute("vacuum (analyze) pgqueuer")
+        return self.uri
+
+    def check(self, uri: str, args) -> int:
+        with connect(uri) as conn:
+            left = conn.execute("select count(*) as n from pgqueuer").fetchone()["n"]
+            assert left == 0, f"{left} pgqueuer jobs left"
+        return args.jobs
+
+
+class Procrastinate:
+    def __init__(self, server_uri: str):
+        self.uri = create_database(server_uri, "bench_procrastinate")
+        self.app = self._app()
+        with self.app.open():
+            self.app.schema_manager.apply_schema()
+
+    def _app(self):
+        import procrastinate
+
+        app = procrastinate.App(connector=procrastinate.SyncPsycopgConnector(conninfo=self.uri))
+
+        @app.task(name="noop")
+        def noop() -> None:
+            pass
+
+        self.task = noop
+        return app
+
+    def prepare(self, args) -> str:
+        with self.app.open():
+            for start in range(0, args.jobs, 5000):
+                self.task.batch_defer(*({} for _ in range(min(5000, args.jobs - start))))
+        with connect(self.uri) as conn:
+            conn.execute("vacuum (analyze) procrastinate_jobs")
+        return self.uri
+
+    def check(self, uri: str, args) -> int:
+        with connect(uri) as conn:
+            return conn.execute("select count(*) as n from procrastinate_jobs where status = 'succeeded'"
+                                " and id > (select coalesce(max(id), 0) - %s from procrastinate_jobs)",
+                                (args.jobs,)).fetchone()["n"]
+
+
+def pgbench_ceiling(server_uri: str, args) -> float:
+    uri = create_database(server_uri, "bench_pgbench")
+    with connect(uri) as conn:
+        conn.execute("create table ceiling (id int primary key, n bigint not null default 0) with (fillfactor = 80)")
+        conn.execute("insert into ceiling (id) select generate_series(1, 1000)")
+        conn.execute("vacuum (analyze) ceiling")
+    parts = __import__("psycopg").conninfo.conninfo_to_dict(uri)
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", prefix="pgbench-", delete=False) as f:
+        f.write("\\set id random(1, 1000)\nupdate ceiling set n = n + 1 where id = :id;\n")
+        script = f.name
+    try:
+        result = run([postgres_bin("pgbench"), "-n", "-M", "prepared", "-c", str(args.workers), "-j",
+                      str(args.workers), "-T", str(args.pgbench_seconds), "-f", script,
+                      "-h", parts["host"], "-U", parts.get("user", "postgres"), parts["dbname"]])
+    finally:
+        os.remove(script)
+    return float(re.search(r"tps = ([\d.]+)", result.stdout).group(1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=4000, help="no-op jobs per system per round (default 4000)")
+    parser.add_argument("--workers", type=int, default=2, help="worker processes W (default 2 = nproc here)")
+    parser.add_argument("--claim-batch", type=int, default=10, help="k: jobs per claim / pgqueuer batch_size / "
+                        "procrastinate concurrency (default 10)")
+    parser.add_argument("--per-batch", type=int, default=100, help="our jobs per import batch (default 100)")
+    parser.add_argument("--no-heartbeat", dest="heartbeat", action="store_false",
+                        help="ours: skip the per-job heartbeat (claim -> complete only)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median is shown (default 3)")
+    parser.add_argument("--pgbench-seconds", type=int, default=8, help="pgbench duration (default 8)")
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"subset of {','.join(SYSTEMS)}")
+    parser.add_argument("--full", action="store_true", help="full size: --jobs 20000 --rounds 3 --pgbench-seconds 20")
+    parser.add_argument("--timeout", type=float, default=900, help="give up on a round after this many seconds")
+    args = parser.parse_args()
+    if args.full:
+        args.jobs, args.rounds, args.pgbench_seconds = 20000, 3, 20
+    systems = [s for s in args.systems.split(",") if s]
+    logging.getLogger("procrastinate").setLevel(logging.ERROR)  # "App is instantiated in the main module"
+
+    print(f"$ {command_line()}")
+    with embedded_server() as server_uri:
+        print(machine_line(server_uri))
+        setups = {}
+        for system in systems:
+            if system == "ours":
+                setups[system] = Ours(server_uri)
+            elif system == "ours_sql":
+                setups[system] = Ours(server_uri, "bench_ours_sql")
+            elif system == "pgqueuer":
+                setups[system] = PgQueuer(server_uri)
+            elif system == "procrastinate":
+                setups[system] = Procrastinate(server_uri)
+        rates: dict[str, list[float]] = {s: [] for s in systems}
+        cpu_ms: dict[str, list[float]] = {s: [] for s in systems}
+        rounds_rows = []
+        for number in range(1, args.rounds + 1):
+            for system in systems:
+                uri = setups[system].prepare(args)
+                count, seconds, cpu = run_workers(system, uri, args)
+                checked = setups[system].check(uri, args)
+                assert count == args.jobs and checked >= args.jobs, (system, count, checked)
+                rates[system].append(count / seconds)
+                cpu_ms[system].append(cpu / count * 1000)
+                rounds_rows.append([number, system, count, f"{seconds:.2f}", f"{count / seconds:.0f}",
+                                    f"{cpu / count * 1000:.3f}"])
+        ceiling = pgbench_ceiling(server_uri, args)
+
+        print_table("rounds", ["round", "system", "jobs", "seconds", "jobs/s", "client CPU ms/job"], rounds_rows)
+        ours = median(rates["ours"]) if "ours" in rates else None
+        rows = []
+        for system in systems:
+            rate = median(rates[system])
+            rows.append([system, f"{rate:.0f}", f"{ours / rate:.2f}" if ours else "", f"{rate / ceiling:.2f}",
+                         f"{median(cpu_ms[system]):.3f}"])
+        rows.append(["pgbench 1-row update (ceiling)", f"{ceiling:.0f}", f"{ours / ceiling:.2f}" if ours else "",
+                     "1.00", ""])
+        print_table(f"no-op jobs/s, W={args.workers} processes, k={args.claim_batch}, {args.jobs} jobs/round, "
+                    f"median of {args.rounds} rounds",
+                    ["system", "jobs/s", "ours / this", "this / ceiling", "client CPU ms/job"], rows)
+
+
+if __name__ == "__main__":
+    main()
