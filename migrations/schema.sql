@@ -34,19 +34,33 @@ begin
     end if;
 
     return query
-    with candidates as (
-        select j.id
+    -- Two branches, each walking its own partial index in claim order and locking as it
+    -- goes, so a claim costs O(limit) however long the backlog (one OR under one ORDER BY
+    -- made the planner read and sort every claimable row: bench/claim_scaling.py).
+    with pending as (
+        select j.id, j.next_run_at, j.created_at
           from ingestion_jobs j
           join documents d on d.id = j.document_id
-         where j.attempt_count < j.max_attempts
-           and ((j.status = 'pending' and j.next_run_at <= now())
-             or (j.status = 'processing'
-                 -- a worker id never reclaims its own stale job: both runs would pass the fence
-                 and j.locked_by is distinct from p_worker_id
-                 and j.locked_at < now() - make_interval(secs => p_stale_after_seconds)))
+         where j.status = 'pending' and j.next_run_at <= now() and j.attempt_count < j.max_attempts
          order by j.next_run_at, j.created_at
          limit greatest(p_claim_limit, 0)
            for update of j, d skip locked
+    ), stale as (
+        select j.id, j.next_run_at, j.created_at
+          from ingestion_jobs j
+          join documents d on d.id = j.document_id
+         where j.status = 'processing'
+           and j.locked_at < now() - make_interval(secs => p_stale_after_seconds)
+           -- a worker id never reclaims its own stale job: both runs would pass the fence
+           and j.locked_by is distinct from p_worker_id
+           and j.attempt_count < j.max_attempts
+         order by j.locked_at
+         limit greatest(p_claim_limit, 0)
+           for update of j, d skip locked
+    ), candidates as (
+        select c.id from (select * from pending union all select * from stale) c
+         order by c.next_run_at, c.created_at
+         limit greatest(p_claim_limit, 0)
     ), claimed as (
         update ingestion_jobs j
            set status = 'processing',

@@ -75,8 +75,7 @@ class IngestionRpc:
         schema becomes fenced as soon as the database is migrated."""
         with self._connection() as conn:
             try:
-                # A savepoint (or a transaction) so 42883 does not poison an open one.
-                with conn.transaction():
+                with _savepoint_if_in_transaction(conn):
                     row = conn.execute(query(name), params).fetchone()
                 self.fences_available = True
                 return model.model_validate(_row_value(row))
@@ -188,6 +187,18 @@ class IngestionRpc:
     def queue_health(self, stale_after_seconds: int | None = None) -> QueueHealth:
         return self._result(QueueHealth, "rpc_queue_health", {
             "stale_after_seconds": stale_after_seconds or self.stale_after_seconds})
+
+
+@contextmanager
+def _savepoint_if_in_transaction(conn: psycopg.Connection) -> Iterator[None]:
+    """Inside a caller's transaction, a savepoint keeps a 42883 from poisoning it. On an
+    idle autocommit connection (the pool's) a failed statement poisons nothing, and
+    BEGIN/COMMIT around every call would triple its round trips."""
+    if conn.autocommit and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        yield
+    else:
+        with conn.transaction():
+            yield
 
 
 def _row_value(row) -> dict:
