@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from uuid import UUID
 
 from tqdm import tqdm
-
-import argparse
 
 from ingestion_pipeline.cli.common import add_database_url, migrated_pool, positive_int, print_json
 from ingestion_pipeline.db.queries import query
