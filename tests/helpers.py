@@ -66,6 +66,17 @@ def index_document(rpc: IngestionRpc, conn: psycopg.Connection, worker_id: str =
     return job.document_id, generation_id
 
 
+def start_reindex_build(rpc: IngestionRpc, conn: psycopg.Connection, document_id: UUID, worker_id: str,
+                        **artifact_counts):
+    """Enqueue and claim a reindex of an indexed document, begin its generation and write
+    its rows; the caller decides how the build ends. Returns (claimed job, generation_id)."""
+    assert rpc.enqueue(document_id, kind="reindex").ok
+    [claimed] = rpc.claim(worker_id)
+    generation_id = rpc.begin_generation(claimed.job_id, document_id, worker_id).generation_id
+    write_artifacts(conn, document_id, generation_id, **artifact_counts)
+    return claimed, generation_id
+
+
 def make_lease_stale(conn: psycopg.Connection, job_id: UUID, seconds_ago: int = 3600) -> None:
     conn.execute("update ingestion_jobs set locked_at = now() - make_interval(secs => %s) where id = %s",
                  (seconds_ago, job_id))

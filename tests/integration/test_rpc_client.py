@@ -17,6 +17,7 @@ from tests.helpers import (
     seed_batch,
     seed_document,
     seed_job,
+    start_reindex_build,
     write_artifacts,
 )
 
@@ -119,10 +120,7 @@ def test_cleanup_dry_run_reports_what_the_delete_removes(conn):
     rpc = IngestionRpc(conn)
     seed_job(conn)
     document_id, committed = index_document(rpc, conn)
-    rpc.enqueue(document_id, kind="reindex")
-    [reindex] = rpc.claim("worker-2")
-    abandoned = rpc.begin_generation(reindex.job_id, document_id, "worker-2").generation_id
-    write_artifacts(conn, document_id, abandoned, pages=1, sections=2, chunks=4)
+    reindex, abandoned = start_reindex_build(rpc, conn, document_id, "worker-2", pages=1, sections=2, chunks=4)
     rpc.fail_or_retry(reindex.job_id, document_id, worker_id="worker-2", error_message="crash")
 
     dry = rpc.cleanup_generations(dry_run=True)

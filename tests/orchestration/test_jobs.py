@@ -7,7 +7,16 @@ from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.enqueue import enqueue_paths
 from ingestion_pipeline.orchestration.jobs import ingest_documents, janitor, refresh_batch_status
 from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
-from tests.helpers import batch, document, index_document, job, make_lease_stale, seed_batch, seed_job, write_artifacts
+from tests.helpers import (
+    batch,
+    document,
+    index_document,
+    job,
+    make_lease_stale,
+    seed_batch,
+    seed_job,
+    start_reindex_build,
+)
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
@@ -66,10 +75,7 @@ def test_janitor_expires_refreshes_and_cleans_but_spares_open_documents(instance
     for name in ("idle", "busy"):
         seed_job(conn)
         document_id, _ = index_document(rpc, conn)
-        rpc.enqueue(document_id, kind="reindex")
-        [reindex] = rpc.claim("worker")
-        generation = rpc.begin_generation(reindex.job_id, document_id, "worker").generation_id
-        write_artifacts(conn, document_id, generation)
+        reindex, generation = start_reindex_build(rpc, conn, document_id, "worker")
         rpc.fail_or_retry(reindex.job_id, document_id, worker_id="worker", error_message="crash")
         abandoned[name] = (document_id, generation)
     rpc.enqueue(abandoned["busy"][0], kind="reindex")  # open job: its rows are off limits

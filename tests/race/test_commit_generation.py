@@ -3,7 +3,7 @@
 from psycopg.types.json import Jsonb
 
 from ingestion_pipeline.db.rpc import IngestionRpc
-from tests.helpers import document, index_document, seed_job, write_artifacts
+from tests.helpers import document, index_document, seed_job, start_reindex_build, write_artifacts
 
 
 def visible_chunks(conn, document_id):
@@ -46,10 +46,7 @@ def test_readers_never_see_a_building_generation(conn):
     rpc = IngestionRpc(conn)
     seed_job(conn)
     document_id, committed = index_document(rpc, conn, chunks=3)
-    rpc.enqueue(document_id, kind="reindex")
-    [reindex] = rpc.claim("worker-2")
-    building = rpc.begin_generation(reindex.job_id, document_id, "worker-2").generation_id
-    write_artifacts(conn, document_id, building, chunks=5)
+    reindex, building = start_reindex_build(rpc, conn, document_id, "worker-2", chunks=5)
 
     assert visible_chunks(conn, document_id) == [committed] * 3
     rpc.commit_generation(reindex.job_id, document_id, building, "worker-2")

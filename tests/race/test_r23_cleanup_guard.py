@@ -6,8 +6,8 @@ from tests.helpers import (
     backend_pid,
     index_document,
     seed_job,
+    start_reindex_build,
     wait_until_blocked,
-    write_artifacts,
 )
 
 
@@ -26,10 +26,7 @@ def test_build_claimed_during_cleanup_survives(schema, new_conn):
     seed_job(conn)
     document_id, _ = index_document(rpc, conn)
     # An abandoned build: a reindex that started a generation, then ended without commit.
-    rpc.enqueue(document_id, kind="reindex")
-    [abandoned_job] = rpc.claim("worker-old")
-    abandoned = rpc.begin_generation(abandoned_job.job_id, document_id, "worker-old").generation_id
-    write_artifacts(conn, document_id, abandoned)
+    abandoned_job, abandoned = start_reindex_build(rpc, conn, document_id, "worker-old")
     assert rpc.complete(abandoned_job.job_id, document_id, worker_id="worker-old").ok
 
     # Barrier: hold a lock on one abandoned page so cleanup stops inside its deletes,
@@ -43,10 +40,7 @@ def test_build_claimed_during_cleanup_survives(schema, new_conn):
     wait_until_blocked(conn, cleaner_pid, by=backend_pid(barrier))
 
     # Meanwhile a new reindex is claimed and stages its rows.
-    assert rpc.enqueue(document_id, kind="reindex").ok
-    [fresh_job] = rpc.claim("worker-new")
-    fresh = rpc.begin_generation(fresh_job.job_id, document_id, "worker-new").generation_id
-    write_artifacts(conn, document_id, fresh, pages=2, sections=2, chunks=3)
+    fresh_job, fresh = start_reindex_build(rpc, conn, document_id, "worker-new", pages=2, sections=2, chunks=3)
 
     barrier.rollback()
     assert cleanup.join().ok
