@@ -4,57 +4,60 @@ CREATE SCHEMA public;
 
 COMMENT ON SCHEMA public IS 'standard public schema';
 
-CREATE FUNCTION public.begin_document_index_generation(p_job_id uuid, p_document_id uuid, p_worker_id text) RETURNS jsonb
+CREATE FUNCTION public.begin_document_index_generation(p_job_id uuid, p_document_id uuid, p_worker_id text, p_lease_token bigint DEFAULT NULL::bigint) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
     v_refusal jsonb;
     v_generation_id uuid;
 begin
-    v_refusal := lock_fenced_ingestion_job(p_job_id, p_document_id, p_worker_id);
+    v_refusal := public.lock_fenced_ingestion_job(p_job_id, p_document_id, p_worker_id, p_lease_token);
     if v_refusal is not null then
         return v_refusal;
     end if;
-    insert into index_generations (document_id, job_id, worker_id)
-    values (p_document_id, p_job_id, p_worker_id)
+    insert into public.index_generations (document_id, job_id, worker_id, lease_token)
+    select p_document_id, p_job_id, p_worker_id, j.lease_token
+      from public.ingestion_jobs j where j.id = p_job_id
     returning id into v_generation_id;
     return jsonb_build_object('ok', true, 'generation_id', v_generation_id);
 end;
 $$;
 
-CREATE FUNCTION public.claim_ingestion_jobs(p_worker_id text, p_claim_limit integer DEFAULT 1, p_stale_after_seconds integer DEFAULT 300) RETURNS TABLE(job_id uuid, document_id uuid, batch_id uuid, kind text, attempt_count integer, max_attempts integer, locked_by text, locked_at timestamp with time zone, source_name text, mime_type text, content_sha256 text, byte_size bigint, committed_generation_id uuid)
+CREATE FUNCTION public.claim_ingestion_jobs(p_worker_id text, p_claim_limit integer DEFAULT 1, p_stale_after_seconds integer DEFAULT 300) RETURNS TABLE(job_id uuid, document_id uuid, batch_id uuid, kind text, attempt_count integer, max_attempts integer, locked_by text, locked_at timestamp with time zone, source_name text, mime_type text, content_sha256 text, byte_size bigint, committed_generation_id uuid, lease_token bigint, lease_expires_at timestamp with time zone)
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 #variable_conflict use_column
 begin
     if p_worker_id is null or btrim(p_worker_id) = '' then
         raise exception 'claim_ingestion_jobs: p_worker_id is required' using errcode = '22023';
     end if;
+    if p_stale_after_seconds is null or p_stale_after_seconds < 1 then
+        raise exception 'claim_ingestion_jobs: p_stale_after_seconds must be at least 1' using errcode = '22023';
+    end if;
 
     return query
     -- Two branches, each walking its own partial index in claim order and locking as it
-    -- goes, so a claim costs O(limit) however long the backlog (one OR under one ORDER BY
-    -- made the planner read and sort every claimable row: bench/claim_scaling.py).
+    -- goes, so a claim costs O(limit) however long the backlog.
     with pending as (
         select j.id, j.next_run_at, j.created_at
-          from ingestion_jobs j
-          join documents d on d.id = j.document_id
+          from public.ingestion_jobs j
+          join public.documents d on d.id = j.document_id
          where j.status = 'pending' and j.next_run_at <= now() and j.attempt_count < j.max_attempts
          order by j.next_run_at, j.created_at
          limit greatest(p_claim_limit, 0)
            for update of j, d skip locked
     ), stale as (
         select j.id, j.next_run_at, j.created_at
-          from ingestion_jobs j
-          join documents d on d.id = j.document_id
+          from public.ingestion_jobs j
+          join public.documents d on d.id = j.document_id
          where j.status = 'processing'
-           and j.locked_at < now() - make_interval(secs => p_stale_after_seconds)
-           -- a worker id never reclaims its own stale job: both runs would pass the fence
+           and j.lease_expires_at < now()
+           -- kept for worker-id callers: a worker id never reclaims its own stale job
            and j.locked_by is distinct from p_worker_id
            and j.attempt_count < j.max_attempts
-         order by j.locked_at
+         order by j.lease_expires_at
          limit greatest(p_claim_limit, 0)
            for update of j, d skip locked
     ), candidates as (
@@ -62,22 +65,25 @@ begin
          order by c.next_run_at, c.created_at
          limit greatest(p_claim_limit, 0)
     ), claimed as (
-        update ingestion_jobs j
+        update public.ingestion_jobs j
            set status = 'processing',
                stage = 'claimed',
                progress = 0,
                attempt_count = j.attempt_count + 1,
+               lease_token = j.lease_token + 1,
                locked_by = p_worker_id,
                locked_at = now(),
+               lease_seconds = p_stale_after_seconds,
+               lease_expires_at = now() + make_interval(secs => p_stale_after_seconds),
                started_at = coalesce(j.started_at, now()),
                updated_at = now()
           from candidates c
          where j.id = c.id
         returning j.id, j.document_id, j.batch_id, j.kind, j.attempt_count, j.max_attempts,
-                  j.locked_by, j.locked_at
+                  j.locked_by, j.locked_at, j.lease_token, j.lease_expires_at
     ), touched as (
         -- An indexed document stays indexed (and readable) while it is rebuilt.
-        update documents d
+        update public.documents d
            set status = case when d.index_generation_id is null then 'processing' else d.status end,
                updated_at = now()
           from claimed c
@@ -86,7 +92,7 @@ begin
     )
     select c.id, c.document_id, c.batch_id, c.kind, c.attempt_count, c.max_attempts,
            c.locked_by, c.locked_at, t.source_name, t.mime_type, t.content_sha256, t.byte_size,
-           t.index_generation_id
+           t.index_generation_id, c.lease_token, c.lease_expires_at
       from claimed c
       join touched t on t.id = c.document_id;
 end;
@@ -94,7 +100,7 @@ $$;
 
 CREATE FUNCTION public.cleanup_abandoned_document_index_generations(p_document_id uuid DEFAULT NULL::uuid, p_limit integer DEFAULT 100, p_dry_run boolean DEFAULT true) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
     v_documents uuid[];
@@ -105,49 +111,49 @@ declare
 begin
     select coalesce(array_agg(candidate.document_id), '{}') into v_documents
       from (select distinct g.document_id
-              from index_generations g
-              join documents d on d.id = g.document_id
+              from public.index_generations g
+              join public.documents d on d.id = g.document_id
              where g.status <> 'committed'
                and g.id is distinct from d.index_generation_id
                and (p_document_id is null or g.document_id = p_document_id)
-               and not exists (select 1 from ingestion_jobs j
+               and not exists (select 1 from public.ingestion_jobs j
                                 where j.document_id = g.document_id
                                   and j.status in ('pending', 'processing'))
              order by g.document_id
              limit greatest(p_limit, 0)) candidate;
 
     if p_dry_run then
-        select count(*) into v_pages from document_pages p join documents d on d.id = p.document_id
+        select count(*) into v_pages from public.document_pages p join public.documents d on d.id = p.document_id
          where p.document_id = any (v_documents) and p.index_generation_id is distinct from d.index_generation_id;
-        select count(*) into v_sections from document_sections s join documents d on d.id = s.document_id
+        select count(*) into v_sections from public.document_sections s join public.documents d on d.id = s.document_id
          where s.document_id = any (v_documents) and s.index_generation_id is distinct from d.index_generation_id;
-        select count(*) into v_chunks from document_chunks c join documents d on d.id = c.document_id
+        select count(*) into v_chunks from public.document_chunks c join public.documents d on d.id = c.document_id
          where c.document_id = any (v_documents) and c.index_generation_id is distinct from d.index_generation_id;
-        select count(*) into v_generations from index_generations g join documents d on d.id = g.document_id
+        select count(*) into v_generations from public.index_generations g join public.documents d on d.id = g.document_id
          where g.document_id = any (v_documents) and g.status <> 'committed' and g.id is distinct from d.index_generation_id;
     else
-        delete from document_pages p using documents d
+        delete from public.document_pages p using public.documents d
          where d.id = p.document_id and p.document_id = any (v_documents)
            and p.index_generation_id is distinct from d.index_generation_id
-           and not exists (select 1 from ingestion_jobs j
+           and not exists (select 1 from public.ingestion_jobs j
                             where j.document_id = p.document_id and j.status in ('pending', 'processing'));
         get diagnostics v_pages = row_count;
-        delete from document_sections s using documents d
+        delete from public.document_sections s using public.documents d
          where d.id = s.document_id and s.document_id = any (v_documents)
            and s.index_generation_id is distinct from d.index_generation_id
-           and not exists (select 1 from ingestion_jobs j
+           and not exists (select 1 from public.ingestion_jobs j
                             where j.document_id = s.document_id and j.status in ('pending', 'processing'));
         get diagnostics v_sections = row_count;
-        delete from document_chunks c using documents d
+        delete from public.document_chunks c using public.documents d
          where d.id = c.document_id and c.document_id = any (v_documents)
            and c.index_generation_id is distinct from d.index_generation_id
-           and not exists (select 1 from ingestion_jobs j
+           and not exists (select 1 from public.ingestion_jobs j
                             where j.document_id = c.document_id and j.status in ('pending', 'processing'));
         get diagnostics v_chunks = row_count;
-        delete from index_generations g using documents d
+        delete from public.index_generations g using public.documents d
          where d.id = g.document_id and g.document_id = any (v_documents)
            and g.status <> 'committed' and g.id is distinct from d.index_generation_id
-           and not exists (select 1 from ingestion_jobs j
+           and not exists (select 1 from public.ingestion_jobs j
                             where j.document_id = g.document_id and j.status in ('pending', 'processing'));
         get diagnostics v_generations = row_count;
     end if;
@@ -158,48 +164,80 @@ begin
 end;
 $$;
 
-CREATE FUNCTION public.commit_document_index_generation(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_worker_id text, p_metadata jsonb DEFAULT '{}'::jsonb) RETURNS jsonb
+CREATE FUNCTION public.commit_and_complete_ingestion_job(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_lease_token bigint, p_metadata jsonb DEFAULT '{}'::jsonb, p_batch_id uuid DEFAULT NULL::uuid, p_stage text DEFAULT 'indexed'::text) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_committed jsonb;
+    v_completed jsonb;
+begin
+    if p_lease_token is null then
+        raise exception 'commit_and_complete_ingestion_job: p_lease_token is required' using errcode = '22023';
+    end if;
+    v_committed := public.commit_document_index_generation(
+        p_job_id => p_job_id, p_document_id => p_document_id, p_generation_id => p_generation_id,
+        p_worker_id => null, p_metadata => p_metadata, p_lease_token => p_lease_token);
+    if not (v_committed ->> 'ok')::boolean then
+        return v_committed;
+    end if;
+    -- The job row is locked by this transaction since the commit's fence: this cannot refuse.
+    v_completed := public.complete_ingestion_job(
+        p_job_id => p_job_id, p_document_id => p_document_id, p_batch_id => p_batch_id,
+        p_stage => p_stage, p_worker_id => null, p_lease_token => p_lease_token);
+    if not (v_completed ->> 'ok')::boolean then
+        raise exception 'commit_and_complete_ingestion_job: completion refused after commit: %', v_completed;
+    end if;
+    return v_committed || v_completed;
+end;
+$$;
+
+CREATE FUNCTION public.commit_document_index_generation(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_worker_id text, p_metadata jsonb DEFAULT '{}'::jsonb, p_lease_token bigint DEFAULT NULL::bigint) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
     v_refusal jsonb;
-    v_generation index_generations%rowtype;
+    v_generation public.index_generations%rowtype;
     v_pages integer;
     v_sections integer;
     v_chunks integer;
 begin
-    v_refusal := lock_fenced_ingestion_job(p_job_id, p_document_id, p_worker_id);
+    v_refusal := public.lock_fenced_ingestion_job(p_job_id, p_document_id, p_worker_id, p_lease_token);
     if v_refusal is not null then
         return v_refusal;
     end if;
 
-    select * into v_generation from index_generations
+    select * into v_generation from public.index_generations
      where id = p_generation_id and document_id = p_document_id
-       for update;
+       for no key update;
     if not found then
         return jsonb_build_object('ok', false, 'reason', 'generation_not_found');
+    end if;
+    if v_generation.job_id is distinct from p_job_id
+       or v_generation.lease_token <> (select j.lease_token from public.ingestion_jobs j where j.id = p_job_id) then
+        return jsonb_build_object('ok', false, 'reason', 'generation_not_owned');
     end if;
     if v_generation.status <> 'building' then
         return jsonb_build_object('ok', false, 'reason', 'generation_not_building',
             'status', v_generation.status);
     end if;
-    perform 1 from documents where id = p_document_id for update;
+    perform 1 from public.documents where id = p_document_id for no key update;
 
-    select count(*) into v_pages from document_pages
+    select count(*) into v_pages from public.document_pages
      where document_id = p_document_id and index_generation_id = p_generation_id;
-    select count(*) into v_sections from document_sections
+    select count(*) into v_sections from public.document_sections
      where document_id = p_document_id and index_generation_id = p_generation_id;
-    select count(*) into v_chunks from document_chunks
+    select count(*) into v_chunks from public.document_chunks
      where document_id = p_document_id and index_generation_id = p_generation_id;
 
-    update index_generations set status = 'superseded'
+    update public.index_generations set status = 'superseded'
      where document_id = p_document_id and status = 'committed';
-    update index_generations
+    update public.index_generations
        set status = 'committed', committed_at = now(),
            page_count = v_pages, section_count = v_sections, chunk_count = v_chunks
      where id = p_generation_id;
-    update documents
+    update public.documents
        set index_generation_id = p_generation_id,
            status = 'indexed',
            error_message = null,
@@ -214,24 +252,25 @@ begin
 end;
 $$;
 
-CREATE FUNCTION public.complete_ingestion_job(p_job_id uuid, p_document_id uuid, p_batch_id uuid DEFAULT NULL::uuid, p_stage text DEFAULT 'indexed'::text, p_worker_id text DEFAULT NULL::text) RETURNS jsonb
+CREATE FUNCTION public.complete_ingestion_job(p_job_id uuid, p_document_id uuid, p_batch_id uuid DEFAULT NULL::uuid, p_stage text DEFAULT 'indexed'::text, p_worker_id text DEFAULT NULL::text, p_lease_token bigint DEFAULT NULL::bigint) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
     v_refusal jsonb;
     v_batches uuid[];
     v_superseded uuid[];
 begin
-    v_refusal := lock_fenced_ingestion_job(p_job_id, p_document_id, p_worker_id);
+    v_refusal := public.lock_fenced_ingestion_job(p_job_id, p_document_id, p_worker_id, p_lease_token);
     if v_refusal is not null then
         return v_refusal;
     end if;
 
     with done as (
-        update ingestion_jobs
+        update public.ingestion_jobs
            set status = 'completed', stage = p_stage, progress = 100, completed_at = now(),
-               locked_by = null, locked_at = null, error_message = null, updated_at = now()
+               locked_by = null, locked_at = null, lease_expires_at = null,
+               error_message = null, updated_at = now()
          where id = p_job_id
         returning batch_id
     )
@@ -239,26 +278,26 @@ begin
 
     -- Older failed jobs of this document are settled by this success.
     with superseded as (
-        update ingestion_jobs
+        update public.ingestion_jobs
            set status = 'completed', stage = 'superseded', completed_at = now(), updated_at = now()
          where document_id = p_document_id and id <> p_job_id and status = 'failed'
         returning batch_id
     )
     select array_agg(batch_id) into v_superseded from superseded;
 
-    update documents
+    update public.documents
        set status = case when index_generation_id is not null then 'indexed' else status end,
            updated_at = now()
      where id = p_document_id;
 
     return jsonb_build_object('ok', true, 'job_id', p_job_id,
-        'batches', refresh_import_batches(array[p_batch_id] || v_batches || v_superseded));
+        'batches', public.refresh_import_batches(array[p_batch_id] || v_batches || v_superseded));
 end;
 $$;
 
 CREATE FUNCTION public.create_import_batch(p_name text, p_metadata jsonb DEFAULT '{}'::jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
     v_batch_id uuid;
@@ -266,34 +305,67 @@ begin
     if p_name is null or btrim(p_name) = '' then
         raise exception 'create_import_batch: p_name is required' using errcode = '22023';
     end if;
-    insert into import_batches (name, metadata) values (p_name, coalesce(p_metadata, '{}'))
+    insert into public.import_batches (name, metadata) values (p_name, coalesce(p_metadata, '{}'))
     returning id into v_batch_id;
     return jsonb_build_object('ok', true, 'batch_id', v_batch_id);
 end;
 $$;
 
+CREATE FUNCTION public.enforce_artifact_fence() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_refused uuid;
+begin
+    perform 1
+       from public.ingestion_jobs j
+      where j.id in (select g.job_id from public.index_generations g
+                      where g.id in (select n.index_generation_id from new_rows n))
+      order by j.id
+        for key share of j;
+
+    select n.index_generation_id into v_refused
+      from (select distinct r.document_id, r.index_generation_id from new_rows r) n
+      left join public.index_generations g
+             on g.id = n.index_generation_id and g.document_id = n.document_id and g.status = 'building'
+      left join public.ingestion_jobs j
+             on j.id = g.job_id and j.status = 'processing' and j.lease_token = g.lease_token
+     where j.id is null
+     limit 1;
+    if found then
+        raise exception 'lease_lost: % rows refused: generation % is not being built under a current lease',
+                TG_TABLE_NAME, v_refused
+            using errcode = 'IF001',
+                  hint = 'Rows are accepted only for a building generation whose job still holds the lease '
+                         'of the claim that began it.';
+    end if;
+    return null;
+end;
+$$;
+
 CREATE FUNCTION public.enqueue_ingestion_job(p_document_id uuid, p_batch_id uuid DEFAULT NULL::uuid, p_kind text DEFAULT 'index'::text, p_max_attempts integer DEFAULT 3) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
     v_job_id uuid;
 begin
-    perform 1 from documents where id = p_document_id and deleted_at is null;
+    perform 1 from public.documents where id = p_document_id and deleted_at is null;
     if not found then
         return jsonb_build_object('ok', false, 'reason', 'document_not_found');
     end if;
 
     -- The open job we collide with may finish between the insert and the look-up: retry.
     for attempt in 1..3 loop
-        insert into ingestion_jobs (document_id, batch_id, kind, max_attempts)
+        insert into public.ingestion_jobs (document_id, batch_id, kind, max_attempts)
         values (p_document_id, p_batch_id, p_kind, p_max_attempts)
         on conflict (document_id) where status in ('pending', 'processing') do nothing
         returning id into v_job_id;
         if v_job_id is not null then
             exit;
         end if;
-        select id into v_job_id from ingestion_jobs
+        select id into v_job_id from public.ingestion_jobs
          where document_id = p_document_id and status in ('pending', 'processing');
         if v_job_id is not null then
             return jsonb_build_object('ok', false, 'reason', 'already_queued', 'job_id', v_job_id);
@@ -304,43 +376,43 @@ begin
     end if;
 
     -- R15: an indexed document stays indexed until its new generation commits.
-    update documents
+    update public.documents
        set status = case when index_generation_id is null then 'queued' else status end,
            error_message = case when index_generation_id is null then null else error_message end,
            updated_at = now()
      where id = p_document_id;
 
     return jsonb_build_object('ok', true, 'job_id', v_job_id,
-        'batch', case when p_batch_id is not null then refresh_import_batch_status(p_batch_id) end);
+        'batch', case when p_batch_id is not null then public.refresh_import_batch_status(p_batch_id) end);
 end;
 $$;
 
 CREATE FUNCTION public.expire_stale_ingestion_jobs(p_stale_after_seconds integer DEFAULT 300) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
     v_job_ids uuid[];
     v_batches uuid[];
 begin
     with stale as (
-        select id from ingestion_jobs
+        select id from public.ingestion_jobs
          where status = 'processing'
-           and locked_at < now() - make_interval(secs => p_stale_after_seconds)
+           and lease_expires_at < now()
            and attempt_count >= max_attempts
          order by id
            for update skip locked
     ), expired as (
-        update ingestion_jobs j
+        update public.ingestion_jobs j
            set status = 'failed', stage = 'dead_letter', completed_at = now(),
-               locked_by = null, locked_at = null,
+               locked_by = null, locked_at = null, lease_expires_at = null,
                error_message = coalesce(j.error_message, 'lease expired on the final attempt'),
                updated_at = now()
           from stale
          where j.id = stale.id
         returning j.id, j.document_id, j.batch_id
     ), demoted as (
-        update documents d
+        update public.documents d
            set status = 'failed', error_message = 'lease expired on the final attempt', updated_at = now()
           from expired e
          where d.id = e.document_id and d.index_generation_id is null
@@ -350,41 +422,40 @@ begin
 
     return jsonb_build_object('ok', true, 'expired', coalesce(array_length(v_job_ids, 1), 0),
         'job_ids', to_jsonb(coalesce(v_job_ids, '{}')),
-        'batches', refresh_import_batches(coalesce(v_batches, '{}')));
+        'batches', public.refresh_import_batches(coalesce(v_batches, '{}')));
 end;
 $$;
 
-CREATE FUNCTION public.fail_or_retry_ingestion_job(p_job_id uuid, p_document_id uuid, p_batch_id uuid DEFAULT NULL::uuid, p_retry boolean DEFAULT false, p_document_status text DEFAULT 'failed'::text, p_stage text DEFAULT 'failed'::text, p_error_message text DEFAULT NULL::text, p_next_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_worker_id text DEFAULT NULL::text) RETURNS jsonb
+CREATE FUNCTION public.fail_or_retry_ingestion_job(p_job_id uuid, p_document_id uuid, p_batch_id uuid DEFAULT NULL::uuid, p_retry boolean DEFAULT false, p_document_status text DEFAULT 'failed'::text, p_stage text DEFAULT 'failed'::text, p_error_message text DEFAULT NULL::text, p_next_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_worker_id text DEFAULT NULL::text, p_lease_token bigint DEFAULT NULL::bigint) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
     v_refusal jsonb;
-    v_job ingestion_jobs%rowtype;
+    v_job public.ingestion_jobs%rowtype;
     v_retry boolean;
 begin
-    -- The fence is checked before any write.
-    v_refusal := lock_fenced_ingestion_job(p_job_id, p_document_id, p_worker_id);
+    v_refusal := public.lock_fenced_ingestion_job(p_job_id, p_document_id, p_worker_id, p_lease_token);
     if v_refusal is not null then
         return v_refusal;
     end if;
-    select * into v_job from ingestion_jobs where id = p_job_id;
+    select * into v_job from public.ingestion_jobs where id = p_job_id;
 
     -- R7: a retry is granted only while attempts remain (attempts are consumed at claim).
     v_retry := coalesce(p_retry, false) and v_job.attempt_count < v_job.max_attempts;
 
-    update ingestion_jobs
+    update public.ingestion_jobs
        set status = case when v_retry then 'pending' else 'failed' end,
            stage = p_stage,
            next_run_at = case when v_retry then coalesce(p_next_run_at, now()) else next_run_at end,
            completed_at = case when v_retry then null else now() end,
-           locked_by = null, locked_at = null,
+           locked_by = null, locked_at = null, lease_expires_at = null,
            error_message = p_error_message,
            updated_at = now()
      where id = p_job_id;
 
     -- R15: a document with a committed generation keeps it, and stays readable.
-    update documents
+    update public.documents
        set status = case
                when index_generation_id is not null then 'indexed'
                when v_retry then 'queued'
@@ -396,38 +467,43 @@ begin
 
     return jsonb_build_object('ok', true, 'job_id', p_job_id, 'retried', v_retry,
         'attempts_exhausted', coalesce(p_retry, false) and not v_retry,
-        'batches', refresh_import_batches(array[p_batch_id, v_job.batch_id]));
+        'batches', public.refresh_import_batches(array[p_batch_id, v_job.batch_id]));
 end;
 $$;
 
-CREATE FUNCTION public.heartbeat_ingestion_job(p_job_id uuid, p_worker_id text, p_progress integer DEFAULT NULL::integer, p_stage text DEFAULT NULL::text) RETURNS jsonb
+CREATE FUNCTION public.heartbeat_ingestion_job(p_job_id uuid, p_worker_id text, p_progress integer DEFAULT NULL::integer, p_stage text DEFAULT NULL::text, p_lease_token bigint DEFAULT NULL::bigint) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
     v_locked_at timestamptz;
+    v_expires_at timestamptz;
 begin
-    update ingestion_jobs
+    update public.ingestion_jobs
        set locked_at = now(),
+           lease_expires_at = now() + make_interval(secs => coalesce(lease_seconds, 300)),
            progress = coalesce(least(greatest(p_progress, 0), 100), progress),
            stage = coalesce(p_stage, stage),
            updated_at = now()
-     where id = p_job_id and status = 'processing' and locked_by = p_worker_id
-    returning locked_at into v_locked_at;
+     where id = p_job_id and status = 'processing'
+       and case when p_lease_token is not null then lease_token = p_lease_token
+                else locked_by = p_worker_id end
+    returning locked_at, lease_expires_at into v_locked_at, v_expires_at;
     if not found then
         return jsonb_build_object('ok', false, 'reason', 'lease_lost', 'job_id', p_job_id);
     end if;
-    return jsonb_build_object('ok', true, 'job_id', p_job_id, 'locked_at', v_locked_at);
+    return jsonb_build_object('ok', true, 'job_id', p_job_id, 'locked_at', v_locked_at,
+        'lease_expires_at', v_expires_at);
 end;
 $$;
 
 CREATE FUNCTION public.ingestion_batch_report(p_batch_id uuid DEFAULT NULL::uuid, p_limit integer DEFAULT 20) RETURNS jsonb
     LANGUAGE sql STABLE SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     with chosen as (
         select b.*
-          from import_batches b
+          from public.import_batches b
          where p_batch_id is null or b.id = p_batch_id
          order by b.created_at desc, b.id
          limit greatest(p_limit, 1)
@@ -439,7 +515,7 @@ CREATE FUNCTION public.ingestion_batch_report(p_batch_id uuid DEFAULT NULL::uuid
                count(*) filter (where j.status = 'failed') as failed,
                extract(epoch from now() - min(j.created_at) filter (where j.status = 'pending'))::bigint
                    as oldest_pending_age_seconds
-          from ingestion_jobs j
+          from public.ingestion_jobs j
           join chosen c on c.id = j.batch_id
          group by j.batch_id
     )
@@ -463,9 +539,9 @@ CREATE FUNCTION public.ingestion_batch_report(p_batch_id uuid DEFAULT NULL::uuid
                                'source_name', d.source_name, 'attempt_count', j.attempt_count,
                                'max_attempts', j.max_attempts, 'stage', j.stage,
                                'error_message', j.error_message, 'failed_at', j.completed_at) as f
-                      from ingestion_jobs j
+                      from public.ingestion_jobs j
                       join chosen c on c.id = j.batch_id
-                      join documents d on d.id = j.document_id
+                      join public.documents d on d.id = j.document_id
                      where j.status = 'failed'
                      order by j.completed_at desc nulls last
                      limit 50) failures), '[]'::jsonb)
@@ -474,32 +550,31 @@ $$;
 
 CREATE FUNCTION public.ingestion_queue_health(p_stale_after_seconds integer DEFAULT 300) RETURNS jsonb
     LANGUAGE sql STABLE SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     select jsonb_build_object(
         'ok', true,
         'jobs_by_status', (select coalesce(jsonb_object_agg(status, n), '{}')
-                             from (select status, count(*) as n from ingestion_jobs group by status) s),
+                             from (select status, count(*) as n from public.ingestion_jobs group by status) s),
         'oldest_pending_age_seconds', (select extract(epoch from now() - min(created_at))::bigint
-                                         from ingestion_jobs where status = 'pending'),
-        'stale_leases', (select count(*) from ingestion_jobs
-                          where status = 'processing'
-                            and locked_at < now() - make_interval(secs => p_stale_after_seconds)),
-        'stuck_batches', (select count(*) from stuck_import_batch_ids(1000000)),
-        'count_mismatches', (select count(*) from documents d
+                                         from public.ingestion_jobs where status = 'pending'),
+        'stale_leases', (select count(*) from public.ingestion_jobs
+                          where status = 'processing' and lease_expires_at < now()),
+        'stuck_batches', (select count(*) from public.stuck_import_batch_ids(1000000)),
+        'count_mismatches', (select count(*) from public.documents d
                               where d.index_generation_id is not null
                                 and (d.page_count, d.section_count, d.chunk_count) is distinct from (
-                                    (select count(*) from document_pages p
+                                    (select count(*) from public.document_pages p
                                       where p.document_id = d.id and p.index_generation_id = d.index_generation_id),
-                                    (select count(*) from document_sections s
+                                    (select count(*) from public.document_sections s
                                       where s.document_id = d.id and s.index_generation_id = d.index_generation_id),
-                                    (select count(*) from document_chunks c
+                                    (select count(*) from public.document_chunks c
                                       where c.document_id = d.id and c.index_generation_id = d.index_generation_id))),
-        'indexed_without_generation', (select count(*) from documents
+        'indexed_without_generation', (select count(*) from public.documents
                                         where status = 'indexed' and index_generation_id is null
                                           and deleted_at is null),
-        'generations_awaiting_cleanup', (select count(*) from index_generations g
-                                          join documents d on d.id = g.document_id
+        'generations_awaiting_cleanup', (select count(*) from public.index_generations g
+                                          join public.documents d on d.id = g.document_id
                                          where g.status <> 'committed'
                                            and g.id is distinct from d.index_generation_id)
     );
@@ -507,35 +582,37 @@ $$;
 
 CREATE FUNCTION public.ingestion_sensor_state(p_stale_after_seconds integer DEFAULT 300, p_limit integer DEFAULT 100) RETURNS jsonb
     LANGUAGE sql STABLE SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     select jsonb_build_object(
         'ok', true,
-        'claimable', (select count(*) from ingestion_jobs
+        'claimable', (select count(*) from public.ingestion_jobs
                        where attempt_count < max_attempts
                          and ((status = 'pending' and next_run_at <= now())
-                           or (status = 'processing'
-                               and locked_at < now() - make_interval(secs => p_stale_after_seconds)))),
-        'pending_later', (select count(*) from ingestion_jobs where status = 'pending' and next_run_at > now()),
-        'processing', (select count(*) from ingestion_jobs where status = 'processing'),
+                           or (status = 'processing' and lease_expires_at < now()))),
+        'pending_later', (select count(*) from public.ingestion_jobs
+                           where status = 'pending' and next_run_at > now()),
+        'processing', (select count(*) from public.ingestion_jobs where status = 'processing'),
         'stuck_batch_ids', coalesce((select jsonb_agg(id order by id)
-                                       from stuck_import_batch_ids(p_limit) as id), '[]'::jsonb)
+                                       from public.stuck_import_batch_ids(p_limit) as id), '[]'::jsonb)
     );
 $$;
 
-CREATE FUNCTION public.lock_fenced_ingestion_job(p_job_id uuid, p_document_id uuid, p_worker_id text) RETURNS jsonb
+CREATE FUNCTION public.lock_fenced_ingestion_job(p_job_id uuid, p_document_id uuid, p_worker_id text, p_lease_token bigint) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    v_job ingestion_jobs%rowtype;
+    v_job public.ingestion_jobs%rowtype;
 begin
-    select * into v_job from ingestion_jobs where id = p_job_id for update;
+    select * into v_job from public.ingestion_jobs where id = p_job_id for update;
     if not found then
         return jsonb_build_object('ok', false, 'reason', 'not_found', 'job_id', p_job_id);
     end if;
-    if p_worker_id is not null
-       and (v_job.status <> 'processing' or v_job.locked_by is distinct from p_worker_id) then
+    if (p_lease_token is not null
+        and (v_job.status <> 'processing' or v_job.lease_token <> p_lease_token))
+       or (p_lease_token is null and p_worker_id is not null
+        and (v_job.status <> 'processing' or v_job.locked_by is distinct from p_worker_id)) then
         return jsonb_build_object('ok', false, 'reason', 'lease_lost', 'job_id', p_job_id);
     end if;
     if v_job.status not in ('pending', 'processing') then
@@ -548,21 +625,23 @@ begin
 end;
 $$;
 
-CREATE FUNCTION public.record_ingestion_job_stage(p_job_id uuid, p_worker_id text, p_stage text, p_started_at timestamp with time zone, p_finished_at timestamp with time zone DEFAULT now(), p_detail jsonb DEFAULT '{}'::jsonb) RETURNS jsonb
+CREATE FUNCTION public.record_ingestion_job_stage(p_job_id uuid, p_worker_id text, p_stage text, p_started_at timestamp with time zone, p_finished_at timestamp with time zone DEFAULT now(), p_detail jsonb DEFAULT '{}'::jsonb, p_lease_token bigint DEFAULT NULL::bigint) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
     v_document_id uuid;
 begin
-    -- FOR SHARE: a claim that takes the job over waits for this row, or this waits for it.
-    select document_id into v_document_id from ingestion_jobs
-     where id = p_job_id and status = 'processing' and locked_by = p_worker_id
-       for share;
+    select document_id into v_document_id from public.ingestion_jobs
+     where id = p_job_id
+       and case when p_lease_token is not null
+                then lease_token = p_lease_token and status in ('processing', 'completed')
+                else status = 'processing' and locked_by = p_worker_id end
+       for key share;
     if not found then
         return jsonb_build_object('ok', false, 'reason', 'lease_lost', 'job_id', p_job_id);
     end if;
-    insert into ingestion_job_stages (job_id, document_id, worker_id, stage, started_at, finished_at, detail)
+    insert into public.ingestion_job_stages (job_id, document_id, worker_id, stage, started_at, finished_at, detail)
     values (p_job_id, v_document_id, p_worker_id, p_stage, p_started_at, p_finished_at, coalesce(p_detail, '{}'));
     return jsonb_build_object('ok', true);
 end;
@@ -570,7 +649,7 @@ $$;
 
 CREATE FUNCTION public.refresh_import_batch_status(p_batch_id uuid) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
     v_total integer;
@@ -579,7 +658,7 @@ declare
     v_open integer;
     v_status text;
 begin
-    perform 1 from import_batches where id = p_batch_id for no key update;
+    perform 1 from public.import_batches where id = p_batch_id for no key update;
     if not found then
         return jsonb_build_object('ok', false, 'reason', 'batch_not_found');
     end if;
@@ -590,22 +669,21 @@ begin
            count(*) filter (where status = 'failed'),
            count(*) filter (where status in ('pending', 'processing'))
       into v_total, v_completed, v_failed, v_open
-      from ingestion_jobs
+      from public.ingestion_jobs
      where batch_id = p_batch_id;
 
     v_status := case
-        when v_total = 0 then 'pending'
         when v_open > 0 then 'processing'
         when v_failed > 0 then 'completed_with_errors'
         else 'completed'
     end;
 
-    update import_batches
+    update public.import_batches
        set status = v_status,
            total_files = v_total,
            completed_files = v_completed,
            failed_files = v_failed,
-           completed_at = case when v_open = 0 and v_total > 0 then coalesce(completed_at, now()) end,
+           completed_at = case when v_open = 0 then coalesce(completed_at, now()) end,
            updated_at = now()
      where id = p_batch_id;
 
@@ -616,15 +694,15 @@ $$;
 
 CREATE FUNCTION public.refresh_import_batches(p_batch_ids uuid[]) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
     v_results jsonb := '[]'::jsonb;
     v_batch_id uuid;
 begin
-    perform 1 from import_batches where id = any (p_batch_ids) order by id for no key update;
+    perform 1 from public.import_batches where id = any (p_batch_ids) order by id for no key update;
     for v_batch_id in select distinct b from unnest(p_batch_ids) as b where b is not null order by 1 loop
-        v_results := v_results || jsonb_build_array(refresh_import_batch_status(v_batch_id));
+        v_results := v_results || jsonb_build_array(public.refresh_import_batch_status(v_batch_id));
     end loop;
     return v_results;
 end;
@@ -632,26 +710,26 @@ $$;
 
 CREATE FUNCTION public.refresh_stuck_import_batches(p_limit integer DEFAULT 100) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
     v_ids uuid[];
 begin
-    select coalesce(array_agg(id order by id), '{}') into v_ids from stuck_import_batch_ids(p_limit) as id;
+    select coalesce(array_agg(id order by id), '{}') into v_ids from public.stuck_import_batch_ids(p_limit) as id;
     return jsonb_build_object('ok', true, 'refreshed', coalesce(array_length(v_ids, 1), 0),
-        'batches', refresh_import_batches(v_ids));
+        'batches', public.refresh_import_batches(v_ids));
 end;
 $$;
 
 CREATE FUNCTION public.retry_ingestion_job(p_job_id uuid) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    v_job ingestion_jobs%rowtype;
+    v_job public.ingestion_jobs%rowtype;
     v_open uuid;
 begin
-    select * into v_job from ingestion_jobs where id = p_job_id for update;
+    select * into v_job from public.ingestion_jobs where id = p_job_id for update;
     if not found then
         return jsonb_build_object('ok', false, 'reason', 'not_found');
     end if;
@@ -664,14 +742,14 @@ begin
     if v_job.status = 'pending' then
         return jsonb_build_object('ok', false, 'reason', 'already_queued', 'job_id', p_job_id);
     end if;
-    select id into v_open from ingestion_jobs
+    select id into v_open from public.ingestion_jobs
      where document_id = v_job.document_id and status in ('pending', 'processing');
     if v_open is not null then
         return jsonb_build_object('ok', false, 'reason', 'already_queued', 'job_id', v_open);
     end if;
 
     begin
-        update ingestion_jobs
+        update public.ingestion_jobs
            set status = 'pending', stage = 'queued', progress = 0, attempt_count = 0,
                next_run_at = now(), completed_at = null, error_message = null, updated_at = now()
          where id = p_job_id;
@@ -679,19 +757,19 @@ begin
         -- an enqueue for the same document committed since the check above
         return jsonb_build_object('ok', false, 'reason', 'already_queued');
     end;
-    update documents
+    update public.documents
        set status = case when index_generation_id is null then 'queued' else status end,
            updated_at = now()
      where id = v_job.document_id;
 
     return jsonb_build_object('ok', true, 'job_id', p_job_id,
-        'batches', refresh_import_batches(array[v_job.batch_id]));
+        'batches', public.refresh_import_batches(array[v_job.batch_id]));
 end;
 $$;
 
 CREATE FUNCTION public.secure_rpc(p_function regprocedure, p_worker_may_call boolean DEFAULT true) RETURNS void
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
     v_role text;
@@ -711,14 +789,15 @@ $$;
 
 CREATE FUNCTION public.stuck_import_batch_ids(p_limit integer DEFAULT 100) RETURNS SETOF uuid
     LANGUAGE sql STABLE SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     select b.id
-      from import_batches b
+      from public.import_batches b
      where b.status in ('pending', 'processing')
-       and exists (select 1 from ingestion_jobs j where j.batch_id = b.id)
-       and not exists (select 1 from ingestion_jobs j
+       and not exists (select 1 from public.ingestion_jobs j
                         where j.batch_id = b.id and j.status in ('pending', 'processing'))
+       and (exists (select 1 from public.ingestion_jobs j where j.batch_id = b.id)
+            or (b.status = 'pending' and b.created_at < now() - interval '10 minutes'))
      order by b.id
      limit greatest(p_limit, 1);
 $$;
@@ -825,6 +904,7 @@ CREATE TABLE public.index_generations (
     chunk_count integer,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     committed_at timestamp with time zone,
+    lease_token bigint DEFAULT 0 NOT NULL,
     CONSTRAINT index_generations_status_check CHECK ((status = ANY (ARRAY['building'::text, 'committed'::text, 'superseded'::text, 'abandoned'::text])))
 );
 
@@ -878,6 +958,9 @@ CREATE TABLE public.ingestion_jobs (
     error_message text,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_token bigint DEFAULT 0 NOT NULL,
+    lease_expires_at timestamp with time zone,
+    lease_seconds integer,
     CONSTRAINT ingestion_jobs_attempt_count_check CHECK ((attempt_count >= 0)),
     CONSTRAINT ingestion_jobs_kind_check CHECK ((kind = ANY (ARRAY['index'::text, 'reindex'::text]))),
     CONSTRAINT ingestion_jobs_max_attempts_check CHECK ((max_attempts >= 1)),
@@ -942,9 +1025,15 @@ CREATE INDEX ingestion_jobs_claimable ON public.ingestion_jobs USING btree (next
 
 CREATE INDEX ingestion_jobs_document_id ON public.ingestion_jobs USING btree (document_id);
 
-CREATE INDEX ingestion_jobs_leased ON public.ingestion_jobs USING btree (locked_at) WHERE (status = 'processing'::text);
+CREATE INDEX ingestion_jobs_lease_expiry ON public.ingestion_jobs USING btree (lease_expires_at) WHERE (status = 'processing'::text);
 
 CREATE UNIQUE INDEX ingestion_jobs_one_open_per_document ON public.ingestion_jobs USING btree (document_id) WHERE (status = ANY (ARRAY['pending'::text, 'processing'::text]));
+
+CREATE TRIGGER document_chunks_artifact_fence AFTER INSERT ON public.document_chunks REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.enforce_artifact_fence();
+
+CREATE TRIGGER document_pages_artifact_fence AFTER INSERT ON public.document_pages REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.enforce_artifact_fence();
+
+CREATE TRIGGER document_sections_artifact_fence AFTER INSERT ON public.document_sections REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.enforce_artifact_fence();
 
 ALTER TABLE ONLY public.document_chunks
     ADD CONSTRAINT document_chunks_document_id_fkey FOREIGN KEY (document_id) REFERENCES public.documents(id) ON DELETE CASCADE;
@@ -984,8 +1073,8 @@ ALTER TABLE ONLY public.ingestion_jobs
 
 GRANT USAGE ON SCHEMA public TO ingestion_worker;
 
-REVOKE ALL ON FUNCTION public.begin_document_index_generation(p_job_id uuid, p_document_id uuid, p_worker_id text) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.begin_document_index_generation(p_job_id uuid, p_document_id uuid, p_worker_id text) TO ingestion_worker;
+REVOKE ALL ON FUNCTION public.begin_document_index_generation(p_job_id uuid, p_document_id uuid, p_worker_id text, p_lease_token bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.begin_document_index_generation(p_job_id uuid, p_document_id uuid, p_worker_id text, p_lease_token bigint) TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.claim_ingestion_jobs(p_worker_id text, p_claim_limit integer, p_stale_after_seconds integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.claim_ingestion_jobs(p_worker_id text, p_claim_limit integer, p_stale_after_seconds integer) TO ingestion_worker;
@@ -993,14 +1082,19 @@ GRANT ALL ON FUNCTION public.claim_ingestion_jobs(p_worker_id text, p_claim_limi
 REVOKE ALL ON FUNCTION public.cleanup_abandoned_document_index_generations(p_document_id uuid, p_limit integer, p_dry_run boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.cleanup_abandoned_document_index_generations(p_document_id uuid, p_limit integer, p_dry_run boolean) TO ingestion_worker;
 
-REVOKE ALL ON FUNCTION public.commit_document_index_generation(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_worker_id text, p_metadata jsonb) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.commit_document_index_generation(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_worker_id text, p_metadata jsonb) TO ingestion_worker;
+REVOKE ALL ON FUNCTION public.commit_and_complete_ingestion_job(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_lease_token bigint, p_metadata jsonb, p_batch_id uuid, p_stage text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.commit_and_complete_ingestion_job(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_lease_token bigint, p_metadata jsonb, p_batch_id uuid, p_stage text) TO ingestion_worker;
 
-REVOKE ALL ON FUNCTION public.complete_ingestion_job(p_job_id uuid, p_document_id uuid, p_batch_id uuid, p_stage text, p_worker_id text) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.complete_ingestion_job(p_job_id uuid, p_document_id uuid, p_batch_id uuid, p_stage text, p_worker_id text) TO ingestion_worker;
+REVOKE ALL ON FUNCTION public.commit_document_index_generation(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_worker_id text, p_metadata jsonb, p_lease_token bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.commit_document_index_generation(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_worker_id text, p_metadata jsonb, p_lease_token bigint) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.complete_ingestion_job(p_job_id uuid, p_document_id uuid, p_batch_id uuid, p_stage text, p_worker_id text, p_lease_token bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.complete_ingestion_job(p_job_id uuid, p_document_id uuid, p_batch_id uuid, p_stage text, p_worker_id text, p_lease_token bigint) TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.create_import_batch(p_name text, p_metadata jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.create_import_batch(p_name text, p_metadata jsonb) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.enforce_artifact_fence() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.enqueue_ingestion_job(p_document_id uuid, p_batch_id uuid, p_kind text, p_max_attempts integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.enqueue_ingestion_job(p_document_id uuid, p_batch_id uuid, p_kind text, p_max_attempts integer) TO ingestion_worker;
@@ -1008,11 +1102,11 @@ GRANT ALL ON FUNCTION public.enqueue_ingestion_job(p_document_id uuid, p_batch_i
 REVOKE ALL ON FUNCTION public.expire_stale_ingestion_jobs(p_stale_after_seconds integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.expire_stale_ingestion_jobs(p_stale_after_seconds integer) TO ingestion_worker;
 
-REVOKE ALL ON FUNCTION public.fail_or_retry_ingestion_job(p_job_id uuid, p_document_id uuid, p_batch_id uuid, p_retry boolean, p_document_status text, p_stage text, p_error_message text, p_next_run_at timestamp with time zone, p_worker_id text) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.fail_or_retry_ingestion_job(p_job_id uuid, p_document_id uuid, p_batch_id uuid, p_retry boolean, p_document_status text, p_stage text, p_error_message text, p_next_run_at timestamp with time zone, p_worker_id text) TO ingestion_worker;
+REVOKE ALL ON FUNCTION public.fail_or_retry_ingestion_job(p_job_id uuid, p_document_id uuid, p_batch_id uuid, p_retry boolean, p_document_status text, p_stage text, p_error_message text, p_next_run_at timestamp with time zone, p_worker_id text, p_lease_token bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.fail_or_retry_ingestion_job(p_job_id uuid, p_document_id uuid, p_batch_id uuid, p_retry boolean, p_document_status text, p_stage text, p_error_message text, p_next_run_at timestamp with time zone, p_worker_id text, p_lease_token bigint) TO ingestion_worker;
 
-REVOKE ALL ON FUNCTION public.heartbeat_ingestion_job(p_job_id uuid, p_worker_id text, p_progress integer, p_stage text) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.heartbeat_ingestion_job(p_job_id uuid, p_worker_id text, p_progress integer, p_stage text) TO ingestion_worker;
+REVOKE ALL ON FUNCTION public.heartbeat_ingestion_job(p_job_id uuid, p_worker_id text, p_progress integer, p_stage text, p_lease_token bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.heartbeat_ingestion_job(p_job_id uuid, p_worker_id text, p_progress integer, p_stage text, p_lease_token bigint) TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.ingestion_batch_report(p_batch_id uuid, p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.ingestion_batch_report(p_batch_id uuid, p_limit integer) TO ingestion_worker;
@@ -1023,10 +1117,10 @@ GRANT ALL ON FUNCTION public.ingestion_queue_health(p_stale_after_seconds intege
 REVOKE ALL ON FUNCTION public.ingestion_sensor_state(p_stale_after_seconds integer, p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.ingestion_sensor_state(p_stale_after_seconds integer, p_limit integer) TO ingestion_worker;
 
-REVOKE ALL ON FUNCTION public.lock_fenced_ingestion_job(p_job_id uuid, p_document_id uuid, p_worker_id text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION public.lock_fenced_ingestion_job(p_job_id uuid, p_document_id uuid, p_worker_id text, p_lease_token bigint) FROM PUBLIC;
 
-REVOKE ALL ON FUNCTION public.record_ingestion_job_stage(p_job_id uuid, p_worker_id text, p_stage text, p_started_at timestamp with time zone, p_finished_at timestamp with time zone, p_detail jsonb) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.record_ingestion_job_stage(p_job_id uuid, p_worker_id text, p_stage text, p_started_at timestamp with time zone, p_finished_at timestamp with time zone, p_detail jsonb) TO ingestion_worker;
+REVOKE ALL ON FUNCTION public.record_ingestion_job_stage(p_job_id uuid, p_worker_id text, p_stage text, p_started_at timestamp with time zone, p_finished_at timestamp with time zone, p_detail jsonb, p_lease_token bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.record_ingestion_job_stage(p_job_id uuid, p_worker_id text, p_stage text, p_started_at timestamp with time zone, p_finished_at timestamp with time zone, p_detail jsonb, p_lease_token bigint) TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.refresh_import_batch_status(p_batch_id uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.refresh_import_batch_status(p_batch_id uuid) TO ingestion_worker;

@@ -24,17 +24,23 @@ from ingestion_pipeline.db.connection import connect
 
 TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL") or None
 HARDENING_NAME = "harden_state_rpcs"
+LEASE_TOKENS_NAME = "lease_tokens"
 
 
-def hardening_version() -> str:
+def version_before(name: str) -> str:
+    """The version just before the migration called `name`: where its race tests must
+    observe the bug that migration fixes."""
     files = migrator.discover(migrator.default_migrations_dir())
-    return next(f.version for f in files if f.name == HARDENING_NAME)
+    index = next(i for i, f in enumerate(files) if f.name == name)
+    return files[index - 1].version
 
 
 def pre_hardening_version() -> str:
-    files = migrator.discover(migrator.default_migrations_dir())
-    versions = [f.version for f in files]
-    return versions[versions.index(hardening_version()) - 1]
+    return version_before(HARDENING_NAME)
+
+
+def pre_tokens_version() -> str:
+    return version_before(LEASE_TOKENS_NAME)
 
 
 @dataclass(frozen=True)
@@ -76,17 +82,20 @@ def pg_server(request, tmp_path_factory) -> Iterator[PgServer]:
 class Templates:
     head: str
     pre_hardening: str
+    pre_tokens: str
 
 
 @pytest.fixture(scope="session")
 def templates(pg_server: PgServer) -> Iterator[Templates]:
     suffix = f"{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    made = Templates(head=f"ingest_tpl_head_{suffix}", pre_hardening=f"ingest_tpl_pre_{suffix}")
+    made = Templates(head=f"ingest_tpl_head_{suffix}", pre_hardening=f"ingest_tpl_pre_{suffix}",
+                     pre_tokens=f"ingest_tpl_pretok_{suffix}")
     migrator.migrate(pg_server.create_database(made.head))
     migrator.migrate(pg_server.create_database(made.pre_hardening), target=pre_hardening_version())
+    migrator.migrate(pg_server.create_database(made.pre_tokens), target=pre_tokens_version())
     yield made
-    pg_server.drop_database(made.head)
-    pg_server.drop_database(made.pre_hardening)
+    for name in (made.head, made.pre_hardening, made.pre_tokens):
+        pg_server.drop_database(name)
 
 
 def _fresh_database(pg_server: PgServer, template: str | None) -> Iterator[str]:
@@ -109,6 +118,12 @@ def pre_hardening_db_url(pg_server: PgServer, templates: Templates) -> Iterator[
 
 
 @pytest.fixture
+def pre_tokens_db_url(pg_server: PgServer, templates: Templates) -> Iterator[str]:
+    """A fresh database migrated to just before the lease-token migration."""
+    yield from _fresh_database(pg_server, templates.pre_tokens)
+
+
+@pytest.fixture
 def empty_db_url(pg_server: PgServer) -> Iterator[str]:
     """A fresh, empty database (no migrations)."""
     yield from _fresh_database(pg_server, "template0")
@@ -125,6 +140,15 @@ def schema(request, pg_server: PgServer, templates: Templates) -> Iterator[Schem
     """For race tests: each runs on the pre-hardening schema (where it must observe the
     bug) and at head (where it must pass)."""
     template = templates.head if request.param == "head" else templates.pre_hardening
+    for url in _fresh_database(pg_server, template):
+        yield Schema(url=url, hardened=request.param == "head")
+
+
+@pytest.fixture(params=["pre_tokens", "head"])
+def token_schema(request, pg_server: PgServer, templates: Templates) -> Iterator[Schema]:
+    """For the lease-token race tests: each runs just before the lease-token migration
+    (where it must observe the bug) and at head (where it must pass)."""
+    template = templates.head if request.param == "head" else templates.pre_tokens
     for url in _fresh_database(pg_server, template):
         yield Schema(url=url, hardened=request.param == "head")
 

@@ -77,9 +77,31 @@ def start_reindex_build(rpc: IngestionRpc, conn: psycopg.Connection, document_id
     return claimed, generation_id
 
 
+def has_lease_deadline(conn: psycopg.Connection) -> bool:
+    """True from the lease-token migration on (the deadline lives on the job row)."""
+    return conn.execute("select count(*) as n from pg_attribute where attrelid = 'ingestion_jobs'::regclass "
+                        "and attname = 'lease_expires_at'").fetchone()["n"] == 1
+
+
 def make_lease_stale(conn: psycopg.Connection, job_id: UUID, seconds_ago: int = 3600) -> None:
+    """The holder last renewed `seconds_ago`, and (where the schema keeps a deadline)
+    the lease has expired: any claimer may take the job."""
     conn.execute("update ingestion_jobs set locked_at = now() - make_interval(secs => %s) where id = %s",
                  (seconds_ago, job_id))
+    if has_lease_deadline(conn):
+        conn.execute("update ingestion_jobs set lease_expires_at = now() - interval '1 second' where id = %s",
+                     (job_id,))
+
+
+def age_lease(conn: psycopg.Connection, job_id: UUID, seconds: int) -> None:
+    """Move the lease `seconds` into the past, as if it had been claimed (or renewed) that
+    much earlier: the deadline moves with it, so a live lease stays live for the rest of
+    its window."""
+    conn.execute("update ingestion_jobs set locked_at = locked_at - make_interval(secs => %s) where id = %s",
+                 (seconds, job_id))
+    if has_lease_deadline(conn):
+        conn.execute("update ingestion_jobs set lease_expires_at = lease_expires_at - make_interval(secs => %s) "
+                     "where id = %s", (seconds, job_id))
 
 
 def job(conn: psycopg.Connection, job_id: UUID) -> dict:

@@ -17,7 +17,7 @@ class RpcResult(BaseModel):
 
     ok: bool
     reason: str | None = None
-    # False when the client had to call a pre-hardening (unfenced) signature.
+    # False when the database predates the fences and the call ran unfenced.
     fenced: bool = True
 
     @property
@@ -49,6 +49,14 @@ class GenerationResult(RpcResult):
     chunk_count: int | None = None
 
 
+class CommitResult(GenerationResult):
+    """Commit and complete: the generation's counts and the job's outcome."""
+    job_id: UUID | None = None
+    # On schemas without the one-transaction RPC: True when the commit went through
+    # although the completion may not have.
+    committed: bool | None = None
+
+
 class JobOutcome(RpcResult):
     job_id: UUID | None = None
     retried: bool | None = None
@@ -58,6 +66,7 @@ class JobOutcome(RpcResult):
 class HeartbeatResult(RpcResult):
     job_id: UUID | None = None
     locked_at: datetime | None = None
+    lease_expires_at: datetime | None = None
 
 
 class ExpireResult(RpcResult):
@@ -122,3 +131,7 @@ class ClaimedJob(BaseModel):
     content_sha256: str
     byte_size: int
     committed_generation_id: UUID | None
+    # The fencing token of this claim and the lease deadline (None on schemas before
+    # lease tokens, where the worker id is the fence).
+    lease_token: int | None = None
+    lease_expires_at: datetime | None = None

@@ -1,9 +1,12 @@
 """Typed client for the state-machine RPCs: one method per RPC, pydantic results.
 
-Expand/contract fallback: the fenced signatures arrive with the hardening migration. If
-the database is older, calling them fails with SQLSTATE 42883 (undefined_function); the
-client then uses the pre-hardening call, logs once that fences are unavailable, sets
-`fences_available = False`, and marks each such result `fenced=False`.
+Fences (db/fences.py): the client learns from the catalog which generation of fenced
+signatures the database has, once, and calls that form. With lease tokens (the newest
+schema) every fenced call carries the token the claim returned; a worker-id-fenced
+database gets the worker-id form; a pre-hardening one the unfenced form, each such result
+marked `fenced=False` and logged once. While the database is older than the newest
+schema the level is looked up again at each claim, so a running worker picks up the
+fences as soon as the database is migrated.
 
 The client runs each RPC as one statement. Given a pool it borrows an autocommit
 connection per call (each RPC is its own transaction); given a connection it uses that
@@ -23,11 +26,14 @@ import psycopg
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
+from ingestion_pipeline.db import fences
+from ingestion_pipeline.db.fences import FenceLevel
 from ingestion_pipeline.db.models import (
     BatchCreated,
     BatchStatus,
     CleanupResult,
     ClaimedJob,
+    CommitResult,
     EnqueueResult,
     ExpireResult,
     GenerationResult,
@@ -48,9 +54,7 @@ class IngestionRpc:
     def __init__(self, db: psycopg.Connection | ConnectionPool, stale_after_seconds: int = 300):
         self._db = db
         self.stale_after_seconds = stale_after_seconds
-        # None until a fenced call has told us; False after a 42883 fallback.
-        self.fences_available: bool | None = None
-        self._warned_unfenced = False
+        self._fence_level: FenceLevel | None = None
 
     # -- plumbing -------------------------------------------------------------------
 
@@ -67,36 +71,32 @@ class IngestionRpc:
             row = conn.execute(query(name), params).fetchone()
         return model.model_validate(_row_value(row))
 
-    def _fenced(self, model: type[R], name: str, params: dict, *, has_legacy: bool = True) -> R:
-        """Call the fenced form; on a pre-hardening database fall back to `<name>_legacy`
-        (or, when the old schema has no such RPC at all, report an unfenced no-op).
+    @property
+    def fence_level(self) -> FenceLevel:
+        """The database's fence generation, looked up in the catalog on first use."""
+        if self._fence_level is None:
+            with self._connection() as conn:
+                self._fence_level = fences.probe(conn)
+            if self._fence_level < fences.NEWEST:
+                log.warning("this database has %s fences, not lease tokens (schema older than the lease-token "
+                            "migration)%s. Run `ingest db migrate`.", self._fence_level.name.lower(),
+                            "; state RPCs run unfenced" if self._fence_level is FenceLevel.NONE else "")
+        return self._fence_level
 
-        The fenced form is tried on every call, so a worker that started against an old
-        schema becomes fenced as soon as the database is migrated."""
-        with self._connection() as conn:
-            try:
-                with _savepoint_if_in_transaction(conn):
-                    row = conn.execute(query(name), params).fetchone()
-                self.fences_available = True
-                return model.model_validate(_row_value(row))
-            except psycopg.errors.UndefinedFunction:
-                self._fences_missing(name)
-        if not has_legacy:
+    def _reprobe_if_outdated(self) -> None:
+        if self._fence_level is not None and self._fence_level < fences.NEWEST:
+            with self._connection() as conn:
+                self._fence_level = fences.probe(conn)
+
+    def _fenced(self, model: type[R], rpc: str, params: dict) -> R:
+        """Call `rpc` in the form this database's fence level offers; an RPC the schema
+        lacks (heartbeat and stage log before the hardening) is an unfenced no-op."""
+        level = self.fence_level
+        name = fences.QUERIES[rpc][level]
+        if name is None:
             return model(ok=True, fenced=False)
-        legacy = {k: v for k, v in params.items() if k != "worker_id"}
-        result = self._result(model, f"{name}_legacy", legacy)
-        return result.model_copy(update={"fenced": False})
-
-    def _fences_missing(self, name: str) -> None:
-        if not self._warned_unfenced:
-            self._warned_unfenced = True
-            log.warning(
-                "lease fences are unavailable: %s has no fenced signature on this database "
-                "(schema older than the hardening migration); calling the unfenced form. "
-                "Run `ingest db migrate`.",
-                name.removeprefix("rpc_"),
-            )
-        self.fences_available = False
+        result = self._result(model, name, params)
+        return result if level > FenceLevel.NONE else result.model_copy(update={"fenced": False})
 
     # -- the RPCs -------------------------------------------------------------------
 
@@ -109,43 +109,69 @@ class IngestionRpc:
             "document_id": document_id, "batch_id": batch_id, "kind": kind, "max_attempts": max_attempts})
 
     def claim(self, worker_id: str, limit: int = 1, stale_after_seconds: int | None = None) -> list[ClaimedJob]:
+        """Claim up to `limit` jobs; each gets a lease of `stale_after_seconds` (the
+        client's default when not given) and, on the newest schema, a fresh token."""
+        self._reprobe_if_outdated()
         params = {"worker_id": worker_id, "limit": limit,
                   "stale_after_seconds": stale_after_seconds or self.stale_after_seconds}
         with self._connection() as conn:
             rows = conn.execute(query("rpc_claim"), params).fetchall()
         return [ClaimedJob.model_validate(row) for row in rows]
 
-    def heartbeat(self, job_id: UUID, worker_id: str, *, progress: int | None = None,
-                  stage: str | None = None) -> HeartbeatResult:
+    # Fenced calls take the claim's `lease_token`. Without one (None) the database falls
+    # back to the worker-id fence, as it does for calls of earlier releases.
+
+    def heartbeat(self, job_id: UUID, worker_id: str, *, lease_token: int | None = None,
+                  progress: int | None = None, stage: str | None = None) -> HeartbeatResult:
         # Pre-hardening databases have no heartbeat: leases cannot be renewed there (R1).
-        return self._fenced(HeartbeatResult, "rpc_heartbeat", {
-            "job_id": job_id, "worker_id": worker_id, "progress": progress, "stage": stage},
-            has_legacy=False)
+        return self._fenced(HeartbeatResult, "heartbeat", {
+            "job_id": job_id, "worker_id": worker_id, "lease_token": lease_token, "progress": progress,
+            "stage": stage})
 
-    def begin_generation(self, job_id: UUID, document_id: UUID, worker_id: str) -> GenerationResult:
-        return self._result(GenerationResult, "rpc_begin_generation", {
-            "job_id": job_id, "document_id": document_id, "worker_id": worker_id})
+    def begin_generation(self, job_id: UUID, document_id: UUID, worker_id: str, *,
+                         lease_token: int | None = None) -> GenerationResult:
+        return self._fenced(GenerationResult, "begin_generation", {
+            "job_id": job_id, "document_id": document_id, "worker_id": worker_id, "lease_token": lease_token})
 
-    def commit_generation(self, job_id: UUID, document_id: UUID, generation_id: UUID, worker_id: str,
-                          metadata: dict | None = None) -> GenerationResult:
-        return self._fenced(GenerationResult, "rpc_commit_generation", {
+    def commit_generation(self, job_id: UUID, document_id: UUID, generation_id: UUID, worker_id: str | None,
+                          metadata: dict | None = None, *, lease_token: int | None = None) -> GenerationResult:
+        return self._fenced(GenerationResult, "commit_generation", {
             "job_id": job_id, "document_id": document_id, "generation_id": generation_id,
-            "worker_id": worker_id, "metadata": Jsonb(metadata or {})})
+            "worker_id": worker_id, "metadata": Jsonb(metadata or {}), "lease_token": lease_token})
 
-    def complete(self, job_id: UUID, document_id: UUID, *, worker_id: str | None,
+    def complete(self, job_id: UUID, document_id: UUID, *, worker_id: str | None, lease_token: int | None = None,
                  batch_id: UUID | None = None, stage: str = "indexed") -> JobOutcome:
-        return self._fenced(JobOutcome, "rpc_complete", {
+        return self._fenced(JobOutcome, "complete", {
             "job_id": job_id, "document_id": document_id, "batch_id": batch_id, "stage": stage,
-            "worker_id": worker_id})
+            "worker_id": worker_id, "lease_token": lease_token})
+
+    def commit_and_complete(self, job_id: UUID, document_id: UUID, generation_id: UUID, *, worker_id: str,
+                            lease_token: int | None, metadata: dict | None = None,
+                            batch_id: UUID | None = None) -> CommitResult:
+        """Commit the generation and complete the job. With a token on the newest schema
+        that is one transaction; older schemas (or no token) get the two calls of earlier
+        releases, and `committed` says whether the first one went through."""
+        if self.fence_level is FenceLevel.LEASE_TOKEN and lease_token is not None:
+            return self._result(CommitResult, "rpc_commit_and_complete", {
+                "job_id": job_id, "document_id": document_id, "generation_id": generation_id,
+                "lease_token": lease_token, "metadata": Jsonb(metadata or {}), "batch_id": batch_id,
+                "stage": "indexed", "worker_id": worker_id})  # worker_id: not sent, kept for loggers
+        committed = self.commit_generation(job_id, document_id, generation_id, worker_id, metadata,
+                                           lease_token=lease_token)
+        if not committed.ok:
+            return CommitResult.model_validate(committed.model_dump())
+        completed = self.complete(job_id, document_id, worker_id=worker_id, lease_token=lease_token,
+                                  batch_id=batch_id)
+        return CommitResult.model_validate({**committed.model_dump(), **completed.model_dump(), "committed": True})
 
     def fail_or_retry(self, job_id: UUID, document_id: UUID, *, worker_id: str | None,
-                      retry: bool = False, error_message: str | None = None,
+                      lease_token: int | None = None, retry: bool = False, error_message: str | None = None,
                       next_run_at: datetime | None = None, batch_id: UUID | None = None,
                       document_status: str = "failed", stage: str = "failed") -> JobOutcome:
-        return self._fenced(JobOutcome, "rpc_fail_or_retry", {
+        return self._fenced(JobOutcome, "fail_or_retry", {
             "job_id": job_id, "document_id": document_id, "batch_id": batch_id, "retry": retry,
             "document_status": document_status, "stage": stage, "error_message": error_message,
-            "next_run_at": next_run_at, "worker_id": worker_id})
+            "next_run_at": next_run_at, "worker_id": worker_id, "lease_token": lease_token})
 
     def refresh_batch(self, batch_id: UUID) -> BatchStatus:
         return self._result(BatchStatus, "rpc_refresh_batch", {"batch_id": batch_id})
@@ -163,12 +189,13 @@ class IngestionRpc:
             "document_id": document_id, "limit": limit, "dry_run": dry_run})
 
     def record_stage(self, job_id: UUID, worker_id: str, stage: str, *, started_at: datetime,
-                     finished_at: datetime, detail: dict | None = None) -> RpcResult:
-        """Append to the stage log, only while `worker_id` holds the lease (a no-op on a
+                     finished_at: datetime, detail: dict | None = None,
+                     lease_token: int | None = None) -> RpcResult:
+        """Append to the stage log, only while the caller holds the lease (a no-op on a
         pre-hardening database, which has no stage log RPC)."""
-        return self._fenced(RpcResult, "rpc_record_stage", {
+        return self._fenced(RpcResult, "record_stage", {
             "job_id": job_id, "worker_id": worker_id, "stage": stage, "started_at": started_at,
-            "finished_at": finished_at, "detail": Jsonb(detail or {})}, has_legacy=False)
+            "finished_at": finished_at, "detail": Jsonb(detail or {}), "lease_token": lease_token})
 
     def sensor_state(self, *, limit: int = 100) -> SensorState:
         """Claimable work and stuck batches, in one cheap call (Dagster sensors)."""
@@ -187,18 +214,6 @@ class IngestionRpc:
     def queue_health(self, stale_after_seconds: int | None = None) -> QueueHealth:
         return self._result(QueueHealth, "rpc_queue_health", {
             "stale_after_seconds": stale_after_seconds or self.stale_after_seconds})
-
-
-@contextmanager
-def _savepoint_if_in_transaction(conn: psycopg.Connection) -> Iterator[None]:
-    """Inside a caller's transaction, a savepoint keeps a 42883 from poisoning it. On an
-    idle autocommit connection (the pool's) a failed statement poisons nothing, and
-    BEGIN/COMMIT around every call would triple its round trips."""
-    if conn.autocommit and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-        yield
-    else:
-        with conn.transaction():
-            yield
 
 
 def _row_value(row) -> dict:

@@ -9,6 +9,15 @@ class LeaseLost(Exception):
     """Another worker holds the job now: stop at once, write nothing more."""
 
 
+# Raised by the artifact fence (a trigger on the artifact tables) when rows are written
+# for a generation that is not being built under the job's current lease.
+ARTIFACT_FENCE_SQLSTATE = "IF001"
+
+
+def is_artifact_fence_refusal(exc: BaseException) -> bool:
+    return isinstance(exc, psycopg.Error) and exc.sqlstate == ARTIFACT_FENCE_SQLSTATE
+
+
 # Failures worth another attempt: the next one may well succeed.
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     psycopg.OperationalError,  # connection lost, server restarting, admin shutdown

@@ -17,10 +17,12 @@ class LeaseKeeper:
     building thread checks it (`check()`) before each write. A failed heartbeat (database
     hiccup) is logged and tried again next tick: the stale window is several intervals."""
 
-    def __init__(self, rpc: IngestionRpc, job_id: UUID, worker_id: str, interval: float):
+    def __init__(self, rpc: IngestionRpc, job_id: UUID, worker_id: str, lease_token: int | None,
+                 interval: float):
         self._rpc = rpc
         self._job_id = job_id
         self._worker_id = worker_id
+        self._lease_token = lease_token
         self._interval = interval
         self._stop = threading.Event()
         self.lost = threading.Event()
@@ -45,7 +47,8 @@ class LeaseKeeper:
 
     def beat(self) -> None:
         """One heartbeat now (also used by tests to force the check)."""
-        result = self._rpc.heartbeat(self._job_id, self._worker_id, progress=self.progress, stage=self.stage)
+        result = self._rpc.heartbeat(self._job_id, self._worker_id, lease_token=self._lease_token,
+                                     progress=self.progress, stage=self.stage)
         if result.lease_lost:
             log.warning("job %s: lease lost (heartbeat); stopping", self._job_id)
             self.lost.set()

@@ -24,7 +24,13 @@ from ingestion_pipeline.processing import (
     parse,
 )
 from ingestion_pipeline.worker.artifacts import write_generation
-from ingestion_pipeline.worker.errors import TRANSIENT_ERRORS, LeaseLost, describe, is_transient
+from ingestion_pipeline.worker.errors import (
+    TRANSIENT_ERRORS,
+    LeaseLost,
+    describe,
+    is_artifact_fence_refusal,
+    is_transient,
+)
 from ingestion_pipeline.worker.heartbeat import LeaseKeeper
 from ingestion_pipeline.worker.outcome import JobResult, Outcome
 
@@ -58,7 +64,7 @@ class JobRun:
 
     def run(self) -> JobResult:
         try:
-            with LeaseKeeper(self.ctx.rpc, self.job.job_id, self.ctx.worker_id,
+            with LeaseKeeper(self.ctx.rpc, self.job.job_id, self.ctx.worker_id, self.job.lease_token,
                              self.ctx.heartbeat_seconds) as keeper:
                 self.keeper = keeper
                 chunk_count = self._build()
@@ -87,21 +93,35 @@ class JobRun:
         with self._stage("embed", 60, embedder=ctx.embedder.name):
             chunks = embed_chunks(chunks, ctx.embedder)
         with self._stage("write", 80, chunks=len(chunks)):
-            begun = self._fenced(ctx.rpc.begin_generation(job.job_id, job.document_id, ctx.worker_id))
-            with ctx.pool.connection() as conn:
-                write_generation(conn, job.document_id, begun.generation_id, parsed, chunks, self.keeper.check)
-        with self._stage("commit", 95):
+            begun = self._fenced(ctx.rpc.begin_generation(job.job_id, job.document_id, ctx.worker_id,
+                                                           lease_token=job.lease_token))
+            self._write(begun.generation_id, parsed, chunks)
+        with self._stage("commit", 95, completes_job=True):
             metadata = {"title": parsed.title, "mime_type": parsed.mime_type, "embedder": ctx.embedder.name}
-            self._fenced(ctx.rpc.commit_generation(job.job_id, job.document_id, begun.generation_id,
-                                                   ctx.worker_id, {k: v for k, v in metadata.items() if v}))
-        self._fenced(ctx.rpc.complete(job.job_id, job.document_id, worker_id=ctx.worker_id,
-                                      batch_id=job.batch_id))
+            # Commit and complete together: the document is never indexed under a job that
+            # then ends failed (one transaction on the lease-token schema).
+            self._fenced(ctx.rpc.commit_and_complete(
+                job.job_id, job.document_id, begun.generation_id, worker_id=ctx.worker_id,
+                lease_token=job.lease_token, metadata={k: v for k, v in metadata.items() if v},
+                batch_id=job.batch_id))
         return len(chunks)
 
+    def _write(self, generation_id, parsed, chunks) -> None:
+        try:
+            with self.ctx.pool.connection() as conn:
+                write_generation(conn, self.job.document_id, generation_id, parsed, chunks, self.keeper.check)
+        except Exception as exc:
+            if is_artifact_fence_refusal(exc):  # the database says this claim no longer holds the job
+                self.keeper.lost.set()
+                raise LeaseLost(f"lease on job {self.job.job_id} was lost (artifact rows refused)") from None
+            raise
+
     @contextmanager
-    def _stage(self, stage: str, progress: int, **detail) -> Iterator[None]:
+    def _stage(self, stage: str, progress: int, completes_job: bool = False, **detail) -> Iterator[None]:
         """Check the lease, run the stage, log it with its duration. The log row is written
-        through a fenced RPC, so after a takeover nothing more is written."""
+        through a fenced RPC, so after a takeover nothing more is written. A stage that
+        completes the job has released the lease when it is logged: a schema that refuses
+        that row (worker-id fences) costs the row, not the job."""
         self.keeper.check()
         self.keeper.report(stage, progress)
         started_at = datetime.now(timezone.utc)
@@ -116,14 +136,20 @@ class JobRun:
                 log.warning("job %s: could not log stage %s: %s", self.job.job_id, stage, describe(log_exc))
             raise
         detail["seconds"] = round(time.monotonic() - began, 4)
-        self._log_stage(stage, started_at, detail)  # a database error here is transient, like any other
+        if completes_job:  # the job is done: its stage row is a metric now, not a write to fence
+            try:
+                self._log_stage(stage, started_at, detail)
+            except Exception as log_exc:
+                log.warning("job %s: could not log stage %s: %s", self.job.job_id, stage, describe(log_exc))
+            return
+        if self._log_stage(stage, started_at, detail).lease_lost:  # a database error here is transient
+            self.keeper.lost.set()  # the next lease check stops the job
         self.keeper.check()
 
-    def _log_stage(self, stage: str, started_at: datetime, detail: dict) -> None:
-        logged = self.ctx.rpc.record_stage(self.job.job_id, self.ctx.worker_id, stage, started_at=started_at,
-                                           finished_at=datetime.now(timezone.utc), detail=detail)
-        if logged.lease_lost:
-            self.keeper.lost.set()  # the next lease check stops the job
+    def _log_stage(self, stage: str, started_at: datetime, detail: dict) -> RpcResult:
+        return self.ctx.rpc.record_stage(self.job.job_id, self.ctx.worker_id, stage, started_at=started_at,
+                                         finished_at=datetime.now(timezone.utc), detail=detail,
+                                         lease_token=self.job.lease_token)
 
     def _fenced(self, result: RpcResult) -> RpcResult:
         if result.lease_lost:
@@ -137,7 +163,8 @@ class JobRun:
         job, ctx = self.job, self.ctx
         next_run_at = backoff_until(job.attempt_count, ctx.retry_backoff_seconds, ctx.retry_backoff_max_seconds)
         try:
-            outcome = ctx.rpc.fail_or_retry(job.job_id, job.document_id, worker_id=ctx.worker_id, retry=retry,
+            outcome = ctx.rpc.fail_or_retry(job.job_id, job.document_id, worker_id=ctx.worker_id,
+                                            lease_token=job.lease_token, retry=retry,
                                             error_message=message, next_run_at=next_run_at if retry else None,
                                             batch_id=job.batch_id, stage="retry_wait" if retry else "failed")
         except Exception as exc:

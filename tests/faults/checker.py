@@ -16,7 +16,10 @@ from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.processing import chunk_sections, parse
 from tests.faults.rpc_log import read_history
 
-WRITES = {"commit", "complete", "fail_or_retry", "heartbeat", "record_stage", "begin_generation"}
+WRITES = {"commit", "complete", "commit_and_complete", "fail_or_retry", "heartbeat", "record_stage",
+          "begin_generation"}
+COMPLETIONS = {"complete", "commit_and_complete"}
+COMMITS = {"commit", "commit_and_complete"}
 # Unfenced fallbacks for RPCs the old schema lacks write nothing at all.
 NO_OP_WHEN_UNFENCED = {"heartbeat", "record_stage"}
 
@@ -47,7 +50,7 @@ def check(url: str, history_paths) -> Report:
 
 
 def _check_history(history: list[dict], report: Report) -> None:
-    completions = Counter(e["job_id"] for e in history if e["call"] == "complete" and e["ok"])
+    completions = Counter(e["job_id"] for e in history if e["call"] in COMPLETIONS and e["ok"])
     for job_id, count in completions.items():
         if count > 1:
             report.violations.append(f"job {job_id} completed ok {count} times")
@@ -68,7 +71,7 @@ def _check_history(history: list[dict], report: Report) -> None:
                 f"{entry['call']} by {entry['worker']} on job {entry['job_id']} accepted after "
                 f"{before[-1]['worker']} had claimed it")
     for entry in history:
-        if entry["call"] == "commit" and not entry["ok"] and entry.get("reason") == "generation_not_found":
+        if entry["call"] in COMMITS and not entry["ok"] and entry.get("reason") == "generation_not_found":
             report.violations.append(f"build of job {entry['job_id']} was deleted under an open job")
 
 

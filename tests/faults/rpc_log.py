@@ -13,10 +13,9 @@ import time
 
 from ingestion_pipeline.db.rpc import IngestionRpc
 
-LOGGED_FENCED = {"rpc_commit_generation": "commit", "rpc_complete": "complete",
-                 "rpc_fail_or_retry": "fail_or_retry", "rpc_heartbeat": "heartbeat",
-                 "rpc_record_stage": "record_stage"}
-LOGGED_PLAIN = {"rpc_begin_generation": "begin_generation"}
+LOGGED_FENCED = {"commit_generation": "commit", "complete": "complete", "fail_or_retry": "fail_or_retry",
+                 "heartbeat": "heartbeat", "record_stage": "record_stage", "begin_generation": "begin_generation"}
+LOGGED_PLAIN = {"rpc_commit_and_complete": "commit_and_complete"}
 
 
 class HistoryFile:
@@ -40,17 +39,17 @@ class LoggedRpc(IngestionRpc):
     def _record(self, call: str, params: dict, started: float, result) -> None:
         self.history.write({
             "call": call, "pid": os.getpid(), "worker": params.get("worker_id"),
-            "job_id": params.get("job_id"), "t0": started, "t1": time.time(),
+            "job_id": params.get("job_id"), "token": params.get("lease_token"), "t0": started, "t1": time.time(),
             "ok": result.ok, "reason": result.reason, "fenced": result.fenced,
             "generation_id": getattr(result, "generation_id", None),
             "chunk_count": getattr(result, "chunk_count", None),
             "retried": getattr(result, "retried", None)})
 
-    def _fenced(self, model, name, params, *, has_legacy=True):
+    def _fenced(self, model, rpc, params):
         started = time.time()
-        result = super()._fenced(model, name, params, has_legacy=has_legacy)
-        if name in LOGGED_FENCED:
-            self._record(LOGGED_FENCED[name], params, started, result)
+        result = super()._fenced(model, rpc, params)
+        if rpc in LOGGED_FENCED:
+            self._record(LOGGED_FENCED[rpc], params, started, result)
         return result
 
     def _result(self, model, name, params):
@@ -65,7 +64,8 @@ class LoggedRpc(IngestionRpc):
         jobs = super().claim(worker_id, limit, stale_after_seconds)
         for job in jobs:
             self.history.write({"call": "claim", "pid": os.getpid(), "worker": worker_id, "job_id": str(job.job_id),
-                                "t0": started, "t1": time.time(), "ok": True, "attempt": job.attempt_count})
+                                "t0": started, "t1": time.time(), "ok": True, "attempt": job.attempt_count,
+                                "token": job.lease_token})
         return jobs
 
 

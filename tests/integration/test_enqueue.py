@@ -109,8 +109,8 @@ def test_cli_refuses_an_unmigrated_database(empty_db_url, folder, capsys):
 def test_heartbeat_that_finds_the_lease_lost_stops_the_job(conn):
     rpc = IngestionRpc(conn)
     _, job_id = seed_job(conn)
-    rpc.claim("worker-a")
-    keeper = LeaseKeeper(rpc, job_id, "worker-a", interval=3600)
+    [claimed] = rpc.claim("worker-a")
+    keeper = LeaseKeeper(rpc, job_id, "worker-a", claimed.lease_token, interval=3600)
     keeper.beat()
     keeper.check()  # still ours
     make_lease_stale(conn, job_id)

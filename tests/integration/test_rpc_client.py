@@ -1,10 +1,13 @@
 """The typed RPC client: a full job lifecycle through a pool, the operator and janitor
-RPCs, and the 42883 fallback against the pre-hardening schema."""
+RPCs, and the fence level learned from the catalog (pre-hardening, worker id, tokens)."""
 
 import logging
 
+import psycopg
+import pytest
 
 from ingestion_pipeline.db.connection import connect, make_pool
+from ingestion_pipeline.db.fences import FenceLevel
 from ingestion_pipeline.db.models import ClaimedJob
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.settings import load_settings
@@ -33,14 +36,17 @@ def test_a_job_goes_from_enqueue_to_completed_through_a_pool(pool, conn):
     assert isinstance(claimed, ClaimedJob)
     assert (claimed.document_id, claimed.batch_id, claimed.attempt_count) == (document_id, batch_id, 1)
     assert claimed.committed_generation_id is None
-    beat = rpc.heartbeat(claimed.job_id, "worker-1", progress=50, stage="chunk")
-    assert beat.ok and beat.locked_at is not None
-    generation = rpc.begin_generation(claimed.job_id, document_id, "worker-1")
+    assert claimed.lease_token == 1 and claimed.lease_expires_at > claimed.locked_at
+    token = claimed.lease_token
+    beat = rpc.heartbeat(claimed.job_id, "worker-1", lease_token=token, progress=50, stage="chunk")
+    assert beat.ok and beat.locked_at is not None and beat.lease_expires_at > beat.locked_at
+    generation = rpc.begin_generation(claimed.job_id, document_id, "worker-1", lease_token=token)
     write_artifacts(conn, document_id, generation.generation_id, chunks=2)
-    assert rpc.commit_generation(claimed.job_id, document_id, generation.generation_id, "worker-1").chunk_count == 2
-    outcome = rpc.complete(claimed.job_id, document_id, worker_id="worker-1", batch_id=batch_id)
+    outcome = rpc.commit_and_complete(claimed.job_id, document_id, generation.generation_id, worker_id="worker-1",
+                                      lease_token=token, batch_id=batch_id)
 
-    assert outcome.ok and outcome.fenced and rpc.fences_available is True
+    assert outcome.ok and outcome.fenced and outcome.chunk_count == 2
+    assert rpc.fence_level is FenceLevel.LEASE_TOKEN
     assert batch(conn, batch_id)["status"] == "completed"
     assert document(conn, document_id)["status"] == "indexed"
 
@@ -59,27 +65,51 @@ def test_fallback_to_unfenced_calls_on_the_pre_hardening_schema(pre_hardening_db
                                           {"chunk_count": 2, "page_count": 2, "section_count": 2})
         completed = rpc.complete(job_id, document_id, worker_id="worker-1")
 
-        assert rpc.fences_available is False
+        assert rpc.fence_level is FenceLevel.NONE
         assert (beat.ok, beat.fenced) == (True, False)
         assert (committed.ok, committed.fenced) == (True, False)
         assert (completed.ok, completed.fenced) == (True, False)
         assert job(conn, job_id)["status"] == "completed"
         assert document(conn, document_id)["status"] == "indexed"
-        warnings = [r for r in caplog.records if "fences are unavailable" in r.getMessage()]
+        warnings = [r for r in caplog.records if "run unfenced" in r.getMessage()]
         assert len(warnings) == 1  # logged once, not per call
         assert claimed.job_id == job_id
 
 
-def test_fail_or_retry_falls_back_inside_an_open_transaction(pre_hardening_db_url):
-    """42883 inside a caller's transaction must not abort it: the client uses a savepoint."""
-    with connect(pre_hardening_db_url, autocommit=False) as conn:
+def test_the_fence_level_is_learned_once_from_the_catalog(db_url, monkeypatch):
+    from ingestion_pipeline.db import fences
+
+    probes = []
+    real_probe = fences.probe
+    monkeypatch.setattr(fences, "probe", lambda conn: probes.append(1) or real_probe(conn))
+    with connect(db_url) as conn:
         rpc = IngestionRpc(conn)
-        document_id, job_id = seed_job(conn, max_attempts=3)
+        document_id, job_id = seed_job(conn)
+        [claimed] = rpc.claim("worker-1")
+        for _ in range(3):
+            assert rpc.heartbeat(job_id, "worker-1", lease_token=claimed.lease_token).ok
+        assert rpc.claim("worker-2") == []
+        assert rpc.fail_or_retry(job_id, document_id, worker_id="worker-1", lease_token=claimed.lease_token).ok
+    assert len(probes) == 1
+
+
+@pytest.mark.parametrize("level", ["worker_id", "lease_token"])
+def test_an_undefined_function_is_an_error_never_an_unfenced_fallback(level, db_url, pre_tokens_db_url):
+    """Earlier clients took any SQLSTATE 42883 from a fenced call for an old schema and
+    retried unfenced: a worker id of the wrong type was enough to complete a job held by
+    another worker. Now the error surfaces and nothing changes."""
+    url = db_url if level == "lease_token" else pre_tokens_db_url
+    with connect(url) as conn:
+        rpc = IngestionRpc(conn)
+        document_id, job_id = seed_job(conn)
         rpc.claim("worker-1")
-        outcome = rpc.fail_or_retry(job_id, document_id, worker_id="worker-1", retry=True, error_message="x")
-        assert outcome.ok and not outcome.fenced
-        assert job(conn, job_id)["status"] == "pending"
-        conn.commit()
+        assert rpc.fence_level is FenceLevel[level.upper()]
+        with pytest.raises(psycopg.errors.UndefinedFunction):
+            rpc.complete(job_id, document_id, worker_id=12345)  # an int where text belongs
+        with pytest.raises(psycopg.errors.UndefinedFunction):
+            rpc.heartbeat(job_id, 12345)
+        assert job(conn, job_id)["status"] == "processing"
+        assert job(conn, job_id)["locked_by"] == "worker-1"
 
 
 def test_retry_refuses_completed_and_live_jobs_and_requeues_failed_ones(conn):
@@ -160,8 +190,9 @@ def test_the_client_becomes_fenced_once_the_database_is_migrated(pre_hardening_d
         assert rpc.heartbeat(job_id, "worker-1").fenced is False
         migrator.migrate(pre_hardening_db_url)
 
+        assert rpc.claim("worker-2") == []  # a claim looks the level up again
         stranger = rpc.complete(job_id, document_id, worker_id="someone-else")
-        assert stranger.lease_lost and rpc.fences_available is True
+        assert stranger.lease_lost and rpc.fence_level is FenceLevel.LEASE_TOKEN
         assert job(conn, job_id)["status"] == "processing"
 
 

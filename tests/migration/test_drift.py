@@ -54,14 +54,14 @@ def test_changed_function_body_missing_index_and_grant_are_reported(db_url):
     with connect(db_url) as conn:
         conn.execute("""create or replace function heartbeat_ingestion_job(
                             p_job_id uuid, p_worker_id text, p_progress integer default null,
-                            p_stage text default null)
+                            p_stage text default null, p_lease_token bigint default null)
                         returns jsonb language plpgsql security definer
                         set search_path = pg_catalog, public, pg_temp
                         as $$ begin return '{"ok": true}'; end $$""")
         conn.execute("drop index ingestion_jobs_claimable")
         conn.execute("grant execute on function retry_ingestion_job(uuid) to public")
     lines = drift_lines(db_url)
-    assert any(line.startswith("changed function heartbeat_ingestion_job(uuid,text,integer,text): body_md5")
+    assert any(line.startswith("changed function heartbeat_ingestion_job(uuid,text,integer,text,bigint): body_md5")
                for line in lines), lines
     assert "missing index ingestion_jobs_claimable" in lines
     assert "unexpected function grant retry_ingestion_job(uuid) to PUBLIC" in lines
@@ -69,8 +69,8 @@ def test_changed_function_body_missing_index_and_grant_are_reported(db_url):
 
 def test_a_pre_hardening_database_lacks_the_fenced_signatures(pre_hardening_db_url):
     lines = drift_lines(pre_hardening_db_url)
-    assert "missing function heartbeat_ingestion_job(uuid,text,integer,text)" in lines
-    assert "missing function complete_ingestion_job(uuid,uuid,uuid,text,text)" in lines
+    assert "missing function heartbeat_ingestion_job(uuid,text,integer,text,bigint)" in lines
+    assert "missing function complete_ingestion_job(uuid,uuid,uuid,text,text,bigint)" in lines
     assert any(line.startswith("unapplied migration") for line in lines)
 
 

@@ -1,0 +1,54 @@
+"""Which fence the database offers, learned from the catalog, and which named query each
+fenced RPC uses at that level.
+
+Three generations of the schema are in the field (docs/state-machine.md):
+
+- NONE: before the hardening migration; no heartbeat, no stage log, state RPCs unfenced.
+- WORKER_ID: fenced by the lease holder's worker id.
+- LEASE_TOKEN: fenced by a per-claim token; commit and complete in one transaction.
+
+The client looks the level up in the catalog (not by calling and catching SQLSTATE
+42883: on a hardened database an undefined function is a bug to surface, never a reason
+to drop the fence).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+import psycopg
+
+from ingestion_pipeline.db.queries import query
+
+
+class FenceLevel(IntEnum):
+    NONE = 0
+    WORKER_ID = 1
+    LEASE_TOKEN = 2
+
+
+NEWEST = FenceLevel.LEASE_TOKEN
+
+# RPC -> named query per level; None: the RPC does not exist at that level (a no-op).
+QUERIES: dict[str, dict[FenceLevel, str | None]] = {
+    "heartbeat": {FenceLevel.LEASE_TOKEN: "rpc_heartbeat", FenceLevel.WORKER_ID: "rpc_heartbeat_worker_id",
+                  FenceLevel.NONE: None},
+    "record_stage": {FenceLevel.LEASE_TOKEN: "rpc_record_stage", FenceLevel.WORKER_ID: "rpc_record_stage_worker_id",
+                     FenceLevel.NONE: None},
+    "begin_generation": {FenceLevel.LEASE_TOKEN: "rpc_begin_generation",
+                         FenceLevel.WORKER_ID: "rpc_begin_generation_worker_id",
+                         FenceLevel.NONE: "rpc_begin_generation_worker_id"},
+    "commit_generation": {FenceLevel.LEASE_TOKEN: "rpc_commit_generation",
+                          FenceLevel.WORKER_ID: "rpc_commit_generation_worker_id",
+                          FenceLevel.NONE: "rpc_commit_generation_legacy"},
+    "complete": {FenceLevel.LEASE_TOKEN: "rpc_complete", FenceLevel.WORKER_ID: "rpc_complete_worker_id",
+                 FenceLevel.NONE: "rpc_complete_legacy"},
+    "fail_or_retry": {FenceLevel.LEASE_TOKEN: "rpc_fail_or_retry", FenceLevel.WORKER_ID: "rpc_fail_or_retry_worker_id",
+                      FenceLevel.NONE: "rpc_fail_or_retry_legacy"},
+}
+
+
+def probe(conn: psycopg.Connection) -> FenceLevel:
+    """The fence level of the database `conn` is connected to (one catalog look-up)."""
+    row = conn.execute(query("rpc_fence_level")).fetchone()
+    return FenceLevel(row["level"])
