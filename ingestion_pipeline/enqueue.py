@@ -25,6 +25,7 @@ from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import IngestError
 
 MAX_PROBLEMS_SHOWN = 5
+QUEUED = {"queued", "reindex_queued"}  # outcomes that put a job in this batch
 
 
 class EnqueueRefused(IngestError):
@@ -45,6 +46,8 @@ class EnqueueReport:
     batch_id: UUID
     batch_name: str
     files: list[EnqueuedFile] = field(default_factory=list)
+    # The batch's status after the enqueue: `completed` at once when no file needed a job.
+    batch_status: str = "processing"
 
     @property
     def counts(self) -> dict[str, int]:
@@ -54,6 +57,7 @@ class EnqueueReport:
         return {
             "batch_id": str(self.batch_id),
             "batch_name": self.batch_name,
+            "batch_status": self.batch_status,
             "counts": self.counts,
             "files": [
                 {"path": f.path, "outcome": f.outcome, "document_id": str(f.document_id),
@@ -136,6 +140,10 @@ def enqueue_paths(
         report.files.append(entry)
         if on_file:
             on_file(entry)
+    if not any(f.outcome in QUEUED for f in report.files):
+        # No file got a job in this batch (duplicates, or already queued elsewhere): no job
+        # will ever refresh it, so finish it now.
+        report.batch_status = IngestionRpc(pool).refresh_batch(batch_id).status
     return report
 
 

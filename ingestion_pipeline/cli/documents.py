@@ -66,7 +66,8 @@ def cmd_enqueue(args, settings: Settings) -> int:
                            [(f.path, f.outcome, f.document_id) for f in report.files]))
         print()
     print(render_table(["outcome", "files"], sorted(report.counts.items())))
-    print(f"batch {report.batch_id} ({report.batch_name}): {len(report.files)} file(s)")
+    print(f"batch {report.batch_id} ({report.batch_name}): {len(report.files)} file(s)"
+          + (f", {report.batch_status}: nothing new to index" if report.batch_status != "processing" else ""))
     return 0
 
 

@@ -56,6 +56,19 @@ def test_identical_bytes_map_to_the_existing_document(pool, settings, folder, tm
     assert second.files[0].outcome == "duplicate"
     assert second.files[0].document_id == first.files[0].document_id
     assert count(conn, "documents") == 1 and count(conn, "ingestion_jobs") == 1
+    assert first.batch_status == "processing"
+
+
+def test_a_batch_of_duplicates_ends_completed_at_enqueue(pool, settings, folder, conn, capsys, db_url):
+    enqueue_paths(pool, [folder], max_bytes=settings.max_file_bytes)
+    again = enqueue_paths(pool, [folder], max_bytes=settings.max_file_bytes)
+    assert again.counts == {"duplicate": 2} and again.batch_status == "completed"
+    stored = conn.execute("select status, total_files, completed_at from import_batches where id = %s",
+                          (again.batch_id,)).fetchone()
+    assert (stored["status"], stored["total_files"]) == ("completed", 0) and stored["completed_at"]
+
+    assert ingest(["enqueue", str(folder), "--database-url", db_url]) == 0
+    assert "completed: nothing new to index" in capsys.readouterr().out
 
 
 def test_reindex_queues_once_and_reports_already_queued(pool, settings, folder, conn):
