@@ -12,6 +12,7 @@ from ingestion_pipeline.db import migrate as migrator
 from ingestion_pipeline.db.connection import connect
 from tests.faults.checker import check
 from tests.faults.harness import seed_documents
+from tests.helpers import make_lease_stale
 
 INGEST = Path(sys.executable).parent / "ingest"
 SETTINGS = {"INGEST_CLAIM_RETRY_ATTEMPTS": "2", "INGEST_CONNECT_TIMEOUT_SECONDS": "2",
@@ -46,9 +47,9 @@ def test_a_database_stop_mid_run_ends_the_worker_clearly_and_loses_nothing(tmp_p
         assert err.strip().splitlines()[-1].startswith("ingest: error: database unavailable")
 
         url = embedded.start(data_dir)
-        with connect(url) as conn:  # the dead worker's leases: past the stale window
-            conn.execute("update ingestion_jobs set locked_at = now() - interval '1 hour' "
-                         "where status = 'processing'")
+        with connect(url) as conn:  # the dead worker's leases: past their deadline
+            for row in conn.execute("select id from ingestion_jobs where status = 'processing'").fetchall():
+                make_lease_stale(conn, row["id"])
         drain = subprocess.run([str(INGEST), "work", "--drain", "--database-url", url], cwd=tmp_path, env=env,
                                capture_output=True, text=True, timeout=300)
         assert drain.returncode == 0, drain.stderr

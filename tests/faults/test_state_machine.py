@@ -1,7 +1,7 @@
 """A stateful property test of the queue on a real database: simulated workers, each on
 its own connection, claim, heartbeat, build, commit, complete, fail or retry; leases go
 stale, the janitor expires and cleans, documents are enqueued and reindexed. After every
-step the invariants of SPEC §1 must hold, and a worker that lost its lease changes nothing."""
+step the invariants of docs/state-machine.md must hold, and a worker that lost its lease changes nothing."""
 
 from __future__ import annotations
 
