@@ -53,9 +53,9 @@ with pending as (
 ), stale as (
     select j.id, j.next_run_at, j.created_at
       from ingestion_jobs j join documents d on d.id = j.document_id
-     where j.status = 'processing' and j.locked_at < now() - make_interval(secs => 300)
+     where j.status = 'processing' and j.lease_expires_at < now()
        and j.locked_by is distinct from %(worker_id)s and j.attempt_count < j.max_attempts
-     order by j.locked_at
+     order by j.lease_expires_at
      limit %(limit)s
        for update of j, d skip locked
 )
