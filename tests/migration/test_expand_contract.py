@@ -17,6 +17,21 @@ CALLED_BY_EARLIER_RELEASES = [
     "begin_document_index_generation(null::uuid, null::uuid, null::text)",
     "cleanup_abandoned_document_index_generations(null::uuid, null::integer, null::boolean)",
     "create_import_batch(null::text, null::jsonb)",
+    # The worker-id-fenced calls of the release before lease tokens (named notation).
+    "heartbeat_ingestion_job(p_job_id => null::uuid, p_worker_id => null::text, p_progress => null::integer, "
+    "p_stage => null::text)",
+    "commit_document_index_generation(p_job_id => null::uuid, p_document_id => null::uuid, "
+    "p_generation_id => null::uuid, p_worker_id => null::text, p_metadata => null::jsonb)",
+    "complete_ingestion_job(p_job_id => null::uuid, p_document_id => null::uuid, p_batch_id => null::uuid, "
+    "p_stage => null::text, p_worker_id => null::text)",
+    "fail_or_retry_ingestion_job(p_job_id => null::uuid, p_document_id => null::uuid, p_batch_id => null::uuid, "
+    "p_retry => null::boolean, p_document_status => null::text, p_stage => null::text, "
+    "p_error_message => null::text, p_next_run_at => null::timestamptz, p_worker_id => null::text)",
+    "record_ingestion_job_stage(p_job_id => null::uuid, p_worker_id => null::text, p_stage => null::text, "
+    "p_started_at => null::timestamptz, p_finished_at => null::timestamptz, p_detail => null::jsonb)",
+    "expire_stale_ingestion_jobs(null::integer)",
+    "ingestion_sensor_state(p_stale_after_seconds => null::integer, p_limit => null::integer)",
+    "ingestion_queue_health(p_stale_after_seconds => null::integer)",
 ]
 
 # call -> "<migration that removes it>: <where the removal was announced>"
