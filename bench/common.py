@@ -54,17 +54,23 @@ def db_uri(server_uri: str, dbname: str) -> str:
     return psycopg.conninfo.make_conninfo(server_uri, dbname=dbname)
 
 
-def create_database(server_uri: str, name: str, *, migrate: bool = False) -> str:
-    """A fresh scratch database on the server (dropped first if left over)."""
+def create_database(server_uri: str, name: str, *, migrate: bool = False, target: str | None = None) -> str:
+    """A fresh scratch database on the server (dropped first if left over), migrated to
+    head or, with `target`, up to that migration version inclusive."""
+    drop_database(server_uri, name)
     with psycopg.connect(server_uri, autocommit=True) as conn:
-        conn.execute(f'drop database if exists "{name}" with (force)')
         conn.execute(f'create database "{name}"')
     uri = db_uri(server_uri, name)
     if migrate:
         from ingestion_pipeline.db.migrate import migrate as apply_migrations
 
-        apply_migrations(uri)
+        apply_migrations(uri, target=target)
     return uri
+
+
+def drop_database(server_uri: str, name: str) -> None:
+    with psycopg.connect(server_uri, autocommit=True) as conn:
+        conn.execute(f'drop database if exists "{name}" with (force)')
 
 
 def connect(uri: str, **kwargs) -> psycopg.Connection:

@@ -6,21 +6,30 @@ By default a corpus of text, Markdown and HTML files is generated into a temp fo
 (deterministic: --seed); pass --folder to ingest your own files instead. The worker runs
 in this process (`Worker(pool, settings).run(drain=True)`), or, with --via cli, as
 --processes `ingest work --drain --json` subprocesses against the same database.
+
+With --compare-target VERSION the same corpus is ingested end to end, --rounds times,
+into two fresh databases on the same server: one migrated to head and one migrated only
+up to VERSION (inclusive). Rounds alternate (head, VERSION, head, VERSION, ...), each
+database is created for its run and dropped after it, and a checkpoint precedes every
+run. Printed: every run, then the median per schema and the ratio head / VERSION.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import shutil
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from common import ROOT, command_line, connect, create_database, embedded_server, machine_line, print_table
+from common import (ROOT, command_line, connect, create_database, drop_database, embedded_server, machine_line, median,
+                    print_table)
 
 WORDS = ("lease fence worker queue batch index chunk section page document postgres heartbeat claim commit "
          "generation search vector token parser markdown html text lighthouse keeper river otter tea kettle "
@@ -112,6 +121,114 @@ def run_cli(uri: str, concurrency: int, processes: int) -> dict:
     return summed
 
 
+@dataclass
+class Run:
+    """One enqueue + drain of the corpus into one database."""
+    schema: str  # newest applied migration version
+    files: int
+    mb: float
+    chunks: int
+    enqueue_seconds: float
+    seconds: float  # the drain
+    report: dict
+    stages: list[dict]
+
+    @property
+    def docs_per_s(self) -> float:
+        return self.report["completed"] / self.seconds
+
+    def stage(self, name: str, column: str = "total") -> float:
+        return next((s[column] for s in self.stages if s["stage"] == name), float("nan"))
+
+
+def ingest(uri: str, folder: Path, args: argparse.Namespace) -> Run:
+    from ingestion_pipeline.db.connection import make_pool
+    from ingestion_pipeline.enqueue import enqueue_paths
+    from ingestion_pipeline.settings import Settings
+
+    settings = Settings(database_url=uri)
+    started = time.perf_counter()
+    with make_pool(uri, settings) as pool:
+        enqueued = enqueue_paths(pool, [folder], max_bytes=settings.max_file_bytes, batch_name="bench")
+    enqueue_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    report = (run_in_process(uri, args.concurrency) if args.via == "worker"
+              else run_cli(uri, args.concurrency, args.processes))
+    seconds = time.perf_counter() - started
+
+    with connect(uri) as conn:
+        totals = conn.execute("select coalesce(sum(byte_size), 0) as bytes, coalesce(sum(chunk_count), 0)"
+                              " as chunks, count(*) filter (where status = 'indexed') as indexed"
+                              " from documents").fetchone()
+        stages = conn.execute(STAGES_SQL).fetchall()
+        schema = conn.execute("select max(version) as v from ingest_schema_migrations").fetchone()["v"]
+    return Run(schema, len(enqueued.files), float(totals["bytes"]) / 1e6, totals["chunks"], enqueue_seconds,
+               seconds, report, stages)
+
+
+def print_run(run: Run, args: argparse.Namespace) -> None:
+    print_table(f"end to end ({args.via}, concurrency {args.concurrency}"
+                + (f", {args.processes} processes" if args.via == "cli" else "") + ")",
+                ["phase", "docs", "seconds", "docs/s", "MB/s", "chunks", "completed", "failed", "retried"],
+                [["enqueue", run.files, f"{run.enqueue_seconds:.2f}", f"{run.files / run.enqueue_seconds:.1f}",
+                  f"{run.mb / run.enqueue_seconds:.2f}", "", "", "", ""],
+                 ["work (drain)", run.report["claimed"], f"{run.seconds:.2f}", f"{run.docs_per_s:.1f}",
+                  f"{run.mb / run.seconds:.2f}", run.chunks, run.report["completed"], run.report["failed"],
+                  run.report["retried"]]])
+    stage_total = sum(s["total"] for s in run.stages) or 1
+    print_table("stages (from ingestion_job_stages, seconds per job)",
+                ["stage", "jobs", "total s", "share", "p50 ms", "p99 ms"],
+                [[s["stage"], s["n"], f"{s['total']:.2f}", f"{s['total'] / stage_total:.0%}",
+                  f"{s['p50'] * 1000:.2f}", f"{s['p99'] * 1000:.2f}"] for s in run.stages])
+    print(f"\nsum of stage times {stage_total:.2f}s over {run.seconds:.2f}s wall with concurrency "
+          f"{args.concurrency}; the rest of a job (claim, lease RPCs, stage-log RPCs, complete) is not a stage")
+
+
+# (label in the tables, Run -> value, format); seconds and ms are per drain, summed over its jobs
+COMPARED = [("drain s", lambda r: r.seconds, "{:.2f}"),
+            ("docs/s", lambda r: r.docs_per_s, "{:.1f}"),
+            ("MB/s", lambda r: r.mb / r.seconds, "{:.2f}"),
+            ("write s", lambda r: r.stage("write"), "{:.2f}"),
+            ("write p50 ms", lambda r: r.stage("write", "p50") * 1000, "{:.2f}"),
+            ("commit s", lambda r: r.stage("commit"), "{:.2f}"),
+            ("commit p50 ms", lambda r: r.stage("commit", "p50") * 1000, "{:.2f}")]
+
+
+def cell(fmt: str, value: float) -> str:
+    return "-" if math.isnan(value) else fmt.format(value)  # "-": no such stage row in that schema's log
+
+
+def compare(server_uri: str, folder: Path, args: argparse.Namespace) -> None:
+    """Head against --compare-target, rounds interleaved, a fresh database per run."""
+    runs: dict[str | None, list[Run]] = {None: [], args.compare_target: []}
+    for number in range(1, args.rounds + 1):
+        for target in runs:
+            name = f"bench_ingest_{target or 'head'}"
+            uri = create_database(server_uri, name, migrate=True, target=target)
+            with connect(uri) as conn:
+                conn.execute("checkpoint")  # no run pays for the previous run's dirty buffers
+            run = ingest(uri, folder, args)
+            drop_database(server_uri, name)
+            runs[target].append(run)
+            print(f"round {number} schema {run.schema}: {run.report['completed']}/{run.files} docs in "
+                  f"{run.seconds:.2f}s, {run.docs_per_s:.1f} docs/s, write {run.stage('write'):.2f}s", flush=True)
+    head = runs[None]
+    label = {None: f"head {head[0].schema}", args.compare_target: f"target {args.compare_target}"}
+    print_table("runs", ["round", "schema", "docs", "failed", "retried", *(c[0] for c in COMPARED)],
+                [[n + 1, label[t], r.report["completed"], r.report["failed"], r.report["retried"],
+                  *(cell(fmt, f(r)) for _, f, fmt in COMPARED)]
+                 for n in range(args.rounds) for t, r in ((t, runs[t][n]) for t in runs)])
+    medians = {t: [median([f(r) for r in rs]) for _, f, _ in COMPARED] for t, rs in runs.items()}
+    rows = [[label[t], *(cell(fmt, v) for (_, _, fmt), v in zip(COMPARED, medians[t]))] for t in runs]
+    rows.append(["head / target",
+                 *(cell("{:.2f}", h / o) for h, o in zip(medians[None], medians[args.compare_target]))])
+    print_table(f"end to end ({args.via}, concurrency {args.concurrency}), {head[0].files} files, "
+                f"{head[0].mb:.2f} MB, median of {args.rounds} rounds per schema",
+                ["schema", *(c[0] for c in COMPARED)], rows)
+    print(f"\nratio of median drain docs/s, head / {args.compare_target}: "
+          f"{medians[None][1] / medians[args.compare_target][1]:.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--folder", type=Path, help="ingest this folder instead of a generated corpus")
@@ -123,6 +240,10 @@ def main() -> None:
                         help="Worker.run(drain=True) in process (default) or `ingest work --drain` subprocesses")
     parser.add_argument("--processes", type=int, default=1, help="with --via cli: worker processes (default 1)")
     parser.add_argument("--full", action="store_true", help="--docs 2000 --mean-kb 32")
+    parser.add_argument("--compare-target", metavar="VERSION",
+                        help="also run against a database migrated only up to this 14-digit migration version "
+                             "and print head / VERSION (e.g. 20261130000700)")
+    parser.add_argument("--rounds", type=int, default=3, help="with --compare-target: runs per schema (default 3)")
     args = parser.parse_args()
     if args.full:
         args.docs, args.mean_kb = 2000, 32
@@ -137,46 +258,15 @@ def main() -> None:
     try:
         with embedded_server() as server_uri:
             print(machine_line(server_uri))
-            uri = create_database(server_uri, "bench_ingest", migrate=True)
-            from ingestion_pipeline.db.connection import make_pool
-            from ingestion_pipeline.enqueue import enqueue_paths
-            from ingestion_pipeline.settings import Settings
-
-            settings = Settings(database_url=uri)
-            started = time.perf_counter()
-            with make_pool(uri, settings) as pool:
-                enqueued = enqueue_paths(pool, [folder], max_bytes=settings.max_file_bytes, batch_name="bench")
-            enqueue_seconds = time.perf_counter() - started
-            files = len(enqueued.files)
-            started = time.perf_counter()
-            report = (run_in_process(uri, args.concurrency) if args.via == "worker"
-                      else run_cli(uri, args.concurrency, args.processes))
-            seconds = time.perf_counter() - started
-
-            with connect(uri) as conn:
-                totals = conn.execute("select coalesce(sum(byte_size), 0) as bytes, coalesce(sum(chunk_count), 0)"
-                                      " as chunks, count(*) filter (where status = 'indexed') as indexed"
-                                      " from documents").fetchone()
-                stages = conn.execute(STAGES_SQL).fetchall()
-            mb = float(totals["bytes"]) / 1e6
             source = str(args.folder) if args.folder else (f"generated: {args.docs} txt/md/html files, mean "
                                                            f"{args.mean_kb:g} KiB, seed {args.seed}")
-            print(f"corpus: {source}; {files} files, {mb:.2f} MB")
-            print_table(f"end to end ({args.via}, concurrency {args.concurrency}"
-                        + (f", {args.processes} processes" if args.via == "cli" else "") + ")",
-                        ["phase", "docs", "seconds", "docs/s", "MB/s", "chunks", "completed", "failed", "retried"],
-                        [["enqueue", files, f"{enqueue_seconds:.2f}", f"{files / enqueue_seconds:.1f}",
-                          f"{mb / enqueue_seconds:.2f}", "", "", "", ""],
-                         ["work (drain)", report["claimed"], f"{seconds:.2f}", f"{report['completed'] / seconds:.1f}",
-                          f"{mb / seconds:.2f}", totals["chunks"], report["completed"], report["failed"],
-                          report["retried"]]])
-            stage_total = sum(s["total"] for s in stages) or 1
-            print_table("stages (from ingestion_job_stages, seconds per job)",
-                        ["stage", "jobs", "total s", "share", "p50 ms", "p99 ms"],
-                        [[s["stage"], s["n"], f"{s['total']:.2f}", f"{s['total'] / stage_total:.0%}",
-                          f"{s['p50'] * 1000:.2f}", f"{s['p99'] * 1000:.2f}"] for s in stages])
-            print(f"\nsum of stage times {stage_total:.2f}s over {seconds:.2f}s wall with concurrency "
-                  f"{args.concurrency}; the rest of a job (claim, lease RPCs, stage-log RPCs, complete) is not a stage")
+            if args.compare_target:
+                print(f"corpus: {source}")
+                compare(server_uri, folder, args)
+                return
+            run = ingest(create_database(server_uri, "bench_ingest", migrate=True), folder, args)
+            print(f"corpus: {source}; {run.files} files, {run.mb:.2f} MB")
+            print_run(run, args)
     finally:
         if corpus_dir:
             shutil.rmtree(corpus_dir, ignore_errors=True)
