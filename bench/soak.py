@@ -3,9 +3,12 @@
     .venv/bin/python bench/soak.py --minutes 10
 
 Worker processes drain waves of tiny documents while a chaos loop SIGKILLs them,
-terminates their backends and pauses them past the stale window (zombies); a janitor runs
-alongside. At the end everything drains and the checker reads the client-side history
-and the database. Prints the totals; exits 1 on any violation."""
+terminates their backends, pauses them past the stale window (zombies) and stalls one job
+thread of a live worker past its lease while its claim loop keeps claiming (the thread
+then writes and commits with its old token); a janitor runs alongside. At the end
+everything drains and the checker reads the client-side history and the database.
+Prints the totals, among them the writes accepted from superseded lease tokens (must be
+0); exits 1 on any violation."""
 
 from __future__ import annotations
 
@@ -46,8 +49,14 @@ def main() -> int:
     jobs = report.stats.get("jobs", {})
     rows = [("jobs", sum(jobs.values())), ("completed", jobs.get("completed", 0)), ("failed", jobs.get("failed", 0)),
             ("kills", stats.kills), ("backend terminations", stats.backend_terminations),
-            ("pauses (zombies)", stats.pauses), ("janitor passes", stats.janitor_passes),
+            ("pauses (zombies)", stats.pauses), ("stalls armed (SIGUSR1)", stats.stall_signals),
+            ("stalls (job thread past its lease)", stats.stalls),
+            ("janitor passes", stats.janitor_passes),
             ("rpc calls logged", report.stats.get("calls", 0)), ("redeliveries", report.redeliveries),
+            ("artifact writes refused (by SQLSTATE)", ", ".join(
+                f"{code}: {n}" for code, n in sorted(report.stats.get("artifact_writes_refused", {}).items()))
+             or "0"),
+            ("writes from superseded tokens", report.stats.get("superseded_token_writes", 0)),
             ("violations", len(report.violations)), ("seconds", round(time.monotonic() - started, 1))]
     width = max(len(name) for name, _ in rows)
     for name, value in rows:

@@ -5,7 +5,15 @@ Violations (never expected): a lost job; a batch not terminal or with counts unl
 jobs; two ok completions of one job; a write accepted from a caller that had lost its
 lease; an indexed document without exactly one committed generation whose rows match its
 counts (and its source); a build deleted under an open job. Redeliveries (a job claimed
-more than once) are expected under faults and reported apart."""
+more than once) are expected under faults and reported apart.
+
+A write (an RPC that changes state, or an artifact write) has lost its lease when a newer
+claim of its job had already returned when it began. With lease tokens that is exact: the
+write carries a token lower than that of a claim whose call had ended before the write
+began (`superseded_token_writes`; each is also a violation). Without tokens (schemas before
+the lease-token migration) the history can only compare worker ids: the write's worker is
+not the one of the last claim returned. A worker id reused by one claim loop is invisible
+to that check; the token check sees it."""
 
 from __future__ import annotations
 
@@ -17,9 +25,12 @@ from ingestion_pipeline.processing import chunk_sections, parse
 from tests.faults.rpc_log import read_history
 
 WRITES = {"commit", "complete", "commit_and_complete", "fail_or_retry", "heartbeat", "record_stage",
-          "begin_generation"}
+          "begin_generation", "write"}
 COMPLETIONS = {"complete", "commit_and_complete"}
 COMMITS = {"commit", "commit_and_complete"}
+# An artifact write refused: the artifact fence (IF001), or the generation was already
+# cleaned up under a zombie whose job had completed since (23503).
+REFUSED_WRITES = {"IF001", "23503"}
 # Unfenced fallbacks for RPCs the old schema lacks write nothing at all.
 NO_OP_WHEN_UNFENCED = {"heartbeat", "record_stage"}
 
@@ -45,7 +56,13 @@ def check(url: str, history_paths) -> Report:
         _check_documents(conn, report)
     claims = Counter(e["job_id"] for e in history if e["call"] == "claim")
     report.redeliveries = sum(n - 1 for n in claims.values() if n > 1)
-    report.stats.update(calls=len(history), claims=sum(claims.values()))
+    writes = [e for e in history if e["call"] == "write"]
+    report.stats.update(calls=len(history), claims=sum(claims.values()),
+                        stalls=sum(1 for e in history if e["call"] == "stall"),
+                        artifact_writes=len(writes),
+                        # by SQLSTATE: IF001 the artifact fence, 23503 a generation already cleaned up
+                        artifact_writes_refused=dict(Counter(e["sqlstate"] for e in writes
+                                                             if e.get("sqlstate") in REFUSED_WRITES)))
     return report
 
 
@@ -59,17 +76,29 @@ def _check_history(history: list[dict], report: Report) -> None:
     for entry in history:
         if entry["call"] == "claim":
             claims_by_job[entry["job_id"]].append(entry)
+    superseded = 0
     for entry in history:
         if entry["call"] not in WRITES or not entry["ok"]:
             continue
         if entry["call"] in NO_OP_WHEN_UNFENCED and not entry.get("fenced", True):
             continue
-        # The holder when this write began: the last claim that had already returned.
         before = [c for c in claims_by_job.get(entry["job_id"], []) if c["t1"] < entry["t0"]]
-        if before and before[-1]["worker"] != entry["worker"]:
+        if not before:
+            continue
+        if entry.get("token") is not None:
+            # The claims that had returned when this write began: none may hold a newer token.
+            newest = max(before, key=lambda c: c.get("token") or 0)
+            if (newest.get("token") or 0) > entry["token"]:
+                superseded += 1
+                report.violations.append(
+                    f"{entry['call']} by {entry['worker']} on job {entry['job_id']} accepted with token "
+                    f"{entry['token']} after {newest['worker']} had claimed it with token {newest['token']}")
+        # Without a token: the holder when this write began is the last claim that had returned.
+        elif before[-1]["worker"] != entry["worker"]:
             report.violations.append(
                 f"{entry['call']} by {entry['worker']} on job {entry['job_id']} accepted after "
                 f"{before[-1]['worker']} had claimed it")
+    report.stats["superseded_token_writes"] = superseded
     for entry in history:
         if entry["call"] in COMMITS and not entry["ok"] and entry.get("reason") == "generation_not_found":
             report.violations.append(f"build of job {entry['job_id']} was deleted under an open job")

@@ -1,6 +1,9 @@
 """The fault harness: worker processes drain tiny documents while a chaos loop SIGKILLs
-them, terminates their backends, pauses them past the stale window (zombies) and restarts
-them, and a janitor runs alongside. Used by tests/faults (bounded) and bench/soak.py."""
+them, terminates their backends, pauses them past the stale window (zombies), stalls one
+job thread of a live worker past its lease (SIGUSR1: that job's heartbeats fail while the
+process and its claim loop keep going; the thread then writes and commits as a zombie,
+tests/faults/worker_process.py) and restarts them, and a janitor runs alongside. Used by
+tests/faults (bounded) and bench/soak.py."""
 
 from __future__ import annotations
 
@@ -18,10 +21,12 @@ from pathlib import Path
 
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.db.rpc import IngestionRpc
-from tests.faults.worker_process import FAULT_SETTINGS
+from tests.faults.rpc_log import read_history
+from tests.faults.worker_process import FAULT_SETTINGS, STALL_SECONDS
 
 ROOT = Path(__file__).resolve().parents[2]
 STALE = FAULT_SETTINGS["stale_after_seconds"]
+FAULTS = ("kill", "terminate_backends", "pause", "stall")
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november".split()
 
 
@@ -51,6 +56,8 @@ class ChaosStats:
     kills: int = 0
     backend_terminations: int = 0
     pauses: int = 0
+    stall_signals: int = 0  # SIGUSR1 sent: one stall armed in that worker
+    stalls: int = 0  # stalls that happened (a job thread slept past its lease and woke up), from the history
     restarts: int = 0
     janitor_passes: int = 0
     events: Counter = field(default_factory=Counter)
@@ -62,15 +69,23 @@ class WorkerFleet:
         self.processes: dict[str, subprocess.Popen] = {}
         self.count = 0
 
-    def start(self, slow_seconds: float = 0.0) -> str:
+    def start(self, slow_seconds: float = 0.0, stall_seconds: float = 0.0, stalls_armed: int = 0,
+              stall_points: str = "begin_generation,commit") -> str:
+        """A worker process; `stalls_armed` stalls are armed from the start (more with SIGUSR1),
+        each `stall_seconds` long (0: drawn past the lease), at `stall_points` in turn
+        (tests/faults/worker_process.py)."""
         self.count += 1
         label = f"w{self.count}"
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         self.processes[label] = subprocess.Popen(
             [sys.executable, "-m", "tests.faults.worker_process", self.url, str(self.history(label)), label,
-             str(slow_seconds)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-            stderr=(self.folder / f"{label}.err").open("w"))
+             str(slow_seconds), str(stall_seconds), str(stalls_armed), stall_points], cwd=ROOT, env=env,
+            stdout=subprocess.DEVNULL, stderr=(self.folder / f"{label}.err").open("w"))
         return label
+
+    def ready(self, label: str) -> bool:
+        """Its SIGUSR1 handler is installed (before that the signal would kill it)."""
+        return self.history(label).with_suffix(".ready").exists()
 
     def history(self, label: str) -> Path:
         return self.folder / f"{label}.jsonl"
@@ -109,9 +124,19 @@ def open_jobs(url: str) -> int:
                             ).fetchone()["n"]
 
 
-def chaos_step(url: str, fleet: WorkerFleet, stats: ChaosStats, rng: random.Random) -> None:
-    action = rng.choice(["kill", "terminate_backends", "pause", "none"])
-    alive = fleet.alive()
+def chaos_step(url: str, fleet: WorkerFleet, stats: ChaosStats, rng: random.Random,
+               faults=FAULTS, stalling: dict | None = None, action: str | None = None) -> None:
+    """One fault on a random live worker. `stalling` (label -> monotonic deadline) holds the
+    workers with a stall armed or under way: no other fault hits them meanwhile, so each
+    stall plays out as a live zombie (dead or frozen processes are the other faults' part)."""
+    action = action or rng.choice([*faults, "none"])
+    stalling = {} if stalling is None else stalling
+    now = time.monotonic()
+    for label in [label for label, until in stalling.items() if until < now]:
+        del stalling[label]
+    alive = [label for label in fleet.alive() if label not in stalling]
+    if action == "stall":
+        alive = [label for label in alive if fleet.ready(label)]
     if not alive:
         return
     victim = rng.choice(alive)
@@ -133,13 +158,20 @@ def chaos_step(url: str, fleet: WorkerFleet, stats: ChaosStats, rng: random.Rand
         time.sleep(STALE + 1.5)
         proc.send_signal(signal.SIGCONT)
         stats.pauses += 1
+    elif action == "stall":
+        # The next job thread of that worker to reach the stall point sleeps past its lease;
+        # the claim loop and the other job thread go on. Protected until it is surely over.
+        proc.send_signal(signal.SIGUSR1)
+        stalling[victim] = time.monotonic() + STALL_SECONDS + 3
+        stats.stall_signals += 1
     stats.events[action] += 1
 
 
 def run_faults(url: str, folder: Path, *, documents: int, workers: int = 3, batches: int = 4,
                chaos_seconds: float = 30, drain_timeout: float = 120, seed: int = 7,
-               refill: bool = False) -> ChaosStats:
-    """Seed, start the fleet, apply chaos for `chaos_seconds`, then let everything drain."""
+               refill: bool = False, faults=FAULTS) -> ChaosStats:
+    """Seed, start the fleet, apply chaos for `chaos_seconds`, then let everything drain.
+    With "stall" among `faults`, the first fault is a stall (so even a short run has one)."""
     rng = random.Random(seed)
     seed_documents(url, documents, batches)
     fleet = WorkerFleet(url, folder, workers)
@@ -160,9 +192,11 @@ def run_faults(url: str, folder: Path, *, documents: int, workers: int = 3, batc
     janitor.start()
     try:
         wave = 0
+        stalling: dict[str, float] = {}
         chaos_end = time.monotonic() + chaos_seconds
         while time.monotonic() < chaos_end:
-            chaos_step(url, fleet, stats, rng)
+            first_stall = "stall" if "stall" in faults and not stats.stall_signals else None
+            chaos_step(url, fleet, stats, rng, faults, stalling, action=first_stall)
             time.sleep(rng.uniform(0.3, 1.2))
             if refill and open_jobs(url) < documents // 4:
                 wave += 1
@@ -179,4 +213,5 @@ def run_faults(url: str, folder: Path, *, documents: int, workers: int = 3, batc
         fleet.stop_all()
     janitor_pass(url)
     stats.events["histories"] = len(fleet.histories())
+    stats.stalls = sum(1 for entry in read_history(fleet.histories()) if entry["call"] == "stall")
     return stats

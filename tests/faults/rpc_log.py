@@ -2,7 +2,12 @@
 
 Each line is one call: who, what, which job, when it started and ended (wall clock, one
 host), and what came back. Lines are flushed one by one: a SIGKILLed worker loses at most
-the call it was in, whose outcome is then unknown, as in any real history."""
+the call it was in, whose outcome is then unknown, as in any real history.
+
+Besides the RPCs, the history holds each artifact write (call `write`: the COPY of one
+generation's pages, sections and chunks, one transaction; `ok` when it committed, else
+the SQLSTATE, IF001 being the database's artifact fence) and each injected stall (call
+`stall`, tests/faults/worker_process.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import threading
 import time
 
 from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.worker.errors import LeaseLost, describe, is_artifact_fence_refusal
 
 LOGGED_FENCED = {"commit_generation": "commit", "complete": "complete", "fail_or_retry": "fail_or_retry",
                  "heartbeat": "heartbeat", "record_stage": "record_stage", "begin_generation": "begin_generation"}
@@ -35,6 +41,7 @@ class LoggedRpc(IngestionRpc):
     def __init__(self, db, history: HistoryFile, **kwargs):
         super().__init__(db, **kwargs)
         self.history = history
+        self._generations: dict[str, dict] = {}  # generation id -> the begin_generation call's params
 
     def _record(self, call: str, params: dict, started: float, result) -> None:
         self.history.write({
@@ -50,7 +57,31 @@ class LoggedRpc(IngestionRpc):
         result = super()._fenced(model, rpc, params)
         if rpc in LOGGED_FENCED:
             self._record(LOGGED_FENCED[rpc], params, started, result)
+        if rpc == "begin_generation" and result.ok and result.generation_id is not None:
+            self._generations[str(result.generation_id)] = params
         return result
+
+    def record_write(self, generation_id, started: float, error: BaseException | None) -> None:
+        """One artifact write of the generation begun by this process: who (the claim that
+        began it: worker, job, token), when, and whether the database took the rows."""
+        params = self._generations.pop(str(generation_id), {})
+        if error is None:
+            reason = None
+        elif is_artifact_fence_refusal(error):
+            reason = "lease_lost"  # refused by the database (the artifact fence trigger)
+        elif isinstance(error, LeaseLost):
+            reason = "lease_lost_client"  # the worker's own lease check stopped it first
+        else:
+            reason = describe(error)
+        self.history.write({
+            "call": "write", "pid": os.getpid(), "worker": params.get("worker_id"),
+            "job_id": params.get("job_id"), "token": params.get("lease_token"), "t0": started, "t1": time.time(),
+            "ok": error is None, "reason": reason, "sqlstate": getattr(error, "sqlstate", None),
+            "generation_id": generation_id})
+
+    def record_stall(self, point: str, job_id, worker_id, lease_token, started: float, woke: str) -> None:
+        self.history.write({"call": "stall", "point": point, "woke": woke, "pid": os.getpid(), "worker": worker_id,
+                            "job_id": job_id, "token": lease_token, "t0": started, "t1": time.time(), "ok": True})
 
     def _result(self, model, name, params):
         started = time.time()

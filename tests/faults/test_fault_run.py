@@ -1,4 +1,6 @@
-"""A bounded fault run (make test): nothing lost, nothing stuck, nothing corrupted."""
+"""A bounded fault run (make test): nothing lost, nothing stuck, nothing corrupted, and no
+write accepted from a superseded lease token (kills, backend terminations, pauses and
+stalls of one job thread past its lease, tests/faults/harness.py)."""
 
 from tests.faults.checker import check
 from tests.faults.harness import run_faults
@@ -9,6 +11,8 @@ def test_chaos_loses_no_job_and_corrupts_no_index(db_url, tmp_path):
     report = check(db_url, sorted(tmp_path.glob("w*.jsonl")))
 
     assert stats.kills + stats.pauses + stats.backend_terminations > 0, stats
+    assert stats.stalls >= 1, stats
+    assert report.stats["superseded_token_writes"] == 0, report.summary()
     assert report.violations == [], report.summary()
     assert report.stats["jobs"].get("completed", 0) + report.stats["jobs"].get("failed", 0) == 800
     assert report.stats["indexed"] > 0

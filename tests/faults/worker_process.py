@@ -1,15 +1,40 @@
-"""One fault-run worker process: a real Worker whose RPCs are logged. Run as
-`python -m tests.faults.worker_process URL HISTORY LABEL [SLOW_SECONDS]`; SIGTERM stops it
-after its jobs in flight."""
+"""One fault-run worker process: a real Worker whose RPCs and artifact writes are logged.
+Run as `python -m tests.faults.worker_process URL HISTORY LABEL [SLOW_SECONDS [STALL_SECONDS
+[STALLS_ARMED [STALL_POINTS]]]]`; SIGTERM stops it after its jobs in flight.
+
+The stall fault: a live worker whose one job thread stalls past its lease while the claim
+loop and the other job thread keep going. SIGUSR1 arms one stall (STALLS_ARMED arms some
+at start). The next job thread to reach the stall point sleeps for STALL_SECONDS, or until
+the file HISTORY.release exists. With STALL_SECONDS 0 (the chaos runs) each stall draws
+how it ends: half of them at a time drawn between STALL_SECONDS_MIN and STALL_SECONDS,
+the others 0-0.3 s after another claim took the job over (looked up in the database; at
+most STALL_SECONDS). From the stall on, that claim's heartbeats fail (ConnectionError
+"simulated partition", as if this one job's connection were cut off: its lease keeper
+logs and retries and never learns that it lost the lease). Then the thread carries on as
+a zombie, with the token of its old claim. Stall points, taken in turn (STALL_POINTS,
+comma-separated, default both):
+
+  begin_generation  right after begin_generation returned ok: the zombie then writes the
+                    generation's rows (refused by the artifact fence, IF001, once the job
+                    was taken over; or by the foreign key, 23503, when the job was done
+                    and the janitor's cleanup removed the zombie's abandoned generation
+                    before it woke) and, were they taken, would commit;
+  commit            right before commit_and_complete, its rows written: the zombie then
+                    commits and completes with its old token (refused: lease_lost).
+
+The history records each stall (call `stall`, with its point) and every artifact write
+(call `write`)."""
 
 from __future__ import annotations
 
+import random
 import signal
 import sys
 import threading
 import time
 from pathlib import Path
 
+import ingestion_pipeline.worker.job as job_module
 from ingestion_pipeline.db.connection import make_pool
 from ingestion_pipeline.settings import load_settings
 from ingestion_pipeline.worker import Worker
@@ -18,6 +43,10 @@ from tests.faults.rpc_log import HistoryFile, LoggedRpc
 FAULT_SETTINGS = {"stale_after_seconds": 3, "heartbeat_interval_seconds": 0.5, "retry_backoff_seconds": 0,
                   "retry_backoff_max_seconds": 0.5, "worker_concurrency": 2, "claim_batch_size": 2,
                   "pool_max_size": 6, "claim_retry_attempts": 20, "connect_timeout_seconds": 5}
+# Past the lease (the last heartbeat before the stall extends it by the stale window), so
+# another worker has time to reclaim the job before the zombie wakes.
+STALL_SECONDS = FAULT_SETTINGS["stale_after_seconds"] + 1.5
+STALL_SECONDS_MIN = FAULT_SETTINGS["stale_after_seconds"] + 0.5
 
 
 class SlowEmbedder:
@@ -38,14 +67,126 @@ class SlowEmbedder:
         return None
 
 
-def main(url: str, history_path: str, label: str, slow_seconds: float = 0.0) -> int:
+class StallSwitch:
+    """One-shot stalls, armed from the signal handler (main thread) and taken by job threads.
+    `signalled` is written only by the main thread, so no arming is ever lost. The stalls
+    take the points in turn, from a point drawn per process (so a fleet sees them all)."""
+
+    def __init__(self, seconds: float, armed: int, points: list[str], marker: Path, release: Path):
+        self.seconds = seconds
+        self.signalled = armed
+        self.taken = 0
+        self.points = points
+        self.first_point = random.randrange(len(points))
+        self.marker, self.release = marker, release
+        self.partitioned: set[tuple[str, int | None]] = set()  # (job id, token) whose heartbeats fail
+        self._lock = threading.Lock()
+
+    def arm(self, *_signal_args) -> None:
+        self.signalled += 1
+
+    def take(self, point: str) -> bool:
+        with self._lock:
+            if (self.taken < self.signalled
+                    and self.points[(self.first_point + self.taken) % len(self.points)] == point):
+                self.taken += 1
+                return True
+            return False
+
+    def stall(self, rpc: FaultRpc, point: str, job_id, worker_id: str, lease_token: int | None) -> None:
+        started = time.time()
+        self.partitioned.add((str(job_id), lease_token))  # for the rest of this claim's run
+        self.marker.write_text(f"{point} {job_id} {lease_token}\n")
+        on_takeover = not self.seconds and random.random() < 0.5
+        if self.seconds:
+            deadline = time.monotonic() + self.seconds
+        else:
+            deadline = time.monotonic() + (STALL_SECONDS if on_takeover
+                                           else random.uniform(STALL_SECONDS_MIN, STALL_SECONDS))
+        claimed = rpc.claims_of(job_id) if on_takeover else None
+        woke = "timer"
+        while time.monotonic() < deadline:
+            if self.release.exists():
+                woke = "release"
+                break
+            if on_takeover and woke == "timer":
+                now = rpc.claims_of(job_id)
+                if claimed is None:
+                    claimed = now
+                elif now is not None and now != claimed:
+                    woke = "takeover"
+                    deadline = min(deadline, time.monotonic() + random.uniform(0, 0.3))
+            time.sleep(0.05)
+        rpc.record_stall(point, str(job_id), worker_id, lease_token, started, woke)
+
+
+class FaultRpc(LoggedRpc):
+    """LoggedRpc with the stall fault (its points: see the module docstring)."""
+
+    def __init__(self, db, history: HistoryFile, switch: StallSwitch, **kwargs):
+        super().__init__(db, history, **kwargs)
+        self.switch = switch
+
+    def claims_of(self, job_id) -> tuple | None:
+        """How often the job was claimed, and its status (None when the look-up fails)."""
+        try:
+            with self._connection() as conn:
+                row = conn.execute("select attempt_count, status from ingestion_jobs where id = %s",
+                                   (job_id,)).fetchone()
+        except Exception:  # chaos may have terminated the backend: look again
+            return None
+        return row["attempt_count"], row["status"]
+
+    def heartbeat(self, job_id, worker_id, *, lease_token=None, progress=None, stage=None):
+        if (str(job_id), lease_token) in self.switch.partitioned:
+            raise ConnectionError("simulated partition")
+        return super().heartbeat(job_id, worker_id, lease_token=lease_token, progress=progress, stage=stage)
+
+    def begin_generation(self, job_id, document_id, worker_id, *, lease_token=None):
+        result = super().begin_generation(job_id, document_id, worker_id, lease_token=lease_token)
+        if result.ok and self.switch.take("begin_generation"):
+            self.switch.stall(self, "begin_generation", job_id, worker_id, lease_token)
+        return result
+
+    def commit_and_complete(self, job_id, document_id, generation_id, *, worker_id, lease_token, **kwargs):
+        if self.switch.take("commit"):
+            self.switch.stall(self, "commit", job_id, worker_id, lease_token)
+        return super().commit_and_complete(job_id, document_id, generation_id, worker_id=worker_id,
+                                           lease_token=lease_token, **kwargs)
+
+
+def log_artifact_writes(rpc: LoggedRpc) -> None:
+    """Every artifact write of this process goes into the history (job.py calls the
+    module-level `write_generation`; only this process's copy is wrapped)."""
+    original = job_module.write_generation
+
+    def write_generation(conn, document_id, generation_id, parsed, chunks, check_lease):
+        started = time.time()
+        try:
+            original(conn, document_id, generation_id, parsed, chunks, check_lease)
+        except BaseException as exc:
+            rpc.record_write(generation_id, started, exc)
+            raise
+        rpc.record_write(generation_id, started, None)
+
+    job_module.write_generation = write_generation
+
+
+def main(url: str, history_path: str, label: str, slow_seconds: float = 0.0, stall_seconds: float = 0.0,
+         stalls_armed: int = 0, stall_points: str = "begin_generation,commit") -> int:
     settings = load_settings(database_url=url, **FAULT_SETTINGS)
     stop = threading.Event()
+    history = Path(history_path)
+    switch = StallSwitch(stall_seconds, stalls_armed, stall_points.split(","), history.with_suffix(".stalled"),
+                         history.with_suffix(".release"))
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGUSR1, switch.arm)
+    history.with_suffix(".ready").write_text("ready")  # SIGUSR1 is safe to send from now on
     pool = make_pool(url, settings, application_name=f"fault-{label}")
-    marker = Path(history_path).with_suffix(".embedding") if slow_seconds else None
+    marker = history.with_suffix(".embedding") if slow_seconds else None
     embedder = SlowEmbedder(slow_seconds, marker) if slow_seconds else None
-    rpc = LoggedRpc(pool, HistoryFile(history_path), stale_after_seconds=settings.stale_after_seconds)
+    rpc = FaultRpc(pool, HistoryFile(history_path), switch, stale_after_seconds=settings.stale_after_seconds)
+    log_artifact_writes(rpc)
     try:
         Worker(pool, settings, label=label, embedder=embedder, rpc=rpc, poll_seconds=0.2).run(drain=False, stop=stop)
     finally:
@@ -55,4 +196,6 @@ def main(url: str, history_path: str, label: str, slow_seconds: float = 0.0) -> 
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    sys.exit(main(args[0], args[1], args[2], float(args[3]) if len(args) > 3 else 0.0))
+    sys.exit(main(args[0], args[1], args[2], float(args[3]) if len(args) > 3 else 0.0,
+                  float(args[4]) if len(args) > 4 else 0.0, int(args[5]) if len(args) > 5 else 0,
+                  *args[6:7]))
