@@ -14,8 +14,12 @@ class LeaseLost(Exception):
 ARTIFACT_FENCE_SQLSTATE = "IF001"
 
 
-def is_artifact_fence_refusal(exc: BaseException) -> bool:
-    return isinstance(exc, psycopg.Error) and exc.sqlstate == ARTIFACT_FENCE_SQLSTATE
+def is_build_refused(exc: BaseException) -> bool:
+    """The database refused this claim's artifact rows: the fence (IF001), or a foreign
+    key (23503) because the generation or document is gone, which the guarded cleanup
+    allows only once no job of the document is open, i.e. after this claim lost it."""
+    return isinstance(exc, psycopg.Error) and (
+        exc.sqlstate == ARTIFACT_FENCE_SQLSTATE or isinstance(exc, psycopg.errors.ForeignKeyViolation))
 
 
 # Failures worth another attempt: the next one may well succeed.

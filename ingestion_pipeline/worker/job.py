@@ -28,7 +28,7 @@ from ingestion_pipeline.worker.errors import (
     TRANSIENT_ERRORS,
     LeaseLost,
     describe,
-    is_artifact_fence_refusal,
+    is_build_refused,
     is_transient,
 )
 from ingestion_pipeline.worker.heartbeat import LeaseKeeper
@@ -111,9 +111,10 @@ class JobRun:
             with self.ctx.pool.connection() as conn:
                 write_generation(conn, self.job.document_id, generation_id, parsed, chunks, self.keeper.check)
         except Exception as exc:
-            if is_artifact_fence_refusal(exc):  # the database says this claim no longer holds the job
+            if is_build_refused(exc):  # the database says this claim no longer holds the job
                 self.keeper.lost.set()
-                raise LeaseLost(f"lease on job {self.job.job_id} was lost (artifact rows refused)") from None
+                raise LeaseLost(f"lease on job {self.job.job_id} was lost (artifact rows refused: "
+                                f"{describe(exc)})") from None
             raise
 
     @contextmanager

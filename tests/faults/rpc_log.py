@@ -17,7 +17,7 @@ import threading
 import time
 
 from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.worker.errors import LeaseLost, describe, is_artifact_fence_refusal
+from ingestion_pipeline.worker.errors import LeaseLost, describe, is_build_refused
 
 LOGGED_FENCED = {"commit_generation": "commit", "complete": "complete", "fail_or_retry": "fail_or_retry",
                  "heartbeat": "heartbeat", "record_stage": "record_stage", "begin_generation": "begin_generation"}
@@ -67,8 +67,8 @@ class LoggedRpc(IngestionRpc):
         params = self._generations.pop(str(generation_id), {})
         if error is None:
             reason = None
-        elif is_artifact_fence_refusal(error):
-            reason = "lease_lost"  # refused by the database (the artifact fence trigger)
+        elif is_build_refused(error):
+            reason = "lease_lost"  # refused by the database (the artifact fence, or the build is gone)
         elif isinstance(error, LeaseLost):
             reason = "lease_lost_client"  # the worker's own lease check stopped it first
         else:

@@ -178,6 +178,43 @@ def test_worker_whose_lease_is_taken_over_stops_without_writing(pool, settings, 
     assert document(conn, document_id)["status"] == "indexed"
 
 
+@pytest.mark.parametrize("build_cleaned_up", [False, True], ids=["fence", "cleaned-up"])
+def test_rows_refused_by_the_database_stop_the_job_as_lease_lost(build_cleaned_up, pool, settings, corpus, conn,
+                                                                   monkeypatch, caplog):
+    """A thread that stalls between beginning its generation and writing it, while the job
+    is taken over and completed: its COPY is refused by the artifact fence (IF001), or by
+    the foreign key when the janitor already removed the abandoned build (23503). Either
+    way the job ends lease_lost: no retry, no failure recorded, no 'unexpected error'."""
+    import ingestion_pipeline.worker.job as job_module
+
+    report = enqueue_paths(pool, [corpus / "sample.txt"], max_bytes=settings.max_file_bytes)
+    job_id, document_id = report.files[0].job_id, report.files[0].document_id
+    stalled, resume = threading.Event(), threading.Event()
+    real_write = job_module.write_generation
+
+    def stalling_write(*args, **kwargs):
+        if not stalled.is_set():
+            stalled.set()
+            assert resume.wait(30)
+        return real_write(*args, **kwargs)
+
+    monkeypatch.setattr(job_module, "write_generation", stalling_write)
+    run_a = Background(lambda: Worker(pool, settings).run(drain=True))
+    assert stalled.wait(30)
+    make_lease_stale(conn, job_id)
+    assert [r.outcome for r in Worker(pool, settings).run(drain=True).results] == [Outcome.COMPLETED]
+    if build_cleaned_up:
+        assert IngestionRpc(conn).cleanup_generations(dry_run=False).generations == 1
+    resume.set()
+
+    [result] = run_a.join().results
+    assert result.outcome == Outcome.LEASE_LOST and "artifact rows refused" in result.message
+    assert ("ForeignKeyViolation" in result.message) == build_cleaned_up
+    assert not [r for r in caplog.records if "unexpected error" in r.getMessage()]
+    assert job(conn, job_id)["status"] == "completed"
+    assert committed_rows(conn, document_id)["document_chunks"] == document(conn, document_id)["chunk_count"]
+
+
 def test_killed_connection_mid_build_is_retried_and_completes(db_url, corpus, conn):
     settings = settings_for(db_url, pool_min_size=1, pool_max_size=1)
     victim_pool = make_pool(db_url, settings, application_name="ingest-test-victim")
