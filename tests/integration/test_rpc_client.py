@@ -9,6 +9,7 @@ import pytest
 from ingestion_pipeline.db.connection import connect, make_pool
 from ingestion_pipeline.db.fences import FenceLevel
 from ingestion_pipeline.db.models import ClaimedJob
+from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.settings import load_settings
 from tests.helpers import (
@@ -110,6 +111,14 @@ def test_an_undefined_function_is_an_error_never_an_unfenced_fallback(level, db_
             rpc.heartbeat(job_id, 12345)
         assert job(conn, job_id)["status"] == "processing"
         assert job(conn, job_id)["locked_by"] == "worker-1"
+
+        # What the old fallback called next: the unfenced form, which (kept for earlier
+        # releases) completes a job another worker holds. Observed, then rolled back.
+        with conn.transaction(force_rollback=True):
+            conn.execute(query("rpc_complete_legacy"), {"job_id": job_id, "document_id": document_id,
+                                                        "batch_id": None, "stage": "indexed"})
+            assert job(conn, job_id)["status"] == "completed"
+        assert job(conn, job_id)["status"] == "processing"
 
 
 def test_retry_refuses_completed_and_live_jobs_and_requeues_failed_ones(conn):
