@@ -71,13 +71,25 @@ def test_batch_status_sensor_heals_a_batch_left_processing(instance, resources, 
     assert isinstance(tick(batch_status_sensor, instance, resources, cursor="1"), dg.SkipReason)
 
 
-@pytest.mark.parametrize("minute", [0, 10, 50])
-def test_janitor_schedule_runs_the_janitor_every_ten_minutes(instance, minute):
+@pytest.mark.parametrize(("minute", "next_tick"), [(0, (3, 0)), (5, (3, 10)), (10, (3, 10)), (50, (3, 50)),
+                                                   (51, (4, 0)), (59, (4, 0))])
+def test_janitor_schedule_runs_the_janitor_every_ten_minutes(instance, minute, next_tick):
+    """From 03:`minute` the schedule's next tick, as the Dagster daemon computes it from the
+    cron string, is the next minute divisible by ten (that minute itself when it is one);
+    a tick evaluates to one run of the janitor job."""
     import datetime
 
-    when = datetime.datetime(2026, 11, 30, 3, minute, tzinfo=datetime.timezone.utc)
-    context = dg.build_schedule_context(instance=instance, scheduled_execution_time=when)
-    [request] = janitor_schedule.evaluate_tick(context).run_requests
+    from dagster._utils.schedules import cron_string_iterator
+
     assert janitor_schedule.job_name == "janitor"
     assert janitor_schedule.cron_schedule == "*/10 * * * *"
-    assert request is not None
+    when = datetime.datetime(2026, 11, 30, 3, minute, tzinfo=datetime.timezone.utc)
+    ticks = cron_string_iterator((when - datetime.timedelta(seconds=1)).timestamp(), janitor_schedule.cron_schedule,
+                                 janitor_schedule.execution_timezone or "UTC")
+    first, second = next(ticks), next(ticks)
+    assert (first.hour, first.minute) == next_tick
+    assert second - first == datetime.timedelta(minutes=10)
+
+    context = dg.build_schedule_context(instance=instance, scheduled_execution_time=first)
+    [request] = janitor_schedule.evaluate_tick(context).run_requests
+    assert request.job_name in (None, janitor_schedule.job_name)

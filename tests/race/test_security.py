@@ -1,4 +1,16 @@
-"""RPCs: revoked from PUBLIC, granted to ingestion_worker, search_path pinned."""
+"""Privileges: every function in schema public runs as its owner with a pinned
+search_path (except `secure_rpc`, by design); EXECUTE is revoked from PUBLIC (and from
+Supabase's anon/authenticated) and granted to `ingestion_worker` for the RPCs only; on
+tables, views and sequences the worker reads what it reads and inserts artifact rows,
+nothing else, and every other role gets nothing.
+
+Nothing is filtered by name: every function (`pg_proc`, any kind) and every relation
+(`pg_class`: tables, views, materialized views, partitioned and foreign tables,
+sequences) of schema public is enumerated, and a function the sets below do not name
+fails the test until someone decides whether the worker may call it. The migrator owns
+no function (its only object is the table `ingest_schema_migrations`, which is checked
+like the others), and no extension is installed in public, so nothing is excluded.
+"""
 
 import psycopg
 import pytest
@@ -7,45 +19,150 @@ from ingestion_pipeline.db.rpc import IngestionRpc
 from tests.helpers import seed_job
 
 OUTSIDER = "ingest_test_outsider"
+SEARCH_PATH = "search_path=pg_catalog, pg_temp"
+
+# Functions ingestion_worker may EXECUTE: the RPCs.
+WORKER_RPCS = {
+    "create_import_batch", "enqueue_ingestion_job", "claim_ingestion_jobs", "heartbeat_ingestion_job",
+    "begin_document_index_generation", "commit_document_index_generation", "complete_ingestion_job",
+    "commit_and_complete_ingestion_job", "fail_or_retry_ingestion_job", "record_ingestion_job_stage",
+    "retry_ingestion_job", "refresh_import_batch_status", "refresh_stuck_import_batches",
+    "expire_stale_ingestion_jobs", "cleanup_abandoned_document_index_generations", "ingestion_queue_health",
+    "ingestion_batch_report", "ingestion_sensor_state",
+}
+# Internal helpers (called by the RPCs or the trigger as their owner): granted to no one.
+INTERNAL = {"lock_fenced_ingestion_job", "refresh_import_batches", "stuck_import_batch_ids",
+            "enforce_artifact_fence", "secure_rpc"}
+# secure_rpc is run only by the migrations, as the owner of the functions it alters: it
+# is SECURITY INVOKER by design (as a definer it would let its caller alter any function).
+INVOKER = {"secure_rpc"}
+
+# What ingestion_worker may do to each relation; every relation not named: nothing.
+WORKER_RELATION_PRIVILEGES = {
+    "documents": {"SELECT"},
+    "document_sources": {"SELECT"},
+    "import_batches": {"SELECT"},
+    "ingestion_jobs": {"SELECT"},
+    "index_generations": {"SELECT"},
+    "ingestion_job_stages": {"SELECT"},
+    "committed_document_chunks": {"SELECT"},
+    "document_pages": {"SELECT", "INSERT"},
+    "document_sections": {"SELECT", "INSERT"},
+    "document_chunks": {"SELECT", "INSERT"},
+}
+
+TABLE_PRIVILEGES = ["SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"]
+COLUMN_PRIVILEGES = ["SELECT", "INSERT", "UPDATE", "REFERENCES"]
+SEQUENCE_PRIVILEGES = ["USAGE", "SELECT", "UPDATE"]
 
 
-def rpc_signatures(conn):
-    rows = conn.execute(
-        """select p.oid::regprocedure::text as signature, p.proconfig, p.prosecdef
+def public_functions(conn) -> list[dict]:
+    """Every function of schema public, whatever its name or kind."""
+    return conn.execute(
+        """select p.oid, p.proname, p.oid::regprocedure::text as signature, p.proconfig, p.prosecdef
              from pg_proc p
             where p.pronamespace = 'public'::regnamespace
-              and (p.proname like '%%ingestion%%' or p.proname like '%%import_batch%%'
-                   or p.proname like '%%index_generation%%')""").fetchall()
-    assert len(rows) >= 14
-    return rows
+            order by 3""").fetchall()
+
+
+def executable(conn, role: str) -> set[str]:
+    """Names of the functions of public that `role` may execute ('public' = PUBLIC)."""
+    return {row["proname"] for row in public_functions(conn)
+            if conn.execute("select has_function_privilege(%s, %s::oid, 'EXECUTE') as ok",
+                            (role, row["oid"])).fetchone()["ok"]}
+
+
+def relation_privileges(conn, role: str) -> dict[str, set[str]]:
+    """Every privilege `role` holds on every table, view and sequence of public (column
+    grants that the table-level check would miss listed as `<PRIVILEGE> (column)`);
+    relations with none are left out."""
+    table_privileges = list(TABLE_PRIVILEGES)
+    if conn.execute("select current_setting('server_version_num')::int >= 170000 as v").fetchone()["v"]:
+        table_privileges.append("MAINTAIN")
+    held: dict[str, set[str]] = {}
+    relations = conn.execute(
+        """select c.oid, c.relname, c.relkind from pg_class c
+            where c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'p', 'v', 'm', 'f', 'S')
+            order by c.relname""").fetchall()
+    assert len(relations) >= 12
+    for rel in relations:
+        got = set()
+        if rel["relkind"] == "S":
+            for privilege in SEQUENCE_PRIVILEGES:
+                if conn.execute("select has_sequence_privilege(%s, %s::oid, %s) as ok",
+                                (role, rel["oid"], privilege)).fetchone()["ok"]:
+                    got.add(privilege)
+        else:
+            for privilege in table_privileges:
+                if conn.execute("select has_table_privilege(%s, %s::oid, %s) as ok",
+                                (role, rel["oid"], privilege)).fetchone()["ok"]:
+                    got.add(privilege)
+            for privilege in COLUMN_PRIVILEGES:
+                if privilege not in got and conn.execute(
+                        "select has_any_column_privilege(%s, %s::oid, %s) as ok",
+                        (role, rel["oid"], privilege)).fetchone()["ok"]:
+                    got.add(f"{privilege} (column)")
+        if got:
+            held[rel["relname"]] = got
+    return held
+
+
+def create_role(conn, role: str) -> None:
+    conn.execute(f"""do $$ begin
+        if not exists (select 1 from pg_roles where rolname = '{role}') then
+            create role {role} nologin;
+        end if; end $$""")
 
 
 @pytest.fixture
 def outsider(conn):
-    conn.execute(f"""do $$ begin
-        if not exists (select 1 from pg_roles where rolname = '{OUTSIDER}') then
-            create role {OUTSIDER} nologin;
-        end if; end $$""")
+    create_role(conn, OUTSIDER)
     conn.execute(f"grant usage on schema public to {OUTSIDER}")
     return OUTSIDER
 
 
-def test_every_rpc_pins_search_path_and_runs_as_definer(conn):
-    for row in rpc_signatures(conn):
-        assert any(c.startswith("search_path=") for c in row["proconfig"] or []), row["signature"]
-        assert row["prosecdef"], row["signature"]
+def test_every_function_is_classified_pins_search_path_and_runs_as_definer(conn):
+    functions = public_functions(conn)
+    names = [row["proname"] for row in functions]
+    assert set(names) == WORKER_RPCS | INTERNAL, "a function of public that is neither an RPC nor a helper"
+    assert len(names) == len(set(names)), "an overload nobody classified"
+    assert "enforce_artifact_fence" in names  # the trigger function, like the RPCs
+    for row in functions:
+        assert row["proconfig"] == [SEARCH_PATH], row["signature"]
+        assert row["prosecdef"] == (row["proname"] not in INVOKER), row["signature"]
 
 
-def test_a_role_without_the_grant_cannot_execute(conn, outsider):
+def test_secure_rpc_is_an_invoker_function_nobody_but_its_owner_may_run(conn):
+    row = conn.execute(
+        """select p.prosecdef, p.proconfig, pg_get_userbyid(p.proowner) as owner,
+                  (select array_agg(a.grantee::regrole::text order by a.grantee)
+                     from aclexplode(p.proacl) a) as grantees
+             from pg_proc p where p.oid = 'public.secure_rpc(regprocedure, boolean)'::regprocedure""").fetchone()
+    assert row["prosecdef"] is False
+    assert row["proconfig"] == [SEARCH_PATH]
+    assert row["grantees"] == [row["owner"]]  # an explicit ACL, and only the owner in it
+
+
+def test_a_role_without_the_grant_cannot_execute_or_touch_a_relation(conn, outsider):
     seed_job(conn)
-    for row in rpc_signatures(conn):
-        allowed = conn.execute("select has_function_privilege(%s, %s, 'execute') as ok",
-                               (outsider, row["signature"])).fetchone()["ok"]
-        assert not allowed, row["signature"]
+    assert executable(conn, outsider) == set()
+    assert relation_privileges(conn, outsider) == {}
     conn.execute(f"set role {outsider}")
-    with pytest.raises(psycopg.errors.InsufficientPrivilege):
-        IngestionRpc(conn).claim("intruder")
-    conn.execute("reset role")
+    try:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            IngestionRpc(conn).claim("intruder")
+    finally:
+        conn.execute("reset role")
+
+
+def test_public_gets_nothing(conn):
+    assert executable(conn, "public") == set()
+    assert relation_privileges(conn, "public") == {}
+
+
+def test_the_worker_role_has_exactly_its_grants(conn):
+    assert executable(conn, "ingestion_worker") == WORKER_RPCS
+    assert relation_privileges(conn, "ingestion_worker") == WORKER_RELATION_PRIVILEGES
 
 
 def test_the_worker_role_runs_rpcs_but_cannot_write_the_queue(conn):
@@ -56,37 +173,53 @@ def test_the_worker_role_runs_rpcs_but_cannot_write_the_queue(conn):
         assert claimed.job_id == job_id
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("update ingestion_jobs set status = 'completed'")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("select public.lock_fenced_ingestion_job(%s, null, 'worker-1', null)", (job_id,))
     finally:
         conn.execute("reset role")
 
 
-def test_supabase_roles_get_nothing(pg_server, templates, conn):
-    """When anon/authenticated exist at migration time, they get no EXECUTE, even where
-    default privileges (as on Supabase) would hand it to every new function."""
+@pytest.fixture
+def supabase_db_url(pg_server, conn):
+    """A database migrated to head where anon/authenticated existed beforehand and the
+    default privileges (as on Supabase) hand them every new function, table and sequence."""
     for role in ("anon", "authenticated"):
-        conn.execute(f"""do $$ begin
-            if not exists (select 1 from pg_roles where rolname = '{role}') then
-                create role {role} nologin;
-            end if; end $$""")
+        create_role(conn, role)
     from ingestion_pipeline.db import migrate as migrator
     from tests.conftest import _fresh_database
 
     for url in _fresh_database(pg_server, "template0"):
         with psycopg.connect(url, autocommit=True) as fresh:
-            fresh.execute("alter default privileges in schema public "
-                          "grant execute on functions to anon, authenticated")
-            fresh.execute("alter default privileges in schema public "
-                          "grant all on tables to anon, authenticated")
+            for objects, privilege in (("functions", "execute"), ("tables", "all"), ("sequences", "all")):
+                fresh.execute(f"alter default privileges in schema public "
+                              f"grant {privilege} on {objects} to anon, authenticated")
         migrator.migrate(url)
-        with psycopg.connect(url, autocommit=True) as fresh:
-            for role in ("anon", "authenticated"):
-                granted = fresh.execute(
-                    "select count(*) from pg_proc p where p.pronamespace = 'public'::regnamespace "
-                    "and p.proname like '%%ingestion_job%%' and has_function_privilege(%s, p.oid, 'execute')",
-                    (role,)).fetchone()[0]
-                assert granted == 0, role
-                writable = fresh.execute(
-                    "select count(*) from pg_class c where c.relnamespace = 'public'::regnamespace "
-                    "and c.relkind in ('r', 'v') and (has_table_privilege(%s, c.oid, 'select') "
-                    "or has_table_privilege(%s, c.oid, 'update'))", (role, role)).fetchone()[0]
-                assert writable == 0, role
+        yield url
+
+
+def test_supabase_roles_get_nothing(supabase_db_url):
+    """When anon/authenticated exist at migration time, they get nothing, even where default
+    privileges would hand them every new function, table and sequence."""
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(supabase_db_url, autocommit=True, row_factory=dict_row) as fresh:
+        for role in ("anon", "authenticated"):
+            # Known bug (see the xfail below): secure_rpc keeps the default grant.
+            assert executable(fresh, role) - {"secure_rpc"} == set(), role
+            assert relation_privileges(fresh, role) == {}, role
+        assert executable(fresh, "public") == set()
+        assert relation_privileges(fresh, "public") == {}
+        assert executable(fresh, "ingestion_worker") == WORKER_RPCS
+        assert relation_privileges(fresh, "ingestion_worker") == WORKER_RELATION_PRIVILEGES
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "bug: the hardening migration revokes secure_rpc from PUBLIC only; secure_rpc is not passed "
+    "through itself, so Supabase's default privileges leave anon/authenticated EXECUTE on it "
+    "(harmless in effect: it runs as the caller, whose ALTER FUNCTION fails with 'must be owner')"))
+def test_supabase_roles_cannot_execute_secure_rpc(supabase_db_url):
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(supabase_db_url, autocommit=True, row_factory=dict_row) as fresh:
+        assert {role: "secure_rpc" in executable(fresh, role) for role in ("anon", "authenticated")} == {
+            "anon": False, "authenticated": False}

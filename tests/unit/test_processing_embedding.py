@@ -46,11 +46,42 @@ def test_hash_embedder_similar_texts_are_closer():
     assert dot(a, b) > dot(a, c)
 
 
+# Pinned once from the implementation (blake2b, 8-byte digest, big-endian; bit 0 the
+# sign, the rest modulo the size the slot). A salted hash() or another digest moves them.
+PELICAN_8 = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0, 0.0]
+PELICAN_SENTENCE_64 = {23: -0.5, 30: -0.5, 41: 0.5, 47: -0.5}  # the nonzero slots
+PELICAN_SENTENCE_8 = [0.0, 1 / math.sqrt(6), 0.0, 0.0, 0.0, 0.0, -1 / math.sqrt(6), -2 / math.sqrt(6)]
+
+
 def test_hash_embedder_known_vector_is_stable_across_runs():
     # blake2b, not Python's per-process salted hash(): this pins the algorithm.
     vector = HashEmbedder(dimensions=8).embed(["pelican"])[0]
-    assert sum(1 for x in vector if x) == 1 and max(abs(x) for x in vector) == 1.0
+    assert vector == PELICAN_8
     assert vector == HashEmbedder(dimensions=8).embed(["PELICAN!"])[0]
+    sentence = HashEmbedder().embed(["the pelican eats fish"])[0]
+    assert {i: round(x, 6) for i, x in enumerate(sentence) if x} == PELICAN_SENTENCE_64
+    assert HashEmbedder(dimensions=8).embed(["the pelican eats fish"])[0] == pytest.approx(
+        PELICAN_SENTENCE_8, abs=1e-12)
+
+
+@pytest.mark.parametrize("hash_seed", ["0", "1", "4242"])
+def test_hash_embedder_vector_does_not_depend_on_the_interpreter_hash_seed(hash_seed):
+    """A fresh interpreter with another PYTHONHASHSEED (str hashes differ) gives the pinned
+    vector."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    program = ("import json, sys; from ingestion_pipeline.processing import HashEmbedder; "
+               "print(json.dumps([hash('pelican'), HashEmbedder().embed(['the pelican eats fish'])[0]]))")
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+    out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2])
+    str_hash, vector = json.loads(out.stdout)
+    assert str_hash != hash("pelican") or hash_seed == os.environ.get("PYTHONHASHSEED")  # the salt did change
+    assert vector == HashEmbedder().embed(["the pelican eats fish"])[0]
+    assert {i: round(x, 6) for i, x in enumerate(vector) if x} == PELICAN_SENTENCE_64
 
 
 def test_hash_embedder_custom_dimensions_and_empty_text():
