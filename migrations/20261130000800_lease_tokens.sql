@@ -1038,6 +1038,21 @@ begin
 end;
 $$;
 
+-- secure_rpc runs only inside migrations, as their owner: nobody else may call it.
+-- (The hardening migration revoked it from PUBLIC only, so on Supabase, whose default
+-- privileges grant every new function to anon and authenticated, those kept EXECUTE.)
+do $$
+declare
+    v_role text;
+begin
+    foreach v_role in array array['anon', 'authenticated'] loop
+        if exists (select 1 from pg_roles where rolname = v_role) then
+            execute format('revoke all on function public.secure_rpc(regprocedure, boolean) from %I', v_role);
+        end if;
+    end loop;
+end;
+$$;
+
 -- Grants for the functions created (not replaced) above; internal helpers go to no one.
 select public.secure_rpc('public.lock_fenced_ingestion_job(uuid, uuid, text, bigint)', false);
 select public.secure_rpc('public.enforce_artifact_fence()', false);

@@ -204,8 +204,7 @@ def test_supabase_roles_get_nothing(supabase_db_url):
 
     with psycopg.connect(supabase_db_url, autocommit=True, row_factory=dict_row) as fresh:
         for role in ("anon", "authenticated"):
-            # Known bug (see the xfail below): secure_rpc keeps the default grant.
-            assert executable(fresh, role) - {"secure_rpc"} == set(), role
+            assert executable(fresh, role) == set(), role
             assert relation_privileges(fresh, role) == {}, role
         assert executable(fresh, "public") == set()
         assert relation_privileges(fresh, "public") == {}
@@ -213,11 +212,10 @@ def test_supabase_roles_get_nothing(supabase_db_url):
         assert relation_privileges(fresh, "ingestion_worker") == WORKER_RELATION_PRIVILEGES
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: the hardening migration revokes secure_rpc from PUBLIC only; secure_rpc is not passed "
-    "through itself, so Supabase's default privileges leave anon/authenticated EXECUTE on it "
-    "(harmless in effect: it runs as the caller, whose ALTER FUNCTION fails with 'must be owner')"))
 def test_supabase_roles_cannot_execute_secure_rpc(supabase_db_url):
+    """The hardening migration revoked secure_rpc from PUBLIC only, so Supabase's default
+    privileges left anon/authenticated EXECUTE on it; the lease-token migration takes it
+    back (harmless before in effect: it runs as the caller, whose ALTER fails)."""
     from psycopg.rows import dict_row
 
     with psycopg.connect(supabase_db_url, autocommit=True, row_factory=dict_row) as fresh:
