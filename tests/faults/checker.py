@@ -1,11 +1,46 @@
 """Checks a fault run, in the spirit of Jepsen's total-queue: from the client-side history
-of every RPC and the final database state, after draining.
+of every RPC (the workers' and the janitor's) and the final database state, after draining.
 
-Violations (never expected): a lost job; a batch not terminal or with counts unlike its
-jobs; two ok completions of one job; a write accepted from a caller that had lost its
-lease; an indexed document without exactly one committed generation whose rows match its
-counts (and its source); a build deleted under an open job. Redeliveries (a job claimed
-more than once) are expected under faults and reported apart.
+Violations (never expected), each under a rule name (`Report.by_rule`; RULES lists them):
+
+  history
+    double_completion          a job completed ok twice
+    write_after_takeover       a write accepted from a worker after another worker had
+                               claimed the job (histories without tokens)
+    superseded_token_write     a write accepted with a token older than that of a claim
+                               that had returned before it began
+    write_after_expiry         a write accepted after the janitor's expire_stale had
+                               dead-lettered the job (returned before the write began),
+                               from the claim that was expired
+    generation_not_found       a commit that found its build deleted under its open job
+  jobs and batches
+    lost_job                   a job not terminal after draining
+    batch_mismatch             a batch not terminal, or its counts unlike its jobs
+  jobs against documents
+    completed_job_not_indexed  a completed job (stage not 'superseded') whose document is
+                               not `indexed` with a committed generation
+    document_open_without_job  a document `queued`/`processing` while none of its jobs is
+                               open (or it has none)
+    failed_document_last_job   a `failed` document whose last job did not fail
+    failed_document_committed  a `failed` document with a committed generation
+    committed_by_unfinished_job  an indexed document's committed generation was begun by
+                               a job that did not complete (the split-commit failure)
+  documents
+    indexed_generations        an `indexed` document without exactly one committed
+                               generation, or not pointing at it
+    counts_mismatch            its counts differ from its committed rows
+    lost_chunks                its committed chunks differ from a re-parse of its source
+  deletion audit (the harness's test-only triggers, harness.install_deletion_audit)
+    generation_deleted_under_open_job  a generation deleted while the job that began it
+                               was open under that claim (R23)
+    artifacts_deleted_under_open_job   artifact rows of such a build deleted (direct
+                               deletes; rows going by cascade with their generation are
+                               covered by the generation's entry)
+
+Redeliveries (a job claimed more than once) are expected under faults and reported apart,
+as are the zombie refusals (`zombie_refusals`: a `lease_lost` answer, or an artifact write
+refused by the fence (IF001) or because its build was gone (23503), on a job another
+claim had taken since) and the janitor's calls and errors.
 
 A write (an RPC that changes state, or an artifact write) has lost its lease when a newer
 claim of its job had already returned when it began. With lease tokens that is exact: the
@@ -22,29 +57,42 @@ from dataclasses import dataclass, field
 
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.processing import chunk_sections, parse
-from tests.faults.rpc_log import read_history
+from tests.faults.rpc_log import JANITOR, LOGGED_JANITOR, read_history
 
 WRITES = {"commit", "complete", "commit_and_complete", "fail_or_retry", "heartbeat", "record_stage",
           "begin_generation", "write"}
 COMPLETIONS = {"complete", "commit_and_complete"}
 COMMITS = {"commit", "commit_and_complete"}
+JANITOR_CALLS = set(LOGGED_JANITOR.values())
 # An artifact write refused: the artifact fence (IF001), or the generation was already
 # cleaned up under a zombie whose job had completed since (23503).
 REFUSED_WRITES = {"IF001", "23503"}
 # Unfenced fallbacks for RPCs the old schema lacks write nothing at all.
 NO_OP_WHEN_UNFENCED = {"heartbeat", "record_stage"}
 
+RULES = ("double_completion", "write_after_takeover", "superseded_token_write", "write_after_expiry",
+         "generation_not_found", "lost_job", "batch_mismatch", "completed_job_not_indexed",
+         "document_open_without_job", "failed_document_last_job", "failed_document_committed",
+         "committed_by_unfinished_job", "indexed_generations", "counts_mismatch", "lost_chunks",
+         "generation_deleted_under_open_job", "artifacts_deleted_under_open_job")
+
 
 @dataclass
 class Report:
     violations: list[str] = field(default_factory=list)
+    by_rule: Counter = field(default_factory=Counter)
     redeliveries: int = 0
     stats: dict = field(default_factory=dict)
+
+    def flag(self, rule: str, message: str) -> None:
+        assert rule in RULES, rule
+        self.violations.append(message)
+        self.by_rule[rule] += 1
 
     def summary(self) -> str:
         shown = "\n  ".join(self.violations[:20])
         return (f"{self.stats} redeliveries={self.redeliveries} violations={len(self.violations)}"
-                + (f"\n  {shown}" if shown else ""))
+                f" {dict(self.by_rule)}" + (f"\n  {shown}" if shown else ""))
 
 
 def check(url: str, history_paths) -> Report:
@@ -53,62 +101,118 @@ def check(url: str, history_paths) -> Report:
     _check_history(history, report)
     with connect(url) as conn:
         _check_jobs_and_batches(conn, report)
+        _check_jobs_against_documents(conn, report)
         _check_documents(conn, report)
+        _check_deletion_audit(conn, report)
     claims = Counter(e["job_id"] for e in history if e["call"] == "claim")
     report.redeliveries = sum(n - 1 for n in claims.values() if n > 1)
     writes = [e for e in history if e["call"] == "write"]
+    janitor = [e for e in history if e["worker"] == JANITOR and e["call"] in JANITOR_CALLS]
     report.stats.update(calls=len(history), claims=sum(claims.values()),
                         stalls=sum(1 for e in history if e["call"] == "stall"),
                         artifact_writes=len(writes),
                         # by SQLSTATE: IF001 the artifact fence, 23503 a generation already cleaned up
                         artifact_writes_refused=dict(Counter(e["sqlstate"] for e in writes
-                                                             if e.get("sqlstate") in REFUSED_WRITES)))
+                                                             if e.get("sqlstate") in REFUSED_WRITES)),
+                        janitor_calls=len(janitor),
+                        janitor_call_errors=sum(1 for e in janitor if e["ok"] is not True),
+                        expired_by_janitor=sum(len(e.get("job_ids") or []) for e in janitor
+                                               if e["call"] == "expire_stale" and e["ok"]))
     return report
+
+
+def _claims_by_job(history: list[dict]) -> dict[str, list[dict]]:
+    claims: dict[str, list[dict]] = defaultdict(list)
+    for entry in history:
+        if entry["call"] == "claim":
+            claims[entry["job_id"]].append(entry)
+    return claims
+
+
+def _taken_over(entry: dict, claims: list[dict]) -> dict | None:
+    """A claim of the job, other than the one `entry` was made under, that had returned
+    before `entry` began and is newer (token) or, without tokens, the last one returned
+    and of another worker."""
+    before = [c for c in claims if c["t1"] < entry["t0"]]
+    if not before:
+        return None
+    if entry.get("token") is not None:
+        newest = max(before, key=lambda c: c.get("token") or 0)
+        return newest if (newest.get("token") or 0) > entry["token"] else None
+    return before[-1] if before[-1]["worker"] != entry["worker"] else None
+
+
+def _is_write(entry: dict) -> bool:
+    return entry["call"] in WRITES and not (entry["call"] in NO_OP_WHEN_UNFENCED and not entry.get("fenced", True))
 
 
 def _check_history(history: list[dict], report: Report) -> None:
     completions = Counter(e["job_id"] for e in history if e["call"] in COMPLETIONS and e["ok"])
     for job_id, count in completions.items():
         if count > 1:
-            report.violations.append(f"job {job_id} completed ok {count} times")
+            report.flag("double_completion", f"job {job_id} completed ok {count} times")
 
-    claims_by_job: dict[str, list[dict]] = defaultdict(list)
-    for entry in history:
-        if entry["call"] == "claim":
-            claims_by_job[entry["job_id"]].append(entry)
+    claims_by_job = _claims_by_job(history)
     superseded = 0
+    refusals = 0
     for entry in history:
-        if entry["call"] not in WRITES or not entry["ok"]:
+        if not _is_write(entry):
             continue
-        if entry["call"] in NO_OP_WHEN_UNFENCED and not entry.get("fenced", True):
-            continue
-        before = [c for c in claims_by_job.get(entry["job_id"], []) if c["t1"] < entry["t0"]]
-        if not before:
+        newer = _taken_over(entry, claims_by_job.get(entry["job_id"], []))
+        if entry["ok"] is False and newer is not None and (
+                entry.get("sqlstate") in REFUSED_WRITES if entry["call"] == "write"
+                else entry.get("reason") == "lease_lost"):
+            refusals += 1  # a zombie came back and the database refused it
+        if not entry["ok"] or newer is None:
             continue
         if entry.get("token") is not None:
-            # The claims that had returned when this write began: none may hold a newer token.
-            newest = max(before, key=lambda c: c.get("token") or 0)
-            if (newest.get("token") or 0) > entry["token"]:
-                superseded += 1
-                report.violations.append(
-                    f"{entry['call']} by {entry['worker']} on job {entry['job_id']} accepted with token "
-                    f"{entry['token']} after {newest['worker']} had claimed it with token {newest['token']}")
-        # Without a token: the holder when this write began is the last claim that had returned.
-        elif before[-1]["worker"] != entry["worker"]:
-            report.violations.append(
-                f"{entry['call']} by {entry['worker']} on job {entry['job_id']} accepted after "
-                f"{before[-1]['worker']} had claimed it")
+            superseded += 1
+            report.flag("superseded_token_write",
+                        f"{entry['call']} by {entry['worker']} on job {entry['job_id']} accepted with token "
+                        f"{entry['token']} after {newer['worker']} had claimed it with token {newer['token']}")
+        else:
+            report.flag("write_after_takeover",
+                        f"{entry['call']} by {entry['worker']} on job {entry['job_id']} accepted after "
+                        f"{newer['worker']} had claimed it")
     report.stats["superseded_token_writes"] = superseded
+    report.stats["zombie_refusals"] = refusals
+    _check_writes_after_expiry(history, claims_by_job, report)
     for entry in history:
-        if entry["call"] in COMMITS and not entry["ok"] and entry.get("reason") == "generation_not_found":
-            report.violations.append(f"build of job {entry['job_id']} was deleted under an open job")
+        if entry["call"] in COMMITS and entry["ok"] is False and entry.get("reason") == "generation_not_found":
+            report.flag("generation_not_found", f"build of job {entry['job_id']} was deleted under an open job")
+
+
+def _check_writes_after_expiry(history: list[dict], claims_by_job: dict[str, list[dict]], report: Report) -> None:
+    """The janitor dead-lettered a job (its expire_stale returned before the write began):
+    from then on no write of the claim it expired may be accepted. A later claim (after an
+    operator retry) began after the expiry did: its writes are its own."""
+    expiries: dict[str, list[dict]] = defaultdict(list)
+    for entry in history:
+        if entry["call"] == "expire_stale" and entry["ok"]:
+            for job_id in entry.get("job_ids") or []:
+                expiries[str(job_id)].append(entry)
+    for entry in history:
+        if not entry["ok"] or not _is_write(entry) or entry["job_id"] not in expiries:
+            continue
+        for expiry in expiries[entry["job_id"]]:
+            if expiry["t1"] >= entry["t0"]:
+                continue
+            own_claims = [c for c in claims_by_job.get(entry["job_id"], [])
+                          if (c.get("token") == entry["token"] if entry.get("token") is not None
+                              else c["worker"] == entry["worker"])
+                          and expiry["t0"] < c["t0"] and c["t1"] < entry["t0"]]
+            if not own_claims:
+                report.flag("write_after_expiry",
+                            f"{entry['call']} by {entry['worker']} on job {entry['job_id']} (token {entry['token']}) "
+                            f"accepted after the janitor had expired the job")
+                break
 
 
 def _check_jobs_and_batches(conn, report: Report) -> None:
     rows = conn.execute("select status, count(*) as n from ingestion_jobs group by status").fetchall()
     report.stats["jobs"] = {r["status"]: r["n"] for r in rows}
     for row in conn.execute("select id from ingestion_jobs where status in ('pending', 'processing')"):
-        report.violations.append(f"job {row['id']} lost: never reached a terminal state")
+        report.flag("lost_job", f"job {row['id']} lost: never reached a terminal state")
     batches = conn.execute("""
         select b.id, b.status, b.total_files, b.completed_files, b.failed_files,
                count(j.id) as jobs,
@@ -120,9 +224,50 @@ def _check_jobs_and_batches(conn, report: Report) -> None:
         expected = "completed_with_errors" if b["failed"] else "completed"
         if b["jobs"] and (b["status"] != expected or (b["total_files"], b["completed_files"], b["failed_files"])
                           != (b["jobs"], b["completed"], b["failed"])):
-            report.violations.append(
-                f"batch {b['id']} is {b['status']} {b['total_files']}/{b['completed_files']}/{b['failed_files']}"
-                f" but its jobs say {expected} {b['jobs']}/{b['completed']}/{b['failed']}")
+            report.flag("batch_mismatch",
+                        f"batch {b['id']} is {b['status']} {b['total_files']}/{b['completed_files']}/"
+                        f"{b['failed_files']} but its jobs say {expected} {b['jobs']}/{b['completed']}/{b['failed']}")
+
+
+def _check_jobs_against_documents(conn, report: Report) -> None:
+    """Every job against its document, every document against its jobs."""
+    for row in conn.execute("""
+        select j.id, j.document_id, d.status as document_status,
+               exists (select 1 from index_generations g
+                        where g.document_id = d.id and g.status = 'committed') as committed
+          from ingestion_jobs j join documents d on d.id = j.document_id
+         where j.status = 'completed' and j.stage <> 'superseded'
+           and not (d.status = 'indexed' and exists (select 1 from index_generations g
+                                                      where g.document_id = d.id and g.status = 'committed'))
+        """):
+        report.flag("completed_job_not_indexed",
+                    f"job {row['id']} completed but its document {row['document_id']} is {row['document_status']}"
+                    f"{'' if row['committed'] else ' without a committed generation'}")
+    documents = conn.execute("""
+        select d.id, d.status,
+               (select count(*) from ingestion_jobs j where j.document_id = d.id) as jobs,
+               (select count(*) from ingestion_jobs j
+                 where j.document_id = d.id and j.status in ('pending', 'processing')) as open_jobs,
+               (select j.status from ingestion_jobs j where j.document_id = d.id
+                 order by coalesce(j.completed_at, j.updated_at) desc, j.created_at desc limit 1) as last_job,
+               (select count(*) from index_generations g
+                 where g.document_id = d.id and g.status = 'committed') as committed,
+               (select j.status from index_generations g join ingestion_jobs j on j.id = g.job_id
+                 where g.document_id = d.id and g.status = 'committed' limit 1) as committed_by
+          from documents d where d.deleted_at is null""").fetchall()
+    for d in documents:
+        if d["status"] in ("queued", "processing") and not d["open_jobs"]:
+            report.flag("document_open_without_job",
+                        f"document {d['id']} is {d['status']} but none of its {d['jobs']} jobs is open")
+        if d["status"] == "failed" and d["last_job"] != "failed":
+            report.flag("failed_document_last_job",
+                        f"document {d['id']} is failed but its last job is {d['last_job']}")
+        if d["status"] == "failed" and d["committed"]:
+            report.flag("failed_document_committed", f"document {d['id']} is failed with a committed generation")
+        if d["status"] == "indexed" and d["committed"] and d["committed_by"] != "completed":
+            report.flag("committed_by_unfinished_job",
+                        f"document {d['id']} is indexed by a generation whose job is {d['committed_by']}")
+    report.stats["documents"] = dict(Counter(d["status"] for d in documents))
 
 
 def _check_documents(conn, report: Report) -> None:
@@ -131,21 +276,62 @@ def _check_documents(conn, report: Report) -> None:
                d.source_name, s.content,
                (select count(*) from index_generations g where g.document_id = d.id and g.status = 'committed')
                    as committed,
+               (select g.id from index_generations g where g.document_id = d.id and g.status = 'committed'
+                 limit 1) as committed_id,
                (select count(*) from document_pages p where p.document_id = d.id
                   and p.index_generation_id = d.index_generation_id) as pages,
                (select count(*) from document_sections x where x.document_id = d.id
                   and x.index_generation_id = d.index_generation_id) as sections,
                (select count(*) from document_chunks c where c.document_id = d.id
-                  and c.index_generation_id = d.index_generation_id) as chunks
+                  and c.index_generation_id = d.index_generation_id) as chunks,
+               (select coalesce(array_agg(c.content order by c.ordinal), '{}') from document_chunks c
+                 where c.document_id = d.id and c.index_generation_id = d.index_generation_id) as chunk_texts
           from documents d join document_sources s on s.document_id = d.id
          where d.status = 'indexed'""").fetchall()
     report.stats["indexed"] = len(documents)
     for d in documents:
-        if d["committed"] != 1 or d["index_generation_id"] is None:
-            report.violations.append(f"document {d['id']} indexed with {d['committed']} committed generations")
+        if d["committed"] != 1 or d["index_generation_id"] is None or d["index_generation_id"] != d["committed_id"]:
+            report.flag("indexed_generations",
+                        f"document {d['id']} indexed with {d['committed']} committed generations"
+                        + ("" if d["committed"] != 1 or d["index_generation_id"] == d["committed_id"]
+                           else f", pointing at {d['index_generation_id']}"))
             continue
         if (d["page_count"], d["section_count"], d["chunk_count"]) != (d["pages"], d["sections"], d["chunks"]):
-            report.violations.append(f"document {d['id']} counts differ from its committed rows")
+            report.flag("counts_mismatch", f"document {d['id']} counts differ from its committed rows")
         parsed = parse(bytes(d["content"]), d["source_name"], max_bytes=10_000_000)
-        if len(chunk_sections(parsed.sections)) != d["chunks"]:
-            report.violations.append(f"document {d['id']} lost committed chunk rows")
+        if [c.text for c in chunk_sections(parsed.sections)] != list(d["chunk_texts"]):
+            report.flag("lost_chunks", f"document {d['id']} lost committed chunk rows")
+
+
+def _check_deletion_audit(conn, report: Report) -> None:
+    """The harness's deletion audit: no build deleted under the open job that began it
+    (R23's harm: a live build's generation or rows gone). Deletions made while any job
+    of the document was open are counted apart (`audit.under_open_job`): the cleanup's
+    delete statements check their guard on the snapshot they began with, so one that
+    waited on a row lock may still remove an abandoned build's rows after a new job of
+    the document opened, which harms no live build."""
+    if not conn.execute("select to_regclass('public.fault_audit_deletions') is not null as present"
+                        ).fetchone()["present"]:
+        report.stats["audit"] = None  # not installed: nothing to read
+        return
+    rows = conn.execute("""
+        select relation, generation_id, document_id, job_id, generation_status, generation_token, row_count,
+               open_job_id, open_job_status, open_job_token
+          from fault_audit_deletions order by id""").fetchall()
+    for r in rows:
+        if r["open_job_id"] is None or r["job_id"] != r["open_job_id"] or (
+                r["generation_token"] is not None and r["open_job_token"] is not None
+                and r["generation_token"] != r["open_job_token"]):
+            continue
+        under = (f"of document {r['document_id']} deleted under its open job {r['open_job_id']} "
+                 f"({r['open_job_status']}, token {r['open_job_token']}), the claim that began it")
+        if r["relation"] == "index_generations":
+            report.flag("generation_deleted_under_open_job",
+                        f"generation {r['generation_id']} ({r['generation_status']}) {under}")
+        else:
+            report.flag("artifacts_deleted_under_open_job",
+                        f"{r['row_count']} {r['relation']} rows of generation {r['generation_id']} {under}")
+    report.stats["audit"] = {
+        "generations_deleted": sum(1 for r in rows if r["relation"] == "index_generations"),
+        "artifact_rows_deleted": sum(r["row_count"] for r in rows if r["relation"] != "index_generations"),
+        "under_open_job": sum(1 for r in rows if r["open_job_id"] is not None)}

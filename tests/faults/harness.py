@@ -2,8 +2,10 @@
 them, terminates their backends, pauses them past the stale window (zombies), stalls one
 job thread of a live worker past its lease (SIGUSR1: that job's heartbeats fail while the
 process and its claim loop keep going; the thread then writes and commits as a zombie,
-tests/faults/worker_process.py) and restarts them, and a janitor runs alongside. Used by
-tests/faults (bounded) and bench/soak.py."""
+tests/faults/worker_process.py) and restarts them, and a janitor runs alongside, its calls
+in a history of their own (janitor.jsonl). Before the run the harness installs a test-only
+deletion audit in the scratch database (`install_deletion_audit`, not a migration), which
+the checker reads. Used by tests/faults (bounded) and bench/soak.py."""
 
 from __future__ import annotations
 
@@ -21,13 +23,86 @@ from pathlib import Path
 
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.db.rpc import IngestionRpc
-from tests.faults.rpc_log import read_history
+from ingestion_pipeline.worker.errors import describe
+from tests.faults.rpc_log import HistoryFile, LoggedRpc, read_history
 from tests.faults.worker_process import FAULT_SETTINGS, STALL_SECONDS
 
 ROOT = Path(__file__).resolve().parents[2]
 STALE = FAULT_SETTINGS["stale_after_seconds"]
 FAULTS = ("kill", "terminate_backends", "pause", "stall")
+JANITOR_HISTORY = "janitor.jsonl"
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november".split()
+
+
+# The deletion audit: every generation and every artifact row deleted, with the job and
+# token that began the generation and the open job of its document at that moment (the
+# statement-level trigger runs after the delete, on a fresh snapshot: a claim committed
+# while the delete ran is seen). Statement triggers over transition tables: one insert per
+# delete statement and generation, whatever it removes. The lease_token columns are read
+# through to_jsonb so the audit also runs on the schemas before lease tokens.
+AUDIT_SQL = """
+create table if not exists public.fault_audit_deletions (
+    id             bigint generated always as identity primary key,
+    relation       text not null,
+    generation_id  uuid,
+    document_id    uuid,
+    job_id         uuid,
+    generation_status text,
+    generation_token  bigint,
+    row_count      bigint not null,
+    open_job_id    uuid,
+    open_job_status text,
+    open_job_token bigint,
+    deleted_at     timestamptz not null default clock_timestamp()
+);
+create or replace function public.fault_audit_generation_deletes() returns trigger
+language plpgsql set search_path = pg_catalog, pg_temp as $$
+begin
+    insert into public.fault_audit_deletions (relation, generation_id, document_id, job_id, generation_status,
+                                              generation_token, row_count, open_job_id, open_job_status,
+                                              open_job_token)
+    select TG_TABLE_NAME, o.id, o.document_id, o.job_id, o.status, (to_jsonb(o) ->> 'lease_token')::bigint, 1,
+           j.id, j.status, (to_jsonb(j) ->> 'lease_token')::bigint
+      from old_rows o
+      left join public.ingestion_jobs j on j.document_id = o.document_id and j.status in ('pending', 'processing');
+    return null;
+end;
+$$;
+create or replace function public.fault_audit_artifact_deletes() returns trigger
+language plpgsql set search_path = pg_catalog, pg_temp as $$
+begin
+    insert into public.fault_audit_deletions (relation, generation_id, document_id, job_id, generation_status,
+                                              generation_token, row_count, open_job_id, open_job_status,
+                                              open_job_token)
+    select TG_TABLE_NAME, o.index_generation_id, o.document_id, g.job_id, g.status,
+           (to_jsonb(g) ->> 'lease_token')::bigint, o.n, j.id, j.status, (to_jsonb(j) ->> 'lease_token')::bigint
+      from (select r.document_id, r.index_generation_id, count(*) as n from old_rows r group by 1, 2) o
+      -- gone already when the rows go by cascade from their generation (audited itself)
+      left join public.index_generations g on g.id = o.index_generation_id
+      left join public.ingestion_jobs j on j.document_id = o.document_id and j.status in ('pending', 'processing');
+    return null;
+end;
+$$;
+drop trigger if exists fault_audit on public.index_generations;
+create trigger fault_audit after delete on public.index_generations referencing old table as old_rows
+    for each statement execute function public.fault_audit_generation_deletes();
+drop trigger if exists fault_audit on public.document_pages;
+create trigger fault_audit after delete on public.document_pages referencing old table as old_rows
+    for each statement execute function public.fault_audit_artifact_deletes();
+drop trigger if exists fault_audit on public.document_sections;
+create trigger fault_audit after delete on public.document_sections referencing old table as old_rows
+    for each statement execute function public.fault_audit_artifact_deletes();
+drop trigger if exists fault_audit on public.document_chunks;
+create trigger fault_audit after delete on public.document_chunks referencing old table as old_rows
+    for each statement execute function public.fault_audit_artifact_deletes();
+"""
+
+
+def install_deletion_audit(url: str) -> None:
+    """The test-only deletion audit (AUDIT_SQL), in this scratch database; idempotent."""
+    with connect(url) as conn, conn.transaction():
+        conn.execute("select pg_advisory_xact_lock(hashtext('fault_audit_deletions'))")
+        conn.execute(AUDIT_SQL)
 
 
 def seed_documents(url: str, count: int, batches: int, max_attempts: int = 10, run_tag: str = "") -> None:
@@ -59,13 +134,22 @@ class ChaosStats:
     stall_signals: int = 0  # SIGUSR1 sent: one stall armed in that worker
     stalls: int = 0  # stalls that happened (a job thread slept past its lease and woke up), from the history
     restarts: int = 0
-    janitor_passes: int = 0
+    janitor_passes: int = 0  # passes that ran all three calls without an error
+    janitor_errors: list[str] = field(default_factory=list)  # every pass that raised, and why
+    histories: list[Path] = field(default_factory=list)  # the workers' and the janitor's, for the checker
     events: Counter = field(default_factory=Counter)
+
+    def summary(self) -> str:
+        return (f"kills={self.kills} backend_terminations={self.backend_terminations} pauses={self.pauses} "
+                f"stall_signals={self.stall_signals} stalls={self.stalls} restarts={self.restarts} "
+                f"janitor_passes={self.janitor_passes} janitor_errors={len(self.janitor_errors)}"
+                + (f" {self.janitor_errors[:5]}" if self.janitor_errors else "") + f" events={dict(self.events)}")
 
 
 class WorkerFleet:
     def __init__(self, url: str, folder: Path, size: int):
         self.url, self.folder, self.size = url, folder, size
+        install_deletion_audit(url)
         self.processes: dict[str, subprocess.Popen] = {}
         self.count = 0
 
@@ -110,12 +194,47 @@ class WorkerFleet:
                 proc.wait()
 
 
-def janitor_pass(url: str) -> None:
+def janitor_pass(url: str, history: HistoryFile | None = None) -> None:
+    """Expire, refresh stuck batches, clean up: each call logged in `history` when given."""
     with connect(url) as conn:
-        rpc = IngestionRpc(conn, stale_after_seconds=STALE)
+        rpc = (LoggedRpc(conn, history, stale_after_seconds=STALE) if history is not None
+               else IngestionRpc(conn, stale_after_seconds=STALE))
         rpc.expire_stale()
         rpc.refresh_stuck_batches()
         rpc.cleanup_generations(limit=50, dry_run=False)
+
+
+class Janitor:
+    """janitor_pass every `interval` seconds in a thread, logged in its own history. An
+    error is never swallowed silently: it is counted and recorded (stats.janitor_errors,
+    and the failed call in the history), and the next pass runs as usual."""
+
+    def __init__(self, url: str, history_path: Path, stats: ChaosStats, interval: float = 1.0):
+        self.url, self.stats, self.interval = url, stats, interval
+        self.history_path = history_path
+        self.history = HistoryFile(str(history_path))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def run_pass(self) -> bool:
+        try:
+            janitor_pass(self.url, self.history)
+        except Exception as exc:
+            self.stats.janitor_errors.append(describe(exc))
+            return False
+        self.stats.janitor_passes += 1
+        return True
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.run_pass()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def open_jobs(url: str) -> int:
@@ -173,22 +292,13 @@ def run_faults(url: str, folder: Path, *, documents: int, workers: int = 3, batc
     """Seed, start the fleet, apply chaos for `chaos_seconds`, then let everything drain.
     With "stall" among `faults`, the first fault is a stall (so even a short run has one)."""
     rng = random.Random(seed)
+    install_deletion_audit(url)
     seed_documents(url, documents, batches)
     fleet = WorkerFleet(url, folder, workers)
     stats = ChaosStats()
     for _ in range(workers):
         fleet.start()
-    janitor_stop = threading.Event()
-
-    def janitor_loop():
-        while not janitor_stop.wait(1.0):
-            try:
-                janitor_pass(url)
-                stats.janitor_passes += 1
-            except Exception:  # the database may be briefly busy; the next pass retries
-                pass
-
-    janitor = threading.Thread(target=janitor_loop, daemon=True)
+    janitor = Janitor(url, folder / JANITOR_HISTORY, stats)
     janitor.start()
     try:
         wave = 0
@@ -208,10 +318,10 @@ def run_faults(url: str, folder: Path, *, documents: int, workers: int = 3, batc
                     fleet.start()
             time.sleep(0.5)
     finally:
-        janitor_stop.set()
-        janitor.join()
+        janitor.stop()
         fleet.stop_all()
-    janitor_pass(url)
-    stats.events["histories"] = len(fleet.histories())
+    janitor.run_pass()
+    stats.histories = [*fleet.histories(), janitor.history_path]
+    stats.events["histories"] = len(stats.histories)
     stats.stalls = sum(1 for entry in read_history(fleet.histories()) if entry["call"] == "stall")
     return stats

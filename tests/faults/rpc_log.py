@@ -6,8 +6,11 @@ the call it was in, whose outcome is then unknown, as in any real history.
 
 Besides the RPCs, the history holds each artifact write (call `write`: the COPY of one
 generation's pages, sections and chunks, one transaction; `ok` when it committed, else
-the SQLSTATE, IF001 being the database's artifact fence) and each injected stall (call
-`stall`, tests/faults/worker_process.py)."""
+the SQLSTATE, IF001 being the database's artifact fence), each injected stall (call
+`stall`, tests/faults/worker_process.py) and, in the janitor's own history, each of its
+calls: `expire_stale` (with the `job_ids` it dead-lettered), `refresh_stuck_batches` and
+`cleanup` (with what it deleted). A janitor call that raised is logged with `ok` null and
+the `error` (its outcome is unknown), then re-raised."""
 
 from __future__ import annotations
 
@@ -22,6 +25,10 @@ from ingestion_pipeline.worker.errors import LeaseLost, describe, is_build_refus
 LOGGED_FENCED = {"commit_generation": "commit", "complete": "complete", "fail_or_retry": "fail_or_retry",
                  "heartbeat": "heartbeat", "record_stage": "record_stage", "begin_generation": "begin_generation"}
 LOGGED_PLAIN = {"rpc_commit_and_complete": "commit_and_complete"}
+# The janitor's calls (worker "janitor"): what each returned, or the error it raised.
+LOGGED_JANITOR = {"rpc_expire_stale": "expire_stale", "rpc_refresh_stuck_batches": "refresh_stuck_batches",
+                  "rpc_cleanup": "cleanup"}
+JANITOR = "janitor"
 
 
 class HistoryFile:
@@ -85,9 +92,22 @@ class LoggedRpc(IngestionRpc):
 
     def _result(self, model, name, params):
         started = time.time()
+        if name in LOGGED_JANITOR:
+            return self._janitor_call(LOGGED_JANITOR[name], model, name, params, started)
         result = super()._result(model, name, params)
         if name in LOGGED_PLAIN:
             self._record(LOGGED_PLAIN[name], params, started, result)
+        return result
+
+    def _janitor_call(self, call: str, model, name, params, started: float):
+        entry = {"call": call, "pid": os.getpid(), "worker": JANITOR, "job_id": None, "t0": started}
+        try:
+            result = super()._result(model, name, params)
+        except BaseException as exc:
+            self.history.write({**entry, "t1": time.time(), "ok": None, "reason": None, "error": describe(exc)})
+            raise
+        extra = result.model_dump(mode="json", exclude={"ok", "reason", "fenced", "batches"})
+        self.history.write({**entry, "t1": time.time(), "ok": result.ok, "reason": result.reason, **extra})
         return result
 
     def claim(self, worker_id, limit=1, stale_after_seconds=None):

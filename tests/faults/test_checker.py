@@ -1,6 +1,9 @@
-"""The checker's history rules on small hand-written histories (no database): a write
-accepted from a superseded token is counted and flagged, the worker-id rule still applies
-where the history has no tokens, and refusals or writes before the takeover are not."""
+"""The checker's history rules on small hand-written histories (no database): each rule
+fires on a history with exactly its violation (a write accepted from a superseded token,
+the worker-id rule where the history has no tokens, a double completion, a write accepted
+after the janitor expired the job, a build gone at commit), and refusals, writes before the
+takeover and writes of a later claim are not flagged. The database-side rules:
+test_checker_mutations.py."""
 
 from tests.faults.checker import Report, _check_history
 
@@ -16,6 +19,11 @@ def write(call, worker, token, t0, ok=True, **extra):
             "reason": None if ok else "lease_lost", **extra}
 
 
+def expire(t0, job_ids=(JOB,)):
+    return {"call": "expire_stale", "worker": "janitor", "job_id": None, "token": None, "t0": t0, "t1": t0 + 0.01,
+            "ok": True, "reason": None, "expired": len(job_ids), "job_ids": list(job_ids)}
+
+
 def checked(*entries) -> Report:
     report = Report()
     _check_history(sorted(entries, key=lambda e: e["t0"]), report)
@@ -27,12 +35,13 @@ def test_a_write_accepted_from_a_superseded_token_is_counted_and_flagged():
                      write("commit_and_complete", "w2", 2, 7))
     assert report.stats["superseded_token_writes"] == 1
     assert report.violations == [f"write by w1 on job {JOB} accepted with token 1 after w2 had claimed it with token 2"]
+    assert report.by_rule == {"superseded_token_write": 1}
 
 
 def test_one_worker_id_claiming_again_does_not_hide_its_superseded_token():
     report = checked(claim("w1", 1, 0), claim("w1", 3, 5), write("commit_and_complete", "w1", 1, 6))
     assert report.stats["superseded_token_writes"] == 1
-    assert len(report.violations) == 1
+    assert report.by_rule == {"superseded_token_write": 1}
 
 
 def test_refused_writes_and_writes_before_the_takeover_returned_are_fine():
@@ -42,6 +51,21 @@ def test_refused_writes_and_writes_before_the_takeover_returned_are_fine():
                      write("record_stage", "w2", 2, 8), write("commit_and_complete", "w2", 2, 9))
     assert report.stats["superseded_token_writes"] == 0
     assert report.violations == []
+    # Both refusals came after w2's claim: the zombie w1 was fenced out twice.
+    assert report.stats["zombie_refusals"] == 2
+
+
+def test_only_refusals_after_another_claim_count_as_zombie_refusals():
+    report = checked(claim("w1", 1, 0),
+                     write("heartbeat", "w1", 1, 1, ok=False),  # no other claim yet: not a zombie's refusal
+                     write("write", "w1", 1, 2, ok=False, reason="lease_lost_client"),  # the client stopped itself
+                     claim("w2", 2, 5),
+                     write("write", "w1", 1, 6, ok=False, reason="lease_lost_client"),  # never reached the database
+                     write("write", "w1", 1, 6.2, ok=False, sqlstate="23503"),  # its build cleaned up: refused
+                     write("heartbeat", "w1", 1, 6.5, ok=False),  # refused by the token fence
+                     write("complete", "w2", 2, 7, ok=False, reason="not_open"))  # not a lease refusal
+    assert report.violations == []
+    assert report.stats["zombie_refusals"] == 2
 
 
 def test_without_tokens_the_worker_id_rule_applies():
@@ -49,3 +73,41 @@ def test_without_tokens_the_worker_id_rule_applies():
                      write("heartbeat", "w1", None, 6.5, fenced=False))  # an unfenced no-op writes nothing
     assert report.stats["superseded_token_writes"] == 0
     assert report.violations == [f"write by w1 on job {JOB} accepted after w2 had claimed it"]
+    assert report.by_rule == {"write_after_takeover": 1}
+
+
+def test_a_job_completed_ok_twice_is_flagged():
+    report = checked(claim("w1", 1, 0), write("commit_and_complete", "w1", 1, 1),
+                     write("complete", "w1", 1, 2))  # the same claim: no takeover, still two completions
+    assert report.violations == [f"job {JOB} completed ok 2 times"]
+    assert report.by_rule == {"double_completion": 1}
+
+
+def test_a_write_accepted_after_the_janitor_expired_the_job_is_flagged():
+    report = checked(claim("w1", 1, 0), expire(5), write("write", "w1", 1, 6),
+                     write("fail_or_retry", "w1", 1, 6.5))
+    assert report.by_rule == {"write_after_expiry": 2}, report.violations
+    assert report.violations[0] == (f"write by w1 on job {JOB} (token 1) accepted after the janitor had expired "
+                                    f"the job")
+
+
+def test_a_write_accepted_after_expiry_is_flagged_without_tokens_too():
+    report = checked(claim("w1", None, 0), expire(5), write("commit", "w1", None, 6))
+    assert report.by_rule == {"write_after_expiry": 1}, report.violations
+
+
+def test_writes_before_the_expiry_returned_or_from_a_later_claim_are_fine():
+    report = checked(claim("w1", 1, 0), write("write", "w1", 1, 4.999),  # began before the expiry returned
+                     expire(5),
+                     write("heartbeat", "w1", 1, 6, ok=False),  # refused: fine
+                     claim("w1", 2, 8),  # after an operator retry: a new claim, after the expiry
+                     write("commit_and_complete", "w1", 2, 9),
+                     expire(10, job_ids=("another-job",)))
+    assert report.violations == []
+
+
+def test_a_build_gone_at_commit_is_flagged():
+    report = checked(claim("w1", 1, 0), write("begin_generation", "w1", 1, 1),
+                     write("commit_and_complete", "w1", 1, 2, ok=False, reason="generation_not_found"))
+    assert report.violations == [f"build of job {JOB} was deleted under an open job"]
+    assert report.by_rule == {"generation_not_found": 1}

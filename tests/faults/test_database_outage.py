@@ -56,5 +56,7 @@ def test_a_database_stop_mid_run_ends_the_worker_clearly_and_loses_nothing(tmp_p
         report = check(url, [])
         assert report.violations == [], report.summary()
         assert report.stats["jobs"] == {"completed": 400}
+        assert report.stats["documents"] == {"indexed": 400}, report.summary()
+        assert report.stats["indexed"] == 400, report.summary()
     finally:
         embedded.stop(data_dir)

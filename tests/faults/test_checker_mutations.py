@@ -1,0 +1,395 @@
+"""Mutation runs: the checker against a real database with exactly one fault injected, by
+a direct SQL write from the test, a sequence of real RPC calls that a schema before the
+fix accepts, or (for the deletion audit) the R23 race on the pre-hardening schema. Each
+test asserts the rule it targets fires (and which others the fault drags along); a
+control run finds nothing. The history-only rules: test_checker.py."""
+
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from ingestion_pipeline.db.connection import connect, make_pool
+from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.processing import chunk_sections, parse
+from ingestion_pipeline.settings import load_settings
+from ingestion_pipeline.worker import Worker
+from ingestion_pipeline.worker.artifacts import write_generation
+from tests.faults.checker import check
+from tests.faults.harness import ChaosStats, Janitor, install_deletion_audit, seed_documents
+from tests.faults.rpc_log import HistoryFile, LoggedRpc, read_history
+from tests.helpers import (
+    Background,
+    backend_pid,
+    index_document,
+    make_lease_stale,
+    seed_document,
+    seed_job,
+    start_reindex_build,
+    wait_until_blocked,
+)
+
+
+class Run:
+    """A scratch run: the deletion audit installed, a logged worker rpc on one
+    connection, a logged janitor on another, histories in `folder`."""
+
+    def __init__(self, url: str, folder: Path):
+        self.url, self.folder = url, folder
+        install_deletion_audit(url)
+        self.conn = connect(url)
+        self.rpc = LoggedRpc(self.conn, HistoryFile(str(folder / "w1.jsonl")))
+        self.janitor_conn = connect(url)
+        self.janitor = LoggedRpc(self.janitor_conn, HistoryFile(str(folder / "janitor.jsonl")))
+
+    def histories(self) -> list[Path]:
+        return sorted(self.folder.glob("*.jsonl"))
+
+    def check(self):
+        return check(self.url, self.histories())
+
+    def seed(self, count: int = 1, *, batch: bool = True, max_attempts: int = 3):
+        """Documents with one pending job each (in one batch, or none); their ids."""
+        if batch:
+            seed_documents(self.url, count, 1, max_attempts=max_attempts, run_tag=f"{time.monotonic_ns()}-")
+            return [r["id"] for r in self.conn.execute("select id from documents order by created_at desc "
+                                                       "limit %s", (count,))]
+        ids = []
+        for _ in range(count):
+            document_id = seed_document(self.conn)
+            assert self.rpc.enqueue(document_id, max_attempts=max_attempts).ok
+            ids.append(document_id)
+        return ids
+
+    def drain(self) -> None:
+        """A real worker processes every pending job (its calls in the history)."""
+        settings = load_settings(database_url=self.url, retry_backoff_seconds=0)
+        with make_pool(self.url, settings) as pool:
+            rpc = LoggedRpc(pool, HistoryFile(str(self.folder / "w2.jsonl")))
+            Worker(pool, settings, rpc=rpc, poll_seconds=0.05).run(drain=True)
+
+    def claim(self, worker: str = "w1"):
+        [job] = self.rpc.claim(worker)
+        return job
+
+    def begin(self, job, worker: str = "w1"):
+        begun = self.rpc.begin_generation(job.job_id, job.document_id, worker, lease_token=job.lease_token)
+        assert begun.ok, begun
+        return begun.generation_id
+
+    def write_parsed(self, job, generation_id, worker: str = "w1") -> BaseException | None:
+        """The rows a real build writes for this document (a re-parse of its source),
+        logged as an artifact write; the database's refusal is returned, not raised."""
+        row = self.conn.execute("select d.source_name, s.content from documents d join document_sources s "
+                                "on s.document_id = d.id where d.id = %s", (job.document_id,)).fetchone()
+        parsed = parse(bytes(row["content"]), row["source_name"], max_bytes=10_000_000)
+        started, error = time.time(), None
+        try:
+            write_generation(self.conn, job.document_id, generation_id, parsed, chunk_sections(parsed.sections),
+                             lambda: None)
+        except psycopg.Error as exc:
+            error = exc
+        self.rpc.record_write(generation_id, started, error)
+        return error
+
+    def fail(self, job, worker: str = "w1"):
+        outcome = self.rpc.fail_or_retry(job.job_id, job.document_id, worker_id=worker, lease_token=job.lease_token,
+                                         retry=False, error_message="given up", batch_id=job.batch_id)
+        assert outcome.ok, outcome
+        return outcome
+
+    def close(self) -> None:
+        self.conn.close()
+        self.janitor_conn.close()
+
+
+@pytest.fixture
+def run(db_url, tmp_path):
+    made = Run(db_url, tmp_path)
+    yield made
+    made.close()
+
+
+def fired(report) -> dict:
+    return dict(report.by_rule)
+
+
+def test_control_a_clean_run_has_no_violation(run):
+    run.seed(3)
+    run.drain()
+    report = run.check()
+    assert report.violations == [], report.summary()
+    assert report.stats["documents"] == {"indexed": 3} and report.stats["jobs"] == {"completed": 3}
+
+
+# -- jobs and batches -------------------------------------------------------------------
+
+def test_lost_job(run):
+    run.seed(1, batch=False)  # enqueued, never processed
+    assert fired(run.check()) == {"lost_job": 1}
+
+
+def test_batch_not_terminal(run):
+    run.seed(2)
+    run.drain()
+    run.conn.execute("update import_batches set status = 'processing'")
+    assert fired(run.check()) == {"batch_mismatch": 1}
+
+
+def test_batch_counts_unlike_its_jobs(run):
+    run.seed(2)
+    run.drain()
+    run.conn.execute("update import_batches set completed_files = completed_files - 1")
+    assert fired(run.check()) == {"batch_mismatch": 1}
+
+
+# -- documents --------------------------------------------------------------------------
+
+def test_indexed_document_not_pointing_at_its_one_committed_generation(run):
+    [document_id, _] = run.seed(2)
+    run.drain()
+    run.conn.execute("update documents set index_generation_id = null where id = %s", (document_id,))
+    assert fired(run.check()) == {"indexed_generations": 1}
+
+
+def test_indexed_document_without_a_committed_generation(run):
+    [document_id] = run.seed(1)
+    run.drain()
+    run.conn.execute("update index_generations set status = 'superseded' where document_id = %s", (document_id,))
+    # Its completed job now has no committed generation on its document either.
+    assert fired(run.check()) == {"indexed_generations": 1, "completed_job_not_indexed": 1}
+
+
+def test_counts_unlike_the_committed_rows(run):
+    [document_id] = run.seed(1)
+    run.drain()
+    run.conn.execute("update documents set page_count = page_count + 1 where id = %s", (document_id,))
+    assert fired(run.check()) == {"counts_mismatch": 1}
+
+
+def test_lost_committed_chunk_rows_with_counts_made_to_agree(run):
+    """The counts check cannot see it (the stored count follows the rows); the re-parse can."""
+    [document_id] = run.seed(1)
+    run.drain()
+    run.conn.execute("""delete from document_chunks c using documents d
+                         where d.id = c.document_id and c.index_generation_id = d.index_generation_id
+                           and d.id = %s and c.ordinal = 0""", (document_id,))
+    run.conn.execute("update documents set chunk_count = chunk_count - 1 where id = %s", (document_id,))
+    report = run.check()
+    assert fired(report) == {"lost_chunks": 1}
+    assert report.stats["audit"]["artifact_rows_deleted"] == 1  # no job open: audited, not flagged
+
+
+def test_corrupted_committed_chunk_text(run):
+    [document_id] = run.seed(1)
+    run.drain()
+    run.conn.execute("""update document_chunks c set content = 'something else' from documents d
+                         where d.id = c.document_id and c.index_generation_id = d.index_generation_id
+                           and d.id = %s and c.ordinal = 0""", (document_id,))
+    assert fired(run.check()) == {"lost_chunks": 1}
+
+
+# -- jobs against documents -------------------------------------------------------------
+
+def test_a_job_completed_without_committing_a_generation(run):
+    """The probe: claimed and completed with no generation committed. The job ends
+    completed, its document stays processing."""
+    run.seed(1, batch=False)
+    job = run.claim()
+    assert run.rpc.complete(job.job_id, job.document_id, worker_id="w1", lease_token=job.lease_token).ok
+    report = run.check()
+    assert fired(report) == {"completed_job_not_indexed": 1, "document_open_without_job": 1}, report.summary()
+    assert report.stats["documents"] == {"processing": 1}
+
+
+def test_a_document_queued_although_its_job_failed(run):
+    run.seed(1, batch=False)
+    run.fail(run.claim())
+    run.conn.execute("update documents set status = 'queued'")
+    assert fired(run.check()) == {"document_open_without_job": 1}
+
+
+def test_a_queued_document_that_never_got_a_job(run):
+    seed_document(run.conn)
+    assert fired(run.check()) == {"document_open_without_job": 1}
+
+
+def test_a_failed_document_whose_last_job_did_not_fail(run):
+    run.seed(1, batch=False)
+    run.fail(run.claim())
+    # Settled as if a later success had superseded it, but the document was left failed.
+    run.conn.execute("update ingestion_jobs set status = 'completed', stage = 'superseded'")
+    assert fired(run.check()) == {"failed_document_last_job": 1}
+
+
+def test_a_failed_document_with_a_committed_generation(run):
+    [document_id] = run.seed(1, batch=False)
+    run.drain()
+    assert run.rpc.enqueue(document_id, kind="reindex").ok
+    run.fail(run.claim("w3"), "w3")  # R15: the document stays indexed
+    assert run.check().violations == []
+    run.conn.execute("update documents set status = 'failed'")
+    # ... and its completed index job now has no indexed document.
+    assert fired(run.check()) == {"failed_document_committed": 1, "completed_job_not_indexed": 1}
+
+
+def test_a_retry_that_wipes_the_live_index_on_the_pre_hardening_schema(schema, tmp_path):
+    """R15 before its fix: failing a reindex of an indexed document drops its committed
+    generation; the completed index job is left with a failed document."""
+    run = Run(schema.url, tmp_path)
+    try:
+        [document_id] = run.seed(1, batch=False)
+        run.drain()
+        assert run.rpc.enqueue(document_id, kind="reindex").ok
+        run.fail(run.claim("w3"), "w3")
+        report = run.check()
+    finally:
+        run.close()
+    if schema.hardened:
+        assert report.violations == [], report.summary()
+    else:
+        assert fired(report) == {"completed_job_not_indexed": 1}, report.summary()
+
+
+def test_split_commit_on_the_schema_before_lease_tokens(pre_tokens_db_url, tmp_path):
+    """Commit and complete in two transactions (the client's path before lease tokens):
+    the final attempt is dead-lettered between them, leaving an indexed document under
+    a failed job."""
+    run = Run(pre_tokens_db_url, tmp_path)
+    try:
+        run.seed(1, batch=False, max_attempts=1)
+        job = run.claim()
+        generation_id = run.begin(job)
+        assert run.write_parsed(job, generation_id) is None
+        assert run.rpc.commit_generation(job.job_id, job.document_id, generation_id, "w1").ok
+        make_lease_stale(run.conn, job.job_id)
+        assert run.janitor.expire_stale(stale_after_seconds=3).job_ids == [job.job_id]
+        report = run.check()
+    finally:
+        run.close()
+    assert fired(report) == {"committed_by_unfinished_job": 1}, report.summary()
+    assert report.stats["jobs"] == {"failed": 1} and report.stats["documents"] == {"indexed": 1}
+
+
+# -- the janitor's expiry -----------------------------------------------------------------
+
+def test_a_write_accepted_after_the_janitor_expired_the_job(token_schema, tmp_path):
+    """A zombie writes its rows after the janitor dead-lettered its job. Before lease
+    tokens nothing in the database stopped it (artifacts were fenced by the client only);
+    at head the artifact fence refuses it."""
+    run = Run(token_schema.url, tmp_path)
+    try:
+        run.seed(1, batch=False, max_attempts=1)
+        job = run.claim()
+        generation_id = run.begin(job)
+        make_lease_stale(run.conn, job.job_id)
+        assert run.janitor.expire_stale(stale_after_seconds=3).job_ids == [job.job_id]
+        error = run.write_parsed(job, generation_id)
+        report = run.check()
+        [expiry] = [e for e in read_history(run.histories()) if e["call"] == "expire_stale"]
+    finally:
+        run.close()
+    assert expiry["worker"] == "janitor" and expiry["job_ids"] == [str(job.job_id)] and expiry["ok"]
+    assert report.stats["expired_by_janitor"] == 1
+    if token_schema.hardened:
+        assert error is not None and error.sqlstate == "IF001"
+        assert report.violations == [], report.summary()
+    else:
+        assert error is None
+        assert fired(report) == {"write_after_expiry": 1}, report.summary()
+
+
+def test_the_janitor_logs_its_calls_and_its_errors_are_recorded(schema, tmp_path):
+    """Every janitor call goes into its history; a pass that fails (here: the
+    pre-hardening schema has no expire_stale_ingestion_jobs) is counted and recorded, not
+    swallowed."""
+    stats = ChaosStats()
+    janitor = Janitor(schema.url, tmp_path / "janitor.jsonl", stats)
+    assert janitor.run_pass() is schema.hardened
+    history = read_history([tmp_path / "janitor.jsonl"])
+    if schema.hardened:
+        assert [(e["call"], e["ok"]) for e in history] == [
+            ("expire_stale", True), ("refresh_stuck_batches", True), ("cleanup", True)]
+        assert stats.janitor_passes == 1 and stats.janitor_errors == []
+        assert check(schema.url, [tmp_path / "janitor.jsonl"]).stats["janitor_call_errors"] == 0
+    else:
+        [entry] = history
+        assert (entry["call"], entry["ok"]) == ("expire_stale", None)
+        assert entry["error"].startswith("UndefinedFunction")
+        assert stats.janitor_passes == 0 and len(stats.janitor_errors) == 1
+        assert stats.janitor_errors[0].startswith("UndefinedFunction")
+        assert check(schema.url, [tmp_path / "janitor.jsonl"]).stats["janitor_call_errors"] == 1
+
+
+# -- builds deleted under their open job -----------------------------------------------
+
+def test_a_build_deleted_under_its_open_job_fails_its_commit(run):
+    """Seen from both sides: the audit records the delete, the commit finds nothing."""
+    run.seed(1, batch=False)
+    job = run.claim()
+    generation_id = run.begin(job)
+    assert run.write_parsed(job, generation_id) is None
+    run.conn.execute("delete from index_generations where id = %s", (generation_id,))
+    committed = run.rpc.commit_and_complete(job.job_id, job.document_id, generation_id, worker_id="w1",
+                                            lease_token=job.lease_token)
+    assert committed.reason == "generation_not_found"
+    run.fail(job)
+    report = run.check()
+    # Its rows went by cascade with the generation: one entry, the generation's.
+    assert fired(report) == {"generation_not_found": 1, "generation_deleted_under_open_job": 1}, report.summary()
+
+
+def test_a_generation_deleted_under_its_open_job(run):
+    run.seed(1, batch=False)
+    job = run.claim()
+    generation_id = run.begin(job)
+    run.conn.execute("delete from index_generations where id = %s", (generation_id,))
+    run.fail(job)  # the worker never commits: only the audit can tell
+    assert fired(run.check()) == {"generation_deleted_under_open_job": 1}
+
+
+def test_artifact_rows_deleted_under_their_open_job(run):
+    run.seed(1, batch=False)
+    job = run.claim()
+    generation_id = run.begin(job)
+    assert run.write_parsed(job, generation_id) is None
+    run.conn.execute("delete from document_chunks where index_generation_id = %s", (generation_id,))
+    run.fail(job)
+    assert fired(run.check()) == {"artifacts_deleted_under_open_job": 1}
+
+
+def test_cleanup_racing_a_new_claim(schema, tmp_path):
+    """R23 (tests/race/test_r23_cleanup_guard.py) with the audit installed: before the
+    hardening the cleanup deletes the new build under its open job, and the audit says
+    so. At head the new build survives; only the abandoned build's pages, which the
+    blocked delete had already chosen, go after the new job opened (counted, not flagged)."""
+    install_deletion_audit(schema.url)
+    with connect(schema.url) as conn, connect(schema.url, autocommit=False) as barrier, \
+            connect(schema.url) as cleaner:
+        rpc = IngestionRpc(conn)
+        seed_job(conn)
+        document_id, _ = index_document(rpc, conn)
+        abandoned_job, abandoned = start_reindex_build(rpc, conn, document_id, "worker-old")
+        assert rpc.complete(abandoned_job.job_id, document_id, worker_id="worker-old").ok
+        barrier.execute("select 1 from document_pages where index_generation_id = %s and ordinal = 0 for update",
+                        (abandoned,))
+        cleaner_pid = backend_pid(cleaner)
+        cleanup = Background(lambda: IngestionRpc(cleaner).cleanup_generations(dry_run=False))
+        wait_until_blocked(conn, cleaner_pid, by=backend_pid(barrier))
+        fresh_job, fresh = start_reindex_build(rpc, conn, document_id, "worker-new")
+        barrier.rollback()
+        assert cleanup.join().ok
+        fresh_chunks = conn.execute("select count(*) as n from document_chunks where index_generation_id = %s",
+                                    (fresh,)).fetchone()["n"]
+    report = check(schema.url, [])
+    audit_rules = {rule: n for rule, n in report.by_rule.items() if "deleted_under_open_job" in rule}
+    assert fresh_chunks == (3 if schema.hardened else 0)
+    if schema.hardened:
+        assert audit_rules == {}, report.summary()
+        assert report.stats["audit"]["under_open_job"] == 1, report.summary()  # the abandoned pages
+    else:
+        # The fresh generation, its sections and chunks deleted before it (its pages went
+        # with it by cascade: the blocked page delete's snapshot predates them).
+        assert audit_rules == {"generation_deleted_under_open_job": 1, "artifacts_deleted_under_open_job": 2}, \
+            report.summary()
