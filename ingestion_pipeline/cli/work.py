@@ -35,9 +35,10 @@ def cmd_work(args, settings: Settings) -> int:
     def interrupt(signum, frame):
         if stop.is_set():
             # Second Ctrl-C: abort now. Jobs in flight keep their leases until the stale
-            # window passes; then another worker reclaims them (nothing is lost).
-            print("\ningest: aborted; in-flight jobs will be reclaimed after their leases expire",
-                  file=sys.stderr)
+            # window passes; then a worker reclaims them, or, on their final attempt, a
+            # worker or `ingest janitor` dead-letters them (they end failed).
+            print("\ningest: aborted; in-flight jobs will be retried once their leases expire (INGEST_STALE_AFTER_"
+                  "SECONDS), or fail if that was their last attempt", file=sys.stderr)
             os._exit(130)
         print("\ningest: stopping after the jobs in flight (Ctrl-C again to abort)", file=sys.stderr)
         stop.set()

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from psycopg_pool import ConnectionPool
 
+from ingestion_pipeline.db.fences import FenceLevel
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.processing import ChunkingOptions, Embedder, NoEmbedder
 from ingestion_pipeline.settings import Settings
@@ -24,6 +25,9 @@ log = logging.getLogger(__name__)
 
 
 RECENT_RESULTS = 100
+# How often a claim loop also dead-letters stale leases on their final attempt (which no
+# claim can take): at its first claim, then at most this often.
+EXPIRE_EVERY_SECONDS = 30.0
 
 
 @dataclass
@@ -75,6 +79,7 @@ class Worker:
         self.poll_seconds = poll_seconds
         self.claim_attempts = settings.claim_retry_attempts
         self.keep_results = keep_results
+        self._expire_due = 0.0
         # `rpc` lets a caller observe every call (the fault harness logs them).
         self.rpc = rpc or IngestionRpc(pool, stale_after_seconds=settings.stale_after_seconds)
         # Each job may hold a build connection while its heartbeat needs another.
@@ -131,6 +136,7 @@ class Worker:
             if stop.is_set():  # a stop requested during the back-off: claim nothing more
                 return []
             try:
+                self._expire_exhausted_leases()
                 return self.rpc.claim(self.worker_id, limit=limit)
             except TRANSIENT_ERRORS as exc:
                 if attempt == self.claim_attempts:
@@ -141,6 +147,19 @@ class Worker:
                 log.warning("claim failed (%s); retrying in %ss", describe(exc), delay)
                 stop.wait(delay)
         return []
+
+    def _expire_exhausted_leases(self) -> None:
+        """A job whose worker died on its final attempt keeps a stale lease that no claim
+        may take (attempts are exhausted): dead-letter it and refresh its batch, so that
+        `ingest work` alone (no Dagster janitor) never leaves it `processing` forever."""
+        now = time.monotonic()
+        if now < self._expire_due or self.rpc.fence_level is FenceLevel.NONE:  # none before the hardening
+            return
+        expired = self.rpc.expire_stale()
+        self._expire_due = now + EXPIRE_EVERY_SECONDS
+        if expired.expired:
+            log.warning("dead-lettered %s job(s) whose lease expired on the final attempt: %s", expired.expired,
+                        ", ".join(str(j) for j in expired.job_ids))
 
     @staticmethod
     def _notify(on_result: Callable[[JobResult], None] | None, result: JobResult) -> None:

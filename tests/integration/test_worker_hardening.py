@@ -3,14 +3,24 @@ stale final attempts, post-commit bookkeeping, heartbeat after completion, exit 
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import deque
 
 import psycopg
 
+from ingestion_pipeline.cli import main as ingest
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.worker import Outcome, Worker
-from tests.helpers import seed_batch, seed_job
+from tests.helpers import (
+    batch,
+    index_document,
+    job,
+    make_lease_stale,
+    seed_batch,
+    seed_job,
+    start_reindex_build,
+)
 
 
 class FailingClaims(IngestionRpc):
@@ -59,3 +69,46 @@ def test_stop_requested_during_the_claim_back_off_claims_nothing(pool, settings,
     assert stop.is_set()
     assert rpc.claimed == 0 and report.claimed == 0
     assert conn.execute("select count(*) as n from ingestion_jobs where status = 'pending'").fetchone()["n"] == 3
+
+
+def crashed_on_final_attempt(conn) -> tuple:
+    """A job with max_attempts=1 whose worker died (SIGKILL, OOM, a second Ctrl-C) after
+    claiming it: its lease is past its deadline and no attempt is left."""
+    batch_id = seed_batch(conn)
+    _, job_id = seed_job(conn, batch_id, max_attempts=1)
+    [claimed] = IngestionRpc(conn).claim("killed-worker")
+    assert claimed.job_id == job_id
+    make_lease_stale(conn, job_id)
+    return batch_id, job_id
+
+
+def test_work_drain_dead_letters_a_job_that_died_on_its_final_attempt(db_url, conn, capsys):
+    batch_id, job_id = crashed_on_final_attempt(conn)
+    assert ingest(["work", "--drain", "--json", "--database-url", db_url]) == 0
+    stored = job(conn, job_id)
+    assert (stored["status"], stored["stage"]) == ("failed", "dead_letter")
+    assert batch(conn, batch_id)["status"] == "completed_with_errors"
+    assert IngestionRpc(conn).queue_health().problems() == []
+
+
+def test_janitor_command_runs_the_janitor_passes_without_dagster(db_url, conn, capsys):
+    rpc = IngestionRpc(conn)
+    batch_id, dead_job = crashed_on_final_attempt(conn)
+    seed_job(conn)
+    document_id, _ = index_document(rpc, conn)
+    reindex, generation = start_reindex_build(rpc, conn, document_id, "worker")
+    rpc.fail_or_retry(reindex.job_id, document_id, worker_id="worker", error_message="crash")
+    health = rpc.queue_health()
+    assert health.stale_leases == 1 and any("ingest janitor" in p for p in health.problems())
+
+    capsys.readouterr()
+    assert ingest(["janitor", "--json", "--database-url", db_url]) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert done["expired"] == 1 and done["expired_job_ids"] == [str(dead_job)]
+    assert done["cleanup"]["generations"] == 1 and done["cleanup"]["passes"] == 1
+    assert job(conn, dead_job)["status"] == "failed"
+    assert batch(conn, batch_id)["status"] == "completed_with_errors"
+    assert conn.execute("select count(*) as n from document_chunks where index_generation_id = %s",
+                        (generation,)).fetchone()["n"] == 0
+    assert ingest(["janitor", "--database-url", db_url]) == 0
+    assert "expired stale final attempts" in capsys.readouterr().out
