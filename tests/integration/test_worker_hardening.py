@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
+from datetime import datetime, timedelta
 
 import psycopg
 
 from ingestion_pipeline.cli import main as ingest
 from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.settings import load_settings
 from ingestion_pipeline.worker import Outcome, Worker
 from tests.helpers import (
     batch,
@@ -112,3 +114,44 @@ def test_janitor_command_runs_the_janitor_passes_without_dagster(db_url, conn, c
                         (generation,)).fetchone()["n"] == 0
     assert ingest(["janitor", "--database-url", db_url]) == 0
     assert "expired stale final attempts" in capsys.readouterr().out
+
+
+class TransientStageLog(IngestionRpc):
+    """The stage-log write of the first 'load' stage hits a dropped connection."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.failed_once = False
+
+    def record_stage(self, job_id, worker_id, stage, **kwargs):
+        if stage == "load" and not self.failed_once:
+            self.failed_once = True
+            raise psycopg.OperationalError("server closed the connection unexpectedly (test)")
+        return super().record_stage(job_id, worker_id, stage, **kwargs)
+
+
+class SkewedClock(datetime):
+    """The worker machine's clock runs an hour behind the database server's."""
+
+    @classmethod
+    def now(cls, tz=None):
+        return datetime.now(tz) - timedelta(hours=1)
+
+
+def test_a_retry_backs_off_on_the_servers_clock_whatever_the_workers_clock(db_url, pool, conn, monkeypatch):
+    import ingestion_pipeline.db.rpc as rpc_module
+    import ingestion_pipeline.worker.job as job_module
+
+    monkeypatch.setattr(job_module, "datetime", SkewedClock)
+    monkeypatch.setattr(rpc_module, "datetime", SkewedClock)
+    settings = load_settings(database_url=db_url, retry_backoff_seconds=60)
+    _, job_id = seed_job(conn, max_attempts=3)
+    rpc = TransientStageLog(pool, stale_after_seconds=settings.stale_after_seconds)
+
+    report = Worker(pool, settings, rpc=rpc).run(drain=True)
+
+    assert report.counts["retried"] == 1 and report.claimed == 1  # not claimed again at once
+    stored = conn.execute("select status, stage, extract(epoch from next_run_at - now()) as wait "
+                          "from ingestion_jobs where id = %s", (job_id,)).fetchone()
+    assert (stored["status"], stored["stage"]) == ("pending", "retry_wait")
+    assert 25 <= stored["wait"] <= 60  # half to full of the 60 s backoff, from the server's now()
