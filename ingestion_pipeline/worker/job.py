@@ -99,6 +99,10 @@ class JobRun:
             self._write(begun.generation_id, parsed, chunks)
         with self._stage("commit", 95, completes_job=True):
             metadata = {"title": parsed.title, "mime_type": parsed.mime_type, "embedder": ctx.embedder.name}
+            # The lease has a whole window left (heartbeats land at most a third of it
+            # apart): stop renewing it now, so no heartbeat races the completion.
+            self.keeper.stop()
+            self.keeper.check()
             # Commit and complete together: the document is never indexed under a job that
             # then ends failed (one transaction on the lease-token schema).
             self._fenced(ctx.rpc.commit_and_complete(

@@ -4,18 +4,22 @@ stale final attempts, post-commit bookkeeping, heartbeat after completion, exit 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections import deque
 from datetime import datetime, timedelta
 
 import psycopg
+import pytest
 
 from ingestion_pipeline.cli import main as ingest
+from ingestion_pipeline.db.models import RpcResult
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.settings import load_settings
 from ingestion_pipeline.worker import Outcome, Worker
 from tests.helpers import (
     batch,
+    document,
     index_document,
     job,
     make_lease_stale,
@@ -155,3 +159,81 @@ def test_a_retry_backs_off_on_the_servers_clock_whatever_the_workers_clock(db_ur
                           "from ingestion_jobs where id = %s", (job_id,)).fetchone()
     assert (stored["status"], stored["stage"]) == ("pending", "retry_wait")
     assert 25 <= stored["wait"] <= 60  # half to full of the 60 s backoff, from the server's now()
+
+
+class HeartbeatAfterCompletion(IngestionRpc):
+    """Once the job is committed and completed, give the heartbeat thread a chance to beat
+    (waits for its next beat, or one second when there is none)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.completed = threading.Event()
+        self.beat_after_completion = threading.Event()
+
+    def heartbeat(self, *args, **kwargs):
+        result = super().heartbeat(*args, **kwargs)
+        if self.completed.is_set():
+            self.beat_after_completion.set()
+        return result
+
+    def commit_and_complete(self, *args, **kwargs):
+        result = super().commit_and_complete(*args, **kwargs)
+        self.completed.set()
+        self.beat_after_completion.wait(1)
+        return result
+
+
+def test_no_heartbeat_races_the_completion(db_url, pool, conn, caplog):
+    settings = load_settings(database_url=db_url, retry_backoff_seconds=0, heartbeat_interval_seconds=0.01)
+    _, job_id = seed_job(conn)
+    rpc = HeartbeatAfterCompletion(pool, stale_after_seconds=settings.stale_after_seconds)
+    caplog.set_level(logging.INFO)
+
+    report = Worker(pool, settings, rpc=rpc).run(drain=True)
+
+    assert report.counts["completed"] == 1
+    assert not rpc.beat_after_completion.is_set()
+    assert not [r for r in caplog.records if "lease lost" in r.getMessage()]
+    assert job(conn, job_id)["status"] == "completed"
+
+
+class PostCommitTrouble(IngestionRpc):
+    """Trouble after the commit went through: the commit stage's log write raises or is
+    refused, or the commit's own answer is lost with the connection."""
+
+    def __init__(self, *args, trouble: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.trouble = trouble
+
+    def record_stage(self, job_id, worker_id, stage, **kwargs):
+        if stage == "commit" and self.trouble == "log_raises":
+            raise psycopg.OperationalError("server closed the connection unexpectedly (test)")
+        if stage == "commit" and self.trouble == "log_refused":
+            return RpcResult(ok=False, reason="lease_lost")
+        return super().record_stage(job_id, worker_id, stage, **kwargs)
+
+    def commit_and_complete(self, *args, **kwargs):
+        result = super().commit_and_complete(*args, **kwargs)
+        if self.trouble == "answer_lost":
+            raise psycopg.OperationalError("server closed the connection unexpectedly (test)")
+        return result
+
+
+@pytest.mark.parametrize("trouble", ["log_raises", "log_refused", "answer_lost"])
+def test_post_commit_bookkeeping_never_fails_or_rebuilds_a_finished_build(trouble, pool, settings, conn):
+    batch_id = seed_batch(conn)
+    document_id, job_id = seed_job(conn, batch_id, max_attempts=3)
+    rpc = PostCommitTrouble(pool, stale_after_seconds=settings.stale_after_seconds, trouble=trouble)
+
+    report = Worker(pool, settings, rpc=rpc).run(drain=True)
+
+    assert report.claimed == 1  # built once, never claimed again
+    expected = Outcome.LEASE_LOST if trouble == "answer_lost" else Outcome.COMPLETED  # the answer never came
+    assert [r.outcome for r in report.results] == [expected]
+    stored = job(conn, job_id)
+    assert (stored["status"], stored["stage"], stored["attempt_count"]) == ("completed", "indexed", 1)
+    assert document(conn, document_id)["status"] == "indexed"
+    assert batch(conn, batch_id)["status"] == "completed"
+    generations = conn.execute("select status, count(*) as n from index_generations where document_id = %s "
+                               "group by status", (document_id,)).fetchall()
+    assert [(g["status"], g["n"]) for g in generations] == [("committed", 1)]
