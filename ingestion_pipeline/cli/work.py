@@ -13,7 +13,7 @@ from ingestion_pipeline.cli.common import add_database_url, migrated_pool, posit
 from ingestion_pipeline.processing import get_embedder
 from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.tables import render_table
-from ingestion_pipeline.worker import Worker
+from ingestion_pipeline.worker import Outcome, Worker, WorkerReport
 
 
 def register(commands) -> None:
@@ -64,4 +64,18 @@ def cmd_work(args, settings: Settings) -> int:
                             "docs/s"],
                            [[summary[k] for k in ("claimed", "completed", "failed", "retried", "lease_lost",
                                                   "abandoned", "seconds", "docs_per_second")]]))
+    return exit_code(report)
+
+
+def exit_code(report: WorkerReport) -> int:
+    """0 when the database recorded an outcome for every job claimed: completed, failed
+    (a document's own problem: unsupported, corrupt, empty, too large, or attempts
+    exhausted; `ingest status` lists them), retried or lease_lost (another worker holds the
+    job). 1 when a job was abandoned: its failure could not even be recorded (the database
+    went away), so it waits for its lease to expire."""
+    abandoned = report.counts[Outcome.ABANDONED.value]
+    if abandoned:
+        print(f"ingest: {abandoned} job(s) abandoned: their outcome could not be recorded; they are retried once "
+              "their leases expire", file=sys.stderr)
+        return 1
     return 0

@@ -24,6 +24,7 @@ from tests.helpers import (
     job,
     make_lease_stale,
     seed_batch,
+    seed_document,
     seed_job,
     start_reindex_build,
 )
@@ -237,3 +238,24 @@ def test_post_commit_bookkeeping_never_fails_or_rebuilds_a_finished_build(troubl
     generations = conn.execute("select status, count(*) as n from index_generations where document_id = %s "
                                "group by status", (document_id,)).fetchall()
     assert [(g["status"], g["n"]) for g in generations] == [("committed", 1)]
+
+
+def test_work_exits_1_when_a_job_was_abandoned_and_0_when_documents_failed(db_url, conn, monkeypatch, capsys):
+    seed_job(conn)  # fine
+    document_id = seed_document(conn, content=b"\x89PNG\r\n\x1a\n one")  # fails for good: a document problem
+    assert IngestionRpc(conn).enqueue(document_id, max_attempts=1).ok
+    assert ingest(["work", "--drain", "--json", "--database-url", db_url]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["completed"], summary["failed"]) == (1, 1)
+
+    seed_document_id = seed_document(conn, content=b"\x89PNG\r\n\x1a\n two")
+    assert IngestionRpc(conn).enqueue(seed_document_id).ok
+
+    def database_gone(self, *args, **kwargs):
+        raise psycopg.OperationalError("server closed the connection unexpectedly (test)")
+
+    monkeypatch.setattr(IngestionRpc, "fail_or_retry", database_gone)
+    assert ingest(["work", "--drain", "--json", "--database-url", db_url]) == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["abandoned"] == 1
+    assert "1 job(s) abandoned" in captured.err
