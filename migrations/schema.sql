@@ -426,7 +426,7 @@ begin
 end;
 $$;
 
-CREATE FUNCTION public.fail_or_retry_ingestion_job(p_job_id uuid, p_document_id uuid, p_batch_id uuid DEFAULT NULL::uuid, p_retry boolean DEFAULT false, p_document_status text DEFAULT 'failed'::text, p_stage text DEFAULT 'failed'::text, p_error_message text DEFAULT NULL::text, p_next_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_worker_id text DEFAULT NULL::text, p_lease_token bigint DEFAULT NULL::bigint) RETURNS jsonb
+CREATE FUNCTION public.fail_or_retry_ingestion_job(p_job_id uuid, p_document_id uuid, p_batch_id uuid DEFAULT NULL::uuid, p_retry boolean DEFAULT false, p_document_status text DEFAULT 'failed'::text, p_stage text DEFAULT 'failed'::text, p_error_message text DEFAULT NULL::text, p_next_run_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_worker_id text DEFAULT NULL::text, p_lease_token bigint DEFAULT NULL::bigint, p_retry_delay_seconds double precision DEFAULT NULL::double precision) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -435,6 +435,11 @@ declare
     v_job public.ingestion_jobs%rowtype;
     v_retry boolean;
 begin
+    if p_retry_delay_seconds is not null and (p_retry_delay_seconds < 0 or p_retry_delay_seconds = 'NaN'::float8
+                                              or p_retry_delay_seconds = 'Infinity'::float8) then
+        raise exception 'fail_or_retry_ingestion_job: p_retry_delay_seconds must be a finite number >= 0'
+            using errcode = '22023';
+    end if;
     v_refusal := public.lock_fenced_ingestion_job(p_job_id, p_document_id, p_worker_id, p_lease_token);
     if v_refusal is not null then
         return v_refusal;
@@ -446,8 +451,13 @@ begin
 
     update public.ingestion_jobs
        set status = case when v_retry then 'pending' else 'failed' end,
-           stage = p_stage,
-           next_run_at = case when v_retry then coalesce(p_next_run_at, now()) else next_run_at end,
+           -- a refused retry ends the job: its stage says so, not the caller's retry_wait
+           stage = case when coalesce(p_retry, false) and not v_retry then 'failed' else p_stage end,
+           next_run_at = case
+               when not v_retry then next_run_at
+               when p_retry_delay_seconds is not null then now() + make_interval(secs => p_retry_delay_seconds)
+               else coalesce(p_next_run_at, now())
+           end,
            completed_at = case when v_retry then null else now() end,
            locked_by = null, locked_at = null, lease_expires_at = null,
            error_message = p_error_message,
@@ -1102,8 +1112,8 @@ GRANT ALL ON FUNCTION public.enqueue_ingestion_job(p_document_id uuid, p_batch_i
 REVOKE ALL ON FUNCTION public.expire_stale_ingestion_jobs(p_stale_after_seconds integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.expire_stale_ingestion_jobs(p_stale_after_seconds integer) TO ingestion_worker;
 
-REVOKE ALL ON FUNCTION public.fail_or_retry_ingestion_job(p_job_id uuid, p_document_id uuid, p_batch_id uuid, p_retry boolean, p_document_status text, p_stage text, p_error_message text, p_next_run_at timestamp with time zone, p_worker_id text, p_lease_token bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.fail_or_retry_ingestion_job(p_job_id uuid, p_document_id uuid, p_batch_id uuid, p_retry boolean, p_document_status text, p_stage text, p_error_message text, p_next_run_at timestamp with time zone, p_worker_id text, p_lease_token bigint) TO ingestion_worker;
+REVOKE ALL ON FUNCTION public.fail_or_retry_ingestion_job(p_job_id uuid, p_document_id uuid, p_batch_id uuid, p_retry boolean, p_document_status text, p_stage text, p_error_message text, p_next_run_at timestamp with time zone, p_worker_id text, p_lease_token bigint, p_retry_delay_seconds double precision) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.fail_or_retry_ingestion_job(p_job_id uuid, p_document_id uuid, p_batch_id uuid, p_retry boolean, p_document_status text, p_stage text, p_error_message text, p_next_run_at timestamp with time zone, p_worker_id text, p_lease_token bigint, p_retry_delay_seconds double precision) TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.heartbeat_ingestion_job(p_job_id uuid, p_worker_id text, p_progress integer, p_stage text, p_lease_token bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.heartbeat_ingestion_job(p_job_id uuid, p_worker_id text, p_progress integer, p_stage text, p_lease_token bigint) TO ingestion_worker;

@@ -25,6 +25,7 @@ from ingestion_pipeline.db.connection import connect
 TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL") or None
 HARDENING_NAME = "harden_state_rpcs"
 LEASE_TOKENS_NAME = "lease_tokens"
+RETRY_DELAY_NAME = "server_retry_delay"
 
 
 def version_before(name: str) -> str:
@@ -41,6 +42,10 @@ def pre_hardening_version() -> str:
 
 def pre_tokens_version() -> str:
     return version_before(LEASE_TOKENS_NAME)
+
+
+def pre_retry_delay_version() -> str:
+    return version_before(RETRY_DELAY_NAME)
 
 
 @dataclass(frozen=True)
@@ -83,18 +88,20 @@ class Templates:
     head: str
     pre_hardening: str
     pre_tokens: str
+    pre_retry_delay: str
 
 
 @pytest.fixture(scope="session")
 def templates(pg_server: PgServer) -> Iterator[Templates]:
     suffix = f"{os.getpid()}_{uuid.uuid4().hex[:6]}"
     made = Templates(head=f"ingest_tpl_head_{suffix}", pre_hardening=f"ingest_tpl_pre_{suffix}",
-                     pre_tokens=f"ingest_tpl_pretok_{suffix}")
+                     pre_tokens=f"ingest_tpl_pretok_{suffix}", pre_retry_delay=f"ingest_tpl_predelay_{suffix}")
     migrator.migrate(pg_server.create_database(made.head))
     migrator.migrate(pg_server.create_database(made.pre_hardening), target=pre_hardening_version())
     migrator.migrate(pg_server.create_database(made.pre_tokens), target=pre_tokens_version())
+    migrator.migrate(pg_server.create_database(made.pre_retry_delay), target=pre_retry_delay_version())
     yield made
-    for name in (made.head, made.pre_hardening, made.pre_tokens):
+    for name in (made.head, made.pre_hardening, made.pre_tokens, made.pre_retry_delay):
         pg_server.drop_database(name)
 
 
@@ -149,6 +156,15 @@ def token_schema(request, pg_server: PgServer, templates: Templates) -> Iterator
     """For the lease-token race tests: each runs just before the lease-token migration
     (where it must observe the bug) and at head (where it must pass)."""
     template = templates.head if request.param == "head" else templates.pre_tokens
+    for url in _fresh_database(pg_server, template):
+        yield Schema(url=url, hardened=request.param == "head")
+
+
+@pytest.fixture(params=["pre_retry_delay", "head"])
+def retry_delay_schema(request, pg_server: PgServer, templates: Templates) -> Iterator[Schema]:
+    """For the tests of the server-retry-delay migration: each runs just before it (where
+    it must observe the bug) and at head (where it must pass)."""
+    template = templates.head if request.param == "head" else templates.pre_retry_delay
     for url in _fresh_database(pg_server, template):
         yield Schema(url=url, hardened=request.param == "head")
 

@@ -1,10 +1,11 @@
-"""Operators' checks: `ingest db manifest`, `ingest db check-drift`, `ingest health`."""
+"""Operators' commands: `ingest db manifest`, `ingest db check-drift`, `ingest health`,
+`ingest janitor`."""
 
 from __future__ import annotations
 
 import sys
 
-from ingestion_pipeline.cli.common import add_database_url, print_json
+from ingestion_pipeline.cli.common import add_database_url, print_json, require_migrated
 from ingestion_pipeline.db import drift
 from ingestion_pipeline.db import migrate as migrator
 from ingestion_pipeline.db.connection import connect, resolve_database_url
@@ -12,6 +13,7 @@ from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.tables import render_table
+from ingestion_pipeline.worker import janitor
 
 EXIT_DRIFTED = 1
 EXIT_UNCHECKED = 2
@@ -33,6 +35,13 @@ def register(commands) -> None:
     health.add_argument("--json", action="store_true", help="machine-readable output")
     add_database_url(health)
     health.set_defaults(handler=cmd_health)
+
+    sweep = commands.add_parser(
+        "janitor", help="the janitor's passes without Dagster: expire stale final attempts, refresh stuck "
+                        "batches, clean abandoned generations")
+    sweep.add_argument("--json", action="store_true", help="machine-readable output")
+    add_database_url(sweep)
+    sweep.set_defaults(handler=cmd_janitor)
 
 
 def cmd_manifest(args, settings: Settings) -> int:
@@ -89,3 +98,25 @@ def cmd_health(args, settings: Settings) -> int:
         for problem in problems:
             print(f"needs action: {problem}")
     return 1 if problems else 0
+
+
+def cmd_janitor(args, settings: Settings) -> int:
+    """One janitor run (what the Dagster `janitor` job does), then exit 0."""
+    url = resolve_database_url(settings)
+    require_migrated(url)
+    with connect(url) as conn:
+        done = janitor.run_janitor(IngestionRpc(conn, stale_after_seconds=settings.stale_after_seconds),
+                                   batch_size=settings.cleanup_batch_size,
+                                   time_budget_seconds=settings.janitor_time_budget_seconds)
+    if args.json:
+        print_json(done)
+        return 0
+    cleanup = done["cleanup"]
+    print(render_table(["step", "result"], [
+        ("expired stale final attempts", done["expired"]),
+        ("refreshed stuck batches", done["refreshed_batches"]),
+        ("cleaned generations", f"{cleanup['generations']} in {cleanup['passes']} pass(es) "
+                                f"({cleanup['chunks']} chunks, {cleanup['pages']} pages, "
+                                f"{cleanup['sections']} sections)"),
+    ]))
+    return 0

@@ -13,7 +13,7 @@ from ingestion_pipeline.cli.common import add_database_url, migrated_pool, posit
 from ingestion_pipeline.processing import get_embedder
 from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.tables import render_table
-from ingestion_pipeline.worker import Worker
+from ingestion_pipeline.worker import Outcome, Worker, WorkerReport
 
 
 def register(commands) -> None:
@@ -35,9 +35,10 @@ def cmd_work(args, settings: Settings) -> int:
     def interrupt(signum, frame):
         if stop.is_set():
             # Second Ctrl-C: abort now. Jobs in flight keep their leases until the stale
-            # window passes; then another worker reclaims them (nothing is lost).
-            print("\ningest: aborted; in-flight jobs will be reclaimed after their leases expire",
-                  file=sys.stderr)
+            # window passes; then a worker reclaims them, or, on their final attempt, a
+            # worker or `ingest janitor` dead-letters them (they end failed).
+            print("\ningest: aborted; in-flight jobs will be retried once their leases expire (INGEST_STALE_AFTER_"
+                  "SECONDS), or fail if that was their last attempt", file=sys.stderr)
             os._exit(130)
         print("\ningest: stopping after the jobs in flight (Ctrl-C again to abort)", file=sys.stderr)
         stop.set()
@@ -63,4 +64,18 @@ def cmd_work(args, settings: Settings) -> int:
                             "docs/s"],
                            [[summary[k] for k in ("claimed", "completed", "failed", "retried", "lease_lost",
                                                   "abandoned", "seconds", "docs_per_second")]]))
+    return exit_code(report)
+
+
+def exit_code(report: WorkerReport) -> int:
+    """0 when the database recorded an outcome for every job claimed: completed, failed
+    (a document's own problem: unsupported, corrupt, empty, too large, or attempts
+    exhausted; `ingest status` lists them), retried or lease_lost (another worker holds the
+    job). 1 when a job was abandoned: its failure could not even be recorded (the database
+    went away), so it waits for its lease to expire."""
+    abandoned = report.counts[Outcome.ABANDONED.value]
+    if abandoned:
+        print(f"ingest: {abandoned} job(s) abandoned: their outcome could not be recorded; they are retried once "
+              "their leases expire", file=sys.stderr)
+        return 1
     return 0

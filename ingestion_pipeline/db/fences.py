@@ -1,11 +1,13 @@
 """Which fence the database offers, learned from the catalog, and which named query each
 fenced RPC uses at that level.
 
-Three generations of the schema are in the field (docs/state-machine.md):
+Four generations of the schema are in the field (docs/state-machine.md):
 
 - NONE: before the hardening migration; no heartbeat, no stage log, state RPCs unfenced.
 - WORKER_ID: fenced by the lease holder's worker id.
 - LEASE_TOKEN: fenced by a per-claim token; commit and complete in one transaction.
+- SERVER_RETRY_DELAY: lease tokens, and fail_or_retry takes the retry delay in seconds
+  (the server computes next_run_at on its own clock).
 
 The client looks the level up in the catalog (not by calling and catching SQLSTATE
 42883: on a hardened database an undefined function is a bug to surface, never a reason
@@ -25,11 +27,13 @@ class FenceLevel(IntEnum):
     NONE = 0
     WORKER_ID = 1
     LEASE_TOKEN = 2
+    SERVER_RETRY_DELAY = 3
 
 
-NEWEST = FenceLevel.LEASE_TOKEN
+NEWEST = FenceLevel.SERVER_RETRY_DELAY
 
 # RPC -> named query per level; None: the RPC does not exist at that level (a no-op).
+# A level not listed uses the highest listed level below it (`query_for`).
 QUERIES: dict[str, dict[FenceLevel, str | None]] = {
     "heartbeat": {FenceLevel.LEASE_TOKEN: "rpc_heartbeat", FenceLevel.WORKER_ID: "rpc_heartbeat_worker_id",
                   FenceLevel.NONE: None},
@@ -43,9 +47,17 @@ QUERIES: dict[str, dict[FenceLevel, str | None]] = {
                           FenceLevel.NONE: "rpc_commit_generation_legacy"},
     "complete": {FenceLevel.LEASE_TOKEN: "rpc_complete", FenceLevel.WORKER_ID: "rpc_complete_worker_id",
                  FenceLevel.NONE: "rpc_complete_legacy"},
-    "fail_or_retry": {FenceLevel.LEASE_TOKEN: "rpc_fail_or_retry", FenceLevel.WORKER_ID: "rpc_fail_or_retry_worker_id",
+    "fail_or_retry": {FenceLevel.SERVER_RETRY_DELAY: "rpc_fail_or_retry",
+                      FenceLevel.LEASE_TOKEN: "rpc_fail_or_retry_lease_token",
+                      FenceLevel.WORKER_ID: "rpc_fail_or_retry_worker_id",
                       FenceLevel.NONE: "rpc_fail_or_retry_legacy"},
 }
+
+
+def query_for(rpc: str, level: FenceLevel) -> str | None:
+    """The named query for `rpc` at `level`: the form of the highest listed level not above it."""
+    forms = QUERIES[rpc]
+    return forms[max(known for known in forms if known <= level)]
 
 
 def probe(conn: psycopg.Connection) -> FenceLevel:

@@ -107,7 +107,8 @@ class QueueHealth(RpcResult):
     def problems(self) -> list[str]:
         """What needs an operator's action (generations awaiting cleanup are routine)."""
         checks = {
-            "stale_leases": "job(s) hold a stale lease (run the janitor; check for dead workers)",
+            "stale_leases": "job(s) hold a stale lease (run the janitor: `ingest janitor` or the Dagster "
+                            "janitor job; check for dead workers)",
             "stuck_batches": "batch(es) say pending/processing although all their jobs are done",
             "count_mismatches": "document(s) whose stored counts differ from their committed rows",
             "indexed_without_generation": "document(s) marked indexed with no committed generation",

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import TypeVar
 from uuid import UUID
 
@@ -77,10 +77,13 @@ class IngestionRpc:
         if self._fence_level is None:
             with self._connection() as conn:
                 self._fence_level = fences.probe(conn)
-            if self._fence_level < fences.NEWEST:
+            if self._fence_level < FenceLevel.LEASE_TOKEN:
                 log.warning("this database has %s fences, not lease tokens (schema older than the lease-token "
                             "migration)%s. Run `ingest db migrate`.", self._fence_level.name.lower(),
                             "; state RPCs run unfenced" if self._fence_level is FenceLevel.NONE else "")
+            elif self._fence_level < fences.NEWEST:
+                log.warning("this database's schema is older than this client's (%s): retry delays are computed "
+                            "on this machine's clock. Run `ingest db migrate`.", self._fence_level.name.lower())
         return self._fence_level
 
     def _reprobe_if_outdated(self) -> None:
@@ -92,7 +95,7 @@ class IngestionRpc:
         """Call `rpc` in the form this database's fence level offers; an RPC the schema
         lacks (heartbeat and stage log before the hardening) is an unfenced no-op."""
         level = self.fence_level
-        name = fences.QUERIES[rpc][level]
+        name = fences.query_for(rpc, level)
         if name is None:
             return model(ok=True, fenced=False)
         result = self._result(model, name, params)
@@ -151,7 +154,7 @@ class IngestionRpc:
         """Commit the generation and complete the job. With a token on the newest schema
         that is one transaction; older schemas (or no token) get the two calls of earlier
         releases, and `committed` says whether the first one went through."""
-        if self.fence_level is FenceLevel.LEASE_TOKEN and lease_token is not None:
+        if self.fence_level >= FenceLevel.LEASE_TOKEN and lease_token is not None:
             return self._result(CommitResult, "rpc_commit_and_complete", {
                 "job_id": job_id, "document_id": document_id, "generation_id": generation_id,
                 "lease_token": lease_token, "metadata": Jsonb(metadata or {}), "batch_id": batch_id,
@@ -167,11 +170,19 @@ class IngestionRpc:
     def fail_or_retry(self, job_id: UUID, document_id: UUID, *, worker_id: str | None,
                       lease_token: int | None = None, retry: bool = False, error_message: str | None = None,
                       next_run_at: datetime | None = None, batch_id: UUID | None = None,
-                      document_status: str = "failed", stage: str = "failed") -> JobOutcome:
+                      document_status: str = "failed", stage: str = "failed",
+                      retry_delay_seconds: float | None = None) -> JobOutcome:
+        """Fail the job, or re-queue it while attempts remain. A retry runs again after
+        `retry_delay_seconds`, counted on the database server's clock; on a schema older
+        than that parameter the delay is added to this machine's clock instead (or
+        `next_run_at` is sent as given)."""
+        if retry_delay_seconds is not None and next_run_at is None and self.fence_level < FenceLevel.SERVER_RETRY_DELAY:
+            next_run_at = datetime.now(timezone.utc) + timedelta(seconds=retry_delay_seconds)
         return self._fenced(JobOutcome, "fail_or_retry", {
             "job_id": job_id, "document_id": document_id, "batch_id": batch_id, "retry": retry,
             "document_status": document_status, "stage": stage, "error_message": error_message,
-            "next_run_at": next_run_at, "worker_id": worker_id, "lease_token": lease_token})
+            "next_run_at": next_run_at, "worker_id": worker_id, "lease_token": lease_token,
+            "retry_delay_seconds": retry_delay_seconds})
 
     def refresh_batch(self, batch_id: UUID) -> BatchStatus:
         return self._result(BatchStatus, "rpc_refresh_batch", {"batch_id": batch_id})

@@ -2,7 +2,6 @@
 
 # no `from __future__ import annotations`: Dagster reads the op and config annotations at runtime
 
-import time
 from uuid import UUID
 
 import dagster as dg
@@ -10,7 +9,7 @@ import psycopg
 
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
-from ingestion_pipeline.worker import Worker
+from ingestion_pipeline.worker import Worker, janitor
 
 
 class DrainConfig(dg.Config):
@@ -57,7 +56,7 @@ def refresh_batches(context: dg.OpExecutionContext, config: RefreshConfig, datab
 @dg.op(description="Dead-letter stale leases whose attempts are exhausted; refresh their batches.")
 def expire_stale_leases(context: dg.OpExecutionContext, database: DatabaseResource) -> int:
     with database.rpc() as rpc:
-        result = rpc.expire_stale()
+        result = janitor.expire_stale_leases(rpc)
     context.add_output_metadata({"expired": result.expired,
                                  "job_ids": dg.MetadataValue.json([str(j) for j in result.job_ids])})
     return result.expired
@@ -66,7 +65,7 @@ def expire_stale_leases(context: dg.OpExecutionContext, database: DatabaseResour
 @dg.op(ins={"after": dg.In(dg.Nothing)}, description="Refresh batches left pending/processing with no open job.")
 def refresh_stuck_batches(context: dg.OpExecutionContext, database: DatabaseResource) -> int:
     with database.rpc() as rpc:
-        result = rpc.refresh_stuck_batches()
+        result = janitor.refresh_stuck_batches(rpc)
     context.add_output_metadata({"refreshed": result.refreshed})
     return result.refreshed
 
@@ -75,18 +74,8 @@ def refresh_stuck_batches(context: dg.OpExecutionContext, database: DatabaseReso
        description="Delete rows of abandoned generations in bounded passes, within a time budget.")
 def cleanup_abandoned_generations(context: dg.OpExecutionContext, database: DatabaseResource) -> dict:
     settings = database.settings()
-    deadline = time.monotonic() + settings.janitor_time_budget_seconds
-    totals = {"passes": 0, "documents": 0, "pages": 0, "sections": 0, "chunks": 0, "generations": 0}
     with database.rpc() as rpc:
-        while time.monotonic() < deadline:
-            planned = rpc.cleanup_generations(limit=settings.cleanup_batch_size, dry_run=True)
-            if planned.generations == 0:
-                break
-            done = rpc.cleanup_generations(limit=settings.cleanup_batch_size, dry_run=False)
-            totals["passes"] += 1
-            for key in ("documents", "pages", "sections", "chunks", "generations"):
-                totals[key] += getattr(done, key)
-            if done.generations == 0:  # candidates gained an open job meanwhile: stop
-                break
+        totals = janitor.cleanup_abandoned_generations(rpc, batch_size=settings.cleanup_batch_size,
+                                                       time_budget_seconds=settings.janitor_time_budget_seconds)
     context.add_output_metadata(totals)
     return totals

@@ -35,8 +35,15 @@ class LeaseKeeper:
         return self
 
     def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """No more heartbeats (idempotent); waits for one in flight. Called before the
+        job completes: a heartbeat after completion would be refused (`lease_lost`), a
+        spurious alarm about a job that finished."""
         self._stop.set()
-        self._thread.join()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join()
 
     def report(self, stage: str, progress: int) -> None:
         self.stage, self.progress = stage, progress

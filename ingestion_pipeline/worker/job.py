@@ -7,7 +7,7 @@ import random
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Iterator
 
 from psycopg_pool import ConnectionPool
@@ -50,10 +50,11 @@ class JobContext:
     retry_backoff_max_seconds: float
 
 
-def backoff_until(attempt: int, base: float, cap: float) -> datetime:
-    """Exponential backoff with jitter (half to full delay), so retries spread out."""
+def backoff_seconds(attempt: int, base: float, cap: float) -> float:
+    """Exponential backoff with jitter (half to full delay), so retries spread out. The
+    database adds it to its own clock (the claim compares next_run_at with its now())."""
     delay = min(cap, base * 2 ** max(attempt - 1, 0))
-    return datetime.now(timezone.utc) + timedelta(seconds=delay * random.uniform(0.5, 1.0))
+    return delay * random.uniform(0.5, 1.0)
 
 
 class JobRun:
@@ -98,6 +99,10 @@ class JobRun:
             self._write(begun.generation_id, parsed, chunks)
         with self._stage("commit", 95, completes_job=True):
             metadata = {"title": parsed.title, "mime_type": parsed.mime_type, "embedder": ctx.embedder.name}
+            # The lease has a whole window left (heartbeats land at most a third of it
+            # apart): stop renewing it now, so no heartbeat races the completion.
+            self.keeper.stop()
+            self.keeper.check()
             # Commit and complete together: the document is never indexed under a job that
             # then ends failed (one transaction on the lease-token schema).
             self._fenced(ctx.rpc.commit_and_complete(
@@ -162,11 +167,11 @@ class JobRun:
 
     def _fail(self, message: str, *, retry: bool) -> JobResult:
         job, ctx = self.job, self.ctx
-        next_run_at = backoff_until(job.attempt_count, ctx.retry_backoff_seconds, ctx.retry_backoff_max_seconds)
+        delay = backoff_seconds(job.attempt_count, ctx.retry_backoff_seconds, ctx.retry_backoff_max_seconds)
         try:
             outcome = ctx.rpc.fail_or_retry(job.job_id, job.document_id, worker_id=ctx.worker_id,
-                                            lease_token=job.lease_token, retry=retry,
-                                            error_message=message, next_run_at=next_run_at if retry else None,
+                                            lease_token=job.lease_token, retry=retry, error_message=message,
+                                            retry_delay_seconds=delay if retry else None,
                                             batch_id=job.batch_id, stage="retry_wait" if retry else "failed")
         except Exception as exc:
             log.error("job %s: could not record failure (%s); its lease will expire", job.job_id, describe(exc))

@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from psycopg_pool import ConnectionPool
 
+from ingestion_pipeline.db.fences import FenceLevel
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.processing import ChunkingOptions, Embedder, NoEmbedder
 from ingestion_pipeline.settings import Settings
@@ -23,20 +24,37 @@ from ingestion_pipeline.worker.outcome import JobResult, Outcome
 log = logging.getLogger(__name__)
 
 
+RECENT_RESULTS = 100
+# How often a claim loop also dead-letters stale leases on their final attempt (which no
+# claim can take): at its first claim, then at most this often.
+EXPIRE_EVERY_SECONDS = 30.0
+
+
 @dataclass
 class WorkerReport:
+    """Counters for every job, and only the most recent results (a long-running
+    `ingest work` must not grow with the number of jobs it has processed)."""
+
     worker_id: str
-    results: list[JobResult] = field(default_factory=list)
+    keep: int = RECENT_RESULTS
+    results: deque[JobResult] = field(init=False)
+    outcomes: Counter = field(init=False, default_factory=Counter)
     seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.results = deque(maxlen=self.keep)
+
+    def add(self, result: JobResult) -> None:
+        self.outcomes[result.outcome.value] += 1
+        self.results.append(result)
 
     @property
     def counts(self) -> dict[str, int]:
-        counted = Counter(r.outcome.value for r in self.results)
-        return {outcome.value: counted.get(outcome.value, 0) for outcome in Outcome}
+        return {outcome.value: self.outcomes.get(outcome.value, 0) for outcome in Outcome}
 
     @property
     def claimed(self) -> int:
-        return len(self.results)
+        return sum(self.outcomes.values())
 
     @property
     def docs_per_second(self) -> float:
@@ -54,12 +72,14 @@ class Worker:
     def __init__(self, pool: ConnectionPool, settings: Settings, *, label: str = "worker",
                  concurrency: int | None = None, embedder: Embedder | None = None,
                  chunking: ChunkingOptions | None = None, poll_seconds: float = 1.0,
-                 rpc: IngestionRpc | None = None):
+                 rpc: IngestionRpc | None = None, keep_results: int = RECENT_RESULTS):
         self.worker_id = new_worker_id(label)
         self.concurrency = concurrency or settings.worker_concurrency
         self.claim_batch_size = settings.claim_batch_size
         self.poll_seconds = poll_seconds
         self.claim_attempts = settings.claim_retry_attempts
+        self.keep_results = keep_results
+        self._expire_due = 0.0
         # `rpc` lets a caller observe every call (the fault harness logs them).
         self.rpc = rpc or IngestionRpc(pool, stale_after_seconds=settings.stale_after_seconds)
         # Each job may hold a build connection while its heartbeat needs another.
@@ -80,7 +100,7 @@ class Worker:
         nothing is in flight; otherwise poll until `stop` is set. Setting `stop` ends
         claiming; jobs in flight finish (or stop at their next lease check) first."""
         stop = stop or threading.Event()
-        report = WorkerReport(self.worker_id)
+        report = WorkerReport(self.worker_id, keep=self.keep_results)
         started = time.monotonic()
         claimed_total = 0
         in_flight: set[Future] = set()
@@ -103,7 +123,7 @@ class Worker:
                 done, in_flight = wait(in_flight, timeout=self.poll_seconds, return_when=FIRST_COMPLETED)
                 for future in done:
                     result = future.result()  # JobRun.run() turns every error into an outcome
-                    report.results.append(result)
+                    report.add(result)
                     self._notify(on_result, result)
         report.seconds = time.monotonic() - started
         return report
@@ -113,15 +133,33 @@ class Worker:
         doubling waits); a longer one ends the run with the error, after the jobs in flight
         finish (the executor shuts down)."""
         for attempt in range(1, self.claim_attempts + 1):
+            if stop.is_set():  # a stop requested during the back-off: claim nothing more
+                return []
             try:
+                self._expire_exhausted_leases()
                 return self.rpc.claim(self.worker_id, limit=limit)
             except TRANSIENT_ERRORS as exc:
-                if attempt == self.claim_attempts or stop.is_set():
+                if attempt == self.claim_attempts:
                     raise
+                if stop.is_set():
+                    return []
                 delay = min(2 ** attempt, 30)
                 log.warning("claim failed (%s); retrying in %ss", describe(exc), delay)
                 stop.wait(delay)
         return []
+
+    def _expire_exhausted_leases(self) -> None:
+        """A job whose worker died on its final attempt keeps a stale lease that no claim
+        may take (attempts are exhausted): dead-letter it and refresh its batch, so that
+        `ingest work` alone (no Dagster janitor) never leaves it `processing` forever."""
+        now = time.monotonic()
+        if now < self._expire_due or self.rpc.fence_level is FenceLevel.NONE:  # none before the hardening
+            return
+        expired = self.rpc.expire_stale()
+        self._expire_due = now + EXPIRE_EVERY_SECONDS
+        if expired.expired:
+            log.warning("dead-lettered %s job(s) whose lease expired on the final attempt: %s", expired.expired,
+                        ", ".join(str(j) for j in expired.job_ids))
 
     @staticmethod
     def _notify(on_result: Callable[[JobResult], None] | None, result: JobResult) -> None:

@@ -29,6 +29,11 @@ CALLED_BY_EARLIER_RELEASES = [
     "p_error_message => null::text, p_next_run_at => null::timestamptz, p_worker_id => null::text)",
     "record_ingestion_job_stage(p_job_id => null::uuid, p_worker_id => null::text, p_stage => null::text, "
     "p_started_at => null::timestamptz, p_finished_at => null::timestamptz, p_detail => null::jsonb)",
+    # The lease-token release (before the server computed the retry delay).
+    "fail_or_retry_ingestion_job(p_job_id => null::uuid, p_document_id => null::uuid, p_batch_id => null::uuid, "
+    "p_retry => null::boolean, p_document_status => null::text, p_stage => null::text, "
+    "p_error_message => null::text, p_next_run_at => null::timestamptz, p_worker_id => null::text, "
+    "p_lease_token => null::bigint)",
     "expire_stale_ingestion_jobs(null::integer)",
     "ingestion_sensor_state(p_stale_after_seconds => null::integer, p_limit => null::integer)",
     "ingestion_queue_health(p_stale_after_seconds => null::integer)",

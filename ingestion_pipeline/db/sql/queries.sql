@@ -36,6 +36,8 @@ select current_setting('server_version') as version, current_database() as datab
 -- name: rpc_fence_level
 -- Which generation of fenced signatures this database has (resolved like the calls are).
 select case
+    when to_regprocedure('fail_or_retry_ingestion_job(uuid,uuid,uuid,boolean,text,text,text,timestamptz,text,bigint,'
+                         'double precision)') is not null then 3
     when to_regprocedure('commit_and_complete_ingestion_job(uuid,uuid,uuid,bigint,jsonb,uuid,text)') is not null then 2
     when to_regprocedure('heartbeat_ingestion_job(uuid,text,integer,text)') is not null then 1
     else 0
@@ -101,6 +103,14 @@ select commit_and_complete_ingestion_job(p_job_id => %(job_id)s, p_document_id =
     p_batch_id => %(batch_id)s, p_stage => %(stage)s) as result;
 
 -- name: rpc_fail_or_retry
+-- The server computes next_run_at = now() + p_retry_delay_seconds (its own clock).
+select fail_or_retry_ingestion_job(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
+    p_batch_id => %(batch_id)s, p_retry => %(retry)s, p_document_status => %(document_status)s,
+    p_stage => %(stage)s, p_error_message => %(error_message)s, p_next_run_at => %(next_run_at)s,
+    p_worker_id => %(worker_id)s, p_lease_token => %(lease_token)s,
+    p_retry_delay_seconds => %(retry_delay_seconds)s) as result;
+
+-- name: rpc_fail_or_retry_lease_token
 select fail_or_retry_ingestion_job(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
     p_batch_id => %(batch_id)s, p_retry => %(retry)s, p_document_status => %(document_status)s,
     p_stage => %(stage)s, p_error_message => %(error_message)s, p_next_run_at => %(next_run_at)s,

@@ -1,0 +1,53 @@
+"""The janitor's passes, shared by the Dagster janitor job and `ingest janitor`:
+
+1. dead-letter stale leases whose attempts are exhausted (a worker that died on its final
+   attempt: no claim can take the job again) and refresh their batches;
+2. refresh batches left `pending`/`processing` although none of their jobs is open;
+3. delete the rows of abandoned generations in bounded passes (a dry-run count first),
+   within a time budget. The "no open job for this document" guard is re-asserted by
+   the database inside every delete.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from ingestion_pipeline.db.models import ExpireResult, StuckBatchesRefreshed
+from ingestion_pipeline.db.rpc import IngestionRpc
+
+CLEANUP_COUNTS = ("documents", "pages", "sections", "chunks", "generations")
+
+
+def expire_stale_leases(rpc: IngestionRpc) -> ExpireResult:
+    return rpc.expire_stale()
+
+
+def refresh_stuck_batches(rpc: IngestionRpc) -> StuckBatchesRefreshed:
+    return rpc.refresh_stuck_batches()
+
+
+def cleanup_abandoned_generations(rpc: IngestionRpc, *, batch_size: int, time_budget_seconds: float,
+                                  clock: Callable[[], float] = time.monotonic) -> dict[str, int]:
+    deadline = clock() + time_budget_seconds
+    totals = {"passes": 0, **{key: 0 for key in CLEANUP_COUNTS}}
+    while clock() < deadline:
+        planned = rpc.cleanup_generations(limit=batch_size, dry_run=True)
+        if planned.generations == 0:
+            break
+        done = rpc.cleanup_generations(limit=batch_size, dry_run=False)
+        totals["passes"] += 1
+        for key in CLEANUP_COUNTS:
+            totals[key] += getattr(done, key)
+        if done.generations == 0:  # candidates gained an open job meanwhile: stop
+            break
+    return totals
+
+
+def run_janitor(rpc: IngestionRpc, *, batch_size: int, time_budget_seconds: float) -> dict:
+    """All three passes in order; what each did."""
+    expired = expire_stale_leases(rpc)
+    refreshed = refresh_stuck_batches(rpc)
+    cleaned = cleanup_abandoned_generations(rpc, batch_size=batch_size, time_budget_seconds=time_budget_seconds)
+    return {"expired": expired.expired, "expired_job_ids": [str(j) for j in expired.job_ids],
+            "refreshed_batches": refreshed.refreshed, "cleanup": cleaned}

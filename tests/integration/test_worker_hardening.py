@@ -1,0 +1,261 @@
+"""Worker and operations hardening: bounded report, stop during the claim back-off,
+stale final attempts, post-commit bookkeeping, heartbeat after completion, exit codes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import deque
+from datetime import datetime, timedelta
+
+import psycopg
+import pytest
+
+from ingestion_pipeline.cli import main as ingest
+from ingestion_pipeline.db.models import RpcResult
+from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.settings import load_settings
+from ingestion_pipeline.worker import Outcome, Worker
+from tests.helpers import (
+    batch,
+    document,
+    index_document,
+    job,
+    make_lease_stale,
+    seed_batch,
+    seed_document,
+    seed_job,
+    start_reindex_build,
+)
+
+
+class FailingClaims(IngestionRpc):
+    """The database is away for the first `failures` claims."""
+
+    def __init__(self, *args, failures: int, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.failures = failures
+        self.claims_tried = 0
+        self.claimed = 0
+
+    def claim(self, worker_id, limit=1, stale_after_seconds=None):
+        self.claims_tried += 1
+        if self.claims_tried <= self.failures:
+            raise psycopg.OperationalError("connection refused (test)")
+        jobs = super().claim(worker_id, limit, stale_after_seconds)
+        self.claimed += len(jobs)
+        return jobs
+
+
+class StopDuringWait(threading.Event):
+    """A stop event on which the request arrives while the loop waits (the back-off)."""
+
+    def wait(self, timeout=None):
+        self.set()
+        return True
+
+
+def test_report_keeps_counters_and_a_bounded_window_of_results(pool, settings, conn):
+    batch_id = seed_batch(conn)
+    for _ in range(12):
+        seed_job(conn, batch_id)
+    report = Worker(pool, settings, keep_results=3).run(drain=True)
+    assert report.claimed == 12 and report.counts["completed"] == 12
+    assert isinstance(report.results, deque) and report.results.maxlen == 3 and len(report.results) == 3
+    assert report.as_dict()["claimed"] == 12 and report.as_dict()["completed"] == 12
+
+
+def test_stop_requested_during_the_claim_back_off_claims_nothing(pool, settings, conn):
+    batch_id = seed_batch(conn)
+    for _ in range(3):
+        seed_job(conn, batch_id)
+    rpc = FailingClaims(pool, stale_after_seconds=settings.stale_after_seconds, failures=1)
+    stop = StopDuringWait()
+    report = Worker(pool, settings, rpc=rpc).run(drain=False, stop=stop)
+    assert stop.is_set()
+    assert rpc.claimed == 0 and report.claimed == 0
+    assert conn.execute("select count(*) as n from ingestion_jobs where status = 'pending'").fetchone()["n"] == 3
+
+
+def crashed_on_final_attempt(conn) -> tuple:
+    """A job with max_attempts=1 whose worker died (SIGKILL, OOM, a second Ctrl-C) after
+    claiming it: its lease is past its deadline and no attempt is left."""
+    batch_id = seed_batch(conn)
+    _, job_id = seed_job(conn, batch_id, max_attempts=1)
+    [claimed] = IngestionRpc(conn).claim("killed-worker")
+    assert claimed.job_id == job_id
+    make_lease_stale(conn, job_id)
+    return batch_id, job_id
+
+
+def test_work_drain_dead_letters_a_job_that_died_on_its_final_attempt(db_url, conn, capsys):
+    batch_id, job_id = crashed_on_final_attempt(conn)
+    assert ingest(["work", "--drain", "--json", "--database-url", db_url]) == 0
+    stored = job(conn, job_id)
+    assert (stored["status"], stored["stage"]) == ("failed", "dead_letter")
+    assert batch(conn, batch_id)["status"] == "completed_with_errors"
+    assert IngestionRpc(conn).queue_health().problems() == []
+
+
+def test_janitor_command_runs_the_janitor_passes_without_dagster(db_url, conn, capsys):
+    rpc = IngestionRpc(conn)
+    batch_id, dead_job = crashed_on_final_attempt(conn)
+    seed_job(conn)
+    document_id, _ = index_document(rpc, conn)
+    reindex, generation = start_reindex_build(rpc, conn, document_id, "worker")
+    rpc.fail_or_retry(reindex.job_id, document_id, worker_id="worker", error_message="crash")
+    health = rpc.queue_health()
+    assert health.stale_leases == 1 and any("ingest janitor" in p for p in health.problems())
+
+    capsys.readouterr()
+    assert ingest(["janitor", "--json", "--database-url", db_url]) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert done["expired"] == 1 and done["expired_job_ids"] == [str(dead_job)]
+    assert done["cleanup"]["generations"] == 1 and done["cleanup"]["passes"] == 1
+    assert job(conn, dead_job)["status"] == "failed"
+    assert batch(conn, batch_id)["status"] == "completed_with_errors"
+    assert conn.execute("select count(*) as n from document_chunks where index_generation_id = %s",
+                        (generation,)).fetchone()["n"] == 0
+    assert ingest(["janitor", "--database-url", db_url]) == 0
+    assert "expired stale final attempts" in capsys.readouterr().out
+
+
+class TransientStageLog(IngestionRpc):
+    """The stage-log write of the first 'load' stage hits a dropped connection."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.failed_once = False
+
+    def record_stage(self, job_id, worker_id, stage, **kwargs):
+        if stage == "load" and not self.failed_once:
+            self.failed_once = True
+            raise psycopg.OperationalError("server closed the connection unexpectedly (test)")
+        return super().record_stage(job_id, worker_id, stage, **kwargs)
+
+
+class SkewedClock(datetime):
+    """The worker machine's clock runs an hour behind the database server's."""
+
+    @classmethod
+    def now(cls, tz=None):
+        return datetime.now(tz) - timedelta(hours=1)
+
+
+def test_a_retry_backs_off_on_the_servers_clock_whatever_the_workers_clock(db_url, pool, conn, monkeypatch):
+    import ingestion_pipeline.db.rpc as rpc_module
+    import ingestion_pipeline.worker.job as job_module
+
+    monkeypatch.setattr(job_module, "datetime", SkewedClock)
+    monkeypatch.setattr(rpc_module, "datetime", SkewedClock)
+    settings = load_settings(database_url=db_url, retry_backoff_seconds=60)
+    _, job_id = seed_job(conn, max_attempts=3)
+    rpc = TransientStageLog(pool, stale_after_seconds=settings.stale_after_seconds)
+
+    report = Worker(pool, settings, rpc=rpc).run(drain=True)
+
+    assert report.counts["retried"] == 1 and report.claimed == 1  # not claimed again at once
+    stored = conn.execute("select status, stage, extract(epoch from next_run_at - now()) as wait "
+                          "from ingestion_jobs where id = %s", (job_id,)).fetchone()
+    assert (stored["status"], stored["stage"]) == ("pending", "retry_wait")
+    assert 25 <= stored["wait"] <= 60  # half to full of the 60 s backoff, from the server's now()
+
+
+class HeartbeatAfterCompletion(IngestionRpc):
+    """Once the job is committed and completed, give the heartbeat thread a chance to beat
+    (waits for its next beat, or one second when there is none)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.completed = threading.Event()
+        self.beat_after_completion = threading.Event()
+
+    def heartbeat(self, *args, **kwargs):
+        result = super().heartbeat(*args, **kwargs)
+        if self.completed.is_set():
+            self.beat_after_completion.set()
+        return result
+
+    def commit_and_complete(self, *args, **kwargs):
+        result = super().commit_and_complete(*args, **kwargs)
+        self.completed.set()
+        self.beat_after_completion.wait(1)
+        return result
+
+
+def test_no_heartbeat_races_the_completion(db_url, pool, conn, caplog):
+    settings = load_settings(database_url=db_url, retry_backoff_seconds=0, heartbeat_interval_seconds=0.01)
+    _, job_id = seed_job(conn)
+    rpc = HeartbeatAfterCompletion(pool, stale_after_seconds=settings.stale_after_seconds)
+    caplog.set_level(logging.INFO)
+
+    report = Worker(pool, settings, rpc=rpc).run(drain=True)
+
+    assert report.counts["completed"] == 1
+    assert not rpc.beat_after_completion.is_set()
+    assert not [r for r in caplog.records if "lease lost" in r.getMessage()]
+    assert job(conn, job_id)["status"] == "completed"
+
+
+class PostCommitTrouble(IngestionRpc):
+    """Trouble after the commit went through: the commit stage's log write raises or is
+    refused, or the commit's own answer is lost with the connection."""
+
+    def __init__(self, *args, trouble: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.trouble = trouble
+
+    def record_stage(self, job_id, worker_id, stage, **kwargs):
+        if stage == "commit" and self.trouble == "log_raises":
+            raise psycopg.OperationalError("server closed the connection unexpectedly (test)")
+        if stage == "commit" and self.trouble == "log_refused":
+            return RpcResult(ok=False, reason="lease_lost")
+        return super().record_stage(job_id, worker_id, stage, **kwargs)
+
+    def commit_and_complete(self, *args, **kwargs):
+        result = super().commit_and_complete(*args, **kwargs)
+        if self.trouble == "answer_lost":
+            raise psycopg.OperationalError("server closed the connection unexpectedly (test)")
+        return result
+
+
+@pytest.mark.parametrize("trouble", ["log_raises", "log_refused", "answer_lost"])
+def test_post_commit_bookkeeping_never_fails_or_rebuilds_a_finished_build(trouble, pool, settings, conn):
+    batch_id = seed_batch(conn)
+    document_id, job_id = seed_job(conn, batch_id, max_attempts=3)
+    rpc = PostCommitTrouble(pool, stale_after_seconds=settings.stale_after_seconds, trouble=trouble)
+
+    report = Worker(pool, settings, rpc=rpc).run(drain=True)
+
+    assert report.claimed == 1  # built once, never claimed again
+    expected = Outcome.LEASE_LOST if trouble == "answer_lost" else Outcome.COMPLETED  # the answer never came
+    assert [r.outcome for r in report.results] == [expected]
+    stored = job(conn, job_id)
+    assert (stored["status"], stored["stage"], stored["attempt_count"]) == ("completed", "indexed", 1)
+    assert document(conn, document_id)["status"] == "indexed"
+    assert batch(conn, batch_id)["status"] == "completed"
+    generations = conn.execute("select status, count(*) as n from index_generations where document_id = %s "
+                               "group by status", (document_id,)).fetchall()
+    assert [(g["status"], g["n"]) for g in generations] == [("committed", 1)]
+
+
+def test_work_exits_1_when_a_job_was_abandoned_and_0_when_documents_failed(db_url, conn, monkeypatch, capsys):
+    seed_job(conn)  # fine
+    document_id = seed_document(conn, content=b"\x89PNG\r\n\x1a\n one")  # fails for good: a document problem
+    assert IngestionRpc(conn).enqueue(document_id, max_attempts=1).ok
+    assert ingest(["work", "--drain", "--json", "--database-url", db_url]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["completed"], summary["failed"]) == (1, 1)
+
+    seed_document_id = seed_document(conn, content=b"\x89PNG\r\n\x1a\n two")
+    assert IngestionRpc(conn).enqueue(seed_document_id).ok
+
+    def database_gone(self, *args, **kwargs):
+        raise psycopg.OperationalError("server closed the connection unexpectedly (test)")
+
+    monkeypatch.setattr(IngestionRpc, "fail_or_retry", database_gone)
+    assert ingest(["work", "--drain", "--json", "--database-url", db_url]) == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["abandoned"] == 1
+    assert "1 job(s) abandoned" in captured.err
