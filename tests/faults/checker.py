@@ -9,8 +9,9 @@ Violations (never expected), each under a rule name (`Report.by_rule`; RULES lis
                                claimed the job (histories without tokens)
     superseded_token_write     a write accepted with a token older than that of a claim
                                that had returned before it began
-    write_after_expiry         a write accepted after the janitor's expire_stale had
-                               dead-lettered the job (returned before the write began),
+    write_after_expiry         a write accepted after an expire_stale (the janitor's, or a
+                               claim loop's own) had dead-lettered the job (returned
+                               before the write began),
                                from the claim that was expired
     generation_not_found       a commit that found its build deleted under its open job
   jobs and batches

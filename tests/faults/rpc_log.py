@@ -45,9 +45,12 @@ class HistoryFile:
 class LoggedRpc(IngestionRpc):
     """IngestionRpc that records claims and every fenced or generation-starting call."""
 
-    def __init__(self, db, history: HistoryFile, **kwargs):
+    def __init__(self, db, history: HistoryFile, *, caller: str = JANITOR, **kwargs):
         super().__init__(db, **kwargs)
         self.history = history
+        # Who the janitor-kind calls (expire_stale …) are recorded under: the janitor, or a
+        # worker process whose claim loop dead-letters stale exhausted leases itself.
+        self.caller = caller
         self._generations: dict[str, dict] = {}  # generation id -> the begin_generation call's params
 
     def _record(self, call: str, params: dict, started: float, result) -> None:
@@ -100,7 +103,7 @@ class LoggedRpc(IngestionRpc):
         return result
 
     def _janitor_call(self, call: str, model, name, params, started: float):
-        entry = {"call": call, "pid": os.getpid(), "worker": JANITOR, "job_id": None, "t0": started}
+        entry = {"call": call, "pid": os.getpid(), "worker": self.caller, "job_id": None, "t0": started}
         try:
             result = super()._result(model, name, params)
         except BaseException as exc:

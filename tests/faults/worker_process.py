@@ -185,7 +185,8 @@ def main(url: str, history_path: str, label: str, slow_seconds: float = 0.0, sta
     pool = make_pool(url, settings, application_name=f"fault-{label}")
     marker = history.with_suffix(".embedding") if slow_seconds else None
     embedder = SlowEmbedder(slow_seconds, marker) if slow_seconds else None
-    rpc = FaultRpc(pool, HistoryFile(history_path), switch, stale_after_seconds=settings.stale_after_seconds)
+    rpc = FaultRpc(pool, HistoryFile(history_path), switch, caller=label,
+                   stale_after_seconds=settings.stale_after_seconds)
     log_artifact_writes(rpc)
     try:
         Worker(pool, settings, label=label, embedder=embedder, rpc=rpc, poll_seconds=0.2).run(drain=False, stop=stop)
