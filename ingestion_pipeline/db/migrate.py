@@ -2,8 +2,13 @@
 
 Safety rules, all checked before anything is applied (so a refused run changes nothing):
 - an applied file whose bytes changed (sha256) is refused;
-- an applied file that is missing from the folder is refused;
-- a new file whose version sorts before the newest applied one is refused.
+- an applied file that is missing from the folder is refused, unless its version is newer
+  than every file in the folder: then the database is *ahead* of this release (a newer
+  release migrated it; expand/contract: migrate first, redeploy workers after). Commands
+  that need the schema accept it with a warning when every file the release knows is
+  applied unchanged; `migrate` has nothing to apply and says so;
+- a new file whose version sorts before the newest applied one is refused (so a release
+  with files still pending never runs against a database that is ahead of it).
 
 Each file runs in its own transaction together with its ledger row. A file whose first
 line is `-- ingest:no-transaction` runs outside a transaction (for `CREATE INDEX
@@ -72,6 +77,8 @@ class Plan:
     applied: list[AppliedMigration]
     pending: list[MigrationFile]
     newly_applied: list[MigrationFile] = field(default_factory=list)
+    # Applied versions newer than every file this release has (a newer release migrated).
+    ahead: list[AppliedMigration] = field(default_factory=list)
 
 
 def default_migrations_dir() -> Path:
@@ -117,8 +124,11 @@ def discover(folder: Path) -> list[MigrationFile]:
 def pending_after_checks(files: list[MigrationFile], applied: list[AppliedMigration]) -> list[MigrationFile]:
     """The files still to apply, or MigrationError when the ledger and folder disagree."""
     by_version = {f.version: f for f in files}
+    newest_known = max(by_version, default="")
     for row in applied:
         current = by_version.get(row.version)
+        if current is None and row.version > newest_known:
+            continue  # ahead of this release: see ahead_of()
         if current is None:
             raise MigrationError(
                 f"migration {row.version}_{row.name}.sql was applied but is missing from the "
@@ -133,7 +143,14 @@ def pending_after_checks(files: list[MigrationFile], applied: list[AppliedMigrat
     newest = max((row.version for row in applied), default="")
     applied_versions = {row.version for row in applied}
     pending = [f for f in files if f.version not in applied_versions]
+    ahead = ahead_of(files, applied)
     for f in pending:
+        if f.version < newest and ahead:
+            raise MigrationError(
+                f"migration {f.path.name} of this release is not applied, but the database has newer "
+                f"migrations this release does not know ({describe_ahead(ahead)}): run the newer release's "
+                "`ingest db migrate`, not this one's"
+            )
         if f.version < newest:
             raise MigrationError(
                 f"migration {f.path.name} is older than the newest applied migration ({newest}); "
@@ -142,6 +159,17 @@ def pending_after_checks(files: list[MigrationFile], applied: list[AppliedMigrat
         if not f.transactional:
             split_statements(f)  # refuses a file it cannot split, before anything runs
     return pending
+
+
+def ahead_of(files: list[MigrationFile], applied: list[AppliedMigration]) -> list[AppliedMigration]:
+    """Applied migrations newer than every file of this release."""
+    newest_known = max((f.version for f in files), default="")
+    known = {f.version for f in files}
+    return [row for row in applied if row.version not in known and row.version > newest_known]
+
+
+def describe_ahead(rows: list[AppliedMigration]) -> str:
+    return ", ".join(f"{row.version}_{row.name}" for row in rows)
 
 
 def read_ledger(conn: psycopg.Connection) -> list[AppliedMigration]:
@@ -156,7 +184,7 @@ def plan(url: str, folder: Path | None = None, target: str | None = None) -> Pla
     with connect(url) as conn:
         applied = read_ledger(conn)
     pending = pending_after_checks(files, applied)
-    return Plan(applied=applied, pending=_up_to(pending, target))
+    return Plan(applied=applied, pending=_up_to(pending, target), ahead=ahead_of(files, applied))
 
 
 def migrate(
@@ -174,7 +202,8 @@ def migrate(
             conn.execute(query("migration_lock_timeout"), {"timeout": LOCK_TIMEOUT})
             # Read and check under the lock: another migrator may have just finished.
             applied = read_ledger(conn)
-            result = Plan(applied=applied, pending=_up_to(pending_after_checks(files, applied), target))
+            result = Plan(applied=applied, pending=_up_to(pending_after_checks(files, applied), target),
+                          ahead=ahead_of(files, applied))
             if result.pending:
                 conn.execute(sql_text("ledger.sql"))
             for migration in result.pending:
