@@ -266,7 +266,7 @@ def _apply_without_transaction(conn: psycopg.Connection, migration: MigrationFil
 # which never blocks the queue's writers, and then wait for older transactions; the short
 # lock_timeout (meant for locks that queue writers behind the migrator) would abort those
 # waits and leave an INVALID index. They run with no lock_timeout.
-CONCURRENT_INDEX = re.compile(r"^\s*(create\s+(unique\s+)?index|drop\s+index|reindex\s+\w+)\s+(\(.*?\)\s*)?"
+CONCURRENT_INDEX = re.compile(r"^\s*(create\s+(unique\s+)?index|drop\s+index|reindex\s+(\(.*?\)\s*)?\w+)\s+"
                               r"concurrently\b", re.IGNORECASE | re.DOTALL)
 CREATE_INDEX = re.compile(
     r"^\s*create\s+(?:unique\s+)?index\s+(?:concurrently\s+)?(?:if\s+not\s+exists\s+)?"

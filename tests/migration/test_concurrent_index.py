@@ -122,3 +122,16 @@ def test_lock_timeout_does_not_cut_a_concurrent_build_waiting_for_old_transactio
 
     assert versions(empty_db_url) == [V1, V2]
     assert index_state(empty_db_url, "items_code_key") is True
+
+
+@pytest.mark.parametrize("statement, concurrent", [
+    ("-- ingest:no-transaction\ncreate index concurrently if not exists a on t (x);", True),
+    ("CREATE UNIQUE INDEX CONCURRENTLY a ON t (x);", True),
+    ("drop index concurrently if exists a;", True),
+    ("reindex (verbose) index concurrently a;", True),
+    ("reindex table concurrently t;", True),
+    ("create index a on t (x);", False),
+    ("alter table t add column y int;", False),
+])
+def test_which_statements_run_without_the_lock_timeout(statement, concurrent):
+    assert bool(migrate.CONCURRENT_INDEX.match(migrate._code(statement))) is concurrent
