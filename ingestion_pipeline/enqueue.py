@@ -1,9 +1,16 @@
-"""Files and folders in, one import batch out.
+r"""Files and folders in, one import batch out.
 
 Every path is checked first (exists, readable, within the size limit): one bad path
 refuses the whole call and nothing is written. Each file's bytes, its document row and
-its job are then written in one transaction, so an upload is atomic. Identical bytes map
-to the existing document; with `reindex=True` that document gets a reindex job.
+its job are then written in one transaction, so an upload is atomic; the batch row is
+written in the first file's transaction, so a call that fails or is interrupted before
+its first file is stored leaves no batch behind. Identical bytes map to the existing
+document; with `reindex=True` that document gets a reindex job.
+
+File names are stored and reported as text: bytes of a name that are not UTF-8 (a
+Latin-1 name on a UTF-8 system) are shown as `\xNN` escapes (`caf\xe9.txt`), never
+refused. A file is read up to the size limit plus one byte, so one that grew after the
+check is refused without reading it whole.
 """
 
 from __future__ import annotations
@@ -43,7 +50,7 @@ class EnqueuedFile:
 
 @dataclass
 class EnqueueReport:
-    batch_id: UUID
+    batch_id: UUID | None  # None only while no file has been stored
     batch_name: str
     files: list[EnqueuedFile] = field(default_factory=list)
     # The batch's status after the enqueue: `completed` at once when no file needed a job.
@@ -74,7 +81,7 @@ def collect_files(paths: Iterable[str | Path], max_bytes: int) -> list[Path]:
     for raw in paths:
         path = Path(raw)
         if not path.exists():
-            problems.append(f"{path}: no such file or folder")
+            problems.append(f"{display_name(path)}: no such file or folder")
         elif path.is_dir():
             files.extend(_walk(path))
         else:
@@ -102,13 +109,19 @@ def _walk(folder: Path) -> list[Path]:
 
 def _problem(path: Path, max_bytes: int) -> str | None:
     if not path.is_file():
-        return f"{path}: not a regular file"
+        return f"{display_name(path)}: not a regular file"
     if not os.access(path, os.R_OK):
-        return f"{path}: not readable (permission denied)"
+        return f"{display_name(path)}: not readable (permission denied)"
     size = path.stat().st_size
     if size > max_bytes:
-        return f"{path}: {_mb(size)} is over the {_mb(max_bytes)} limit (INGEST_MAX_FILE_BYTES)"
+        return f"{display_name(path)}: {_mb(size)} is over the {_mb(max_bytes)} limit (INGEST_MAX_FILE_BYTES)"
     return None
+
+
+def display_name(text: str | Path) -> str:
+    r"""A path or name as storable, printable text: undecodable bytes (kept by Python as
+    lone surrogates) become `\xNN` escapes."""
+    return os.fsencode(str(text)).decode("utf-8", "backslashreplace")
 
 
 def _mb(size: int) -> str:
@@ -127,47 +140,80 @@ def enqueue_paths(
 ) -> EnqueueReport:
     files = collect_files(paths, max_bytes)
     name = batch_name or f"import {datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S}"
-    batch_id = IngestionRpc(pool).create_batch(name, {"files": len(files)}).batch_id
-    report = EnqueueReport(batch_id=batch_id, batch_name=name)
+    batch = _LazyBatch(name, {"files": len(files)})
+    report = EnqueueReport(batch_id=None, batch_name=name)
     for path in files:
         try:
-            entry = _enqueue_file(pool, path, batch_id, max_bytes, reindex, max_attempts)
+            entry = _enqueue_file(pool, path, batch, max_bytes, reindex, max_attempts)
         except (OSError, EnqueueRefused) as exc:
+            batch.rolled_back_unless(report.files)
             # Changed on disk after the check. Files before it stay enqueued (each is atomic).
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise EnqueueRefused(f"{path}: {reason}; stopped there, {len(report.files)} file(s) before it "
-                                 f"remain in batch {batch_id}") from None
+            where = (f"{len(report.files)} file(s) before it remain in batch {batch.id}" if report.files
+                     else "nothing was written")
+            raise EnqueueRefused(f"{display_name(path)}: {reason}; stopped there, {where}") from None
+        except BaseException:  # Ctrl-C, the database went away: the file's transaction rolled back
+            batch.rolled_back_unless(report.files)
+            raise
         report.files.append(entry)
+        report.batch_id = batch.id
         if on_file:
             on_file(entry)
     if not any(f.outcome in QUEUED for f in report.files):
         # No file got a job in this batch (duplicates, or already queued elsewhere): no job
         # will ever refresh it, so finish it now.
-        report.batch_status = IngestionRpc(pool).refresh_batch(batch_id).status
+        report.batch_status = IngestionRpc(pool).refresh_batch(batch.id).status
     return report
 
 
-def _enqueue_file(pool: ConnectionPool, path: Path, batch_id: UUID, max_bytes: int, reindex: bool,
+class _LazyBatch:
+    """The import batch, created inside the first file's transaction."""
+
+    def __init__(self, name: str, metadata: dict):
+        self.name, self.metadata = name, metadata
+        self.id: UUID | None = None
+
+    def id_in(self, conn) -> UUID:
+        if self.id is None:
+            self.id = IngestionRpc(conn).create_batch(self.name, self.metadata).batch_id
+        return self.id
+
+    def rolled_back_unless(self, stored: list) -> None:
+        """After a file's transaction failed: with no file stored yet, the batch row went
+        with it."""
+        if not stored:
+            self.id = None
+
+
+def _read_at_most(path: Path, limit: int) -> bytes:
+    with path.open("rb") as source:
+        return source.read(limit)
+
+
+def _enqueue_file(pool: ConnectionPool, path: Path, batch: _LazyBatch, max_bytes: int, reindex: bool,
                   max_attempts: int) -> EnqueuedFile:
-    content = path.read_bytes()
+    content = _read_at_most(path, max_bytes + 1)
     if len(content) > max_bytes:  # it grew after the check
-        raise EnqueueRefused(f"{_mb(len(content))} is over the {_mb(max_bytes)} limit")
+        raise EnqueueRefused(f"it grew over the {_mb(max_bytes)} limit after the check")
     sha256 = hashlib.sha256(content).hexdigest()
+    shown = display_name(path)
+    source_name = display_name(path.name)
     with pool.connection() as conn, conn.transaction():
         rpc = IngestionRpc(conn)
+        batch_id = batch.id_in(conn)
         row = conn.execute(query("insert_document"), {
-            "batch_id": batch_id, "source_name": path.name, "content_sha256": sha256,
-            "byte_size": len(content), "mime_type": mimetypes.guess_type(path.name)[0]}).fetchone()
+            "batch_id": batch_id, "source_name": source_name, "content_sha256": sha256,
+            "byte_size": len(content), "mime_type": mimetypes.guess_type(source_name)[0]}).fetchone()
         if row:
             conn.execute(query("insert_document_source"), {"document_id": row["id"], "content": content})
             job = rpc.enqueue(row["id"], batch_id=batch_id, kind="index", max_attempts=max_attempts)
-            return EnqueuedFile(str(path), "queued", row["id"], job.job_id, len(content))
+            return EnqueuedFile(shown, "queued", row["id"], job.job_id, len(content))
 
         existing = conn.execute(query("find_live_document"), {"content_sha256": sha256}).fetchone()
         # A failed document re-uploaded is indexed again; an indexed one only on --reindex.
         kind = "reindex" if reindex and existing["index_generation_id"] else "index"
         if not reindex and existing["status"] != "failed":
-            return EnqueuedFile(str(path), "duplicate", existing["id"], None, len(content))
+            return EnqueuedFile(shown, "duplicate", existing["id"], None, len(content))
         job = rpc.enqueue(existing["id"], batch_id=batch_id, kind=kind, max_attempts=max_attempts)
         outcome = ("reindex_queued" if kind == "reindex" else "queued") if job.ok else job.reason
-        return EnqueuedFile(str(path), outcome, existing["id"], job.job_id, len(content))
+        return EnqueuedFile(shown, outcome, existing["id"], job.job_id, len(content))

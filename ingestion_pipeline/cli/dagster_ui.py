@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import psycopg
 from psycopg import sql
@@ -60,16 +60,23 @@ def dagster_storage_url(settings: Settings, pipeline_url: str) -> str:
 
 def sqlalchemy_url(url: str, dbname: str) -> str:
     """dagster-postgres hands the URL to SQLAlchemy, which wants URL form (not key=value)
-    naming the psycopg2 driver; a Unix-socket host goes into the query string."""
+    naming the psycopg2 driver. Every connection option of `url` is kept (as a query
+    parameter: sslmode, sslrootcert, options, ...; psycopg2 passes them on to libpq). A
+    single TCP host goes in the netloc (an IPv6 address in brackets); a Unix-socket folder
+    or a multi-host list goes into the query string with its port(s), where libpq reads it."""
     parts = psycopg.conninfo.conninfo_to_dict(url)
-    user = quote(parts.get("user") or "postgres", safe="")
-    password = f":{quote(parts['password'], safe='')}" if parts.get("password") else ""
+    parts.pop("dbname", None)
+    user = quote(parts.pop("user", None) or "postgres", safe="")
+    password = parts.pop("password", None)
+    password = f":{quote(password, safe='')}" if password else ""
     host = parts.get("host") or ""
-    port = f":{parts['port']}" if parts.get("port") else ""
-    if host.startswith("/"):
-        netloc = f"localhost{port}" if port else ""  # libpq takes the socket folder from ?host=
-        return f"{SCHEME}://{user}{password}@{netloc}/{dbname}?host={quote(host)}"
-    return f"{SCHEME}://{user}{password}@{host}{port}/{dbname}"
+    netloc = ""
+    if host and not host.startswith("/") and "," not in host and "," not in (parts.get("port") or ""):
+        parts.pop("host")
+        port = parts.pop("port", None)
+        netloc = (f"[{host}]" if ":" in host else quote(host, safe=".-_~")) + (f":{port}" if port else "")
+    query = urlencode(parts, quote_via=quote, safe="")
+    return f"{SCHEME}://{user}{password}@{netloc}/{quote(dbname, safe='')}" + (f"?{query}" if query else "")
 
 
 def prepare_dagster_home(settings: Settings, root: Path) -> Path:

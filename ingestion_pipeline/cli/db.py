@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from ingestion_pipeline.cli import operations
 from ingestion_pipeline.cli.common import add_database_url
 from ingestion_pipeline.db import embedded
@@ -82,12 +84,18 @@ def cmd_db_migrate(args, settings: Settings) -> int:
     plan = migrator.migrate(url, target=args.target, on_apply=report)
     applied = len(plan.newly_applied)
     print(f"{applied} migration(s) applied" if applied else "database is up to date")
+    if plan.ahead:
+        print(f"ingest: warning: the database is ahead of this release ({migrator.describe_ahead(plan.ahead)} "
+              "applied by a newer release); nothing of this release was left to apply", file=sys.stderr)
     return 0
 
 
 def _print_plan(plan: migrator.Plan) -> None:
-    rows = [(m.version, m.name, "applied", m.applied_at.strftime("%Y-%m-%d %H:%M:%S"), m.checksum[:12])
+    ahead = {m.version for m in plan.ahead}
+    rows = [(m.version, m.name, "applied (newer release)" if m.version in ahead else "applied",
+             m.applied_at.strftime("%Y-%m-%d %H:%M:%S"), m.checksum[:12])
             for m in plan.applied]
     rows += [(m.version, m.name, "pending", "", m.checksum[:12]) for m in plan.pending]
     print(render_table(["version", "name", "state", "applied at", "sha256"], rows))
-    print(f"{len(plan.applied)} applied, {len(plan.pending)} pending")
+    newer = f", {len(plan.ahead)} applied by a newer release" if plan.ahead else ""
+    print(f"{len(plan.applied)} applied, {len(plan.pending)} pending{newer}")

@@ -62,6 +62,10 @@ def make_pool(url: str, settings: Settings, **kwargs) -> ConnectionPool:
         # How long a caller waits for a connection: a database that went away surfaces
         # as an error within the connect timeout, not after psycopg_pool's 30 s default.
         timeout=settings.connect_timeout_seconds,
+        # A connection the server dropped while it sat idle in the pool (restart, failover,
+        # idle_session_timeout, pg_terminate_backend) is found dead by a cheap round trip
+        # before it is handed out, and replaced; without this the next claim or job gets it.
+        check=_check_connection,
         open=False,
     )
     try:
@@ -70,3 +74,18 @@ def make_pool(url: str, settings: Settings, **kwargs) -> ConnectionPool:
         pool.close()
         raise DatabaseUnavailable(f"cannot open a connection pool to {redact(url)}: {exc}") from None
     return pool
+
+
+def _check_connection(conn: psycopg.Connection) -> None:
+    """The pool's check before it hands out an idle connection. One dead idle connection
+    usually means the server dropped all of them; psycopg_pool would find the others one
+    at a time with a growing back-off between them (1 + 2 + 4 + … s, past the pool
+    timeout with ten dead connections), so check the rest of the idle ones at once: the
+    dead ones are replaced in the background and the caller gets a fresh one."""
+    try:
+        ConnectionPool.check_connection(conn)
+    except Exception:
+        pool = getattr(conn, "_pool", None)  # psycopg_pool sets it before the check
+        if isinstance(pool, ConnectionPool) and not pool.closed:
+            pool.check()
+        raise

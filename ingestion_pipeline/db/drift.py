@@ -117,4 +117,5 @@ def ledger_problems(url: str) -> list[str]:
         plan = migrator.plan(url)
     except IngestError as exc:
         return [f"migrations: {exc}"]
-    return [f"unapplied migration {m.path.name}" for m in plan.pending]
+    return ([f"unapplied migration {m.path.name}" for m in plan.pending]
+            + [f"applied migration {m.version}_{m.name}.sql is newer than this release" for m in plan.ahead])

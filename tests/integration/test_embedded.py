@@ -143,3 +143,33 @@ def test_start_recovers_from_a_half_written_pid_file_left_by_a_crash(data_dir):
 
     uri = embedded.start(data_dir)
     assert select_one(uri) == 1
+
+
+@pytest.mark.parametrize("status_line", ["ready", ""])  # complete, and half-written (no status yet)
+def test_leftover_pid_file_naming_an_unrelated_live_process_is_stale(data_dir, status_line):
+    """A crash left postmaster.pid; its pid now belongs to another process (here a `sleep`).
+    Not running: status says so, stop signals nothing, start starts a real server."""
+    embedded.start(data_dir)
+    pgdata = embedded.status(data_dir).pgdata
+    embedded.stop(data_dir)
+    sleeper = subprocess.Popen(["sleep", "300"])
+    try:
+        lines = [str(sleeper.pid), str(pgdata), "1796000000", "5432", str(pgdata), "", "  2203905    622622"]
+        if status_line:
+            lines.append(status_line)
+        (pgdata / "postmaster.pid").write_text("\n".join(lines) + "\n")
+
+        assert not embedded.status(data_dir).running
+        assert embedded.stop(data_dir) is False
+        assert sleeper.poll() is None  # never signalled
+
+        uri = embedded.start(data_dir)
+        assert select_one(uri) == 1
+        state = embedded.status(data_dir)
+        assert state.running and state.pid != sleeper.pid
+        assert postmasters(pgdata) == [state.pid]
+        assert embedded.stop(data_dir) is True
+        assert sleeper.poll() is None
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ingestion_pipeline.cli import main as ingest
+from ingestion_pipeline.db import connection
 from ingestion_pipeline.db.connection import make_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.enqueue import enqueue_paths
@@ -215,7 +216,11 @@ def test_rows_refused_by_the_database_stop_the_job_as_lease_lost(build_cleaned_u
     assert committed_rows(conn, document_id)["document_chunks"] == document(conn, document_id)["chunk_count"]
 
 
-def test_killed_connection_mid_build_is_retried_and_completes(db_url, corpus, conn):
+def test_killed_connection_mid_build_is_retried_and_completes(db_url, corpus, conn, monkeypatch):
+    # The connection is killed while it is idle in the pool; the pool's check would replace
+    # it (tests/integration/test_pool.py). Without the check it stands for a connection that
+    # dies between the check and its use: the job must be retried.
+    monkeypatch.setattr(connection, "_check_connection", None)
     settings = settings_for(db_url, pool_min_size=1, pool_max_size=1)
     victim_pool = make_pool(db_url, settings, application_name="ingest-test-victim")
     try:

@@ -213,3 +213,11 @@ left join document_sections s
       and s.ordinal = c.section_ordinal
 order by rank desc, c.document_id, c.ordinal
 limit %(limit)s;
+
+-- name: index_validity
+-- The index `index` on table `table` (resolved as the migration resolved it): is it valid.
+select i.indisvalid as valid, n.nspname as schema
+from pg_catalog.pg_index i
+join pg_catalog.pg_class c on c.oid = i.indexrelid
+join pg_catalog.pg_namespace n on n.oid = c.relnamespace
+where c.relname = %(index)s and i.indrelid = pg_catalog.to_regclass(%(table)s);
