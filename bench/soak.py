@@ -5,11 +5,16 @@
 Worker processes drain waves of tiny documents while a chaos loop SIGKILLs them,
 terminates their backends, pauses them past the stale window (zombies) and stalls one job
 thread of a live worker past its lease while its claim loop keeps claiming (the thread
-then writes and commits with its old token); a janitor runs alongside (its calls logged).
-At the end everything drains and the checker reads the client-side histories and the
-database. Prints the totals, among them the writes accepted from superseded lease tokens
-(must be 0), the zombies refused by a fence, the janitor's passes and errors and the
-deletion audit; exits 1 on any violation or janitor error."""
+then writes and commits with its old token), SIGKILLs workers that hold a job on its
+final attempt (every 8th document has max_attempts=1: the job must be dead-lettered) and
+restarts the embedded server under the fleet (every pooled connection left dead and idle);
+a janitor runs alongside (its calls logged). At the end everything drains and the checker
+reads the client-side histories and the database. Prints the totals, among them the
+writes accepted from superseded lease tokens (must be 0), the zombies refused by a fence,
+the janitor's passes and errors, the deletion audit, the final-attempt kills and how their
+jobs ended, the server restarts and the jobs still open at the end; exits 1 on any
+violation, janitor error, job left open, final-attempt job not dead-lettered or worker
+that exited on its own."""
 
 from __future__ import annotations
 
@@ -25,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from ingestion_pipeline.db import embedded  # noqa: E402
 from ingestion_pipeline.db import migrate as migrator  # noqa: E402
 from tests.faults.checker import check  # noqa: E402
-from tests.faults.harness import run_faults  # noqa: E402
+from tests.faults.harness import ServerControl, final_attempt_outcomes, open_jobs, run_faults  # noqa: E402
 
 
 def main() -> int:
@@ -43,8 +48,11 @@ def main() -> int:
             migrator.migrate(url)
             started = time.monotonic()
             stats = run_faults(url, folder, documents=args.documents, workers=args.workers,
-                               chaos_seconds=args.minutes * 60, drain_timeout=600, seed=args.seed, refill=True)
+                               chaos_seconds=args.minutes * 60, drain_timeout=600, seed=args.seed, refill=True,
+                               server=ServerControl(url, folder / "pg"))
             report = check(url, stats.histories)
+            still_open = open_jobs(url)
+            final_outcomes = final_attempt_outcomes(url, stats.final_attempt_jobs)
         finally:
             embedded.stop(folder / "pg")
     jobs = report.stats.get("jobs", {})
@@ -53,6 +61,12 @@ def main() -> int:
     rows = [("jobs", sum(jobs.values())), ("completed", jobs.get("completed", 0)), ("failed", jobs.get("failed", 0)),
             ("documents indexed / failed", f"{documents.get('indexed', 0)} / {documents.get('failed', 0)}"),
             ("kills", stats.kills), ("backend terminations", stats.backend_terminations),
+            ("final-attempt kills (job held on its last attempt)", stats.final_attempt_kills),
+            ("final-attempt jobs ended failed / dead_letter", f"{sum(final_outcomes.values())} / "
+                                                              f"{final_outcomes.get(('failed', 'dead_letter'), 0)}"),
+            ("server restarts (pools left with dead connections)", stats.server_restarts),
+            ("all backends terminated", stats.all_backends_terminated),
+            ("workers that exited on their own", len(stats.worker_exits)),
             ("pauses (zombies)", stats.pauses), ("stalls armed (SIGUSR1)", stats.stall_signals),
             ("stalls (job thread past its lease)", stats.stalls),
             ("zombie refusals (lease_lost, IF001, 23503)", report.stats.get("zombie_refusals", 0)),
@@ -68,6 +82,7 @@ def main() -> int:
             ("generations / artifact rows deleted (audit)", f"{audit.get('generations_deleted', 0)} / "
                                                             f"{audit.get('artifact_rows_deleted', 0)}"),
             ("deleted while a job of the document was open", audit.get("under_open_job", 0)),
+            ("jobs open at the end", still_open),
             ("violations", f"{len(report.violations)}"
              + (f" ({', '.join(f'{rule}: {n}' for rule, n in sorted(report.by_rule.items()))})"
                 if report.by_rule else "")),
@@ -79,7 +94,14 @@ def main() -> int:
         print(f"VIOLATION: {violation}")
     for error in stats.janitor_errors[:20]:
         print(f"JANITOR ERROR: {error}")
-    return 1 if report.violations or stats.janitor_errors else 0
+    dead_lettered = final_outcomes.get(("failed", "dead_letter"), 0)
+    if dead_lettered != len(stats.final_attempt_jobs):
+        print(f"FINAL-ATTEMPT JOBS NOT DEAD-LETTERED: {final_outcomes}")
+    for label in stats.worker_exits:
+        print(f"WORKER EXITED: {label} (see its .err)")
+    failed = (report.violations or stats.janitor_errors or still_open or stats.worker_exits
+              or dead_lettered != len(stats.final_attempt_jobs))
+    return 1 if failed else 0
 
 if __name__ == "__main__":
     sys.exit(main())

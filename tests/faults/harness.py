@@ -2,8 +2,12 @@
 them, terminates their backends, pauses them past the stale window (zombies), stalls one
 job thread of a live worker past its lease (SIGUSR1: that job's heartbeats fail while the
 process and its claim loop keep going; the thread then writes and commits as a zombie,
-tests/faults/worker_process.py) and restarts them, and a janitor runs alongside, its calls
-in a history of their own (janitor.jsonl). Before the run the harness installs a test-only
+tests/faults/worker_process.py) and restarts them, SIGKILLs a worker that holds a job on
+its final attempt (`final_attempt_kill`: the job can only be dead-lettered) and restarts
+the database server under the fleet (`server_restart`: every pooled connection of every
+worker is left dead and idle; on a server the harness must not restart, every backend of
+the database is terminated instead), and a janitor runs alongside, its calls in a history
+of their own (janitor.jsonl). Before the run the harness installs a test-only
 deletion audit in the scratch database (`install_deletion_audit`, not a migration), which
 the checker reads. Used by tests/faults (bounded) and bench/soak.py."""
 
@@ -21,6 +25,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psycopg
+
+from ingestion_pipeline.db import embedded
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.worker.errors import describe
@@ -29,7 +36,10 @@ from tests.faults.worker_process import FAULT_SETTINGS, STALL_SECONDS
 
 ROOT = Path(__file__).resolve().parents[2]
 STALE = FAULT_SETTINGS["stale_after_seconds"]
-FAULTS = ("kill", "terminate_backends", "pause", "stall")
+FAULTS = ("kill", "terminate_backends", "pause", "stall", "final_attempt_kill", "server_restart")
+# Every FINAL_ATTEMPT_EVERY-th document of a fault run is seeded with max_attempts=1: each of
+# its claims is a final attempt (a kill, a pause or a stall under it ends in the dead letter).
+FINAL_ATTEMPT_EVERY = 8
 JANITOR_HISTORY = "janitor.jsonl"
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november".split()
 
@@ -105,8 +115,10 @@ def install_deletion_audit(url: str) -> None:
         conn.execute(AUDIT_SQL)
 
 
-def seed_documents(url: str, count: int, batches: int, max_attempts: int = 10, run_tag: str = "") -> None:
-    """Tiny text documents with distinct bytes, spread over several batches."""
+def seed_documents(url: str, count: int, batches: int, max_attempts: int = 10, run_tag: str = "",
+                   final_attempt_every: int = 0) -> None:
+    """Tiny text documents with distinct bytes, spread over several batches; with
+    `final_attempt_every` N, every N-th one (n % N == 0) gets max_attempts=1."""
     with connect(url) as conn:
         rpc = IngestionRpc(conn)
         batch_ids = [rpc.create_batch(f"fault batch {run_tag}{i}").batch_id for i in range(batches)]
@@ -123,7 +135,8 @@ def seed_documents(url: str, count: int, batches: int, max_attempts: int = 10, r
                      len(content))).fetchone()
                 conn.execute("insert into document_sources (document_id, content) values (%s, %s)",
                              (row["id"], content))
-                assert rpc.enqueue(row["id"], batch_id=batch_ids[n % batches], max_attempts=max_attempts).ok
+                attempts = 1 if final_attempt_every and n % final_attempt_every == 0 else max_attempts
+                assert rpc.enqueue(row["id"], batch_id=batch_ids[n % batches], max_attempts=attempts).ok
 
 
 @dataclass
@@ -134,6 +147,14 @@ class ChaosStats:
     stall_signals: int = 0  # SIGUSR1 sent: one stall armed in that worker
     stalls: int = 0  # stalls that happened (a job thread slept past its lease and woke up), from the history
     restarts: int = 0
+    # SIGKILLs of a worker that held a job on its final attempt (attempt_count = max_attempts)
+    # mid-build, its backends gone and the job still `processing` under that claim afterwards
+    final_attempt_kills: int = 0
+    final_attempt_jobs: list[str] = field(default_factory=list)  # those jobs: each must end dead-lettered
+    server_restarts: int = 0  # the embedded server stopped (fast) and started under the fleet
+    all_backends_terminated: int = 0  # server the harness may not restart: every backend of the database
+    backends_terminated_all: int = 0  # backends those terminations ended
+    worker_exits: list[str] = field(default_factory=list)  # workers that exited on their own (replaced)
     janitor_passes: int = 0  # passes that ran all three calls without an error
     janitor_errors: list[str] = field(default_factory=list)  # every pass that raised, and why
     histories: list[Path] = field(default_factory=list)  # the workers' and the janitor's, for the checker
@@ -142,8 +163,74 @@ class ChaosStats:
     def summary(self) -> str:
         return (f"kills={self.kills} backend_terminations={self.backend_terminations} pauses={self.pauses} "
                 f"stall_signals={self.stall_signals} stalls={self.stalls} restarts={self.restarts} "
+                f"final_attempt_kills={self.final_attempt_kills} server_restarts={self.server_restarts} "
+                f"all_backends_terminated={self.all_backends_terminated} ({self.backends_terminated_all} backends) "
+                f"worker_exits={self.worker_exits} "
                 f"janitor_passes={self.janitor_passes} janitor_errors={len(self.janitor_errors)}"
                 + (f" {self.janitor_errors[:5]}" if self.janitor_errors else "") + f" events={dict(self.events)}")
+
+
+class ServerControl:
+    """Restarts the database server under the fleet, or, for a server the harness must not
+    restart (the machine's PostgreSQL, TEST_DATABASE_URL), terminates every backend of the
+    database instead: either way every connection the workers' pools hold is dead.
+    `lock` is held for the whole action and by each janitor pass (the janitor runs with
+    fresh connections and must report no error; the workers must ride it out)."""
+
+    def __init__(self, url: str, data_dir: Path | None):
+        self.url, self.data_dir = url, data_dir
+        self.lock = threading.Lock()
+
+    @classmethod
+    def for_url(cls, url: str) -> ServerControl:
+        return cls(url, embedded_data_dir(url))
+
+    @property
+    def restarts(self) -> bool:
+        return self.data_dir is not None
+
+    def restart(self) -> float:
+        """Stop (fast: sessions terminated, transactions rolled back) and start again; the
+        server comes back on the same socket, so the URL holds. Returns the seconds down."""
+        started = time.monotonic()
+        embedded.stop(self.data_dir)
+        uri = embedded.start(self.data_dir)
+        if _server_address(uri) != _server_address(self.url):
+            raise RuntimeError(f"the embedded server came back elsewhere: {uri} (was {self.url})")
+        return time.monotonic() - started
+
+    def terminate_all(self) -> int:
+        """Every backend of this database but ours: how many were terminated."""
+        with connect(self.url) as conn:
+            return conn.execute(
+                "select count(*) filter (where pg_terminate_backend(pid)) as n from pg_stat_activity "
+                "where datname = current_database() and pid <> pg_backend_pid() and backend_type = 'client backend'"
+            ).fetchone()["n"]
+
+
+def _server_address(url: str) -> tuple:
+    params = psycopg.conninfo.conninfo_to_dict(url)
+    return params.get("host") or "", str(params.get("port") or "5432")
+
+
+def embedded_data_dir(url: str) -> Path | None:
+    """The `ingestion_pipeline.db.embedded` data dir of the server at `url` when it is one
+    (a socket URL, the server's data_directory `<data_dir>/pgdata` with the embedded lock
+    file beside it, running); None otherwise, and always for TEST_DATABASE_URL's server."""
+    external = os.environ.get("TEST_DATABASE_URL")
+    if external and _server_address(external) == _server_address(url):
+        return None
+    if not _server_address(url)[0].startswith("/"):
+        return None
+    try:
+        with connect(url) as conn:
+            pgdata = Path(conn.execute("select current_setting('data_directory') as d").fetchone()["d"])
+    except Exception:  # not a superuser, or not reachable: not ours to restart
+        return None
+    data_dir = pgdata.parent
+    if pgdata.name != "pgdata" or not (data_dir / ".embedded.lock").exists():
+        return None
+    return data_dir if embedded.status(data_dir).running else None
 
 
 class WorkerFleet:
@@ -209,8 +296,10 @@ class Janitor:
     error is never swallowed silently: it is counted and recorded (stats.janitor_errors,
     and the failed call in the history), and the next pass runs as usual."""
 
-    def __init__(self, url: str, history_path: Path, stats: ChaosStats, interval: float = 1.0):
+    def __init__(self, url: str, history_path: Path, stats: ChaosStats, interval: float = 1.0,
+                 server_lock: threading.Lock | None = None):
         self.url, self.stats, self.interval = url, stats, interval
+        self.server_lock = server_lock or threading.Lock()  # held by a server restart
         self.history_path = history_path
         self.history = HistoryFile(str(history_path))
         self._stop = threading.Event()
@@ -218,7 +307,8 @@ class Janitor:
 
     def run_pass(self) -> bool:
         try:
-            janitor_pass(self.url, self.history)
+            with self.server_lock:
+                janitor_pass(self.url, self.history)
         except Exception as exc:
             self.stats.janitor_errors.append(describe(exc))
             return False
@@ -243,11 +333,97 @@ def open_jobs(url: str) -> int:
                             ).fetchone()["n"]
 
 
+def _label_of(worker_id: str | None) -> str | None:
+    """The fleet label (`wN`) in a worker id (host:pid:label:hex, worker/identity.py)."""
+    parts = (worker_id or "").rsplit(":", 2)
+    return parts[1] if len(parts) == 3 else None
+
+
+def _final_attempt_jobs(conn) -> dict[str, list[dict]]:
+    """Jobs held mid-build on their final attempt, by the label of the worker holding them."""
+    held: dict[str, list[dict]] = {}
+    for row in conn.execute("""
+            select id, locked_by, lease_token from ingestion_jobs
+             where status = 'processing' and attempt_count >= max_attempts and lease_expires_at > now()"""):
+        label = _label_of(row["locked_by"])
+        if label is not None:
+            held.setdefault(label, []).append(row)
+    return held
+
+
+def _wait_backends_gone(url: str, label: str, timeout: float = 5.0) -> None:
+    """A SIGKILLed client's backends finish the statement in flight (an autocommit call
+    commits) and then exit: wait for that, so the job rows show the kill's outcome."""
+    deadline = time.monotonic() + timeout
+    with connect(url) as conn:
+        while time.monotonic() < deadline and conn.execute(
+                "select count(*) as n from pg_stat_activity where application_name = %s",
+                (f"fault-{label}",)).fetchone()["n"]:
+            time.sleep(0.05)
+
+
+def final_attempt_kill(url: str, fleet: WorkerFleet, stats: ChaosStats, rng: random.Random,
+                       candidates: list[str], tries: int = 8) -> bool:
+    """SIGKILL a worker that holds a job on its final attempt. The candidates are frozen
+    (SIGSTOP) while the database is asked which of them hold such a job, so the one picked
+    cannot finish it between the look-up and the kill; the others resume at once. Counted
+    when, its backends gone, the job is still `processing` under the claim seen: nothing
+    but the janitor's (or a claim loop's) expiry can end it now, as `failed`."""
+    for attempt in range(tries):
+        if attempt:
+            time.sleep(0.05)
+        frozen = [label for label in candidates if fleet.processes[label].poll() is None]
+        for label in frozen:
+            fleet.processes[label].send_signal(signal.SIGSTOP)
+        victim = None
+        try:
+            with connect(url) as conn:
+                held = _final_attempt_jobs(conn)
+            holders = [label for label in frozen if held.get(label)]
+            if holders:
+                victim = rng.choice(holders)
+                fleet.processes[victim].kill()
+        finally:
+            for label in frozen:
+                if label != victim and fleet.processes[label].poll() is None:
+                    fleet.processes[label].send_signal(signal.SIGCONT)
+        if victim is None:
+            continue
+        fleet.processes[victim].wait()
+        stats.kills += 1
+        fleet.start()
+        stats.restarts += 1
+        _wait_backends_gone(url, victim)
+        with connect(url) as conn:
+            still = [str(job["id"]) for job in held[victim] if conn.execute(
+                "select status = 'processing' and lease_token is not distinct from %s as held "
+                "from ingestion_jobs where id = %s", (job["lease_token"], job["id"])).fetchone()["held"]]
+        if still:
+            stats.final_attempt_kills += 1
+            stats.final_attempt_jobs.extend(still)
+            return True
+    return False
+
+
+def server_restart(server: ServerControl, stats: ChaosStats) -> None:
+    """Restart the server (or end every backend of the database): the workers' pools are
+    left holding dead idle connections, their jobs in flight lose theirs mid-call."""
+    with server.lock:
+        if server.restarts:
+            stats.events["server_down_seconds"] = round(stats.events["server_down_seconds"] + server.restart(), 2)
+            stats.server_restarts += 1
+        else:
+            stats.backends_terminated_all += server.terminate_all()
+            stats.all_backends_terminated += 1
+
+
 def chaos_step(url: str, fleet: WorkerFleet, stats: ChaosStats, rng: random.Random,
-               faults=FAULTS, stalling: dict | None = None, action: str | None = None) -> None:
-    """One fault on a random live worker. `stalling` (label -> monotonic deadline) holds the
-    workers with a stall armed or under way: no other fault hits them meanwhile, so each
-    stall plays out as a live zombie (dead or frozen processes are the other faults' part)."""
+               faults=FAULTS, stalling: dict | None = None, action: str | None = None,
+               server: ServerControl | None = None) -> None:
+    """One fault on a random live worker (or on the server). `stalling` (label -> monotonic
+    deadline) holds the workers with a stall armed or under way: no other fault hits them
+    meanwhile, so each stall plays out as a live zombie (dead or frozen processes are the
+    other faults' part)."""
     action = action or rng.choice([*faults, "none"])
     stalling = {} if stalling is None else stalling
     now = time.monotonic()
@@ -256,7 +432,16 @@ def chaos_step(url: str, fleet: WorkerFleet, stats: ChaosStats, rng: random.Rand
     alive = [label for label in fleet.alive() if label not in stalling]
     if action == "stall":
         alive = [label for label in alive if fleet.ready(label)]
+    if action == "server_restart":
+        server_restart(server or ServerControl.for_url(url), stats)
+        stats.events[action] += 1
+        return
     if not alive:
+        return
+    if action == "final_attempt_kill":
+        stats.events["final_attempt_kill_tries"] += 1
+        if final_attempt_kill(url, fleet, stats, rng, alive):
+            stats.events[action] += 1
         return
     victim = rng.choice(alive)
     proc = fleet.processes[victim]
@@ -286,36 +471,66 @@ def chaos_step(url: str, fleet: WorkerFleet, stats: ChaosStats, rng: random.Rand
     stats.events[action] += 1
 
 
+# A short run gets each of these early, in this order (a final-attempt kill is tried this
+# often before the random chaos takes over).
+FIRST_FAULTS = ("stall", "final_attempt_kill", "server_restart")
+FINAL_ATTEMPT_KILL_TRIES = 12
+
+
+def _first_fault(stats: ChaosStats, faults) -> str | None:
+    if "stall" in faults and not stats.stall_signals:
+        return "stall"
+    if ("final_attempt_kill" in faults and not stats.final_attempt_kills
+            and stats.events["final_attempt_kill_tries"] < FINAL_ATTEMPT_KILL_TRIES):
+        return "final_attempt_kill"
+    if "server_restart" in faults and not stats.server_restarts + stats.all_backends_terminated:
+        return "server_restart"
+    return None
+
+
+def _replace_exited(fleet: WorkerFleet, stats: ChaosStats, workers: int) -> None:
+    """A worker that exited on its own (none should) is recorded and replaced."""
+    for label, proc in list(fleet.processes.items()):
+        if proc.poll() is not None and proc.returncode != -signal.SIGKILL and label not in stats.worker_exits:
+            stats.worker_exits.append(label)
+    while len(fleet.alive()) < workers:
+        fleet.start()
+
+
 def run_faults(url: str, folder: Path, *, documents: int, workers: int = 3, batches: int = 4,
                chaos_seconds: float = 30, drain_timeout: float = 120, seed: int = 7,
-               refill: bool = False, faults=FAULTS) -> ChaosStats:
+               refill: bool = False, faults=FAULTS, server: ServerControl | None = None,
+               final_attempt_every: int = FINAL_ATTEMPT_EVERY) -> ChaosStats:
     """Seed, start the fleet, apply chaos for `chaos_seconds`, then let everything drain.
-    With "stall" among `faults`, the first fault is a stall (so even a short run has one)."""
+    The first faults are FIRST_FAULTS (those among `faults`), so even a short run has each.
+    `server` restarts the database (found from the URL when not given: the embedded
+    server is restarted, any other has every backend of the database terminated)."""
     rng = random.Random(seed)
     install_deletion_audit(url)
-    seed_documents(url, documents, batches)
+    if server is None and "server_restart" in faults:
+        server = ServerControl.for_url(url)
+    seed_documents(url, documents, batches, final_attempt_every=final_attempt_every)
     fleet = WorkerFleet(url, folder, workers)
     stats = ChaosStats()
     for _ in range(workers):
         fleet.start()
-    janitor = Janitor(url, folder / JANITOR_HISTORY, stats)
+    janitor = Janitor(url, folder / JANITOR_HISTORY, stats, server_lock=server.lock if server else None)
     janitor.start()
     try:
         wave = 0
         stalling: dict[str, float] = {}
         chaos_end = time.monotonic() + chaos_seconds
         while time.monotonic() < chaos_end:
-            first_stall = "stall" if "stall" in faults and not stats.stall_signals else None
-            chaos_step(url, fleet, stats, rng, faults, stalling, action=first_stall)
+            chaos_step(url, fleet, stats, rng, faults, stalling, action=_first_fault(stats, faults), server=server)
             time.sleep(rng.uniform(0.3, 1.2))
+            _replace_exited(fleet, stats, workers)
             if refill and open_jobs(url) < documents // 4:
                 wave += 1
-                seed_documents(url, documents, batches, run_tag=f"wave{wave}-")
+                seed_documents(url, documents, batches, run_tag=f"wave{wave}-",
+                               final_attempt_every=final_attempt_every)
         deadline = time.monotonic() + drain_timeout
         while open_jobs(url) and time.monotonic() < deadline:
-            for label in list(fleet.processes):
-                if fleet.processes[label].poll() is not None and len(fleet.alive()) < workers:
-                    fleet.start()
+            _replace_exited(fleet, stats, workers)
             time.sleep(0.5)
     finally:
         janitor.stop()
@@ -325,3 +540,13 @@ def run_faults(url: str, folder: Path, *, documents: int, workers: int = 3, batc
     stats.events["histories"] = len(stats.histories)
     stats.stalls = sum(1 for entry in read_history(fleet.histories()) if entry["call"] == "stall")
     return stats
+
+
+def final_attempt_outcomes(url: str, job_ids) -> dict:
+    """How the jobs of the final-attempt kills ended: (status, stage) -> count."""
+    if not job_ids:
+        return {}
+    with connect(url) as conn:
+        rows = conn.execute("select status, stage, count(*) as n from ingestion_jobs where id = any(%s::uuid[]) "
+                            "group by 1, 2", (list(job_ids),)).fetchall()
+    return {(r["status"], r["stage"]): r["n"] for r in rows}

@@ -1,39 +1,74 @@
 """A bounded fault run (make test): nothing lost, nothing stuck, nothing corrupted, and no
-write accepted from a superseded lease token (kills, backend terminations, pauses and
-stalls of one job thread past its lease, tests/faults/harness.py). The run must also have
-exercised a fence (a zombie came back and was refused) and the janitor must have run
-without an error: a run that never tests the fences or the janitor proves nothing."""
+write accepted from a superseded lease token (kills, backend terminations, pauses, stalls
+of one job thread past its lease, kills of a worker holding a job on its final attempt and
+a restart of the database server under the fleet, tests/faults/harness.py). The run must
+also have exercised a fence (a zombie came back and was refused), a final-attempt kill
+(its job dead-lettered) and a server restart (every pooled connection dead), and the
+janitor must have run without an error: a run that never tests them proves nothing."""
 
+from ingestion_pipeline.db.connection import connect
 from tests.faults.checker import check
-from tests.faults.harness import run_faults
+from tests.faults.harness import FINAL_ATTEMPT_EVERY, final_attempt_outcomes, open_jobs, run_faults
 
 DOCUMENTS = 800
 MIN_JANITOR_PASSES = 10
 
 
-def test_chaos_loses_no_job_and_corrupts_no_index(db_url, tmp_path):
+def test_chaos_loses_no_job_and_corrupts_no_index(db_url, pg_server, tmp_path):
     stats = run_faults(db_url, tmp_path, documents=DOCUMENTS, workers=3, batches=4, chaos_seconds=15,
                        drain_timeout=90)
     report = check(db_url, stats.histories)
-    counts = f"zombie_refusals={report.stats['zombie_refusals']} {stats.summary()}\n{report.summary()}"
+    outcomes = final_attempt_outcomes(db_url, stats.final_attempt_jobs)
+    counts = (f"zombie_refusals={report.stats['zombie_refusals']} final_attempt_outcomes={outcomes} "
+              f"{stats.summary()}\n{report.summary()}")
     print(counts)
 
     assert stats.kills + stats.pauses + stats.backend_terminations > 0, counts
     assert stats.stalls >= 1, counts
     assert report.stats["superseded_token_writes"] == 0, counts
     assert report.violations == [], counts
+    assert open_jobs(db_url) == 0, counts
     # A fence was exercised: some zombie came back after another claim and was refused.
     assert report.stats["zombie_refusals"] >= 1, counts
-    # The janitor ran all along, its calls logged, and none of them failed.
+    # The janitor ran all along, its calls logged, and none of them failed (it never runs
+    # while the server restarts: ServerControl.lock).
     assert stats.janitor_errors == [] and report.stats["janitor_call_errors"] == 0, counts
     assert stats.janitor_passes >= MIN_JANITOR_PASSES, counts
     assert report.stats["janitor_calls"] == 3 * stats.janitor_passes, counts
+    # No worker gave up: the pools replaced their dead connections after the restart.
+    assert stats.worker_exits == [], counts
+    # A worker was SIGKILLed holding a job on its final attempt: that job was dead-lettered
+    # (by the janitor or a claim loop's expiry), never left `processing`.
+    assert stats.final_attempt_kills >= 1, counts
+    assert outcomes == {("failed", "dead_letter"): len(stats.final_attempt_jobs)}, counts
+    # The server went down under the fleet (the embedded one is restarted; the machine's
+    # PostgreSQL has every backend of the database terminated instead).
+    if pg_server.name == "embedded":
+        assert stats.server_restarts >= 1, counts
+    else:
+        assert stats.all_backends_terminated >= 1, counts
     # The deletion audit was installed and read (the janitor's cleanups go through it).
     # No document gets a second job here, so nothing may go while any job of its document
     # is open (stricter than the checker's rule, which asks it of the open job's build).
     assert report.stats["audit"] is not None and report.stats["audit"]["under_open_job"] == 0, counts
-    # max_attempts=10: no job runs out of attempts under this chaos, so every job
-    # completes and every document ends indexed (and the checker found them consistent).
-    assert report.stats["jobs"] == {"completed": DOCUMENTS}, counts
-    assert report.stats["documents"] == {"indexed": DOCUMENTS}, counts
-    assert report.stats["indexed"] == DOCUMENTS, counts
+    # Every job ended. Only max_attempts=1 documents (every FINAL_ATTEMPT_EVERY-th) may fail:
+    # max_attempts=10 outlasts this chaos. A failed job was dead-lettered (its lease expired
+    # on the final attempt) or refused a retry after an error of its one attempt (stage
+    # `failed`); its document is `failed` (it never had a committed generation).
+    jobs = report.stats["jobs"]
+    assert set(jobs) <= {"completed", "failed"} and sum(jobs.values()) == DOCUMENTS, counts
+    with connect(db_url) as conn:
+        failed = conn.execute("""
+            select j.max_attempts, j.stage, j.error_message, d.status as document_status
+              from ingestion_jobs j join documents d on d.id = j.document_id
+             where j.status = 'failed'""").fetchall()
+        final_documents = conn.execute("select count(*) as n from ingestion_jobs where max_attempts = 1"
+                                       ).fetchone()["n"]
+    assert final_documents == len(range(0, DOCUMENTS, FINAL_ATTEMPT_EVERY)), counts
+    assert all(f["max_attempts"] == 1 for f in failed), (failed, counts)
+    assert all(f["stage"] in ("dead_letter", "failed") for f in failed), (failed, counts)
+    assert all(f["document_status"] == "failed" for f in failed), (failed, counts)
+    assert len(failed) == jobs.get("failed", 0), counts
+    assert report.stats["documents"] == {"indexed": jobs["completed"], **({"failed": len(failed)} if failed else {})}, \
+        counts
+    assert report.stats["indexed"] == jobs["completed"], counts
