@@ -100,9 +100,18 @@ def collect_files(paths: Iterable[str | Path], max_bytes: int) -> list[Path]:
 
 
 def _walk(folder: Path) -> list[Path]:
+    """Every non-hidden file below `folder`. Symlinked folders are followed like symlinked
+    files are, each real folder once (a link back up the tree is not a loop)."""
     found = []
-    for root, dirs, names in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+    seen = {folder.resolve()}
+    for root, dirs, names in os.walk(folder, followlinks=True):
+        kept = []
+        for name in sorted(d for d in dirs if not d.startswith(".")):
+            real = (Path(root) / name).resolve()
+            if real not in seen:
+                seen.add(real)
+                kept.append(name)
+        dirs[:] = kept
         found.extend(Path(root) / name for name in sorted(names) if not name.startswith("."))
     return found
 

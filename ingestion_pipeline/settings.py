@@ -18,6 +18,19 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from ingestion_pipeline.errors import ConfigError
 
 ENV_PREFIX = "INGEST_"
+DATA_DIR_NAME = ".ingest"
+
+
+def find_data_dir(start: Path | None = None) -> Path:
+    """The project's data folder, found the way git finds `.git`: the nearest `.ingest`
+    holding an embedded server, in the working folder or above it. Without one, a new
+    `.ingest` here. So `ingest` run from any subfolder of a project uses that project's
+    server instead of quietly starting a second one."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / DATA_DIR_NAME / "pgdata").is_dir():
+            return folder / DATA_DIR_NAME
+    return Path(DATA_DIR_NAME)
 
 
 class Settings(BaseSettings):
@@ -34,7 +47,8 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("DATABASE_URL", "INGEST_DATABASE_URL"),
         description="PostgreSQL URL; unset means the embedded server under data_dir.",
     )
-    data_dir: Path = Field(default=Path(".ingest"), description="Embedded server and local state.")
+    data_dir: Path = Field(default_factory=find_data_dir,
+                           description="Embedded server and local state (default: the nearest .ingest).")
     pool_min_size: int = Field(default=1, ge=0)
     pool_max_size: int = Field(default=10, ge=1)
     connect_timeout_seconds: int = Field(default=10, ge=1)

@@ -48,6 +48,16 @@ def test_a_folder_becomes_one_batch_with_bytes_documents_and_jobs(pool, settings
     assert IngestionRpc(conn).refresh_batch(report.batch_id).total == 2
 
 
+def test_symlinked_folders_are_followed_like_symlinked_files_and_loops_end(pool, settings, folder, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "c.txt").write_text("gamma document")
+    (folder / "linked").symlink_to(outside, target_is_directory=True)
+    (folder / "deeper" / "loop").symlink_to(folder, target_is_directory=True)  # back up the tree
+    report = enqueue_paths(pool, [folder], max_bytes=settings.max_file_bytes)
+    assert sorted(Path(f.path).name for f in report.files) == ["a.txt", "b.md", "c.txt"]
+
+
 def test_identical_bytes_map_to_the_existing_document(pool, settings, folder, tmp_path, conn):
     first = enqueue_paths(pool, [folder / "a.txt"], max_bytes=settings.max_file_bytes)
     copy = tmp_path / "copy-of-a.txt"

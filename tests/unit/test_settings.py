@@ -30,7 +30,8 @@ def config_error(**overrides) -> str:
     return message
 
 
-def test_defaults():
+def test_defaults(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no project data folder here or above
     s = load_settings()
     assert s.database_url is None
     assert s.data_dir == Path(".ingest")
@@ -125,3 +126,14 @@ def test_bad_database_url_from_environment_is_named_and_not_echoed(monkeypatch, 
     message = config_error()
     assert "s3cret" not in message and SECRET_URL not in message
     assert "DATABASE_URL" in message and "INGEST_DATABASE_URL" not in message
+
+
+def test_the_data_folder_is_found_from_any_subfolder_of_a_project(tmp_path, monkeypatch):
+    """Run from a subfolder, `ingest` used to start a second embedded server there."""
+    project = tmp_path / "project"
+    (project / ".ingest" / "pgdata").mkdir(parents=True)
+    (project / "docs" / "deep").mkdir(parents=True)
+    monkeypatch.chdir(project / "docs" / "deep")
+    assert load_settings().data_dir == (project / ".ingest").resolve()
+    monkeypatch.setenv("INGEST_DATA_DIR", str(tmp_path / "elsewhere"))
+    assert load_settings().data_dir == tmp_path / "elsewhere"  # the setting still wins
