@@ -32,7 +32,7 @@ from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.worker.errors import describe
 from tests.faults.rpc_log import HistoryFile, LoggedRpc, read_history
-from tests.faults.worker_process import FAULT_SETTINGS, STALL_SECONDS
+from tests.faults.worker_process import FAULT_SETTINGS, TAKEOVER_WAIT_SECONDS
 
 ROOT = Path(__file__).resolve().parents[2]
 STALE = FAULT_SETTINGS["stale_after_seconds"]
@@ -466,7 +466,7 @@ def chaos_step(url: str, fleet: WorkerFleet, stats: ChaosStats, rng: random.Rand
         # The next job thread of that worker to reach the stall point sleeps past its lease;
         # the claim loop and the other job thread go on. Protected until it is surely over.
         proc.send_signal(signal.SIGUSR1)
-        stalling[victim] = time.monotonic() + STALL_SECONDS + 3
+        stalling[victim] = time.monotonic() + TAKEOVER_WAIT_SECONDS + 3
         stats.stall_signals += 1
     stats.events[action] += 1
 

@@ -6,9 +6,10 @@ The stall fault: a live worker whose one job thread stalls past its lease while 
 loop and the other job thread keep going. SIGUSR1 arms one stall (STALLS_ARMED arms some
 at start). The next job thread to reach the stall point sleeps for STALL_SECONDS, or until
 the file HISTORY.release exists. With STALL_SECONDS 0 (the chaos runs) each stall draws
-how it ends: half of them at a time drawn between STALL_SECONDS_MIN and STALL_SECONDS,
-the others 0-0.3 s after another claim took the job over (looked up in the database; at
-most STALL_SECONDS). From the stall on, that claim's heartbeats fail (ConnectionError
+how it ends: the first one of the process, and half of the others, 0-0.3 s after another
+claim took the job over (looked up in the database; at most TAKEOVER_WAIT_SECONDS for the
+first, STALL_SECONDS for the others), the rest at a time drawn between STALL_SECONDS_MIN
+and STALL_SECONDS. From the stall on, that claim's heartbeats fail (ConnectionError
 "simulated partition", as if this one job's connection were cut off: its lease keeper
 logs and retries and never learns that it lost the lease). Then the thread carries on as
 a zombie, with the token of its old claim. Stall points, taken in turn (STALL_POINTS,
@@ -47,6 +48,9 @@ FAULT_SETTINGS = {"stale_after_seconds": 3, "heartbeat_interval_seconds": 0.5, "
 # another worker has time to reclaim the job before the zombie wakes.
 STALL_SECONDS = FAULT_SETTINGS["stale_after_seconds"] + 1.5
 STALL_SECONDS_MIN = FAULT_SETTINGS["stale_after_seconds"] + 0.5
+# The first stall of each process waits for the takeover (at most this long), so every run
+# that stalls has a zombie that provably wakes after another claim took its job.
+TAKEOVER_WAIT_SECONDS = 4 * FAULT_SETTINGS["stale_after_seconds"]
 
 
 class SlowEmbedder:
@@ -97,12 +101,14 @@ class StallSwitch:
         started = time.time()
         self.partitioned.add((str(job_id), lease_token))  # for the rest of this claim's run
         self.marker.write_text(f"{point} {job_id} {lease_token}\n")
-        on_takeover = not self.seconds and random.random() < 0.5
+        first = self.taken == 1  # take() counted this stall already
+        on_takeover = not self.seconds and (first or random.random() < 0.5)
         if self.seconds:
             deadline = time.monotonic() + self.seconds
+        elif on_takeover:
+            deadline = time.monotonic() + (TAKEOVER_WAIT_SECONDS if first else STALL_SECONDS)
         else:
-            deadline = time.monotonic() + (STALL_SECONDS if on_takeover
-                                           else random.uniform(STALL_SECONDS_MIN, STALL_SECONDS))
+            deadline = time.monotonic() + random.uniform(STALL_SECONDS_MIN, STALL_SECONDS)
         claimed = rpc.claims_of(job_id) if on_takeover else None
         woke = "timer"
         while time.monotonic() < deadline:
