@@ -136,21 +136,21 @@ class JobRun:
             yield
         except (ProcessingError, *TRANSIENT_ERRORS) as exc:
             detail.update(error=describe(exc), seconds=round(time.monotonic() - began, 4))
-            try:  # best effort: never mask the stage's own error
-                self._log_stage(stage, started_at, detail)
-            except Exception as log_exc:
-                log.warning("job %s: could not log stage %s: %s", self.job.job_id, stage, describe(log_exc))
+            self._log_stage_best_effort(stage, started_at, detail)  # never mask the stage's own error
             raise
         detail["seconds"] = round(time.monotonic() - began, 4)
         if completes_job:  # the job is done: its stage row is a metric now, not a write to fence
-            try:
-                self._log_stage(stage, started_at, detail)
-            except Exception as log_exc:
-                log.warning("job %s: could not log stage %s: %s", self.job.job_id, stage, describe(log_exc))
+            self._log_stage_best_effort(stage, started_at, detail)
             return
         if self._log_stage(stage, started_at, detail).lease_lost:  # a database error here is transient
             self.keeper.lost.set()  # the next lease check stops the job
         self.keeper.check()
+
+    def _log_stage_best_effort(self, stage: str, started_at: datetime, detail: dict) -> None:
+        try:
+            self._log_stage(stage, started_at, detail)
+        except Exception as log_exc:
+            log.warning("job %s: could not log stage %s: %s", self.job.job_id, stage, describe(log_exc))
 
     def _log_stage(self, stage: str, started_at: datetime, detail: dict) -> RpcResult:
         return self.ctx.rpc.record_stage(self.job.job_id, self.ctx.worker_id, stage, started_at=started_at,
