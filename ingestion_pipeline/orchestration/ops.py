@@ -56,7 +56,7 @@ def refresh_batches(context: dg.OpExecutionContext, config: RefreshConfig, datab
 @dg.op(description="Dead-letter stale leases whose attempts are exhausted; refresh their batches.")
 def expire_stale_leases(context: dg.OpExecutionContext, database: DatabaseResource) -> int:
     with database.rpc() as rpc:
-        result = janitor.expire_stale_leases(rpc)
+        result = rpc.expire_stale()
     context.add_output_metadata({"expired": result.expired,
                                  "job_ids": dg.MetadataValue.json([str(j) for j in result.job_ids])})
     return result.expired
@@ -65,7 +65,7 @@ def expire_stale_leases(context: dg.OpExecutionContext, database: DatabaseResour
 @dg.op(ins={"after": dg.In(dg.Nothing)}, description="Refresh batches left pending/processing with no open job.")
 def refresh_stuck_batches(context: dg.OpExecutionContext, database: DatabaseResource) -> int:
     with database.rpc() as rpc:
-        result = janitor.refresh_stuck_batches(rpc)
+        result = rpc.refresh_stuck_batches()
     context.add_output_metadata({"refreshed": result.refreshed})
     return result.refreshed
 

@@ -13,18 +13,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ingestion_pipeline.db.models import ExpireResult, StuckBatchesRefreshed
 from ingestion_pipeline.db.rpc import IngestionRpc
 
 CLEANUP_COUNTS = ("documents", "pages", "sections", "chunks", "generations")
-
-
-def expire_stale_leases(rpc: IngestionRpc) -> ExpireResult:
-    return rpc.expire_stale()
-
-
-def refresh_stuck_batches(rpc: IngestionRpc) -> StuckBatchesRefreshed:
-    return rpc.refresh_stuck_batches()
 
 
 def cleanup_abandoned_generations(rpc: IngestionRpc, *, batch_size: int, time_budget_seconds: float,
@@ -46,8 +37,8 @@ def cleanup_abandoned_generations(rpc: IngestionRpc, *, batch_size: int, time_bu
 
 def run_janitor(rpc: IngestionRpc, *, batch_size: int, time_budget_seconds: float) -> dict:
     """All three passes in order; what each did."""
-    expired = expire_stale_leases(rpc)
-    refreshed = refresh_stuck_batches(rpc)
+    expired = rpc.expire_stale()
+    refreshed = rpc.refresh_stuck_batches()
     cleaned = cleanup_abandoned_generations(rpc, batch_size=batch_size, time_budget_seconds=time_budget_seconds)
     return {"expired": expired.expired, "expired_job_ids": [str(j) for j in expired.job_ids],
             "refreshed_batches": refreshed.refreshed, "cleanup": cleaned}
