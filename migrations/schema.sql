@@ -4,6 +4,14 @@ CREATE SCHEMA public;
 
 COMMENT ON SCHEMA public IS 'standard public schema';
 
+CREATE TYPE public.import_batch_delta AS (
+	batch_id uuid,
+	total integer,
+	open integer,
+	completed integer,
+	failed integer
+);
+
 CREATE FUNCTION public.begin_document_index_generation(p_job_id uuid, p_document_id uuid, p_worker_id text, p_lease_token bigint DEFAULT NULL::bigint) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -258,40 +266,60 @@ CREATE FUNCTION public.complete_ingestion_job(p_job_id uuid, p_document_id uuid,
     AS $$
 declare
     v_refusal jsonb;
-    v_batches uuid[];
-    v_superseded uuid[];
+    v_deltas public.import_batch_delta[];
 begin
+    -- p_batch_id is kept for callers of earlier releases: the counters of the job's own batch move.
     v_refusal := public.lock_fenced_ingestion_job(p_job_id, p_document_id, p_worker_id, p_lease_token);
     if v_refusal is not null then
         return v_refusal;
     end if;
-
-    with done as (
-        update public.ingestion_jobs
-           set status = 'completed', stage = p_stage, progress = 100, completed_at = now(),
-               locked_by = null, locked_at = null, lease_expires_at = null,
-               error_message = null, updated_at = now()
-         where id = p_job_id
-        returning batch_id
-    )
-    select array_agg(batch_id) into v_batches from done;
-
-    -- Older failed jobs of this document are settled by this success.
-    with superseded as (
-        update public.ingestion_jobs
-           set status = 'completed', stage = 'superseded', completed_at = now(), updated_at = now()
-         where document_id = p_document_id and id <> p_job_id and status = 'failed'
-        returning batch_id
-    )
-    select array_agg(batch_id) into v_superseded from superseded;
-
-    update public.documents
-       set status = case when index_generation_id is not null then 'indexed' else status end,
-           updated_at = now()
-     where id = p_document_id;
-
+    v_deltas := public.settle_completed_ingestion_job(p_job_id, p_document_id, p_stage);
     return jsonb_build_object('ok', true, 'job_id', p_job_id,
-        'batches', public.refresh_import_batches(array[p_batch_id] || v_batches || v_superseded));
+        'batches', public.move_import_batch_counters(v_deltas));
+end;
+$$;
+
+CREATE FUNCTION public.complete_ingestion_jobs(p_items jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_item record;
+    v_answer jsonb;
+    v_results jsonb := '[]'::jsonb;
+    v_deltas public.import_batch_delta[] := '{}';
+begin
+    if p_items is null or jsonb_typeof(p_items) <> 'array' then
+        raise exception 'complete_ingestion_jobs: p_items must be a json array' using errcode = '22023';
+    end if;
+    for v_item in
+        select * from jsonb_to_recordset(p_items)
+            as x(job_id uuid, document_id uuid, lease_token bigint, generation_id uuid, metadata jsonb, stage text)
+         order by x.job_id
+    loop
+        if v_item.job_id is null or v_item.document_id is null or v_item.lease_token is null then
+            raise exception 'complete_ingestion_jobs: every item needs job_id, document_id and lease_token'
+                using errcode = '22023';
+        end if;
+        if v_item.generation_id is not null then
+            v_answer := public.commit_document_index_generation(
+                p_job_id => v_item.job_id, p_document_id => v_item.document_id,
+                p_generation_id => v_item.generation_id, p_worker_id => null,
+                p_metadata => coalesce(v_item.metadata, '{}'), p_lease_token => v_item.lease_token);
+        else
+            v_answer := coalesce(public.lock_fenced_ingestion_job(v_item.job_id, v_item.document_id, null,
+                                                                  v_item.lease_token),
+                                 jsonb_build_object('ok', true));
+        end if;
+        if (v_answer ->> 'ok')::boolean then
+            v_deltas := v_deltas || public.settle_completed_ingestion_job(v_item.job_id, v_item.document_id,
+                                                                          v_item.stage);
+            v_answer := v_answer || jsonb_build_object('committed', v_item.generation_id is not null);
+        end if;
+        v_results := v_results || jsonb_build_array(v_answer || jsonb_build_object('job_id', v_item.job_id));
+    end loop;
+    return jsonb_build_object('ok', true, 'results', v_results,
+        'batches', public.move_import_batch_counters(v_deltas));
 end;
 $$;
 
@@ -309,6 +337,31 @@ begin
     returning id into v_batch_id;
     return jsonb_build_object('ok', true, 'batch_id', v_batch_id);
 end;
+$$;
+
+CREATE FUNCTION public.drifted_import_batch_ids(p_limit integer DEFAULT 100) RETURNS SETOF uuid
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select b.id
+      from public.import_batches b
+      left join (select j.batch_id,
+                        count(*) as total,
+                        count(*) filter (where j.status = 'completed') as completed,
+                        count(*) filter (where j.status = 'failed') as failed,
+                        count(*) filter (where j.status in ('pending', 'processing')) as open
+                   from public.ingestion_jobs j
+                  where j.batch_id is not null
+                  group by j.batch_id) c on c.batch_id = b.id
+     where (b.total_files, b.completed_files, b.failed_files, b.open_files)
+               is distinct from (coalesce(c.total, 0), coalesce(c.completed, 0), coalesce(c.failed, 0),
+                                 coalesce(c.open, 0))
+        or (coalesce(c.total, 0) > 0 and b.status is distinct from case
+                when c.open > 0 then 'processing'
+                when c.failed > 0 then 'completed_with_errors'
+                else 'completed' end)
+     order by b.id
+     limit greatest(p_limit, 1);
 $$;
 
 CREATE FUNCTION public.enforce_artifact_fence() RETURNS trigger
@@ -350,6 +403,7 @@ CREATE FUNCTION public.enqueue_ingestion_job(p_document_id uuid, p_batch_id uuid
     AS $$
 declare
     v_job_id uuid;
+    v_batches jsonb;
 begin
     perform 1 from public.documents where id = p_document_id and deleted_at is null;
     if not found then
@@ -382,8 +436,8 @@ begin
            updated_at = now()
      where id = p_document_id;
 
-    return jsonb_build_object('ok', true, 'job_id', v_job_id,
-        'batch', case when p_batch_id is not null then public.refresh_import_batch_status(p_batch_id) end);
+    v_batches := public.move_import_batch_counters(array[row(p_batch_id, 1, 1, 0, 0)::public.import_batch_delta]);
+    return jsonb_build_object('ok', true, 'job_id', v_job_id, 'batch', v_batches -> 0);
 end;
 $$;
 
@@ -393,7 +447,7 @@ CREATE FUNCTION public.expire_stale_ingestion_jobs(p_stale_after_seconds integer
     AS $$
 declare
     v_job_ids uuid[];
-    v_batches uuid[];
+    v_deltas public.import_batch_delta[];
 begin
     with stale as (
         select id from public.ingestion_jobs
@@ -418,11 +472,12 @@ begin
          where d.id = e.document_id and d.index_generation_id is null
         returning d.id
     )
-    select array_agg(id), array_agg(batch_id) into v_job_ids, v_batches from expired;
+    select array_agg(id), array_agg(row(batch_id, 0, -1, 0, 1)::public.import_batch_delta)
+      into v_job_ids, v_deltas from expired;
 
     return jsonb_build_object('ok', true, 'expired', coalesce(array_length(v_job_ids, 1), 0),
         'job_ids', to_jsonb(coalesce(v_job_ids, '{}')),
-        'batches', public.refresh_import_batches(coalesce(v_batches, '{}')));
+        'batches', public.move_import_batch_counters(coalesce(v_deltas, '{}')));
 end;
 $$;
 
@@ -432,52 +487,59 @@ CREATE FUNCTION public.fail_or_retry_ingestion_job(p_job_id uuid, p_document_id 
     AS $$
 declare
     v_refusal jsonb;
-    v_job public.ingestion_jobs%rowtype;
-    v_retry boolean;
+    v_settled record;
 begin
-    if p_retry_delay_seconds is not null and (p_retry_delay_seconds < 0 or p_retry_delay_seconds = 'NaN'::float8
-                                              or p_retry_delay_seconds = 'Infinity'::float8) then
-        raise exception 'fail_or_retry_ingestion_job: p_retry_delay_seconds must be a finite number >= 0'
-            using errcode = '22023';
-    end if;
     v_refusal := public.lock_fenced_ingestion_job(p_job_id, p_document_id, p_worker_id, p_lease_token);
     if v_refusal is not null then
         return v_refusal;
     end if;
-    select * into v_job from public.ingestion_jobs where id = p_job_id;
+    v_settled := public.settle_failed_ingestion_job(p_job_id, p_document_id, p_retry, p_document_status, p_stage,
+                                                    p_error_message, p_next_run_at, p_retry_delay_seconds);
+    return jsonb_build_object('ok', true, 'job_id', p_job_id, 'retried', v_settled.retried,
+        'attempts_exhausted', coalesce(p_retry, false) and not v_settled.retried,
+        'batches', public.move_import_batch_counters(v_settled.deltas));
+end;
+$$;
 
-    -- R7: a retry is granted only while attempts remain (attempts are consumed at claim).
-    v_retry := coalesce(p_retry, false) and v_job.attempt_count < v_job.max_attempts;
-
-    update public.ingestion_jobs
-       set status = case when v_retry then 'pending' else 'failed' end,
-           -- a refused retry ends the job: its stage says so, not the caller's retry_wait
-           stage = case when coalesce(p_retry, false) and not v_retry then 'failed' else p_stage end,
-           next_run_at = case
-               when not v_retry then next_run_at
-               when p_retry_delay_seconds is not null then now() + make_interval(secs => p_retry_delay_seconds)
-               else coalesce(p_next_run_at, now())
-           end,
-           completed_at = case when v_retry then null else now() end,
-           locked_by = null, locked_at = null, lease_expires_at = null,
-           error_message = p_error_message,
-           updated_at = now()
-     where id = p_job_id;
-
-    -- R15: a document with a committed generation keeps it, and stays readable.
-    update public.documents
-       set status = case
-               when index_generation_id is not null then 'indexed'
-               when v_retry then 'queued'
-               else p_document_status
-           end,
-           error_message = case when index_generation_id is not null then error_message else p_error_message end,
-           updated_at = now()
-     where id = p_document_id;
-
-    return jsonb_build_object('ok', true, 'job_id', p_job_id, 'retried', v_retry,
-        'attempts_exhausted', coalesce(p_retry, false) and not v_retry,
-        'batches', public.refresh_import_batches(array[p_batch_id, v_job.batch_id]));
+CREATE FUNCTION public.fail_or_retry_ingestion_jobs(p_items jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_item record;
+    v_refusal jsonb;
+    v_settled record;
+    v_results jsonb := '[]'::jsonb;
+    v_deltas public.import_batch_delta[] := '{}';
+begin
+    if p_items is null or jsonb_typeof(p_items) <> 'array' then
+        raise exception 'fail_or_retry_ingestion_jobs: p_items must be a json array' using errcode = '22023';
+    end if;
+    for v_item in
+        select * from jsonb_to_recordset(p_items)
+            as x(job_id uuid, document_id uuid, lease_token bigint, retry boolean, error_message text,
+                 stage text, document_status text, retry_delay_seconds double precision)
+         order by x.job_id
+    loop
+        if v_item.job_id is null or v_item.document_id is null or v_item.lease_token is null then
+            raise exception 'fail_or_retry_ingestion_jobs: every item needs job_id, document_id and lease_token'
+                using errcode = '22023';
+        end if;
+        v_refusal := public.lock_fenced_ingestion_job(v_item.job_id, v_item.document_id, null, v_item.lease_token);
+        if v_refusal is not null then
+            v_results := v_results || jsonb_build_array(v_refusal);
+            continue;
+        end if;
+        v_settled := public.settle_failed_ingestion_job(
+            v_item.job_id, v_item.document_id, v_item.retry, v_item.document_status, v_item.stage,
+            v_item.error_message, null, coalesce(v_item.retry_delay_seconds, 0));
+        v_deltas := v_deltas || v_settled.deltas;
+        v_results := v_results || jsonb_build_array(jsonb_build_object(
+            'ok', true, 'job_id', v_item.job_id, 'retried', v_settled.retried,
+            'attempts_exhausted', coalesce(v_item.retry, false) and not v_settled.retried));
+    end loop;
+    return jsonb_build_object('ok', true, 'results', v_results,
+        'batches', public.move_import_batch_counters(v_deltas));
 end;
 $$;
 
@@ -504,6 +566,46 @@ begin
     end if;
     return jsonb_build_object('ok', true, 'job_id', p_job_id, 'locked_at', v_locked_at,
         'lease_expires_at', v_expires_at);
+end;
+$$;
+
+CREATE FUNCTION public.heartbeat_ingestion_jobs(p_job_ids uuid[], p_lease_tokens bigint[], p_stages text[] DEFAULT NULL::text[], p_progress integer[] DEFAULT NULL::integer[]) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_renewed uuid[];
+    v_lost uuid[];
+begin
+    if coalesce(cardinality(p_job_ids), 0) <> coalesce(cardinality(p_lease_tokens), 0) then
+        raise exception 'heartbeat_ingestion_jobs: one lease token per job id' using errcode = '22023';
+    end if;
+    with wanted as (
+        select w.job_id, w.lease_token, w.stage, w.progress
+          from unnest(p_job_ids, p_lease_tokens, p_stages, p_progress) as w(job_id, lease_token, stage, progress)
+    ), held as (
+        select j.id, w.stage, w.progress
+          from public.ingestion_jobs j
+          join wanted w on w.job_id = j.id and w.lease_token = j.lease_token
+         where j.status = 'processing'
+         order by j.id
+           for no key update of j
+    ), renewed as (
+        update public.ingestion_jobs j
+           set locked_at = now(),
+               lease_expires_at = now() + make_interval(secs => coalesce(j.lease_seconds, 300)),
+               progress = coalesce(least(greatest(h.progress, 0), 100), j.progress),
+               stage = coalesce(h.stage, j.stage),
+               updated_at = now()
+          from held h
+         where j.id = h.id
+        returning j.id
+    )
+    select array_agg(id) into v_renewed from renewed;
+
+    select array_agg(w) into v_lost from unnest(p_job_ids) w where w <> all (coalesce(v_renewed, '{}'));
+    return jsonb_build_object('ok', true, 'renewed', coalesce(cardinality(v_renewed), 0),
+        'lost', to_jsonb(coalesce(v_lost, '{}')));
 end;
 $$;
 
@@ -571,6 +673,7 @@ CREATE FUNCTION public.ingestion_queue_health(p_stale_after_seconds integer DEFA
         'stale_leases', (select count(*) from public.ingestion_jobs
                           where status = 'processing' and lease_expires_at < now()),
         'stuck_batches', (select count(*) from public.stuck_import_batch_ids(1000000)),
+        'batch_counter_drift', (select count(*) from public.drifted_import_batch_ids(1000000)),
         'count_mismatches', (select count(*) from public.documents d
                               where d.index_generation_id is not null
                                 and (d.page_count, d.section_count, d.chunk_count) is distinct from (
@@ -635,6 +738,48 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.move_import_batch_counters(p_deltas public.import_batch_delta[]) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_delta record;
+    v_row public.import_batches%rowtype;
+    v_results jsonb := '[]'::jsonb;
+begin
+    for v_delta in
+        select d.batch_id, sum(d.total)::integer as total, sum(d.open)::integer as open,
+               sum(d.completed)::integer as completed, sum(d.failed)::integer as failed
+          from unnest(p_deltas) d
+         where d.batch_id is not null
+         group by d.batch_id
+         order by d.batch_id
+    loop
+        update public.import_batches b
+           set total_files = greatest(b.total_files + v_delta.total, 0),
+               open_files = greatest(b.open_files + v_delta.open, 0),
+               completed_files = greatest(b.completed_files + v_delta.completed, 0),
+               failed_files = greatest(b.failed_files + v_delta.failed, 0),
+               status = case
+                   when b.open_files + v_delta.open > 0 then 'processing'
+                   when b.failed_files + v_delta.failed > 0 then 'completed_with_errors'
+                   else 'completed'
+               end,
+               completed_at = case when b.open_files + v_delta.open > 0 then null
+                                   else coalesce(b.completed_at, now()) end,
+               updated_at = now()
+         where b.id = v_delta.batch_id
+        returning b.* into v_row;
+        if found then
+            v_results := v_results || jsonb_build_array(jsonb_build_object(
+                'ok', true, 'batch_id', v_row.id, 'status', v_row.status, 'total', v_row.total_files,
+                'completed', v_row.completed_files, 'failed', v_row.failed_files, 'open', v_row.open_files));
+        end if;
+    end loop;
+    return v_results;
+end;
+$$;
+
 CREATE FUNCTION public.record_ingestion_job_stage(p_job_id uuid, p_worker_id text, p_stage text, p_started_at timestamp with time zone, p_finished_at timestamp with time zone DEFAULT now(), p_detail jsonb DEFAULT '{}'::jsonb, p_lease_token bigint DEFAULT NULL::bigint) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -657,6 +802,19 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.refresh_drifted_import_batches(p_limit integer DEFAULT 100) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_ids uuid[];
+begin
+    select coalesce(array_agg(id order by id), '{}') into v_ids from public.drifted_import_batch_ids(p_limit) as id;
+    return jsonb_build_object('ok', true, 'refreshed', coalesce(array_length(v_ids, 1), 0),
+        'batches', public.refresh_import_batches(v_ids));
+end;
+$$;
+
 CREATE FUNCTION public.refresh_import_batch_status(p_batch_id uuid) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -674,6 +832,8 @@ begin
     end if;
 
     -- A new statement: in READ COMMITTED it sees every job write committed before the lock.
+    -- A transition still in flight has not moved its counters yet (that is its last
+    -- statement): it will apply its delta on top of this count when it does.
     select count(*),
            count(*) filter (where status = 'completed'),
            count(*) filter (where status = 'failed'),
@@ -693,6 +853,7 @@ begin
            total_files = v_total,
            completed_files = v_completed,
            failed_files = v_failed,
+           open_files = v_open,
            completed_at = case when v_open = 0 then coalesce(completed_at, now()) end,
            updated_at = now()
      where id = p_batch_id;
@@ -773,7 +934,8 @@ begin
      where id = v_job.document_id;
 
     return jsonb_build_object('ok', true, 'job_id', p_job_id,
-        'batches', public.refresh_import_batches(array[v_job.batch_id]));
+        'batches', public.move_import_batch_counters(
+            array[row(v_job.batch_id, 0, 1, 0, -1)::public.import_batch_delta]));
 end;
 $$;
 
@@ -794,6 +956,92 @@ begin
     if p_worker_may_call then
         execute format('grant execute on function %s to ingestion_worker', p_function);
     end if;
+end;
+$$;
+
+CREATE FUNCTION public.settle_completed_ingestion_job(p_job_id uuid, p_document_id uuid, p_stage text) RETURNS public.import_batch_delta[]
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_deltas public.import_batch_delta[];
+    v_superseded public.import_batch_delta[];
+begin
+    with done as (
+        update public.ingestion_jobs
+           set status = 'completed', stage = coalesce(p_stage, 'indexed'), progress = 100, completed_at = now(),
+               locked_by = null, locked_at = null, lease_expires_at = null,
+               error_message = null, updated_at = now()
+         where id = p_job_id
+        returning batch_id
+    )
+    select array_agg(row(batch_id, 0, -1, 1, 0)::public.import_batch_delta) into v_deltas from done;
+
+    -- Older failed jobs of this document are settled by this success.
+    with superseded as (
+        update public.ingestion_jobs
+           set status = 'completed', stage = 'superseded', completed_at = now(), updated_at = now()
+         where document_id = p_document_id and id <> p_job_id and status = 'failed'
+        returning batch_id
+    )
+    select array_agg(row(batch_id, 0, 0, 1, -1)::public.import_batch_delta) into v_superseded from superseded;
+
+    update public.documents
+       set status = case when index_generation_id is not null then 'indexed' else status end,
+           updated_at = now()
+     where id = p_document_id;
+
+    return coalesce(v_deltas, '{}') || coalesce(v_superseded, '{}');
+end;
+$$;
+
+CREATE FUNCTION public.settle_failed_ingestion_job(p_job_id uuid, p_document_id uuid, p_retry boolean, p_document_status text, p_stage text, p_error_message text, p_next_run_at timestamp with time zone, p_retry_delay_seconds double precision, OUT retried boolean, OUT deltas public.import_batch_delta[]) RETURNS record
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_job public.ingestion_jobs%rowtype;
+begin
+    if p_retry_delay_seconds is not null and (p_retry_delay_seconds < 0 or p_retry_delay_seconds = 'NaN'::float8
+                                              or p_retry_delay_seconds = 'Infinity'::float8) then
+        raise exception 'fail_or_retry_ingestion_job: p_retry_delay_seconds must be a finite number >= 0'
+            using errcode = '22023';
+    end if;
+    select * into v_job from public.ingestion_jobs where id = p_job_id;
+
+    -- R7: a retry is granted only while attempts remain (attempts are consumed at claim).
+    retried := coalesce(p_retry, false) and v_job.attempt_count < v_job.max_attempts;
+
+    update public.ingestion_jobs
+       set status = case when retried then 'pending' else 'failed' end,
+           -- a refused retry ends the job: its stage says so, not the caller's retry_wait
+           stage = case when coalesce(p_retry, false) and not retried then 'failed'
+                        else coalesce(p_stage, 'failed') end,
+           next_run_at = case
+               when not retried then next_run_at
+               when p_retry_delay_seconds is not null then now() + make_interval(secs => p_retry_delay_seconds)
+               else coalesce(p_next_run_at, now())
+           end,
+           completed_at = case when retried then null else now() end,
+           locked_by = null, locked_at = null, lease_expires_at = null,
+           error_message = p_error_message,
+           updated_at = now()
+     where id = p_job_id;
+
+    -- R15: a document with a committed generation keeps it, and stays readable.
+    update public.documents
+       set status = case
+               when index_generation_id is not null then 'indexed'
+               when retried then 'queued'
+               else coalesce(p_document_status, 'failed')
+           end,
+           error_message = case when index_generation_id is not null then error_message else p_error_message end,
+           updated_at = now()
+     where id = p_document_id;
+
+    -- A retried job stays open: no counter moves.
+    deltas := case when retried then '{}'
+                   else array[row(v_job.batch_id, 0, -1, 0, 1)::public.import_batch_delta] end;
 end;
 $$;
 
@@ -897,6 +1145,7 @@ CREATE TABLE public.import_batches (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     completed_at timestamp with time zone,
+    open_files integer DEFAULT 0 NOT NULL,
     CONSTRAINT import_batches_completed_files_check CHECK ((completed_files >= 0)),
     CONSTRAINT import_batches_failed_files_check CHECK ((failed_files >= 0)),
     CONSTRAINT import_batches_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'processing'::text, 'completed'::text, 'completed_with_errors'::text]))),
@@ -1019,6 +1268,8 @@ CREATE INDEX document_sections_generation ON public.document_sections USING btre
 
 CREATE INDEX documents_batch_id ON public.documents USING btree (batch_id);
 
+CREATE INDEX documents_index_generation_id ON public.documents USING btree (index_generation_id);
+
 CREATE UNIQUE INDEX documents_live_content_sha256 ON public.documents USING btree (content_sha256) WHERE (deleted_at IS NULL);
 
 CREATE INDEX import_batches_open ON public.import_batches USING btree (created_at) WHERE (status = ANY (ARRAY['pending'::text, 'processing'::text]));
@@ -1026,6 +1277,8 @@ CREATE INDEX import_batches_open ON public.import_batches USING btree (created_a
 CREATE INDEX index_generations_document_id ON public.index_generations USING btree (document_id);
 
 CREATE UNIQUE INDEX index_generations_one_committed ON public.index_generations USING btree (document_id) WHERE (status = 'committed'::text);
+
+CREATE INDEX index_generations_uncommitted ON public.index_generations USING btree (document_id) WHERE (status <> 'committed'::text);
 
 CREATE INDEX ingestion_job_stages_job_id ON public.ingestion_job_stages USING btree (job_id);
 
@@ -1101,8 +1354,13 @@ GRANT ALL ON FUNCTION public.commit_document_index_generation(p_job_id uuid, p_d
 REVOKE ALL ON FUNCTION public.complete_ingestion_job(p_job_id uuid, p_document_id uuid, p_batch_id uuid, p_stage text, p_worker_id text, p_lease_token bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.complete_ingestion_job(p_job_id uuid, p_document_id uuid, p_batch_id uuid, p_stage text, p_worker_id text, p_lease_token bigint) TO ingestion_worker;
 
+REVOKE ALL ON FUNCTION public.complete_ingestion_jobs(p_items jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.complete_ingestion_jobs(p_items jsonb) TO ingestion_worker;
+
 REVOKE ALL ON FUNCTION public.create_import_batch(p_name text, p_metadata jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.create_import_batch(p_name text, p_metadata jsonb) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.drifted_import_batch_ids(p_limit integer) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.enforce_artifact_fence() FROM PUBLIC;
 
@@ -1115,8 +1373,14 @@ GRANT ALL ON FUNCTION public.expire_stale_ingestion_jobs(p_stale_after_seconds i
 REVOKE ALL ON FUNCTION public.fail_or_retry_ingestion_job(p_job_id uuid, p_document_id uuid, p_batch_id uuid, p_retry boolean, p_document_status text, p_stage text, p_error_message text, p_next_run_at timestamp with time zone, p_worker_id text, p_lease_token bigint, p_retry_delay_seconds double precision) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.fail_or_retry_ingestion_job(p_job_id uuid, p_document_id uuid, p_batch_id uuid, p_retry boolean, p_document_status text, p_stage text, p_error_message text, p_next_run_at timestamp with time zone, p_worker_id text, p_lease_token bigint, p_retry_delay_seconds double precision) TO ingestion_worker;
 
+REVOKE ALL ON FUNCTION public.fail_or_retry_ingestion_jobs(p_items jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.fail_or_retry_ingestion_jobs(p_items jsonb) TO ingestion_worker;
+
 REVOKE ALL ON FUNCTION public.heartbeat_ingestion_job(p_job_id uuid, p_worker_id text, p_progress integer, p_stage text, p_lease_token bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.heartbeat_ingestion_job(p_job_id uuid, p_worker_id text, p_progress integer, p_stage text, p_lease_token bigint) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.heartbeat_ingestion_jobs(p_job_ids uuid[], p_lease_tokens bigint[], p_stages text[], p_progress integer[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.heartbeat_ingestion_jobs(p_job_ids uuid[], p_lease_tokens bigint[], p_stages text[], p_progress integer[]) TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.ingestion_batch_report(p_batch_id uuid, p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.ingestion_batch_report(p_batch_id uuid, p_limit integer) TO ingestion_worker;
@@ -1129,8 +1393,13 @@ GRANT ALL ON FUNCTION public.ingestion_sensor_state(p_stale_after_seconds intege
 
 REVOKE ALL ON FUNCTION public.lock_fenced_ingestion_job(p_job_id uuid, p_document_id uuid, p_worker_id text, p_lease_token bigint) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION public.move_import_batch_counters(p_deltas public.import_batch_delta[]) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION public.record_ingestion_job_stage(p_job_id uuid, p_worker_id text, p_stage text, p_started_at timestamp with time zone, p_finished_at timestamp with time zone, p_detail jsonb, p_lease_token bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.record_ingestion_job_stage(p_job_id uuid, p_worker_id text, p_stage text, p_started_at timestamp with time zone, p_finished_at timestamp with time zone, p_detail jsonb, p_lease_token bigint) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.refresh_drifted_import_batches(p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.refresh_drifted_import_batches(p_limit integer) TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.refresh_import_batch_status(p_batch_id uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.refresh_import_batch_status(p_batch_id uuid) TO ingestion_worker;
@@ -1144,6 +1413,10 @@ REVOKE ALL ON FUNCTION public.retry_ingestion_job(p_job_id uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.retry_ingestion_job(p_job_id uuid) TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.secure_rpc(p_function regprocedure, p_worker_may_call boolean) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.settle_completed_ingestion_job(p_job_id uuid, p_document_id uuid, p_stage text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.settle_failed_ingestion_job(p_job_id uuid, p_document_id uuid, p_retry boolean, p_document_status text, p_stage text, p_error_message text, p_next_run_at timestamp with time zone, p_retry_delay_seconds double precision, OUT retried boolean, OUT deltas public.import_batch_delta[]) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.stuck_import_batch_ids(p_limit integer) FROM PUBLIC;
 

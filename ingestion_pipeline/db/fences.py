@@ -1,13 +1,15 @@
 """Which fence the database offers, learned from the catalog, and which named query each
 fenced RPC uses at that level.
 
-Four generations of the schema are in the field (docs/state-machine.md):
+Five generations of the schema are in the field (docs/state-machine.md):
 
 - NONE: before the hardening migration; no heartbeat, no stage log, state RPCs unfenced.
 - WORKER_ID: fenced by the lease holder's worker id.
 - LEASE_TOKEN: fenced by a per-claim token; commit and complete in one transaction.
 - SERVER_RETRY_DELAY: lease tokens, and fail_or_retry takes the retry delay in seconds
   (the server computes next_run_at on its own clock).
+- BULK_ACK: O(1) batch counters, and bulk acknowledgement (many jobs completed, failed or
+  heartbeated in one statement, each item fenced by its own token).
 
 The client looks the level up in the catalog (not by calling and catching SQLSTATE
 42883: on a hardened database an undefined function is a bug to surface, never a reason
@@ -28,9 +30,18 @@ class FenceLevel(IntEnum):
     WORKER_ID = 1
     LEASE_TOKEN = 2
     SERVER_RETRY_DELAY = 3
+    BULK_ACK = 4
 
 
-NEWEST = FenceLevel.SERVER_RETRY_DELAY
+NEWEST = FenceLevel.BULK_ACK
+
+# What a client at NEWEST does differently on an older (lease-token) schema, for its warning.
+MISSING = {
+    FenceLevel.LEASE_TOKEN: "retry delays are computed on this machine's clock, and jobs are acknowledged "
+                            "one call each",
+    FenceLevel.SERVER_RETRY_DELAY: "jobs are acknowledged one call each (no bulk acknowledgement), and each "
+                                   "completion counts its whole batch",
+}
 
 # RPC -> named query per level; None: the RPC does not exist at that level (a no-op).
 # A level not listed uses the highest listed level below it (`query_for`).

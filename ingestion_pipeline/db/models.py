@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 from uuid import UUID
@@ -90,8 +91,26 @@ class SensorState(RpcResult):
     stuck_batch_ids: list[UUID] = []
 
 
-class StuckBatchesRefreshed(RpcResult):
+class BatchesRefreshed(RpcResult):
+    """Batches recounted by the repair path (stuck, or counters drifted)."""
     refreshed: int = 0
+    batches: list[BatchStatus] = []
+
+
+class HeartbeatsResult(RpcResult):
+    """One statement renewed many leases: how many, and which ones this caller lost."""
+    renewed: int = 0
+    lost: list[UUID] = []
+
+
+class CompletedJobs(RpcResult):
+    """Bulk completion: one answer per item (in the order given), the batches it moved."""
+    results: list[CommitResult] = []
+    batches: list[BatchStatus] = []
+
+
+class FailedJobs(RpcResult):
+    results: list[JobOutcome] = []
     batches: list[BatchStatus] = []
 
 
@@ -103,6 +122,7 @@ class QueueHealth(RpcResult):
     count_mismatches: int = 0
     indexed_without_generation: int = 0
     generations_awaiting_cleanup: int = 0
+    batch_counter_drift: int = 0
 
     def problems(self) -> list[str]:
         """What needs an operator's action (generations awaiting cleanup are routine)."""
@@ -110,6 +130,8 @@ class QueueHealth(RpcResult):
             "stale_leases": "job(s) hold a stale lease (run the janitor: `ingest janitor` or the Dagster "
                             "janitor job; check for dead workers)",
             "stuck_batches": "batch(es) say pending/processing although all their jobs are done",
+            "batch_counter_drift": "batch(es) whose counters disagree with their jobs (the janitor recounts "
+                                   "them: `ingest janitor`)",
             "count_mismatches": "document(s) whose stored counts differ from their committed rows",
             "indexed_without_generation": "document(s) marked indexed with no committed generation",
         }
@@ -136,3 +158,40 @@ class ClaimedJob(BaseModel):
     # lease tokens, where the worker id is the fence).
     lease_token: int | None = None
     lease_expires_at: datetime | None = None
+
+
+# -- items of the bulk RPCs ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LeaseBeat:
+    """One lease to renew, with the stage and progress to show for its job."""
+    job_id: UUID
+    lease_token: int | None
+    stage: str | None = None
+    progress: int | None = None
+
+
+@dataclass(frozen=True)
+class CompleteItem:
+    """Complete a job; with a generation, commit it in the same transaction first."""
+    job_id: UUID
+    document_id: UUID
+    lease_token: int | None
+    generation_id: UUID | None = None
+    metadata: dict | None = None
+    batch_id: UUID | None = None
+    stage: str = "indexed"
+
+
+@dataclass(frozen=True)
+class FailItem:
+    """Fail a job, or re-queue it after `retry_delay_seconds` while attempts remain."""
+    job_id: UUID
+    document_id: UUID
+    lease_token: int | None
+    retry: bool = False
+    error_message: str | None = None
+    stage: str = "failed"
+    document_status: str = "failed"
+    retry_delay_seconds: float | None = None
+    batch_id: UUID | None = None

@@ -1,4 +1,9 @@
-"""Load named SQL from the package's `.sql` files (one place for SQL, not Python strings)."""
+"""Load named SQL from the package's `.sql` files (one place for SQL, not Python strings).
+
+`query(name)` looks the name up in the application's query files: queries.sql (migrator,
+documents, search) and one file per part of the RPC client (leases, generations, acks,
+batches). A name defined twice, in one file or across them, is an error.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from functools import cache
 from importlib import resources
 
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
+QUERY_FILES = ("queries.sql", "leases.sql", "generations.sql", "acks.sql", "batches.sql")
 
 
 def sql_text(filename: str) -> str:
@@ -26,8 +32,20 @@ def _queries(filename: str) -> dict[str, str]:
     return named
 
 
-def query(name: str, filename: str = "queries.sql") -> str:
+@cache
+def _application_queries() -> dict[str, str]:
+    merged: dict[str, str] = {}
+    for filename in QUERY_FILES:
+        for name, body in _queries(filename).items():
+            if name in merged:
+                raise RuntimeError(f"query {name!r} is defined in more than one of {', '.join(QUERY_FILES)}")
+            merged[name] = body
+    return merged
+
+
+def query(name: str, filename: str | None = None) -> str:
+    named = _queries(filename) if filename else _application_queries()
     try:
-        return _queries(filename)[name]
+        return named[name]
     except KeyError:
-        raise KeyError(f"no query named {name!r} in {filename}") from None
+        raise KeyError(f"no query named {name!r} in {filename or ', '.join(QUERY_FILES)}") from None

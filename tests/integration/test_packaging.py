@@ -34,7 +34,8 @@ def test_wheel_carries_migrations_and_sql(wheel):
     assert repo_migrations()
     for name in repo_migrations():
         assert f"ingestion_pipeline/migrations/{name}" in names
-    assert "ingestion_pipeline/db/sql/queries.sql" in names
+    for filename in ("queries.sql", "leases.sql", "generations.sql", "acks.sql", "batches.sql"):
+        assert f"ingestion_pipeline/db/sql/{filename}" in names
     assert "ingestion_pipeline/db/sql/ledger.sql" in names
     assert "ingestion_pipeline/db/sql/catalog.sql" in names
     # check-drift from an installed package needs the manifest

@@ -6,6 +6,7 @@ import logging
 import psycopg
 import pytest
 
+from ingestion_pipeline.db import fences
 from ingestion_pipeline.db.connection import connect, make_pool
 from ingestion_pipeline.db.fences import FenceLevel
 from ingestion_pipeline.db.models import ClaimedJob
@@ -47,7 +48,7 @@ def test_a_job_goes_from_enqueue_to_completed_through_a_pool(pool, conn):
                                       lease_token=token, batch_id=batch_id)
 
     assert outcome.ok and outcome.fenced and outcome.chunk_count == 2
-    assert rpc.fence_level is FenceLevel.SERVER_RETRY_DELAY
+    assert rpc.fence_level is fences.NEWEST
     assert batch(conn, batch_id)["status"] == "completed"
     assert document(conn, document_id)["status"] == "indexed"
 
@@ -104,7 +105,7 @@ def test_an_undefined_function_is_an_error_never_an_unfenced_fallback(level, db_
         rpc = IngestionRpc(conn)
         document_id, job_id = seed_job(conn)
         rpc.claim("worker-1")
-        assert rpc.fence_level is (FenceLevel.SERVER_RETRY_DELAY if level == "lease_token" else FenceLevel.WORKER_ID)
+        assert rpc.fence_level is (fences.NEWEST if level == "lease_token" else FenceLevel.WORKER_ID)
         with pytest.raises(psycopg.errors.UndefinedFunction):
             rpc.complete(job_id, document_id, worker_id=12345)  # an int where text belongs
         with pytest.raises(psycopg.errors.UndefinedFunction):
@@ -201,7 +202,7 @@ def test_the_client_becomes_fenced_once_the_database_is_migrated(pre_hardening_d
 
         assert rpc.claim("worker-2") == []  # a claim looks the level up again
         stranger = rpc.complete(job_id, document_id, worker_id="someone-else")
-        assert stranger.lease_lost and rpc.fence_level is FenceLevel.SERVER_RETRY_DELAY
+        assert stranger.lease_lost and rpc.fence_level is fences.NEWEST
         assert job(conn, job_id)["status"] == "processing"
 
 

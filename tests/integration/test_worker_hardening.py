@@ -144,7 +144,7 @@ class SkewedClock(datetime):
 
 
 def test_a_retry_backs_off_on_the_servers_clock_whatever_the_workers_clock(db_url, pool, conn, monkeypatch):
-    import ingestion_pipeline.db.rpc as rpc_module
+    import ingestion_pipeline.db.rpc.acks as rpc_module
     import ingestion_pipeline.worker.job as job_module
 
     monkeypatch.setattr(job_module, "datetime", SkewedClock)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from ingestion_pipeline.db import rpc as rpc_module
+from ingestion_pipeline.db.rpc import acks as rpc_module
 from ingestion_pipeline.db.rpc import IngestionRpc
 from tests.helpers import job, seed_job
 

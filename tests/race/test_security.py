@@ -29,10 +29,14 @@ WORKER_RPCS = {
     "retry_ingestion_job", "refresh_import_batch_status", "refresh_stuck_import_batches",
     "expire_stale_ingestion_jobs", "cleanup_abandoned_document_index_generations", "ingestion_queue_health",
     "ingestion_batch_report", "ingestion_sensor_state",
+    # bulk acknowledgement and the counters' repair path (20261201000100)
+    "complete_ingestion_jobs", "fail_or_retry_ingestion_jobs", "heartbeat_ingestion_jobs",
+    "refresh_drifted_import_batches",
 }
 # Internal helpers (called by the RPCs or the trigger as their owner): granted to no one.
 INTERNAL = {"lock_fenced_ingestion_job", "refresh_import_batches", "stuck_import_batch_ids",
-            "enforce_artifact_fence", "secure_rpc"}
+            "enforce_artifact_fence", "secure_rpc", "move_import_batch_counters",
+            "settle_completed_ingestion_job", "settle_failed_ingestion_job", "drifted_import_batch_ids"}
 # secure_rpc is run only by the migrations, as the owner of the functions it alters: it
 # is SECURITY INVOKER by design (as a definer it would let its caller alter any function).
 INVOKER = {"secure_rpc"}

@@ -1,4 +1,4 @@
-"""Named SQL in ingestion_pipeline/db/sql/queries.sql loads by name."""
+"""Named SQL in ingestion_pipeline/db/sql/*.sql loads by name."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 import ingestion_pipeline
-from ingestion_pipeline.db.queries import query, sql_text
+from ingestion_pipeline.db.queries import QUERY_FILES, query, sql_text
 
 PACKAGE = Path(ingestion_pipeline.__file__).parent
-QUERIES_FILE = PACKAGE / "db" / "sql" / "queries.sql"
-NAMES = re.findall(r"^--\s*name:\s*(\w+)\s*$", QUERIES_FILE.read_text("utf-8"), re.MULTILINE)
+NAMES = [name for filename in QUERY_FILES
+         for name in re.findall(r"^--\s*name:\s*(\w+)\s*$", (PACKAGE / "db" / "sql" / filename).read_text("utf-8"),
+                                re.MULTILINE)]
 
 
 def code_lines(text: str) -> list[str]:
@@ -21,7 +22,7 @@ def code_lines(text: str) -> list[str]:
 
 def test_queries_file_defines_names():
     assert len(NAMES) >= 6
-    assert len(NAMES) == len(set(NAMES)), "a query name is defined twice"
+    assert len(NAMES) == len(set(NAMES)), "a query name is defined twice (in one file or across files)"
 
 
 @pytest.mark.parametrize("name", NAMES)

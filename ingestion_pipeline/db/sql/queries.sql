@@ -28,139 +28,19 @@ values (%(version)s, %(name)s, %(checksum)s, %(transactional)s, %(duration_ms)s)
 select current_setting('server_version') as version, current_database() as database;
 
 -- ---------------------------------------------------------------------------------
--- The state-machine RPCs. Named notation (`p_x => value`) so a call resolves to
--- exactly one signature. Fenced RPCs come in one form per schema generation
--- (db/fences.py): the newest passes the lease token, `*_worker_id` the worker-id fence
--- of the hardening migration, `*_legacy` the pre-hardening (unfenced) call.
+-- The schema generation the RPC client talks to (db/fences.py); the RPCs themselves are
+-- named in leases.sql, generations.sql, acks.sql and batches.sql.
 
 -- name: rpc_fence_level
 -- Which generation of fenced signatures this database has (resolved like the calls are).
 select case
+    when to_regprocedure('complete_ingestion_jobs(jsonb)') is not null then 4
     when to_regprocedure('fail_or_retry_ingestion_job(uuid,uuid,uuid,boolean,text,text,text,timestamptz,text,bigint,'
                          'double precision)') is not null then 3
     when to_regprocedure('commit_and_complete_ingestion_job(uuid,uuid,uuid,bigint,jsonb,uuid,text)') is not null then 2
     when to_regprocedure('heartbeat_ingestion_job(uuid,text,integer,text)') is not null then 1
     else 0
 end as level;
-
--- name: rpc_create_batch
-select create_import_batch(p_name => %(name)s, p_metadata => %(metadata)s) as result;
-
--- name: rpc_enqueue
-select enqueue_ingestion_job(p_document_id => %(document_id)s, p_batch_id => %(batch_id)s,
-    p_kind => %(kind)s, p_max_attempts => %(max_attempts)s) as result;
-
--- name: rpc_claim
-select * from claim_ingestion_jobs(p_worker_id => %(worker_id)s, p_claim_limit => %(limit)s,
-    p_stale_after_seconds => %(stale_after_seconds)s);
-
--- name: rpc_heartbeat
-select heartbeat_ingestion_job(p_job_id => %(job_id)s, p_worker_id => %(worker_id)s,
-    p_progress => %(progress)s, p_stage => %(stage)s, p_lease_token => %(lease_token)s) as result;
-
--- name: rpc_heartbeat_worker_id
-select heartbeat_ingestion_job(p_job_id => %(job_id)s, p_worker_id => %(worker_id)s,
-    p_progress => %(progress)s, p_stage => %(stage)s) as result;
-
--- name: rpc_begin_generation
-select begin_document_index_generation(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
-    p_worker_id => %(worker_id)s, p_lease_token => %(lease_token)s) as result;
-
--- name: rpc_begin_generation_worker_id
-select begin_document_index_generation(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
-    p_worker_id => %(worker_id)s) as result;
-
--- name: rpc_commit_generation
-select commit_document_index_generation(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
-    p_generation_id => %(generation_id)s, p_worker_id => %(worker_id)s,
-    p_metadata => %(metadata)s, p_lease_token => %(lease_token)s) as result;
-
--- name: rpc_commit_generation_worker_id
-select commit_document_index_generation(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
-    p_generation_id => %(generation_id)s, p_worker_id => %(worker_id)s,
-    p_metadata => %(metadata)s) as result;
-
--- name: rpc_commit_generation_legacy
-select commit_document_index_generation(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
-    p_generation_id => %(generation_id)s, p_metadata => %(metadata)s) as result;
-
--- name: rpc_complete
-select complete_ingestion_job(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
-    p_batch_id => %(batch_id)s, p_stage => %(stage)s, p_worker_id => %(worker_id)s,
-    p_lease_token => %(lease_token)s) as result;
-
--- name: rpc_complete_worker_id
-select complete_ingestion_job(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
-    p_batch_id => %(batch_id)s, p_stage => %(stage)s, p_worker_id => %(worker_id)s) as result;
-
--- name: rpc_complete_legacy
-select complete_ingestion_job(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
-    p_batch_id => %(batch_id)s, p_stage => %(stage)s) as result;
-
--- name: rpc_commit_and_complete
-select commit_and_complete_ingestion_job(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
-    p_generation_id => %(generation_id)s, p_lease_token => %(lease_token)s, p_metadata => %(metadata)s,
-    p_batch_id => %(batch_id)s, p_stage => %(stage)s) as result;
-
--- name: rpc_fail_or_retry
--- The server computes next_run_at = now() + p_retry_delay_seconds (its own clock).
-select fail_or_retry_ingestion_job(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
-    p_batch_id => %(batch_id)s, p_retry => %(retry)s, p_document_status => %(document_status)s,
-    p_stage => %(stage)s, p_error_message => %(error_message)s, p_next_run_at => %(next_run_at)s,
-    p_worker_id => %(worker_id)s, p_lease_token => %(lease_token)s,
-    p_retry_delay_seconds => %(retry_delay_seconds)s) as result;
-
--- name: rpc_fail_or_retry_lease_token
-select fail_or_retry_ingestion_job(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
-    p_batch_id => %(batch_id)s, p_retry => %(retry)s, p_document_status => %(document_status)s,
-    p_stage => %(stage)s, p_error_message => %(error_message)s, p_next_run_at => %(next_run_at)s,
-    p_worker_id => %(worker_id)s, p_lease_token => %(lease_token)s) as result;
-
--- name: rpc_fail_or_retry_worker_id
-select fail_or_retry_ingestion_job(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
-    p_batch_id => %(batch_id)s, p_retry => %(retry)s, p_document_status => %(document_status)s,
-    p_stage => %(stage)s, p_error_message => %(error_message)s, p_next_run_at => %(next_run_at)s,
-    p_worker_id => %(worker_id)s) as result;
-
--- name: rpc_fail_or_retry_legacy
-select fail_or_retry_ingestion_job(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
-    p_batch_id => %(batch_id)s, p_retry => %(retry)s, p_document_status => %(document_status)s,
-    p_stage => %(stage)s, p_error_message => %(error_message)s, p_next_run_at => %(next_run_at)s) as result;
-
--- name: rpc_refresh_batch
-select refresh_import_batch_status(p_batch_id => %(batch_id)s) as result;
-
--- name: rpc_retry
-select retry_ingestion_job(p_job_id => %(job_id)s) as result;
-
--- name: rpc_expire_stale
-select expire_stale_ingestion_jobs(p_stale_after_seconds => %(stale_after_seconds)s) as result;
-
--- name: rpc_cleanup
-select cleanup_abandoned_document_index_generations(p_document_id => %(document_id)s,
-    p_limit => %(limit)s, p_dry_run => %(dry_run)s) as result;
-
--- name: rpc_queue_health
-select ingestion_queue_health(p_stale_after_seconds => %(stale_after_seconds)s) as result;
-
--- name: rpc_record_stage
-select record_ingestion_job_stage(p_job_id => %(job_id)s, p_worker_id => %(worker_id)s,
-    p_stage => %(stage)s, p_started_at => %(started_at)s, p_finished_at => %(finished_at)s,
-    p_detail => %(detail)s, p_lease_token => %(lease_token)s) as result;
-
--- name: rpc_record_stage_worker_id
-select record_ingestion_job_stage(p_job_id => %(job_id)s, p_worker_id => %(worker_id)s,
-    p_stage => %(stage)s, p_started_at => %(started_at)s, p_finished_at => %(finished_at)s,
-    p_detail => %(detail)s) as result;
-
--- name: rpc_sensor_state
-select ingestion_sensor_state(p_stale_after_seconds => %(stale_after_seconds)s, p_limit => %(limit)s) as result;
-
--- name: rpc_refresh_stuck_batches
-select refresh_stuck_import_batches(p_limit => %(limit)s) as result;
-
--- name: rpc_batch_report
-select ingestion_batch_report(p_batch_id => %(batch_id)s, p_limit => %(limit)s) as result;
 
 -- ---------------------------------------------------------------------------------
 -- Documents, sources and artifacts (not queue state: written directly).

@@ -1,0 +1,19 @@
+"""Typed client for the state-machine RPCs: one method per RPC, pydantic results.
+
+The client is split by concern (each part in its own module, its SQL named in
+db/sql/queries.sql): leases (claim, heartbeats, expiry), generations (begin, commit,
+stage log, cleanup), acknowledgements (complete, fail or retry, one or many), and batches
+(enqueue, counters' repair path, sensor, status and health views). rpc/base.py holds the
+plumbing and how the client picks the form each database generation offers.
+"""
+
+from ingestion_pipeline.db.rpc.acks import AckRpc
+from ingestion_pipeline.db.rpc.batches import BatchRpc
+from ingestion_pipeline.db.rpc.leases import LeaseRpc
+
+
+class IngestionRpc(LeaseRpc, AckRpc, BatchRpc):
+    """Every RPC of the state machine, on a connection pool or on one connection."""
+
+
+__all__ = ["IngestionRpc"]

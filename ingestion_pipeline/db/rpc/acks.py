@@ -1,0 +1,112 @@
+"""Acknowledgements: a job completed (with its generation committed), failed or retried,
+one job per call or many in one statement (bulk acknowledgement); and the operator's retry."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
+from uuid import UUID
+
+from psycopg.types.json import Jsonb
+
+from ingestion_pipeline.db.fences import FenceLevel
+from ingestion_pipeline.db.models import CommitResult, CompletedJobs, CompleteItem, FailedJobs, FailItem, JobOutcome
+from ingestion_pipeline.db.rpc.generations import GenerationRpc
+
+
+class AckRpc(GenerationRpc):
+    def complete(self, job_id: UUID, document_id: UUID, *, worker_id: str | None, lease_token: int | None = None,
+                 batch_id: UUID | None = None, stage: str = "indexed") -> JobOutcome:
+        return self._fenced(JobOutcome, "complete", {
+            "job_id": job_id, "document_id": document_id, "batch_id": batch_id, "stage": stage,
+            "worker_id": worker_id, "lease_token": lease_token})
+
+    def commit_and_complete(self, job_id: UUID, document_id: UUID, generation_id: UUID, *, worker_id: str,
+                            lease_token: int | None, metadata: dict | None = None,
+                            batch_id: UUID | None = None) -> CommitResult:
+        """Commit the generation and complete the job. With a token on a lease-token
+        schema that is one transaction; older schemas (or no token) get the two calls of
+        earlier releases, and `committed` says whether the first one went through."""
+        if self.fence_level >= FenceLevel.LEASE_TOKEN and lease_token is not None:
+            return self._result(CommitResult, "rpc_commit_and_complete", {
+                "job_id": job_id, "document_id": document_id, "generation_id": generation_id,
+                "lease_token": lease_token, "metadata": Jsonb(metadata or {}), "batch_id": batch_id,
+                "stage": "indexed", "worker_id": worker_id})  # worker_id: not sent, kept for loggers
+        committed = self.commit_generation(job_id, document_id, generation_id, worker_id, metadata,
+                                           lease_token=lease_token)
+        if not committed.ok:
+            return CommitResult.model_validate(committed.model_dump())
+        completed = self.complete(job_id, document_id, worker_id=worker_id, lease_token=lease_token,
+                                  batch_id=batch_id)
+        return CommitResult.model_validate({**committed.model_dump(), **completed.model_dump(), "committed": True})
+
+    def fail_or_retry(self, job_id: UUID, document_id: UUID, *, worker_id: str | None,
+                      lease_token: int | None = None, retry: bool = False, error_message: str | None = None,
+                      next_run_at: datetime | None = None, batch_id: UUID | None = None,
+                      document_status: str = "failed", stage: str = "failed",
+                      retry_delay_seconds: float | None = None) -> JobOutcome:
+        """Fail the job, or re-queue it while attempts remain. A retry runs again after
+        `retry_delay_seconds`, counted on the database server's clock; on a schema older
+        than that parameter the delay is added to this machine's clock instead (or
+        `next_run_at` is sent as given)."""
+        if retry_delay_seconds is not None and next_run_at is None and self.fence_level < FenceLevel.SERVER_RETRY_DELAY:
+            next_run_at = datetime.now(timezone.utc) + timedelta(seconds=retry_delay_seconds)
+        return self._fenced(JobOutcome, "fail_or_retry", {
+            "job_id": job_id, "document_id": document_id, "batch_id": batch_id, "retry": retry,
+            "document_status": document_status, "stage": stage, "error_message": error_message,
+            "next_run_at": next_run_at, "worker_id": worker_id, "lease_token": lease_token,
+            "retry_delay_seconds": retry_delay_seconds})
+
+    # -- bulk acknowledgement ---------------------------------------------------------
+    # One statement for many jobs when the schema has it and every item carries a token;
+    # otherwise one call per item. Either way: one answer per item, in the order given.
+
+    def _bulk(self, items: Sequence[CompleteItem | FailItem]) -> bool:
+        return self.fence_level >= FenceLevel.BULK_ACK and all(item.lease_token is not None for item in items)
+
+    def complete_many(self, worker_id: str, items: Sequence[CompleteItem]) -> list[CommitResult]:
+        """Complete every item's job (committing its generation first, when it has one);
+        a refused item (`lease_lost`, `generation_not_owned`, ...) changes nothing."""
+        if not items:
+            return []
+        if self._bulk(items):
+            answer = self._result(CompletedJobs, "rpc_complete_many", {"items": Jsonb([
+                {"job_id": str(i.job_id), "document_id": str(i.document_id), "lease_token": i.lease_token,
+                 "generation_id": str(i.generation_id) if i.generation_id else None,
+                 "metadata": i.metadata or {}, "stage": i.stage} for i in items])})
+            return _in_order(items, answer.results)
+        return [self._complete_one(worker_id, item) for item in items]
+
+    def _complete_one(self, worker_id: str, item: CompleteItem) -> CommitResult:
+        if item.generation_id is not None:
+            return self.commit_and_complete(item.job_id, item.document_id, item.generation_id, worker_id=worker_id,
+                                            lease_token=item.lease_token, metadata=item.metadata,
+                                            batch_id=item.batch_id)
+        done = self.complete(item.job_id, item.document_id, worker_id=worker_id, lease_token=item.lease_token,
+                             batch_id=item.batch_id, stage=item.stage)
+        return CommitResult.model_validate({**done.model_dump(), "job_id": item.job_id})
+
+    def fail_or_retry_many(self, worker_id: str, items: Sequence[FailItem]) -> list[JobOutcome]:
+        if not items:
+            return []
+        if self._bulk(items):
+            answer = self._result(FailedJobs, "rpc_fail_or_retry_many", {"items": Jsonb([
+                {"job_id": str(i.job_id), "document_id": str(i.document_id), "lease_token": i.lease_token,
+                 "retry": i.retry, "error_message": i.error_message, "stage": i.stage,
+                 "document_status": i.document_status, "retry_delay_seconds": i.retry_delay_seconds}
+                for i in items])})
+            return _in_order(items, answer.results)
+        return [self.fail_or_retry(i.job_id, i.document_id, worker_id=worker_id, lease_token=i.lease_token,
+                                   retry=i.retry, error_message=i.error_message, batch_id=i.batch_id,
+                                   document_status=i.document_status, stage=i.stage,
+                                   retry_delay_seconds=i.retry_delay_seconds) for i in items]
+
+    def retry(self, job_id: UUID) -> JobOutcome:
+        """The operator's retry of a failed job (refuses completed jobs and live leases)."""
+        return self._result(JobOutcome, "rpc_retry", {"job_id": job_id})
+
+
+def _in_order(items, results):
+    """The server answers in job-id order: give the answers back in the caller's order."""
+    by_job = {result.job_id: result for result in results}
+    return [by_job[item.job_id] for item in items]

@@ -1,0 +1,58 @@
+"""Import batches and the queue as a whole: create, enqueue, the counters' repair path,
+and the read-only views behind sensors, `ingest status` and `ingest health`."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from psycopg.types.json import Jsonb
+
+from ingestion_pipeline.db.fences import FenceLevel
+from ingestion_pipeline.db.models import (
+    BatchCreated,
+    BatchesRefreshed,
+    BatchStatus,
+    EnqueueResult,
+    QueueHealth,
+    SensorState,
+)
+from ingestion_pipeline.db.rpc.base import RpcBase
+
+
+class BatchRpc(RpcBase):
+    def create_batch(self, name: str, metadata: dict | None = None) -> BatchCreated:
+        return self._result(BatchCreated, "rpc_create_batch", {"name": name, "metadata": Jsonb(metadata or {})})
+
+    def enqueue(self, document_id: UUID, *, batch_id: UUID | None = None, kind: str = "index",
+                max_attempts: int = 3) -> EnqueueResult:
+        return self._result(EnqueueResult, "rpc_enqueue", {
+            "document_id": document_id, "batch_id": batch_id, "kind": kind, "max_attempts": max_attempts})
+
+    # The repair path: recount a batch's jobs under its row lock and store the counters.
+
+    def refresh_batch(self, batch_id: UUID) -> BatchStatus:
+        return self._result(BatchStatus, "rpc_refresh_batch", {"batch_id": batch_id})
+
+    def refresh_stuck_batches(self, *, limit: int = 100) -> BatchesRefreshed:
+        """Recount batches still open although none of their jobs is."""
+        return self._result(BatchesRefreshed, "rpc_refresh_stuck_batches", {"limit": limit})
+
+    def refresh_drifted_batches(self, *, limit: int = 100) -> BatchesRefreshed:
+        """Recount batches whose counters disagree with their jobs (none before the
+        batch-counter schema, where every transition recounts)."""
+        if self.fence_level < FenceLevel.BULK_ACK:
+            return BatchesRefreshed(ok=True)
+        return self._result(BatchesRefreshed, "rpc_refresh_drifted_batches", {"limit": limit})
+
+    def sensor_state(self, *, limit: int = 100) -> SensorState:
+        """Claimable work and stuck batches, in one cheap call (Dagster sensors)."""
+        return self._result(SensorState, "rpc_sensor_state", {
+            "stale_after_seconds": self.stale_after_seconds, "limit": limit})
+
+    def batch_report(self, *, batch_id: UUID | None = None, limit: int = 20) -> dict:
+        """Batches with their job counts and recent failures (`ingest status`)."""
+        return self._value("rpc_batch_report", {"batch_id": batch_id, "limit": limit})
+
+    def queue_health(self, stale_after_seconds: int | None = None) -> QueueHealth:
+        return self._result(QueueHealth, "rpc_queue_health", {
+            "stale_after_seconds": stale_after_seconds or self.stale_after_seconds})
