@@ -55,6 +55,10 @@ class Settings(BaseSettings):
     worker_concurrency: int = Field(default=4, ge=1, le=256)
     claim_batch_size: int = Field(default=10, ge=1, le=1000)
     heartbeat_interval_seconds: float = Field(default=30.0, gt=0)
+    # Bulk acknowledgement: a finished job waits at most this long for others to finish
+    # (they are acknowledged in one statement), and at most this many go in one statement.
+    ack_delay_seconds: float = Field(default=0.01, ge=0, le=5)
+    ack_max_jobs: int = Field(default=100, ge=1, le=1000)
     claim_retry_attempts: int = Field(default=5, ge=1, le=20)
     stale_after_seconds: int = Field(default=300, ge=1)
     max_attempts: int = Field(default=3, ge=1, le=100)

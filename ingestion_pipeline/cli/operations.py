@@ -91,6 +91,7 @@ def cmd_health(args, settings: Settings) -> int:
                 ("oldest pending", f"{health.oldest_pending_age_seconds}s"
                  if health.oldest_pending_age_seconds is not None else "-"),
                 ("stale leases", health.stale_leases), ("stuck batches", health.stuck_batches),
+                ("batches whose counters drifted", health.batch_counter_drift),
                 ("count mismatches", health.count_mismatches),
                 ("indexed without generation", health.indexed_without_generation),
                 ("generations awaiting cleanup", health.generations_awaiting_cleanup)]
@@ -115,6 +116,7 @@ def cmd_janitor(args, settings: Settings) -> int:
     print(render_table(["step", "result"], [
         ("expired stale final attempts", done["expired"]),
         ("refreshed stuck batches", done["refreshed_batches"]),
+        ("recounted batches whose counters drifted", done["drifted_batches"]),
         ("cleaned generations", f"{cleanup['generations']} in {cleanup['passes']} pass(es) "
                                 f"({cleanup['chunks']} chunks, {cleanup['pages']} pages, "
                                 f"{cleanup['sections']} sections)"),

@@ -47,7 +47,7 @@ def refresh_batches(context: dg.OpExecutionContext, config: RefreshConfig, datab
         if config.batch_ids:
             results = [rpc.refresh_batch(UUID(batch_id)) for batch_id in config.batch_ids]
         else:
-            results = rpc.refresh_stuck_batches().batches
+            results = rpc.refresh_stuck_batches().batches + rpc.refresh_drifted_batches().batches
     statuses = {str(r.batch_id): r.status for r in results if r.ok}
     context.add_output_metadata({"refreshed": len(statuses), "statuses": dg.MetadataValue.json(statuses)})
     return statuses
@@ -62,12 +62,15 @@ def expire_stale_leases(context: dg.OpExecutionContext, database: DatabaseResour
     return result.expired
 
 
-@dg.op(ins={"after": dg.In(dg.Nothing)}, description="Refresh batches left pending/processing with no open job.")
+@dg.op(ins={"after": dg.In(dg.Nothing)},
+       description="Recount batches left pending/processing with no open job, and batches whose counters drifted.")
 def refresh_stuck_batches(context: dg.OpExecutionContext, database: DatabaseResource) -> int:
     with database.rpc() as rpc:
-        result = rpc.refresh_stuck_batches()
-    context.add_output_metadata({"refreshed": result.refreshed})
-    return result.refreshed
+        stuck = rpc.refresh_stuck_batches()
+        drifted = rpc.refresh_drifted_batches()
+    context.add_output_metadata({"refreshed": stuck.refreshed + drifted.refreshed, "stuck": stuck.refreshed,
+                                 "drifted": drifted.refreshed})
+    return stuck.refreshed + drifted.refreshed
 
 
 @dg.op(ins={"after": dg.In(dg.Nothing)},

@@ -2,7 +2,8 @@
 
 1. dead-letter stale leases whose attempts are exhausted (a worker that died on its final
    attempt: no claim can take the job again) and refresh their batches;
-2. refresh batches left `pending`/`processing` although none of their jobs is open;
+2. recount batches left `pending`/`processing` although none of their jobs is open, and
+   batches whose counters disagree with their jobs (the counters' repair path);
 3. delete the rows of abandoned generations in bounded passes (a dry-run count first),
    within a time budget. The "no open job for this document" guard is re-asserted by
    the database inside every delete.
@@ -39,6 +40,7 @@ def run_janitor(rpc: IngestionRpc, *, batch_size: int, time_budget_seconds: floa
     """All three passes in order; what each did."""
     expired = rpc.expire_stale()
     refreshed = rpc.refresh_stuck_batches()
+    drifted = rpc.refresh_drifted_batches()
     cleaned = cleanup_abandoned_generations(rpc, batch_size=batch_size, time_budget_seconds=time_budget_seconds)
     return {"expired": expired.expired, "expired_job_ids": [str(j) for j in expired.job_ids],
-            "refreshed_batches": refreshed.refreshed, "cleanup": cleaned}
+            "refreshed_batches": refreshed.refreshed, "drifted_batches": drifted.refreshed, "cleanup": cleaned}

@@ -16,9 +16,12 @@ from ingestion_pipeline.db.fences import FenceLevel
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.processing import ChunkingOptions, Embedder, NoEmbedder
 from ingestion_pipeline.settings import Settings
+from ingestion_pipeline.worker.acks import AckBuffer
 from ingestion_pipeline.worker.errors import TRANSIENT_ERRORS, describe
 from ingestion_pipeline.worker.identity import new_worker_id
-from ingestion_pipeline.worker.job import JobContext, JobRun
+from ingestion_pipeline.worker.indexing import index_document
+from ingestion_pipeline.worker.job import JobContext, JobRun, Processor
+from ingestion_pipeline.worker.leases import LeaseKeeper
 from ingestion_pipeline.worker.outcome import JobResult, Outcome
 
 log = logging.getLogger(__name__)
@@ -67,12 +70,16 @@ class WorkerReport:
 
 
 class Worker:
-    """One claim loop with one worker id. Jobs run in a thread pool of `concurrency`."""
+    """One claim loop with one worker id. Jobs run in a thread pool of `concurrency`; one
+    heartbeat thread renews all their leases, and jobs that finish close together are
+    acknowledged in one statement. `processor` is what a job builds (default: the
+    document's index generation)."""
 
     def __init__(self, pool: ConnectionPool, settings: Settings, *, label: str = "worker",
                  concurrency: int | None = None, embedder: Embedder | None = None,
                  chunking: ChunkingOptions | None = None, poll_seconds: float = 1.0,
-                 rpc: IngestionRpc | None = None, keep_results: int = RECENT_RESULTS):
+                 rpc: IngestionRpc | None = None, keep_results: int = RECENT_RESULTS,
+                 processor: Processor = index_document):
         self.worker_id = new_worker_id(label)
         self.concurrency = concurrency or settings.worker_concurrency
         self.claim_batch_size = settings.claim_batch_size
@@ -82,16 +89,18 @@ class Worker:
         self._expire_due = 0.0
         # `rpc` lets a caller observe every call (the fault harness logs them).
         self.rpc = rpc or IngestionRpc(pool, stale_after_seconds=settings.stale_after_seconds)
-        # Each job may hold a build connection while its heartbeat needs another.
-        if pool.max_size < 2 * self.concurrency + 1:
+        # Each job may hold a connection while the heartbeat and an acknowledgement need one each.
+        if pool.max_size < self.concurrency + 2:
             log.warning("pool max size %s is small for concurrency %s: heartbeats may wait for connections "
                         "(raise INGEST_POOL_MAX_SIZE to at least %s)", pool.max_size, self.concurrency,
-                        2 * self.concurrency + 1)
+                        self.concurrency + 2)
+        self.leases = LeaseKeeper(self.rpc, self.worker_id, settings.heartbeat_interval_seconds)
+        self.acks = AckBuffer(self.rpc, self.worker_id, max_delay=settings.ack_delay_seconds,
+                              max_items=settings.ack_max_jobs)
         self.context = JobContext(
-            pool=pool, rpc=self.rpc, worker_id=self.worker_id, embedder=embedder or NoEmbedder(),
-            chunking=chunking or ChunkingOptions(), max_bytes=settings.max_file_bytes,
-            heartbeat_seconds=settings.heartbeat_interval_seconds,
-            retry_backoff_seconds=settings.retry_backoff_seconds,
+            pool=pool, rpc=self.rpc, worker_id=self.worker_id, leases=self.leases, acks=self.acks,
+            processor=processor, embedder=embedder or NoEmbedder(), chunking=chunking or ChunkingOptions(),
+            max_bytes=settings.max_file_bytes, retry_backoff_seconds=settings.retry_backoff_seconds,
             retry_backoff_max_seconds=settings.retry_backoff_max_seconds)
 
     def run(self, *, drain: bool = True, max_jobs: int | None = None, stop: threading.Event | None = None,
@@ -99,9 +108,18 @@ class Worker:
         """Claim and process jobs. With `drain`, return once nothing is claimable and
         nothing is in flight; otherwise poll until `stop` is set. Setting `stop` ends
         claiming; jobs in flight finish (or stop at their next lease check) first."""
-        stop = stop or threading.Event()
         report = WorkerReport(self.worker_id, keep=self.keep_results)
         started = time.monotonic()
+        self.leases.start()
+        try:
+            self._loop(report, drain=drain, max_jobs=max_jobs, stop=stop or threading.Event(), on_result=on_result)
+        finally:
+            self.leases.close()
+        report.seconds = time.monotonic() - started
+        return report
+
+    def _loop(self, report: WorkerReport, *, drain: bool, max_jobs: int | None, stop: threading.Event,
+              on_result: Callable[[JobResult], None] | None) -> None:
         claimed_total = 0
         in_flight: set[Future] = set()
         with ThreadPoolExecutor(self.concurrency, thread_name_prefix="ingest-job") as executor:
@@ -113,6 +131,8 @@ class Worker:
                 if room > 0 and not stop.is_set():
                     claimed = self._claim(min(room, self.claim_batch_size), stop)
                     claimed_total += len(claimed)
+                    for job in claimed:  # counted in before any of them can acknowledge
+                        self.acks.job_started()
                     in_flight |= {executor.submit(JobRun(self.context, job).run) for job in claimed}
                 if not in_flight:
                     finished = stop.is_set() or (max_jobs is not None and claimed_total >= max_jobs)
@@ -125,8 +145,6 @@ class Worker:
                     result = future.result()  # JobRun.run() turns every error into an outcome
                     report.add(result)
                     self._notify(on_result, result)
-        report.seconds = time.monotonic() - started
-        return report
 
     def _claim(self, limit: int, stop: threading.Event) -> list:
         """Claim, riding out a short database outage (INGEST_CLAIM_RETRY_ATTEMPTS tries with

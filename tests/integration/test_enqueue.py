@@ -17,7 +17,7 @@ from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.enqueue import EnqueueRefused, enqueue_paths
 from ingestion_pipeline.worker import Worker
 from ingestion_pipeline.worker.errors import LeaseLost
-from ingestion_pipeline.worker.heartbeat import LeaseKeeper
+from ingestion_pipeline.worker.leases import LeaseKeeper
 from tests.helpers import make_lease_stale, seed_job
 
 INGEST = Path(sys.executable).parent / "ingest"
@@ -133,15 +133,16 @@ def test_heartbeat_that_finds_the_lease_lost_stops_the_job(conn):
     rpc = IngestionRpc(conn)
     _, job_id = seed_job(conn)
     [claimed] = rpc.claim("worker-a")
-    keeper = LeaseKeeper(rpc, job_id, "worker-a", claimed.lease_token, interval=3600)
+    keeper = LeaseKeeper(rpc, "worker-a", interval=3600)
+    lease = keeper.hold(claimed)
     keeper.beat()
-    keeper.check()  # still ours
+    lease.check()  # still ours
     make_lease_stale(conn, job_id)
     rpc.claim("worker-b")
     keeper.beat()
-    assert keeper.lost.is_set()
+    assert lease.lost.is_set()
     with pytest.raises(LeaseLost):
-        keeper.check()
+        lease.check()
 
 
 def test_ctrl_c_stops_a_polling_worker_cleanly(db_url, conn, tmp_path):

@@ -186,7 +186,7 @@ def test_rows_refused_by_the_database_stop_the_job_as_lease_lost(build_cleaned_u
     is taken over and completed: its COPY is refused by the artifact fence (IF001), or by
     the foreign key when the janitor already removed the abandoned build (23503). Either
     way the job ends lease_lost: no retry, no failure recorded, no 'unexpected error'."""
-    import ingestion_pipeline.worker.job as job_module
+    import ingestion_pipeline.worker.indexing as job_module
 
     report = enqueue_paths(pool, [corpus / "sample.txt"], max_bytes=settings.max_file_bytes)
     job_id, document_id = report.files[0].job_id, report.files[0].document_id

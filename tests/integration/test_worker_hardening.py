@@ -171,14 +171,14 @@ class HeartbeatAfterCompletion(IngestionRpc):
         self.completed = threading.Event()
         self.beat_after_completion = threading.Event()
 
-    def heartbeat(self, *args, **kwargs):
-        result = super().heartbeat(*args, **kwargs)
-        if self.completed.is_set():
+    def heartbeat_many(self, *args, **kwargs):
+        result = super().heartbeat_many(*args, **kwargs)
+        if self.completed.is_set() and result.renewed + len(result.lost):
             self.beat_after_completion.set()
         return result
 
-    def commit_and_complete(self, *args, **kwargs):
-        result = super().commit_and_complete(*args, **kwargs)
+    def complete_many(self, *args, **kwargs):
+        result = super().complete_many(*args, **kwargs)
         self.completed.set()
         self.beat_after_completion.wait(1)
         return result
@@ -213,8 +213,8 @@ class PostCommitTrouble(IngestionRpc):
             return RpcResult(ok=False, reason="lease_lost")
         return super().record_stage(job_id, worker_id, stage, **kwargs)
 
-    def commit_and_complete(self, *args, **kwargs):
-        result = super().commit_and_complete(*args, **kwargs)
+    def complete_many(self, *args, **kwargs):
+        result = super().complete_many(*args, **kwargs)
         if self.trouble == "answer_lost":
             raise psycopg.OperationalError("server closed the connection unexpectedly (test)")
         return result
@@ -254,7 +254,7 @@ def test_work_exits_1_when_a_job_was_abandoned_and_0_when_documents_failed(db_ur
     def database_gone(self, *args, **kwargs):
         raise psycopg.OperationalError("server closed the connection unexpectedly (test)")
 
-    monkeypatch.setattr(IngestionRpc, "fail_or_retry", database_gone)
+    monkeypatch.setattr(IngestionRpc, "fail_or_retry_many", database_gone)
     assert ingest(["work", "--drain", "--json", "--database-url", db_url]) == 1
     captured = capsys.readouterr()
     assert json.loads(captured.out)["abandoned"] == 1

@@ -1,0 +1,52 @@
+"""The worker's processors: what a claimed job builds before it is acknowledged.
+
+`index_document` (the default) turns the document's bytes into its next index generation:
+load, parse, chunk, embed, then begin a generation and write its rows (fenced by the
+database). The job's completion commits that generation. `no_op` builds nothing (the job
+just completes): the queue's own cost, for benchmarks.
+"""
+
+from __future__ import annotations
+
+from ingestion_pipeline.db.queries import query
+from ingestion_pipeline.processing import ProcessingError, chunk_sections, embed_chunks, parse
+from ingestion_pipeline.worker.artifacts import write_generation
+from ingestion_pipeline.worker.errors import LeaseLost, describe, is_build_refused
+from ingestion_pipeline.worker.job import Built, JobRun
+
+
+def index_document(run: JobRun) -> Built:
+    job, ctx = run.job, run.ctx
+    with run.stage("load", 5):
+        with ctx.pool.connection() as conn:
+            row = conn.execute(query("load_document_source"), {"document_id": job.document_id}).fetchone()
+        if row is None:
+            raise ProcessingError("the document's uploaded bytes are missing")
+    with run.stage("parse", 20):
+        parsed = parse(bytes(row["content"]), job.source_name, max_bytes=ctx.max_bytes)
+    with run.stage("chunk", 40):
+        chunks = chunk_sections(parsed.sections, ctx.chunking)
+    with run.stage("embed", 60, embedder=ctx.embedder.name):
+        chunks = embed_chunks(chunks, ctx.embedder)
+    with run.stage("write", 80, chunks=len(chunks)):
+        begun = run.fenced(ctx.rpc.begin_generation(job.job_id, job.document_id, ctx.worker_id,
+                                                     lease_token=job.lease_token))
+        _write(run, begun.generation_id, parsed, chunks)
+    metadata = {"title": parsed.title, "mime_type": parsed.mime_type, "embedder": ctx.embedder.name}
+    return Built(begun.generation_id, {k: v for k, v in metadata.items() if v}, len(chunks))
+
+
+def _write(run: JobRun, generation_id, parsed, chunks) -> None:
+    try:
+        with run.ctx.pool.connection() as conn:
+            write_generation(conn, run.job.document_id, generation_id, parsed, chunks, run.lease.check)
+    except Exception as exc:
+        if is_build_refused(exc):  # the database says this claim no longer holds the job
+            run.lease.lost.set()
+            raise LeaseLost(f"lease on job {run.job.job_id} was lost (artifact rows refused: "
+                            f"{describe(exc)})") from None
+        raise
+
+
+def no_op(run: JobRun) -> Built:
+    return Built()
