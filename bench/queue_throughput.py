@@ -8,6 +8,10 @@ so that a noisy neighbour hurts every system alike; the table shows the median r
   ours        IngestionRpc on one autocommit connection per process: claim(limit=k), then
               per job heartbeat(job, worker_id) and complete(job, worker_id) (fenced,
               refreshes the job's import batch under its row lock, R9).
+  ours (worker)  the real Worker claim loop (ingestion_pipeline.worker.Worker) with the
+              no-op processor: claim(limit=k) into k job threads, one heartbeat thread
+              renewing all leases per interval, and buffered bulk acknowledgement (jobs
+              that finish together are completed in one complete_many statement).
   ours (sql)  the same three plpgsql functions called with one plain statement each,
               without the client (no BEGIN/COMMIT around fenced calls, no pydantic): what
               the SQL costs on its own.
@@ -49,7 +53,7 @@ from common import (
     vacuum_analyze,
 )
 
-SYSTEMS = ("ours", "ours_sql", "pgqueuer", "procrastinate")
+SYSTEMS = ("ours", "ours_worker", "ours_sql", "pgqueuer", "procrastinate")
 
 
 # -- worker processes (top level: spawned) ----------------------------------------------
@@ -80,6 +84,27 @@ def ours_sql_worker(uri: str, k: int, heartbeat: bool, barrier, out) -> None:
                 conn.execute(OURS_SQL["complete"], (job_id, document_id, batch_id, worker_id))
                 count += 1
     _report(out, count, started)
+
+
+def ours_worker_loop(uri: str, k: int, heartbeat: bool, barrier, out) -> None:
+    """The real Worker, no-op processor, k jobs in flight and k per claim, drain mode."""
+    from ingestion_pipeline.db.connection import make_pool
+    from ingestion_pipeline.settings import load_settings
+    from ingestion_pipeline.worker import Worker
+    from ingestion_pipeline.worker.indexing import no_op
+
+    settings = load_settings(database_url=uri, worker_concurrency=k, claim_batch_size=k, pool_min_size=2,
+                             pool_max_size=k + 2, heartbeat_interval_seconds=30 if heartbeat else 3600,
+                             stale_after_seconds=300 if heartbeat else 86400)
+    pool = make_pool(uri, settings, application_name="bench-worker")
+    try:
+        worker = Worker(pool, settings, label="bench", processor=no_op, poll_seconds=0.05)
+        barrier.wait()
+        started = time.monotonic()
+        report = worker.run(drain=True)
+    finally:
+        pool.close()
+    _report(out, report.counts["completed"], started)
 
 
 def pgqueuer_worker(uri: str, k: int, heartbeat: bool, barrier, out) -> None:
@@ -131,7 +156,7 @@ def procrastinate_worker(uri: str, k: int, heartbeat: bool, barrier, out) -> Non
     asyncio.run(main())
 
 
-WORKERS = {"ours": ours_worker, "ours_sql": ours_sql_worker, "pgqueuer": pgqueuer_worker,
+WORKERS = {"ours": ours_worker, "ours_worker": ours_worker_loop, "ours_sql": ours_sql_worker, "pgqueuer": pgqueuer_worker,
            "procrastinate": procrastinate_worker}
 
 
@@ -277,6 +302,8 @@ def main() -> None:
         for system in systems:
             if system == "ours":
                 setups[system] = Ours(server_uri)
+            elif system == "ours_worker":
+                setups[system] = Ours(server_uri, "bench_ours_worker")
             elif system == "ours_sql":
                 setups[system] = Ours(server_uri, "bench_ours_sql")
             elif system == "pgqueuer":
