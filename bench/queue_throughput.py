@@ -9,7 +9,7 @@ so that a noisy neighbour hurts every system alike; the table shows the median r
               per job heartbeat(job, worker_id) and complete(job, worker_id) (fenced,
               refreshes the job's import batch under its row lock, R9).
   ours (worker)  the real Worker claim loop (ingestion_pipeline.worker.Worker) with the
-              no-op processor: claim(limit=k) into k job threads, one heartbeat thread
+              no-op processor: claim(limit=k) into 2k job threads, one heartbeat thread
               renewing all leases per interval, and buffered bulk acknowledgement (jobs
               that finish together are completed in one complete_many statement).
   ours (sql)  the same three plpgsql functions called with one plain statement each,
@@ -87,14 +87,15 @@ def ours_sql_worker(uri: str, k: int, heartbeat: bool, barrier, out) -> None:
 
 
 def ours_worker_loop(uri: str, k: int, heartbeat: bool, barrier, out) -> None:
-    """The real Worker, no-op processor, k jobs in flight and k per claim, drain mode."""
+    """The real Worker, no-op processor, k jobs per claim and 2k in flight (the next claim
+    overlaps the acknowledgement of the previous one), drain mode."""
     from ingestion_pipeline.db.connection import make_pool
     from ingestion_pipeline.settings import load_settings
     from ingestion_pipeline.worker import Worker
     from ingestion_pipeline.worker.indexing import no_op
 
-    settings = load_settings(database_url=uri, worker_concurrency=k, claim_batch_size=k, pool_min_size=2,
-                             pool_max_size=k + 2, heartbeat_interval_seconds=30 if heartbeat else 3600,
+    settings = load_settings(database_url=uri, worker_concurrency=2 * k, claim_batch_size=k, pool_min_size=2,
+                             pool_max_size=2 * k + 2, heartbeat_interval_seconds=30 if heartbeat else 3600,
                              stale_after_seconds=300 if heartbeat else 86400)
     pool = make_pool(uri, settings, application_name="bench-worker")
     try:

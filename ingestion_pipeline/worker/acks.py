@@ -59,8 +59,7 @@ class AckBuffer:
     def _submit(self, item: CompleteItem | FailItem):
         ack, batch = _Ack(item), None
         with self._cond:
-            self._pending.append(ack)
-            self._cond.notify_all()
+            self._pending.append(ack)  # no wake-up: this thread checks the send conditions itself
             while not ack.sending:  # ours is pending, so the buffer is not empty
                 if self._ready():
                     batch, self._pending = self._pending, []

@@ -83,6 +83,7 @@ class Worker:
         self.worker_id = new_worker_id(label)
         self.concurrency = concurrency or settings.worker_concurrency
         self.claim_batch_size = settings.claim_batch_size
+        self.min_claim = max(1, min(self.claim_batch_size, self.concurrency) // 2)
         self.poll_seconds = poll_seconds
         self.claim_attempts = settings.claim_retry_attempts
         self.keep_results = keep_results
@@ -128,7 +129,9 @@ class Worker:
                 if max_jobs is not None:
                     room = min(room, max_jobs - claimed_total)
                 claimed = []
-                if room > 0 and not stop.is_set():
+                # Claim when a worthwhile share of a claim's worth of slots is free (or
+                # nothing is in flight): many tiny claims cost a round trip each.
+                if room >= (self.min_claim if in_flight else 1) and not stop.is_set():
                     claimed = self._claim(min(room, self.claim_batch_size), stop)
                     claimed_total += len(claimed)
                     for job in claimed:  # counted in before any of them can acknowledge
