@@ -1,6 +1,7 @@
-"""Cleaning many abandoned chunk rows in bounded passes while a worker keeps indexing.
+"""The guarded cleanup of abandoned index generations, in two modes.
 
-Seeds D documents (no open job) each with one abandoned generation of C chunks (D*C =
+--mode indexing (the default): cleaning many abandoned chunk rows in bounded passes while
+a worker keeps indexing. Seeds D documents (no open job) each with one abandoned generation of C chunks (D*C =
 --chunks, default 1M) with `insert ... select generate_series`. A worker process then
 indexes a generated corpus over and over (enqueue with reindex, drain, repeat; each
 round also leaves superseded generations behind). After a baseline window without
@@ -11,11 +12,32 @@ for sessions waiting on a lock held by the cleanup's backend.
 
 Reported: passes, rows, time, per-pass p50/p99/max; the worker's docs/s and write/commit
 stage times (stage log) in the baseline window and during cleanup.
+
+--mode scale: does a pass cost the same however many documents are present? One database
+per size in --live (default 10k and 100k; --full: 10k and 1M) holds that many live
+documents, each indexed: a committed generation with one page, one section and
+--live-chunks chunk rows, and one completed job. Every database also gets the same
+abandoned work: --abandoned documents (indexed too) each with one abandoned generation of
+one page, one section and --abandoned-chunks chunks. All of it is
+seeded set-based (generate_series), with triggers off for the seeding transaction only
+(foreign keys, artifact fence: the rows are valid by construction, and checked after).
+Then passes of `rpc.cleanup_generations(limit=L, dry_run=False)` alternate between the
+databases (one pass each in turn) until every database's passes find nothing. Printed: the
+pass p50/p99/max per size and each p50 against the smallest size's (acceptance: within 2x).
+
+Before the timed passes, passes 1..7 run in each database on one connection in a
+transaction that is rolled back, with auto_explain (ANALYZE, log_nested_statements) on for
+passes 1 and 7 (--explain-passes; the 7th runs the plans plpgsql settles on once it may use
+generic ones): every statement of those passes (the candidate select, the deletes, and the
+foreign-key actions they fire) is listed with the rows it read from documents,
+index_generations, ingestion_jobs and document_chunks and any sequential scan, so a
+statement that reads a whole table shows. --plans prints the plans themselves.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import shutil
 import tempfile
@@ -27,6 +49,8 @@ from common import (
     command_line,
     connect,
     create_database,
+    db_uri,
+    drop_database,
     embedded_server,
     machine_line,
     ms,
@@ -103,19 +127,8 @@ def window(conn, start, end) -> dict:
         for stage in ("write", "commit") for q in ("p50", "p99")}}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--chunks", type=int, default=1_000_000, help="abandoned chunk rows (default 1000000)")
-    parser.add_argument("--chunks-per-doc", type=int, default=100, help="chunks per abandoned generation (default 100)")
-    parser.add_argument("--limit", type=int, default=100,
-                        help="documents per cleanup pass (default 100 = INGEST_CLEANUP_BATCH_SIZE)")
-    parser.add_argument("--corpus-docs", type=int, default=200, help="documents the indexer keeps indexing (default 200)")
-    parser.add_argument("--concurrency", type=int, default=2, help="indexer jobs in flight (default 2)")
-    parser.add_argument("--baseline-seconds", type=float, default=8, help="indexer alone before cleanup (default 8)")
-    args = parser.parse_args()
+def run_indexing(args) -> None:
     documents = max(1, args.chunks // args.chunks_per_doc)
-
-    print(f"$ {command_line()}")
     corpus = Path(tempfile.mkdtemp(prefix="ingest-bench-corpus-"))
     from ingest_corpus import generate_corpus
 
@@ -190,6 +203,333 @@ def main() -> None:
                          for name, w in (("baseline (no cleanup)", base), ("during cleanup", during))])
     finally:
         shutil.rmtree(corpus, ignore_errors=True)
+
+
+# -- --mode scale ---------------------------------------------------------------------------
+
+# Live documents (indexed: one committed generation with its chunks, one completed job),
+# then the abandoned work (the last --abandoned documents also get an abandoned generation).
+# Foreign keys and the artifact fence are triggers: session_replication_role = replica turns
+# them off for this transaction only, so documents and generations (which reference each
+# other) go in with one insert each.
+SCALE_SEED_SQL = [
+    "set local session_replication_role = replica",
+    """create temporary table seed_docs on commit drop as
+       select g, gen_random_uuid() as document_id, gen_random_uuid() as generation_id,
+              g > %(live)s as abandoned
+         from generate_series(1, %(live)s + %(abandoned)s) g""",
+    """insert into import_batches (name, status, total_files, completed_files, failed_files, open_files, completed_at)
+       values ('bench-cleanup-scale', 'completed', %(live)s + %(abandoned)s, %(live)s + %(abandoned)s, 0, 0, now())""",
+    """insert into documents (id, batch_id, source_name, content_sha256, byte_size, status, index_generation_id,
+                              page_count, section_count, chunk_count)
+       select s.document_id, b.id, 'live-' || s.g || '.txt',
+              encode(sha256(convert_to('live/' || s.g, 'UTF8')), 'hex'), 64, 'indexed', s.generation_id,
+              1, 1, %(live_chunks)s
+         from seed_docs s, import_batches b where b.name = 'bench-cleanup-scale'""",
+    """insert into index_generations (id, document_id, status, page_count, section_count, chunk_count,
+                                      committed_at)
+       select generation_id, document_id, 'committed', 1, 1, %(live_chunks)s, now() from seed_docs""",
+    """insert into document_pages (document_id, index_generation_id, ordinal, content)
+       select document_id, generation_id, 0, 'page of document ' || g from seed_docs""",
+    """insert into document_sections (document_id, index_generation_id, ordinal, heading, content)
+       select document_id, generation_id, 0, 'Document ' || g, 'section of document ' || g from seed_docs""",
+    """insert into document_chunks (document_id, index_generation_id, ordinal, content, token_count)
+       select s.document_id, s.generation_id, o, 'live chunk ' || o || ' of document ' || s.g, 6
+         from seed_docs s cross join generate_series(0, %(live_chunks)s - 1) o""",
+    """insert into ingestion_jobs (document_id, batch_id, status, stage, progress, attempt_count, completed_at)
+       select s.document_id, b.id, 'completed', 'indexed', 100, 1, now()
+         from seed_docs s, import_batches b where b.name = 'bench-cleanup-scale'""",
+    """create temporary table seed_abandoned on commit drop as
+       select document_id, gen_random_uuid() as generation_id from seed_docs where abandoned""",
+    """insert into index_generations (id, document_id, status, lease_token)
+       select generation_id, document_id, 'abandoned', 1 from seed_abandoned""",
+    """insert into document_pages (document_id, index_generation_id, ordinal, content)
+       select document_id, generation_id, 0, 'abandoned page' from seed_abandoned""",
+    """insert into document_sections (document_id, index_generation_id, ordinal, heading, content)
+       select document_id, generation_id, 0, 'Abandoned', 'abandoned section' from seed_abandoned""",
+    """insert into document_chunks (document_id, index_generation_id, ordinal, content, token_count)
+       select a.document_id, a.generation_id, o,
+              'abandoned chunk ' || o || ' of a build that never committed: lease fence worker queue', 12
+         from seed_abandoned a cross join generate_series(0, %(abandoned_chunks)s - 1) o""",
+]
+
+# The seed is valid: what the foreign keys would have checked, checked once.
+SCALE_CHECK_SQL = """
+select (select count(*) from documents) as documents,
+       (select count(*) from index_generations where status = 'committed') as committed,
+       (select count(*) from index_generations where status <> 'committed') as uncommitted,
+       (select count(*) from document_chunks) as chunks,
+       (select count(*) from document_pages) + (select count(*) from document_sections) as pages_sections,
+       (select count(*) from documents d where not exists (select 1 from index_generations g
+                                                             where g.id = d.index_generation_id
+                                                               and g.document_id = d.id
+                                                               and g.status = 'committed')) as bad_documents,
+       (select count(*) from document_chunks c where not exists (select 1 from index_generations g
+                                                                  where g.id = c.index_generation_id
+                                                                    and g.document_id = c.document_id)) as bad_chunks,
+       (select count(*) from ingestion_jobs j where not exists (select 1 from documents d
+                                                                 where d.id = j.document_id)) as bad_jobs,
+       (select count(*) from document_pages p where not exists (select 1 from index_generations g
+                                                                 where g.id = p.index_generation_id
+                                                                   and g.document_id = p.document_id))
+     + (select count(*) from document_sections s where not exists (select 1 from index_generations g
+                                                                    where g.id = s.index_generation_id
+                                                                      and g.document_id = s.document_id))
+       as bad_pages_sections
+"""
+
+# What is left after the passes: no abandoned generation or chunk; every live row kept.
+SCALE_AFTER_SQL = """
+select (select count(*) from index_generations where status <> 'committed') as uncommitted,
+       (select count(*) from document_chunks c join documents d on d.id = c.document_id
+         where c.index_generation_id is distinct from d.index_generation_id)
+     + (select count(*) from document_pages p join documents d on d.id = p.document_id
+         where p.index_generation_id is distinct from d.index_generation_id)
+     + (select count(*) from document_sections s join documents d on d.id = s.document_id
+         where s.index_generation_id is distinct from d.index_generation_id) as stray_artifacts,
+       (select count(*) from document_pages) + (select count(*) from document_sections) as pages_sections,
+       (select count(*) from index_generations where status = 'committed') as committed,
+       (select count(*) from document_chunks) as chunks,
+       (select count(*) from documents where index_generation_id is null) as documents_without_generation
+"""
+
+TABLES_READ = ("documents", "index_generations", "ingestion_jobs", "document_pages", "document_sections",
+               "document_chunks")
+
+
+def seed_scale(uri: str, live: int, args) -> dict:
+    params = {"live": live, "abandoned": args.abandoned, "live_chunks": args.live_chunks,
+              "abandoned_chunks": args.abandoned_chunks}
+    with connect(uri) as conn:
+        began = time.perf_counter()
+        with conn.transaction():
+            for sql in SCALE_SEED_SQL:
+                conn.execute(sql, params)
+        for table in ("import_batches", "documents", "index_generations", "document_pages", "document_sections",
+                      "document_chunks", "ingestion_jobs"):
+            conn.execute(f"vacuum (analyze) {table}")
+        conn.execute("checkpoint")
+        seconds = time.perf_counter() - began
+        check = conn.execute(SCALE_CHECK_SQL).fetchone()
+    total = live + args.abandoned
+    expected = {"documents": total, "committed": total, "uncommitted": args.abandoned,
+                "chunks": total * args.live_chunks + args.abandoned * args.abandoned_chunks,
+                "pages_sections": 2 * (total + args.abandoned),
+                "bad_documents": 0, "bad_chunks": 0, "bad_jobs": 0, "bad_pages_sections": 0}
+    assert check == expected, (check, expected)
+    return {"seconds": seconds, **check}
+
+
+def explain_passes(uri: str, args, fmt: str) -> dict[int, list[str]]:
+    """The passes numbered in --explain-passes, run on one connection in one transaction
+    that is rolled back, every statement's plan captured with auto_explain (nested
+    statements included: the pass's own and the foreign-key actions they fire). A later
+    pass shows the plan a long cleanup settles on: plpgsql caches its statements' plans,
+    and after five runs may switch to a generic plan."""
+    from ingestion_pipeline.db.rpc import IngestionRpc
+
+    wanted = sorted({int(n) for n in args.explain_passes.split(",")})
+    notices: list[str] = []
+    plans: dict[int, list[str]] = {}
+    with connect(uri) as conn:
+        conn.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
+        conn.execute("load 'auto_explain'")
+        for setting, value in [("log_nested_statements", "on"), ("log_analyze", "on"), ("log_buffers", "on"),
+                               ("log_timing", "on"), ("log_triggers", "on"), ("log_format", fmt),
+                               ("log_level", "notice")]:
+            conn.execute(f"set auto_explain.{setting} = {value}")
+        rpc = IngestionRpc(conn)
+        with conn.transaction(force_rollback=True):
+            for number in range(1, wanted[-1] + 1):
+                conn.execute(f"set auto_explain.log_min_duration = {0 if number in wanted else -1}")
+                notices.clear()
+                rpc.cleanup_generations(limit=args.limit, dry_run=False)
+                if number in wanted:
+                    plans[number] = [n for n in notices if "plan:" in n]
+    return plans
+
+
+def plan_reads(notice: str) -> dict:
+    """From one auto_explain JSON notice: the statement, its time, the rows its plan nodes
+    read from each table (actual rows x loops) and the tables it scanned sequentially."""
+    plan = json.loads(notice.split("plan:", 1)[1])
+    reads = dict.fromkeys(TABLES_READ, 0)
+    seq: set[str] = set()
+
+    def walk(node: dict) -> None:
+        relation = node.get("Relation Name")
+        if relation in reads:
+            reads[relation] += int(node.get("Actual Rows", 0) * node.get("Actual Loops", 1))
+            if node.get("Node Type") == "Seq Scan":
+                seq.add(relation)
+        elif node.get("Node Type") == "Seq Scan" and relation:
+            seq.add(relation)
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk(plan["Plan"])
+    text = " ".join(plan.get("Query Text", "").split())
+    return {"query": text, "ms": plan.get("Execution Time", plan["Plan"].get("Actual Total Time", 0.0)),
+            "reads": reads, "seq": sorted(seq)}
+
+
+def statement_label(text: str) -> str:
+    """A short name for a statement of the pass (or of a foreign-key action it fired)."""
+    lowered = text.lower()
+    if lowered.startswith("select coalesce(array_agg(candidate"):
+        return "candidates (select distinct ... limit)"
+    if lowered.startswith("delete from public."):
+        return "delete " + lowered.split()[2].removeprefix("public.")
+    if "ri_constraint" in lowered or lowered.startswith(("update only", "delete from only", "select 1 from only")):
+        return "FK: " + " ".join(text.split()[:5])
+    return " ".join(text.split()[:6])
+
+
+def run_scale(args) -> None:
+    sizes = [int(n) for n in args.live.split(",")]
+    with embedded_server() as server_uri:
+        print(machine_line(server_uri))
+        template = "bench_cleanup_scale_template"
+        create_database(server_uri, template, migrate=True)
+        uris = {}
+        seeds = {}
+        for live in sizes:
+            name = f"bench_cleanup_live_{live}"
+            drop_database(server_uri, name)
+            with connect(server_uri) as conn:
+                conn.execute(f'create database "{name}" template "{template}"')
+            uris[live] = db_uri(server_uri, name)
+            seeds[live] = seed_scale(uris[live], live, args)
+            print(f"seeded {live} live documents + {args.abandoned} with abandoned work ({seeds[live]['chunks']} "
+                  f"chunk rows, {args.abandoned * args.abandoned_chunks} abandoned) in {seeds[live]['seconds']:.1f}s",
+                  flush=True)
+
+        # Plans first (rolled back: the work to clean stays the same).
+        plan_rows, plan_texts = [], []
+        for live in sizes:
+            for number, notices in explain_passes(uris[live], args, "json").items():
+                statements: dict[str, dict] = {}  # by query text: a foreign-key action runs once per deleted row
+                for notice in notices:
+                    read = plan_reads(notice)
+                    if read["query"].lower().startswith("select cleanup_abandoned"):
+                        continue  # the top-level call: its nested statements are listed one by one
+                    seen = statements.setdefault(read["query"], {"calls": 0, "ms": 0.0, "seq": set(),
+                                                                 "reads": dict.fromkeys(TABLES_READ, 0)})
+                    seen["calls"] += 1
+                    seen["ms"] += read["ms"]
+                    seen["seq"] |= set(read["seq"])
+                    for table in TABLES_READ:
+                        seen["reads"][table] += read["reads"][table]
+                total = live + args.abandoned
+                for query, seen in statements.items():
+                    whole = [t for t in ("documents", "index_generations") if seen["reads"][t] >= total]
+                    plan_rows.append([live, number, statement_label(query), seen["calls"], f"{seen['ms']:.2f}",
+                                      *[seen["reads"][t] for t in TABLES_READ],
+                                      ",".join(sorted(seen["seq"])) or "-", ",".join(whole) or "-"])
+            if args.plans:
+                for number, notices in explain_passes(uris[live], args, "text").items():
+                    texts: dict[str, str] = {}
+                    for notice in notices:
+                        query = notice.split("Query Text:", 1)[-1].split("\n", 1)[0]
+                        texts.setdefault(query, notice)  # a foreign-key action's first call stands for all
+                    plan_texts.append((live, number, list(texts.values())))
+
+        # The timed passes, alternating between the databases.
+        from ingestion_pipeline.db.rpc import IngestionRpc
+
+        conns = {live: connect(uris[live]) for live in sizes}
+        try:
+            passes = {live: [] for live in sizes}
+            cleaned = {live: {"documents": 0, "chunks": 0, "generations": 0} for live in sizes}
+            active = list(sizes)
+            while active:
+                for live in list(active):
+                    rpc = IngestionRpc(conns[live])
+                    began = time.perf_counter()
+                    result = rpc.cleanup_generations(limit=args.limit, dry_run=False)
+                    elapsed = time.perf_counter() - began
+                    if result.documents == 0:
+                        active.remove(live)
+                        continue
+                    passes[live].append(elapsed)
+                    for key in cleaned[live]:
+                        cleaned[live][key] += getattr(result, key)
+            after = {live: conns[live].execute(SCALE_AFTER_SQL).fetchone() for live in sizes}
+        finally:
+            for conn in conns.values():
+                conn.close()
+        for live in sizes:
+            total = live + args.abandoned
+            assert after[live] == {"uncommitted": 0, "stray_artifacts": 0, "pages_sections": 2 * total,
+                                   "committed": total, "chunks": total * args.live_chunks,
+                                   "documents_without_generation": 0}, after[live]
+            assert cleaned[live]["generations"] == args.abandoned, cleaned[live]
+            assert cleaned[live]["chunks"] == args.abandoned * args.abandoned_chunks, cleaned[live]
+
+        base = percentile(passes[sizes[0]], 50)
+        print_table(f"cleanup pass with N live documents present, the same abandoned work in each: {args.abandoned} "
+                    f"documents x {args.abandoned_chunks} chunks, limit={args.limit} documents/pass, passes "
+                    "alternating between the databases",
+                    ["live documents", "documents", "chunk rows", "passes", "generations deleted", "chunks deleted",
+                     "pass p50 ms", "pass p99 ms", "pass max ms", "p50 / first", "passes 1-5 p50 ms",
+                     "passes 6+ p50 ms"],
+                    [[live, live + args.abandoned, seeds[live]["chunks"], len(passes[live]),
+                      cleaned[live]["generations"], cleaned[live]["chunks"], ms(percentile(passes[live], 50)),
+                      ms(percentile(passes[live], 99)), ms(max(passes[live])),
+                      f"{percentile(passes[live], 50) / base:.2f}", ms(percentile(passes[live][:5], 50)),
+                      ms(percentile(passes[live][5:], 50))] for live in sizes])
+        print("(plpgsql plans a statement afresh for its first five runs on a connection, then may keep a generic "
+              "plan: the last two columns split the passes there)")
+        print_table("statements of passes " + args.explain_passes + " (auto_explain, ANALYZE, one connection, "
+                    "rolled back): rows read per table (actual rows x loops over the plan's nodes)",
+                    ["live documents", "pass", "statement", "calls", "ms", "documents rows", "generations rows",
+                     "jobs rows", "pages rows", "sections rows", "chunks rows", "seq scans", "read >= all docs"],
+                    plan_rows)
+        for live, number, notices in plan_texts:
+            for notice in notices:
+                print(f"\n## plan, {live} live documents, pass {number}\n\n{notice}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mode", choices=["indexing", "scale"], default="indexing",
+                        help="indexing: clean abandoned chunks while a worker indexes (default); scale: pass time "
+                             "with few vs many live documents present")
+    parser.add_argument("--limit", type=int, default=100,
+                        help="documents per cleanup pass (default 100 = INGEST_CLEANUP_BATCH_SIZE)")
+    parser.add_argument("--full", action="store_true",
+                        help="full size: indexing: --chunks 1000000 (its default); scale: --live 10000,1000000")
+    indexing = parser.add_argument_group("--mode indexing")
+    indexing.add_argument("--chunks", type=int, default=1_000_000, help="abandoned chunk rows (default 1000000)")
+    indexing.add_argument("--chunks-per-doc", type=int, default=100,
+                          help="chunks per abandoned generation (default 100)")
+    indexing.add_argument("--corpus-docs", type=int, default=200,
+                          help="documents the indexer keeps indexing (default 200)")
+    indexing.add_argument("--concurrency", type=int, default=2, help="indexer jobs in flight (default 2)")
+    indexing.add_argument("--baseline-seconds", type=float, default=8,
+                          help="indexer alone before cleanup (default 8)")
+    scale = parser.add_argument_group("--mode scale")
+    scale.add_argument("--live", default="10000,100000",
+                       help="live documents per database, comma-separated, smallest first (default 10000,100000)")
+    scale.add_argument("--live-chunks", type=int, default=1, help="chunk rows per live document (default 1)")
+    scale.add_argument("--abandoned", type=int, default=3000,
+                       help="documents with an abandoned generation, in every database (default 3000)")
+    scale.add_argument("--abandoned-chunks", type=int, default=10,
+                       help="chunk rows per abandoned generation (default 10)")
+    scale.add_argument("--explain-passes", default="1,7",
+                       help="passes whose plans are captured, on one connection (default 1,7: the first, and one "
+                            "after plpgsql may have switched to generic plans)")
+    scale.add_argument("--plans", action="store_true", help="also print every statement's plan (text)")
+    args = parser.parse_args()
+    if args.full:
+        args.chunks = 1_000_000
+        args.live = "10000,1000000"
+
+    print(f"$ {command_line()}")
+    if args.mode == "scale":
+        run_scale(args)
+    else:
+        run_indexing(args)
 
 
 if __name__ == "__main__":
