@@ -310,7 +310,8 @@ def test_the_janitor_logs_its_calls_and_its_errors_are_recorded(schema, tmp_path
     history = read_history([tmp_path / "janitor.jsonl"])
     if schema.hardened:
         assert [(e["call"], e["ok"]) for e in history] == [
-            ("expire_stale", True), ("refresh_stuck_batches", True), ("cleanup", True)]
+            ("expire_stale", True), ("refresh_stuck_batches", True), ("refresh_drifted_batches", True),
+            ("cleanup", True)]
         assert stats.janitor_passes == 1 and stats.janitor_errors == []
         assert check(schema.url, [tmp_path / "janitor.jsonl"]).stats["janitor_call_errors"] == 0
     else:

@@ -2,8 +2,10 @@
 job's heartbeats fail; the process, its claim loop and its other job thread go on), a
 second worker reclaims the job and completes it, then the thread wakes as a zombie with
 its old claim's token. Two stall points: right after begin_generation (the zombie then
-writes the generation's rows) and right before commit_and_complete (its rows written, the
-zombie then commits).
+writes the generation's rows) and right before its completion goes out (its rows written:
+the bulk acknowledgement about to send this job's completion alone; the zombie then
+commits and completes, logged as `commit_and_complete`, or on the schema before the lease
+tokens as `commit` then `complete`).
 
 At head every zombie write is refused: the rows by the artifact fence (IF001), the commit
 by the token fence; the checker finds nothing and no write from a superseded token. Just
@@ -83,6 +85,10 @@ def test_a_job_thread_stalled_past_its_lease_is_fenced_out(token_schema, tmp_pat
     assert report.stats["superseded_token_writes"] == 0, report.summary()
     assert report.stats["jobs"] == {"completed": DOCUMENTS}, report.summary()
 
+    # The partition: from the stall on, no heartbeat statement of the stalled worker named
+    # the stalled claim's lease (so it was never told the lease was lost).
+    assert not [e for e in history if e["call"] == "heartbeat" and e["job_id"] == job_id
+                and e["pid"] == zombie_pid and e["t0"] >= stall["t0"]]
     if token_schema.hardened:
         assert (token, claims[1]["token"]) == ("1", 2)
         assert report.violations == [], report.summary()
@@ -147,6 +153,10 @@ def test_a_stalled_thread_of_a_loop_that_reclaimed_its_job_is_fenced_out(token_s
     assert report.stats["jobs"] == {"completed": 1}, report.summary()
     if token_schema.hardened:
         assert [c["token"] for c in claims] == [1, 2, 3]
+        # The partition leaves out the stalled claim's lease only: the loop's new claim of the
+        # same job (token 3) was renewed by the worker's heartbeat statements meanwhile.
+        beats = [(e["token"], e["ok"]) for e in history if e["call"] == "heartbeat" and e["t0"] >= stall["t0"]]
+        assert beats and set(beats) == {(3, True)}, beats
         zombie = [(e["call"], e["ok"], e.get("sqlstate")) for e in history
                   if e["t0"] >= resumed_at and e["token"] == stall["token"] and e["call"] != "stall"]
         assert zombie == [("write", False, "IF001")], zombie
