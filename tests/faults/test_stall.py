@@ -1,11 +1,12 @@
-"""The stall fault, forced: one job thread of a live worker stalls past its lease (that
-job's heartbeats fail; the process, its claim loop and its other job thread go on), a
-second worker reclaims the job and completes it, then the thread wakes as a zombie with
-its old claim's token. Two stall points: right after begin_generation (the zombie then
-writes the generation's rows) and right before its completion goes out (its rows written:
-the bulk acknowledgement about to send this job's completion alone; the zombie then
-commits and completes, logged as `commit_and_complete`, or on the schema before the lease
-tokens as `commit` then `complete`).
+"""The stall fault, forced: one job thread of a live worker stalls past its lease (its
+lease is left out of the worker's heartbeat statement; the process, its claim loop, its
+other job thread and its other leases go on), a second worker reclaims the job and
+completes it, then the thread wakes as a zombie with its old claim's token. Two stall
+points: right after begin_generation (the zombie then writes the generation's rows) and
+right before its completion goes out (its rows written, where the job's thread hands the
+completion to the worker's acknowledgement buffer; the zombie then commits and completes
+in a bulk acknowledgement, logged as `commit_and_complete`; on the schema before the
+lease tokens the client's fallback logs `commit`).
 
 At head every zombie write is refused: the rows by the artifact fence (IF001), the commit
 by the token fence; the checker finds nothing and no write from a superseded token. Just

@@ -139,7 +139,9 @@ class StallSwitch:
 
 
 class FaultRpc(LoggedRpc):
-    """LoggedRpc with the stall fault (its points: see the module docstring)."""
+    """LoggedRpc with the stall fault: its begin_generation point and the partition of the
+    stalled claim's lease (the commit point is stall_before_acknowledging; see the module
+    docstring)."""
 
     def __init__(self, db, history: HistoryFile, switch: StallSwitch, **kwargs):
         super().__init__(db, history, **kwargs)
