@@ -13,7 +13,8 @@ import pytest
 
 from ingestion_pipeline.db.models import CompleteItem, FailItem
 from tests.faults.rpc_log import AMBIGUOUS, read_history
-from tests.faults.test_checker_mutations import Run, make_lease_stale
+from tests.faults.test_checker_mutations import Run
+from tests.helpers import make_lease_stale
 
 
 @pytest.fixture
