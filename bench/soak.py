@@ -12,7 +12,8 @@ a janitor runs alongside (its calls logged). At the end everything drains and th
 reads the client-side histories and the database. Prints the totals, among them the
 writes accepted from superseded lease tokens (must be 0), the zombies refused by a fence,
 the janitor's passes and errors, the deletion audit, the final-attempt kills and how their
-jobs ended, the server restarts and the jobs still open at the end; exits 1 on any
+jobs ended, the server restarts, the bulk acknowledgements, the batches whose counters the
+janitor had to recount (must be 0) and the jobs still open at the end; exits 1 on any
 violation, janitor error, job left open, final-attempt job not dead-lettered or worker
 that exited on its own."""
 
@@ -75,6 +76,9 @@ def main() -> int:
                                               f"{report.stats.get('janitor_call_errors', 0)}"),
             ("jobs expired by the janitor", report.stats.get("expired_by_janitor", 0)),
             ("rpc calls logged", report.stats.get("calls", 0)), ("redeliveries", report.redeliveries),
+            ("acks: bulk statements / items / largest", "{statements} / {items} / {largest}".format(
+                **(report.stats.get("bulk_acks") or {"statements": 0, "items": 0, "largest": 0}))),
+            ("batches whose counters the janitor recounted (drift)", report.stats.get("batch_repairs", 0)),
             ("artifact writes refused (by SQLSTATE)", ", ".join(
                 f"{code}: {n}" for code, n in sorted(report.stats.get("artifact_writes_refused", {}).items()))
              or "0"),

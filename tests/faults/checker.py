@@ -17,6 +17,17 @@ Violations (never expected), each under a rule name (`Report.by_rule`; RULES lis
   jobs and batches
     lost_job                   a job not terminal after draining
     batch_mismatch             a batch not terminal, or its counts unlike its jobs
+  batch counters (every transition moves them in the transaction that moves its job, so
+  in any one snapshot they equal a count of the batch's job rows)
+    batch_counter_drift        at the end (after the final janitor pass), a batch whose
+                               counters (total, open, completed, failed files) differ from
+                               a count of its job rows, or whose status differs from what
+                               they imply; every batch, with jobs or without (`open_files`
+                               where the schema has it)
+    batch_drift_repaired       the janitor's refresh_drifted_batches recounted a batch, or
+                               its refresh_stuck_batches one with jobs (status open with
+                               none of them open), during the run: a drift the janitor
+                               healed before the end, a violation all the same
   jobs against documents
     completed_job_not_indexed  a completed job (stage not 'superseded') whose document is
                                not `indexed` with a committed generation
@@ -37,6 +48,10 @@ Violations (never expected), each under a rule name (`Report.by_rule`; RULES lis
     artifacts_deleted_under_open_job   artifact rows of such a build deleted (direct
                                deletes; rows going by cascade with their generation are
                                covered by the generation's entry)
+
+A bulk statement (complete_many, fail_or_retry_many, heartbeat_many) is in the history
+as one entry per item, named as the single call it replaces (rpc_log.py), so every rule
+reads it as it reads those calls.
 
 Redeliveries (a job claimed more than once) are expected under faults and reported apart,
 as are the zombie refusals (`zombie_refusals`: a `lease_lost` answer, or an artifact write
@@ -70,12 +85,14 @@ JANITOR_CALLS = set(LOGGED_JANITOR.values())
 REFUSED_WRITES = {"IF001", "23503"}
 # Unfenced fallbacks for RPCs the old schema lacks write nothing at all.
 NO_OP_WHEN_UNFENCED = {"heartbeat", "record_stage"}
+# The janitor's repair path for batches: what a refresh found had drifted.
+BATCH_REPAIRS = {"refresh_stuck_batches", "refresh_drifted_batches"}
 
 RULES = ("double_completion", "write_after_takeover", "superseded_token_write", "write_after_expiry",
-         "generation_not_found", "lost_job", "batch_mismatch", "completed_job_not_indexed",
-         "document_open_without_job", "failed_document_last_job", "failed_document_committed",
-         "committed_by_unfinished_job", "indexed_generations", "counts_mismatch", "lost_chunks",
-         "generation_deleted_under_open_job", "artifacts_deleted_under_open_job")
+         "generation_not_found", "lost_job", "batch_mismatch", "batch_counter_drift", "batch_drift_repaired",
+         "completed_job_not_indexed", "document_open_without_job", "failed_document_last_job",
+         "failed_document_committed", "committed_by_unfinished_job", "indexed_generations", "counts_mismatch",
+         "lost_chunks", "generation_deleted_under_open_job", "artifacts_deleted_under_open_job")
 
 
 @dataclass
@@ -102,12 +119,14 @@ def check(url: str, history_paths) -> Report:
     _check_history(history, report)
     with connect(url) as conn:
         _check_jobs_and_batches(conn, report)
+        _check_batch_counters(conn, report)
         _check_jobs_against_documents(conn, report)
         _check_documents(conn, report)
         _check_deletion_audit(conn, report)
     claims = Counter(e["job_id"] for e in history if e["call"] == "claim")
     report.redeliveries = sum(n - 1 for n in claims.values() if n > 1)
     writes = [e for e in history if e["call"] == "write"]
+    bulk = {tuple(e["bulk"]) for e in history if e.get("bulk") and e["call"] != "heartbeat"}
     janitor = [e for e in history if e["worker"] == JANITOR and e["call"] in JANITOR_CALLS]
     report.stats.update(calls=len(history), claims=sum(claims.values()),
                         stalls=sum(1 for e in history if e["call"] == "stall"),
@@ -115,6 +134,9 @@ def check(url: str, history_paths) -> Report:
                         # by SQLSTATE: IF001 the artifact fence, 23503 a generation already cleaned up
                         artifact_writes_refused=dict(Counter(e["sqlstate"] for e in writes
                                                              if e.get("sqlstate") in REFUSED_WRITES)),
+                        # acknowledgements sent in bulk statements: how many statements, how many items
+                        bulk_acks={"statements": len(bulk), "items": sum(n for _, n in bulk),
+                                   "largest": max((n for _, n in bulk), default=0)},
                         janitor_calls=len(janitor),
                         janitor_call_errors=sum(1 for e in janitor if e["ok"] is not True),
                         expired_by_janitor=sum(len(e.get("job_ids") or []) for e in janitor
@@ -181,6 +203,33 @@ def _check_history(history: list[dict], report: Report) -> None:
     for entry in history:
         if entry["call"] in COMMITS and entry["ok"] is False and entry.get("reason") == "generation_not_found":
             report.flag("generation_not_found", f"build of job {entry['job_id']} was deleted under an open job")
+    _check_batch_repairs(history, report)
+
+
+def _check_batch_repairs(history: list[dict], report: Report) -> None:
+    """Every batch the janitor's repair path recounted had drifted from its jobs (the
+    refreshes select them in one snapshot, in which the counters and the job rows agree
+    unless something moved one without the other). The one refresh that is no drift: a
+    batch `pending` with no job at all for ten minutes, which refresh_stuck_batches ends
+    `completed` (its recount finds no job)."""
+    repaired = 0
+    for entry in history:
+        if entry["call"] not in BATCH_REPAIRS or not entry["ok"]:
+            continue
+        if "batches" not in entry:  # a history without the recounted batches: only how many
+            found = [{"batch_id": "?", "total": None}] * (entry.get("refreshed") or 0)
+        else:
+            found = entry["batches"]
+        for batch in found:
+            if entry["call"] == "refresh_stuck_batches" and batch.get("total") == 0:
+                continue
+            repaired += 1
+            report.flag("batch_drift_repaired",
+                        f"{entry['call']} by {entry['worker']} recounted batch {batch['batch_id']} "
+                        f"(now {batch.get('status')} total/open/completed/failed {batch.get('total')}/"
+                        f"{batch.get('open')}/{batch.get('completed')}/{batch.get('failed')}): its counters had "
+                        f"drifted from its jobs")
+    report.stats["batch_repairs"] = repaired
 
 
 def _check_writes_after_expiry(history: list[dict], claims_by_job: dict[str, list[dict]], report: Report) -> None:
@@ -228,6 +277,36 @@ def _check_jobs_and_batches(conn, report: Report) -> None:
             report.flag("batch_mismatch",
                         f"batch {b['id']} is {b['status']} {b['total_files']}/{b['completed_files']}/"
                         f"{b['failed_files']} but its jobs say {expected} {b['jobs']}/{b['completed']}/{b['failed']}")
+
+
+def _check_batch_counters(conn, report: Report) -> None:
+    """Every batch's counters and status against a count of its job rows, in one snapshot
+    (the checker runs after the fleet and the janitor stopped). `open_files` is read
+    through to_jsonb: schemas before the batch counters have no such column."""
+    batches = conn.execute("""
+        select b.id, b.status, b.total_files, b.completed_files, b.failed_files,
+               (to_jsonb(b) ->> 'open_files')::integer as open_files,
+               coalesce(c.total, 0) as total, coalesce(c.open, 0) as open,
+               coalesce(c.completed, 0) as completed, coalesce(c.failed, 0) as failed
+          from import_batches b
+          left join (select j.batch_id, count(*) as total,
+                            count(*) filter (where j.status in ('pending', 'processing')) as open,
+                            count(*) filter (where j.status = 'completed') as completed,
+                            count(*) filter (where j.status = 'failed') as failed
+                       from ingestion_jobs j where j.batch_id is not null group by j.batch_id) c
+            on c.batch_id = b.id
+         order by b.id""").fetchall()
+    for b in batches:
+        counters = (b["total_files"], b["open_files"], b["completed_files"], b["failed_files"])
+        counted = (b["total"], b["open"] if b["open_files"] is not None else None, b["completed"], b["failed"])
+        expected = ("processing" if b["open"] else "completed_with_errors" if b["failed"] else "completed")
+        status_drifted = b["total"] > 0 and b["status"] != expected  # a batch without jobs may be pending
+        if counters != counted or status_drifted:
+            report.flag("batch_counter_drift",
+                        f"batch {b['id']} says {b['status']} total/open/completed/failed "
+                        f"{'/'.join(map(str, counters))} but its job rows say "
+                        f"{expected if b['total'] else b['status']} {'/'.join(map(str, counted))}")
+    report.stats["batches"] = len(batches)
 
 
 def _check_jobs_against_documents(conn, report: Report) -> None:

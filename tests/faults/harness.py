@@ -1,15 +1,16 @@
 """The fault harness: worker processes drain tiny documents while a chaos loop SIGKILLs
 them, terminates their backends, pauses them past the stale window (zombies), stalls one
-job thread of a live worker past its lease (SIGUSR1: that job's heartbeats fail while the
-process and its claim loop keep going; the thread then writes and commits as a zombie,
-tests/faults/worker_process.py) and restarts them, SIGKILLs a worker that holds a job on
-its final attempt (`final_attempt_kill`: the job can only be dead-lettered) and restarts
-the database server under the fleet (`server_restart`: every pooled connection of every
-worker is left dead and idle; on a server the harness must not restart, every backend of
-the database is terminated instead), and a janitor runs alongside, its calls in a history
-of their own (janitor.jsonl). Before the run the harness installs a test-only
-deletion audit in the scratch database (`install_deletion_audit`, not a migration), which
-the checker reads. Used by tests/faults (bounded) and bench/soak.py."""
+job thread of a live worker past its lease (SIGUSR1: its lease is left out of the worker's
+heartbeat statement while the process, its claim loop and its other leases keep going;
+the thread then writes and commits as a zombie, tests/faults/worker_process.py) and
+restarts them, SIGKILLs a worker that holds a job on its final attempt
+(`final_attempt_kill`: the job can only be dead-lettered) and restarts the database
+server under the fleet (`server_restart`: every pooled connection of every worker is left
+dead and idle; on a server the harness must not restart, every backend of the database is
+terminated instead), and a janitor runs alongside, its calls in a history of their own
+(janitor.jsonl). Before the run the harness installs a test-only deletion audit in the
+scratch database (`install_deletion_audit`, not a migration), which the checker reads.
+Used by tests/faults (bounded) and bench/soak.py."""
 
 from __future__ import annotations
 
@@ -281,13 +282,21 @@ class WorkerFleet:
                 proc.wait()
 
 
+# The calls of one janitor pass at head, in order (worker/janitor.py run_janitor's, with one
+# bounded cleanup call instead of its dry-run-then-delete loop).
+JANITOR_PASS_CALLS = ("expire_stale", "refresh_stuck_batches", "refresh_drifted_batches", "cleanup")
+
+
 def janitor_pass(url: str, history: HistoryFile | None = None) -> None:
-    """Expire, refresh stuck batches, clean up: each call logged in `history` when given."""
+    """Expire, refresh stuck batches, recount batches whose counters drifted, clean up:
+    each call logged in `history` when given (the recount is no statement, and so not
+    logged, on a schema before the batch counters)."""
     with connect(url) as conn:
         rpc = (LoggedRpc(conn, history, stale_after_seconds=STALE) if history is not None
                else IngestionRpc(conn, stale_after_seconds=STALE))
         rpc.expire_stale()
         rpc.refresh_stuck_batches()
+        rpc.refresh_drifted_batches()
         rpc.cleanup_generations(limit=50, dry_run=False)
 
 

@@ -4,31 +4,53 @@ Each line is one call: who, what, which job, when it started and ended (wall clo
 host), and what came back. Lines are flushed one by one: a SIGKILLed worker loses at most
 the call it was in, whose outcome is then unknown, as in any real history.
 
+A bulk statement is logged as one line per item, so the checker reads it as the calls it
+replaces: each item of `complete_many` as `commit_and_complete` (an item with a
+generation: commit and complete in one transaction) or `complete` (without), each item
+of `fail_or_retry_many` as `fail_or_retry`, each lease of `heartbeat_many` as `heartbeat`
+(`ok` false, reason `lease_lost`, for the leases it names lost). Every item line carries
+its job, token and worker, the statement's t0/t1 (all of its items commit together),
+the item's own answer (ok, reason, retried, generation_id, chunk_count), and `bulk`: the
+statement (`pid:n`) and how many items it had. A statement that raised is not logged (its
+outcome is unknown), as a single call that raised is not. On a schema without the bulk
+RPCs the client makes one call per item, each logged as itself.
+
 Besides the RPCs, the history holds each artifact write (call `write`: the COPY of one
 generation's pages, sections and chunks, one transaction; `ok` when it committed, else
 the SQLSTATE, IF001 being the database's artifact fence), each injected stall (call
 `stall`, tests/faults/worker_process.py) and, in the janitor's own history, each of its
 calls: `expire_stale` (with the `job_ids` it dead-lettered), `refresh_stuck_batches` and
+`refresh_drifted_batches` (how many batches they recounted, and each of those `batches`
+as the recount left it; the latter is no statement, and so not logged, on a schema before
+the batch counters) and
 `cleanup` (with what it deleted). A janitor call that raised is logged with `ok` null and
 the `error` (its outcome is unknown), then re-raised."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import threading
 import time
+from collections import Counter, defaultdict
+from contextlib import contextmanager
 
+from ingestion_pipeline.db.models import BatchesRefreshed
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.worker.errors import LeaseLost, describe, is_build_refused
 
 LOGGED_FENCED = {"commit_generation": "commit", "complete": "complete", "fail_or_retry": "fail_or_retry",
                  "heartbeat": "heartbeat", "record_stage": "record_stage", "begin_generation": "begin_generation"}
 LOGGED_PLAIN = {"rpc_commit_and_complete": "commit_and_complete"}
+# Bulk statements, logged one line per item (per lease for heartbeats).
+LOGGED_BULK = ("rpc_complete_many", "rpc_fail_or_retry_many", "rpc_heartbeat_many")
 # The janitor's calls (worker "janitor"): what each returned, or the error it raised.
 LOGGED_JANITOR = {"rpc_expire_stale": "expire_stale", "rpc_refresh_stuck_batches": "refresh_stuck_batches",
-                  "rpc_cleanup": "cleanup"}
+                  "rpc_refresh_drifted_batches": "refresh_drifted_batches", "rpc_cleanup": "cleanup"}
 JANITOR = "janitor"
+REFRESHED_BATCH = {"batch_id", "status", "total", "open", "completed", "failed"}
+AMBIGUOUS = "ambiguous_answer"  # a bulk answer that cannot be told to be this item's
 
 
 class HistoryFile:
@@ -43,7 +65,8 @@ class HistoryFile:
 
 
 class LoggedRpc(IngestionRpc):
-    """IngestionRpc that records claims and every fenced or generation-starting call."""
+    """IngestionRpc that records claims, every fenced or generation-starting call, each item
+    of a bulk acknowledgement or heartbeat, and the janitor-kind calls."""
 
     def __init__(self, db, history: HistoryFile, *, caller: str = JANITOR, **kwargs):
         super().__init__(db, **kwargs)
@@ -52,15 +75,76 @@ class LoggedRpc(IngestionRpc):
         # worker process whose claim loop dead-letters stale exhausted leases itself.
         self.caller = caller
         self._generations: dict[str, dict] = {}  # generation id -> the begin_generation call's params
+        # The bulk statements name no worker: the public method that sends one says whose it is.
+        self._bulk_caller = threading.local()
+        self._statements = itertools.count(1)
 
-    def _record(self, call: str, params: dict, started: float, result) -> None:
+    def _record(self, call: str, params: dict, started: float, result, ended: float | None = None,
+                **extra) -> None:
         self.history.write({
             "call": call, "pid": os.getpid(), "worker": params.get("worker_id"),
-            "job_id": params.get("job_id"), "token": params.get("lease_token"), "t0": started, "t1": time.time(),
-            "ok": result.ok, "reason": result.reason, "fenced": result.fenced,
+            "job_id": params.get("job_id"), "token": params.get("lease_token"), "t0": started,
+            "t1": time.time() if ended is None else ended,
+            "ok": None if result is None else result.ok, "reason": None if result is None else result.reason,
+            "fenced": None if result is None else result.fenced,
             "generation_id": getattr(result, "generation_id", None),
             "chunk_count": getattr(result, "chunk_count", None),
-            "retried": getattr(result, "retried", None)})
+            "retried": getattr(result, "retried", None), **extra})
+
+    # -- bulk statements: one history line per item ------------------------------------
+
+    @contextmanager
+    def _sending_for(self, worker_id):
+        self._bulk_caller.worker_id = worker_id
+        try:
+            yield
+        finally:
+            self._bulk_caller.worker_id = None
+
+    def complete_many(self, worker_id, items):
+        with self._sending_for(worker_id):
+            return super().complete_many(worker_id, items)
+
+    def fail_or_retry_many(self, worker_id, items):
+        with self._sending_for(worker_id):
+            return super().fail_or_retry_many(worker_id, items)
+
+    def heartbeat_many(self, worker_id, leases):
+        with self._sending_for(worker_id):
+            return super().heartbeat_many(worker_id, leases)
+
+    def _bulk_call(self, model, name, params, started: float):
+        """Send the bulk statement; log one line per item with that item's own answer."""
+        result = super()._result(model, name, params)
+        ended = time.time()
+        worker_id = getattr(self._bulk_caller, "worker_id", None)
+        statement = f"{os.getpid()}:{next(self._statements)}"
+        if name == "rpc_heartbeat_many":
+            lost = {str(job_id) for job_id in result.lost}
+            named = Counter(str(job_id) for job_id in params["job_ids"])
+            for job_id, token in zip(params["job_ids"], params["lease_tokens"], strict=True):
+                refused = str(job_id) in lost
+                # The answer names jobs, not leases: of two leases of one job, one renewed
+                # hides which (both lost is unambiguous).
+                ambiguous = named[str(job_id)] > 1 and not refused
+                self.history.write({
+                    "call": "heartbeat", "pid": os.getpid(), "worker": worker_id, "job_id": str(job_id),
+                    "token": token, "t0": started, "t1": ended, "ok": None if ambiguous else not refused,
+                    "reason": AMBIGUOUS if ambiguous else "lease_lost" if refused else None,
+                    "fenced": result.fenced, "bulk": [statement, len(params["job_ids"])]})
+            return result
+        items = params["items"].obj
+        for item, answer in zip(items, answers_per_item(items, result.results), strict=True):
+            if name == "rpc_fail_or_retry_many":
+                call = "fail_or_retry"
+            else:
+                call = "commit_and_complete" if item.get("generation_id") else "complete"
+            extra = {"bulk": [statement, len(items)]}
+            if answer is AMBIGUOUS:
+                answer, extra["reason"] = None, AMBIGUOUS
+            self._record(call, {"worker_id": worker_id, "job_id": item["job_id"], "lease_token": item["lease_token"]},
+                         started, answer, ended, **extra)
+        return result
 
     def _fenced(self, model, rpc, params):
         started = time.time()
@@ -97,6 +181,8 @@ class LoggedRpc(IngestionRpc):
         started = time.time()
         if name in LOGGED_JANITOR:
             return self._janitor_call(LOGGED_JANITOR[name], model, name, params, started)
+        if name in LOGGED_BULK:
+            return self._bulk_call(model, name, params, started)
         result = super()._result(model, name, params)
         if name in LOGGED_PLAIN:
             self._record(LOGGED_PLAIN[name], params, started, result)
@@ -110,6 +196,8 @@ class LoggedRpc(IngestionRpc):
             self.history.write({**entry, "t1": time.time(), "ok": None, "reason": None, "error": describe(exc)})
             raise
         extra = result.model_dump(mode="json", exclude={"ok", "reason", "fenced", "batches"})
+        if isinstance(result, BatchesRefreshed):  # the batches a refresh recounted, as it left them
+            extra["batches"] = [batch.model_dump(mode="json", include=REFRESHED_BATCH) for batch in result.batches]
         self.history.write({**entry, "t1": time.time(), "ok": result.ok, "reason": result.reason, **extra})
         return result
 
@@ -121,6 +209,44 @@ class LoggedRpc(IngestionRpc):
                                 "t0": started, "t1": time.time(), "ok": True, "attempt": job.attempt_count,
                                 "token": job.lease_token})
         return jobs
+
+
+def answers_per_item(items: list[dict], results) -> list:
+    """Each item's own answer from a bulk acknowledgement. The server answers every item,
+    in job-id order, naming only the job: two items of one job in one statement (two claims
+    of it, e.g. a stalled thread's and its own loop's new claim) are told apart when they
+    got the same answer, or by the generation an accepted commit names (the one item left
+    then gets the one answer left); otherwise each gets AMBIGUOUS (logged with `ok` null:
+    unknown, as for a call that raised)."""
+    answers_of: dict[str, list] = defaultdict(list)
+    for answer in results:
+        answers_of[str(answer.job_id)].append(answer)
+    items_of: dict[str, list[int]] = defaultdict(list)
+    for index, item in enumerate(items):
+        items_of[str(item["job_id"])].append(index)
+    assigned: list = [AMBIGUOUS] * len(items)
+    for job_id, indexes in items_of.items():
+        answers = answers_of.get(job_id, [])
+        if len(answers) != len(indexes):
+            continue
+        if len({(a.ok, a.reason) for a in answers}) == 1:
+            for index in indexes:
+                assigned[index] = answers[0]
+            continue
+        left = list(answers)
+        unmatched = []
+        for index in indexes:
+            generation_id = items[index].get("generation_id")
+            mine = [a for a in left if a.ok and generation_id
+                    and str(getattr(a, "generation_id", None)) == str(generation_id)]
+            if mine:
+                assigned[index] = mine[0]
+                left.remove(mine[0])
+            else:
+                unmatched.append(index)
+        if len(unmatched) == 1 and len(left) == 1:
+            assigned[unmatched[0]] = left[0]
+    return assigned
 
 
 def read_history(paths) -> list[dict]:

@@ -1,9 +1,9 @@
 """The checker's history rules on small hand-written histories (no database): each rule
 fires on a history with exactly its violation (a write accepted from a superseded token,
 the worker-id rule where the history has no tokens, a double completion, a write accepted
-after the janitor expired the job, a build gone at commit), and refusals, writes before the
-takeover and writes of a later claim are not flagged. The database-side rules:
-test_checker_mutations.py."""
+after the janitor expired the job, a build gone at commit, a batch the janitor had to
+recount), and refusals, writes before the takeover and writes of a later claim are not
+flagged. The database-side rules: test_checker_mutations.py."""
 
 from tests.faults.checker import Report, _check_history
 
@@ -111,3 +111,25 @@ def test_a_build_gone_at_commit_is_flagged():
                      write("commit_and_complete", "w1", 1, 2, ok=False, reason="generation_not_found"))
     assert report.violations == [f"build of job {JOB} was deleted under an open job"]
     assert report.by_rule == {"generation_not_found": 1}
+
+
+def refresh(call, t0, batches, worker="janitor"):
+    return {"call": call, "worker": worker, "job_id": None, "token": None, "t0": t0, "t1": t0 + 0.01, "ok": True,
+            "reason": None, "refreshed": len(batches), "batches": batches}
+
+
+def test_a_batch_the_janitor_recounted_had_drifted_and_is_flagged():
+    batch = {"batch_id": "batch-1", "status": "completed", "total": 3, "open": 0, "completed": 3, "failed": 0}
+    report = checked(refresh("refresh_stuck_batches", 1, []), refresh("refresh_drifted_batches", 1.1, [batch]),
+                     refresh("refresh_stuck_batches", 2, [batch]), refresh("refresh_drifted_batches", 2.1, []))
+    assert report.by_rule == {"batch_drift_repaired": 2}, report.violations
+    assert report.violations[0] == ("refresh_drifted_batches by janitor recounted batch batch-1 (now completed "
+                                    "total/open/completed/failed 3/0/3/0): its counters had drifted from its jobs")
+    assert report.stats["batch_repairs"] == 2
+
+
+def test_a_stuck_batch_without_jobs_and_a_failed_refresh_are_not_drift():
+    empty = {"batch_id": "batch-2", "status": "completed", "total": 0, "open": 0, "completed": 0, "failed": 0}
+    failed = {**refresh("refresh_drifted_batches", 2, []), "ok": None, "error": "OperationalError: gone"}
+    report = checked(refresh("refresh_stuck_batches", 1, [empty]), failed)
+    assert report.violations == [] and report.stats["batch_repairs"] == 0

@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from ingestion_pipeline.db.connection import connect, make_pool
+from ingestion_pipeline.db.models import CompleteItem, FailItem, LeaseBeat
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.processing import chunk_sections, parse
 from ingestion_pipeline.settings import load_settings
@@ -121,6 +122,68 @@ def test_control_a_clean_run_has_no_violation(run):
     report = run.check()
     assert report.violations == [], report.summary()
     assert report.stats["documents"] == {"indexed": 3} and report.stats["jobs"] == {"completed": 3}
+    # The worker acknowledged in bulk statements; each item is in the history as the call
+    # it replaces, with its own token and answer.
+    completions = [e for e in read_history(run.histories()) if e["call"] == "commit_and_complete"]
+    assert sorted((e["ok"], e["reason"]) for e in completions) == [(True, None)] * 3, completions
+    assert all(e["token"] == 1 and e["worker"] and e.get("bulk") and e["chunk_count"] for e in completions)
+    assert report.stats["bulk_acks"]["items"] == 3, report.summary()
+
+
+def test_bulk_statements_are_logged_one_entry_per_item(run):
+    """complete_many, fail_or_retry_many and heartbeat_many: one history entry per item,
+    named as the single call it replaces, each with its own token and answer, so a zombie's
+    item refused inside a statement that settles the others counts as a refusal."""
+    run.seed(3, batch=False)
+    a, b, c = sorted(run.rpc.claim("w1", limit=3), key=lambda job: str(job.job_id))
+    make_lease_stale(run.conn, b.job_id)
+    [taken] = run.rpc.claim("w2")  # b, taken over: w1 is a zombie on it
+    assert (taken.job_id, taken.lease_token) == (b.job_id, 2)
+    assert run.rpc.heartbeat_many("w1", [LeaseBeat(j.job_id, j.lease_token) for j in (a, b, c)]).lost == [b.job_id]
+    generation_id = run.begin(a)
+    assert run.write_parsed(a, generation_id) is None
+    done = run.rpc.complete_many("w1", [CompleteItem(b.job_id, b.document_id, b.lease_token),
+                                        CompleteItem(a.job_id, a.document_id, a.lease_token, generation_id)])
+    assert [(d.ok, d.reason) for d in done] == [(False, "lease_lost"), (True, None)]
+    failed = run.rpc.fail_or_retry_many("w1", [FailItem(c.job_id, c.document_id, c.lease_token, retry=False)])
+    assert failed[0].ok and failed[0].retried is False
+    assert run.rpc.fail_or_retry_many("w2", [FailItem(b.job_id, b.document_id, taken.lease_token)])[0].ok
+
+    history = read_history(run.histories())
+    logged = [(e["call"], e["worker"], e["job_id"], e["token"], e["ok"], e["reason"]) for e in history
+              if e["call"] not in ("claim", "begin_generation", "write")]
+    by_id = {str(a.job_id): "a", str(b.job_id): "b", str(c.job_id): "c"}
+    assert sorted((call, worker, by_id[job], token, ok, reason) for call, worker, job, token, ok, reason in logged) \
+        == sorted([("heartbeat", "w1", "a", 1, True, None), ("heartbeat", "w1", "b", 1, False, "lease_lost"),
+                   ("heartbeat", "w1", "c", 1, True, None),
+                   ("complete", "w1", "b", 1, False, "lease_lost"), ("commit_and_complete", "w1", "a", 1, True, None),
+                   ("fail_or_retry", "w1", "c", 1, True, None), ("fail_or_retry", "w2", "b", 2, True, None)])
+    [commit] = [e for e in history if e["call"] == "commit_and_complete"]
+    assert commit["generation_id"] == str(generation_id) and commit["chunk_count"] > 0
+    assert [e["retried"] for e in history if e["call"] == "fail_or_retry"] == [False, False]
+    statements = {tuple(e["bulk"]) for e in history if e.get("bulk")}
+    assert sorted(n for _, n in statements) == [1, 1, 2, 3]
+    report = run.check()
+    assert report.violations == [], report.summary()
+    assert report.stats["zombie_refusals"] == 2  # w1's heartbeat and completion of b
+    assert report.stats["bulk_acks"] == {"statements": 3, "items": 4, "largest": 2}
+
+
+def test_a_completion_accepted_from_a_superseded_token_inside_a_bulk_statement(run):
+    """The history side of the rule, on a bulk entry: were the database to accept an item
+    of a zombie (here its token is rewritten under it, as a broken fence would), the
+    per-item entry shows a superseded token that was accepted."""
+    run.seed(1, batch=False)
+    [old] = run.rpc.claim("w1")
+    make_lease_stale(run.conn, old.job_id)
+    [new] = run.rpc.claim("w2")
+    run.conn.execute("update ingestion_jobs set lease_token = %s where id = %s", (old.lease_token, old.job_id))
+    [done] = run.rpc.complete_many("w1", [CompleteItem(old.job_id, old.document_id, old.lease_token)])
+    assert done.ok
+    report = run.check()
+    assert fired(report) == {"superseded_token_write": 1, "completed_job_not_indexed": 1,
+                             "document_open_without_job": 1}, report.summary()  # completed with nothing built
+    assert report.violations[0].startswith(f"complete by w1 on job {old.job_id} accepted with token 1 after w2")
 
 
 # -- jobs and batches -------------------------------------------------------------------
@@ -134,14 +197,80 @@ def test_batch_not_terminal(run):
     run.seed(2)
     run.drain()
     run.conn.execute("update import_batches set status = 'processing'")
-    assert fired(run.check()) == {"batch_mismatch": 1}
+    assert fired(run.check()) == {"batch_mismatch": 1, "batch_counter_drift": 1}
 
 
 def test_batch_counts_unlike_its_jobs(run):
     run.seed(2)
     run.drain()
     run.conn.execute("update import_batches set completed_files = completed_files - 1")
-    assert fired(run.check()) == {"batch_mismatch": 1}
+    assert fired(run.check()) == {"batch_mismatch": 1, "batch_counter_drift": 1}
+
+
+# -- batch counters ---------------------------------------------------------------------
+
+BATCH_COUNTERS = "select status, total_files, open_files, completed_files, failed_files from import_batches"
+
+
+@pytest.mark.parametrize(("corruption", "also", "repaired_by"), [
+    # Only the counter rule sees it: the status and the three older counts are right.
+    ("open_files = open_files + 1", {}, "refresh_drifted_batches"),
+    ("total_files = total_files + 1", {"batch_mismatch": 1}, "refresh_drifted_batches"),
+    ("failed_files = failed_files + 1", {"batch_mismatch": 1}, "refresh_drifted_batches"),
+    # Counters that say a job is open, and the status with them: a stuck batch.
+    ("open_files = 1, completed_files = completed_files - 1, status = 'processing'", {"batch_mismatch": 1},
+     "refresh_stuck_batches"),
+])
+def test_a_drifted_batch_counter_is_caught_and_the_janitor_heals_it(run, corruption, also, repaired_by):
+    """A counter corrupted by SQL after a clean drain: the end-state rule reports it. A
+    janitor pass recounts the batch (its repair path) and the end state is clean again,
+    but its history says it repaired a drift: a drift the janitor healed during a run is
+    still reported."""
+    run.seed(2)
+    run.drain()
+    healthy = run.conn.execute(BATCH_COUNTERS).fetchone()
+    assert dict(healthy) == {"status": "completed", "total_files": 2, "open_files": 0, "completed_files": 2,
+                             "failed_files": 0}
+    run.conn.execute(f"update import_batches set {corruption}")
+    report = run.check()
+    assert fired(report) == {"batch_counter_drift": 1, **also}, report.summary()
+
+    stats = ChaosStats()
+    assert Janitor(run.url, run.folder / "janitor.jsonl", stats).run_pass(), stats.janitor_errors
+    assert run.conn.execute(BATCH_COUNTERS).fetchone() == healthy  # healed
+    report = run.check()
+    assert fired(report) == {"batch_drift_repaired": 1}, report.summary()
+    [repair] = [e for e in read_history(run.histories()) if e["call"] in ("refresh_stuck_batches",
+                                                                          "refresh_drifted_batches")
+                and e["refreshed"]]
+    assert repair["call"] == repaired_by and repair["worker"] == "janitor"
+    assert [(b["status"], b["total"], b["open"]) for b in repair["batches"]] == [("completed", 2, 0)]
+
+
+def test_every_batch_is_checked_even_one_without_jobs(run):
+    """The older batch rule looks at batches with jobs only; the counters of a batch with
+    none must be zero."""
+    batch_id = run.rpc.create_batch("empty").batch_id
+    assert run.check().violations == []
+    run.conn.execute("update import_batches set total_files = 1, open_files = 1 where id = %s", (batch_id,))
+    assert fired(run.check()) == {"batch_counter_drift": 1}
+    assert Janitor(run.url, run.folder / "janitor.jsonl", ChaosStats()).run_pass()
+    assert fired(run.check()) == {"batch_drift_repaired": 1}
+    assert run.conn.execute("select total_files, open_files from import_batches").fetchone() == {
+        "total_files": 0, "open_files": 0}
+
+
+def test_a_stuck_empty_batch_is_no_drift(run):
+    """refresh_stuck_batches also ends a batch left `pending` with no job at all for ten
+    minutes: nothing had drifted there."""
+    batch_id = run.rpc.create_batch("abandoned upload").batch_id
+    run.conn.execute("update import_batches set created_at = now() - interval '11 minutes' where id = %s",
+                     (batch_id,))
+    assert Janitor(run.url, run.folder / "janitor.jsonl", ChaosStats()).run_pass()
+    [stuck] = [e for e in read_history(run.histories()) if e["call"] == "refresh_stuck_batches"]
+    assert stuck["refreshed"] == 1 and stuck["batches"][0]["total"] == 0
+    report = run.check()
+    assert report.violations == [], report.summary()
 
 
 # -- documents --------------------------------------------------------------------------
@@ -310,7 +439,8 @@ def test_the_janitor_logs_its_calls_and_its_errors_are_recorded(schema, tmp_path
     history = read_history([tmp_path / "janitor.jsonl"])
     if schema.hardened:
         assert [(e["call"], e["ok"]) for e in history] == [
-            ("expire_stale", True), ("refresh_stuck_batches", True), ("cleanup", True)]
+            ("expire_stale", True), ("refresh_stuck_batches", True), ("refresh_drifted_batches", True),
+            ("cleanup", True)]
         assert stats.janitor_passes == 1 and stats.janitor_errors == []
         assert check(schema.url, [tmp_path / "janitor.jsonl"]).stats["janitor_call_errors"] == 0
     else:

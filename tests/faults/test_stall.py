@@ -1,9 +1,12 @@
-"""The stall fault, forced: one job thread of a live worker stalls past its lease (that
-job's heartbeats fail; the process, its claim loop and its other job thread go on), a
-second worker reclaims the job and completes it, then the thread wakes as a zombie with
-its old claim's token. Two stall points: right after begin_generation (the zombie then
-writes the generation's rows) and right before commit_and_complete (its rows written, the
-zombie then commits).
+"""The stall fault, forced: one job thread of a live worker stalls past its lease (its
+lease is left out of the worker's heartbeat statement; the process, its claim loop, its
+other job thread and its other leases go on), a second worker reclaims the job and
+completes it, then the thread wakes as a zombie with its old claim's token. Two stall
+points: right after begin_generation (the zombie then writes the generation's rows) and
+right before its completion goes out (its rows written, where the job's thread hands the
+completion to the worker's acknowledgement buffer; the zombie then commits and completes
+in a bulk acknowledgement, logged as `commit_and_complete`; on the schema before the
+lease tokens the client's fallback logs `commit`).
 
 At head every zombie write is refused: the rows by the artifact fence (IF001), the commit
 by the token fence; the checker finds nothing and no write from a superseded token. Just
@@ -83,6 +86,10 @@ def test_a_job_thread_stalled_past_its_lease_is_fenced_out(token_schema, tmp_pat
     assert report.stats["superseded_token_writes"] == 0, report.summary()
     assert report.stats["jobs"] == {"completed": DOCUMENTS}, report.summary()
 
+    # The partition: from the stall on, no heartbeat statement of the stalled worker named
+    # the stalled claim's lease (so it was never told the lease was lost).
+    assert not [e for e in history if e["call"] == "heartbeat" and e["job_id"] == job_id
+                and e["pid"] == zombie_pid and e["t0"] >= stall["t0"]]
     if token_schema.hardened:
         assert (token, claims[1]["token"]) == ("1", 2)
         assert report.violations == [], report.summary()
@@ -147,6 +154,10 @@ def test_a_stalled_thread_of_a_loop_that_reclaimed_its_job_is_fenced_out(token_s
     assert report.stats["jobs"] == {"completed": 1}, report.summary()
     if token_schema.hardened:
         assert [c["token"] for c in claims] == [1, 2, 3]
+        # The partition leaves out the stalled claim's lease only: the loop's new claim of the
+        # same job (token 3) was renewed by the worker's heartbeat statements meanwhile.
+        beats = [(e["token"], e["ok"]) for e in history if e["call"] == "heartbeat" and e["t0"] >= stall["t0"]]
+        assert beats and set(beats) == {(3, True)}, beats
         zombie = [(e["call"], e["ok"], e.get("sqlstate")) for e in history
                   if e["t0"] >= resumed_at and e["token"] == stall["token"] and e["call"] != "stall"]
         assert zombie == [("write", False, "IF001")], zombie

@@ -9,19 +9,30 @@ the file HISTORY.release exists. With STALL_SECONDS 0 (the chaos runs) each stal
 how it ends: the first one of the process, and half of the others, 0-0.3 s after another
 claim took the job over (looked up in the database; at most TAKEOVER_WAIT_SECONDS for the
 first, STALL_SECONDS for the others), the rest at a time drawn between STALL_SECONDS_MIN
-and STALL_SECONDS. From the stall on, that claim's heartbeats fail (ConnectionError
-"simulated partition", as if this one job's connection were cut off: its lease keeper
-logs and retries and never learns that it lost the lease). Then the thread carries on as
-a zombie, with the token of its old claim. Stall points, taken in turn (STALL_POINTS,
-comma-separated, default both):
+and STALL_SECONDS. From the stall on, that claim's lease is partitioned: the worker's one
+heartbeat statement (`heartbeat_many`) leaves it out, as if this one job's renewals were
+silently lost on the way, while the worker's other leases are renewed as usual; its lease
+keeper never learns that the lease is lost. Then the thread carries on as a zombie, with
+the token of its old claim. Stall points, taken in turn (STALL_POINTS, comma-separated,
+default both):
 
   begin_generation  right after begin_generation returned ok: the zombie then writes the
                     generation's rows (refused by the artifact fence, IF001, once the job
                     was taken over; or by the foreign key, 23503, when the job was done
                     and the janitor's cleanup removed the zombie's abandoned generation
                     before it woke) and, were they taken, would commit;
-  commit            right before commit_and_complete, its rows written: the zombie then
-                    commits and completes with its old token (refused: lease_lost).
+  commit            right before the job's completion goes out, its rows written: where
+                    the job's own thread hands its completion (with the generation to
+                    commit) to the worker's acknowledgement buffer (worker/acks.py), so
+                    the stall holds this one job's acknowledgement and no other: the
+                    others' completions go out meanwhile, in statements of their own.
+                    The zombie's completion then goes out in a `complete_many` statement
+                    (alone or with others' items) with its old token, and is refused
+                    (lease_lost) while the other items of that statement go through.
+                    (Not in complete_many itself: the buffer sends a statement from
+                    whichever job thread flushes it and answers its items only when it
+                    returns, so a stall there holds every item of it, and the two jobs of
+                    one claim often finish together and are sent together.)
 
 The history records each stall (call `stall`, with its point) and every artifact write
 (call `write`)."""
@@ -35,8 +46,9 @@ import threading
 import time
 from pathlib import Path
 
-import ingestion_pipeline.worker.job as job_module
+import ingestion_pipeline.worker.indexing as indexing_module
 from ingestion_pipeline.db.connection import make_pool
+from ingestion_pipeline.db.models import HeartbeatsResult
 from ingestion_pipeline.settings import load_settings
 from ingestion_pipeline.worker import Worker
 from tests.faults.rpc_log import HistoryFile, LoggedRpc
@@ -83,7 +95,7 @@ class StallSwitch:
         self.points = points
         self.first_point = random.randrange(len(points))
         self.marker, self.release = marker, release
-        self.partitioned: set[tuple[str, int | None]] = set()  # (job id, token) whose heartbeats fail
+        self.partitioned: set[tuple[str, int | None]] = set()  # (job id, token) left out of the heartbeats
         self._lock = threading.Lock()
 
     def arm(self, *_signal_args) -> None:
@@ -127,7 +139,9 @@ class StallSwitch:
 
 
 class FaultRpc(LoggedRpc):
-    """LoggedRpc with the stall fault (its points: see the module docstring)."""
+    """LoggedRpc with the stall fault: its begin_generation point and the partition of the
+    stalled claim's lease (the commit point is stall_before_acknowledging; see the module
+    docstring)."""
 
     def __init__(self, db, history: HistoryFile, switch: StallSwitch, **kwargs):
         super().__init__(db, history, **kwargs)
@@ -143,10 +157,13 @@ class FaultRpc(LoggedRpc):
             return None
         return row["attempt_count"], row["status"]
 
-    def heartbeat(self, job_id, worker_id, *, lease_token=None, progress=None, stage=None):
-        if (str(job_id), lease_token) in self.switch.partitioned:
-            raise ConnectionError("simulated partition")
-        return super().heartbeat(job_id, worker_id, lease_token=lease_token, progress=progress, stage=stage)
+    def heartbeat_many(self, worker_id, leases):
+        """The partition: a stalled claim's lease is left out of the statement (no answer
+        about it, so the keeper never hears it is lost); the others are renewed."""
+        kept = [lease for lease in leases if (str(lease.job_id), lease.lease_token) not in self.switch.partitioned]
+        if not kept:
+            return HeartbeatsResult(ok=True)
+        return super().heartbeat_many(worker_id, kept)
 
     def begin_generation(self, job_id, document_id, worker_id, *, lease_token=None):
         result = super().begin_generation(job_id, document_id, worker_id, lease_token=lease_token)
@@ -154,17 +171,26 @@ class FaultRpc(LoggedRpc):
             self.switch.stall(self, "begin_generation", job_id, worker_id, lease_token)
         return result
 
-    def commit_and_complete(self, job_id, document_id, generation_id, *, worker_id, lease_token, **kwargs):
-        if self.switch.take("commit"):
-            self.switch.stall(self, "commit", job_id, worker_id, lease_token)
-        return super().commit_and_complete(job_id, document_id, generation_id, worker_id=worker_id,
-                                           lease_token=lease_token, **kwargs)
+
+
+def stall_before_acknowledging(worker: Worker, rpc: FaultRpc, switch: StallSwitch) -> None:
+    """The commit stall point, in the job's own thread: its completion (with a generation)
+    waits before it enters this worker's acknowledgement buffer."""
+    acks = worker.acks
+    hand_over = acks.complete
+
+    def complete(item):
+        if item.generation_id is not None and switch.take("commit"):
+            switch.stall(rpc, "commit", item.job_id, worker.worker_id, item.lease_token)
+        return hand_over(item)
+
+    acks.complete = complete
 
 
 def log_artifact_writes(rpc: LoggedRpc) -> None:
-    """Every artifact write of this process goes into the history (job.py calls the
-    module-level `write_generation`; only this process's copy is wrapped)."""
-    original = job_module.write_generation
+    """Every artifact write of this process goes into the history (worker/indexing.py calls
+    the module-level `write_generation`; only this process's copy is wrapped)."""
+    original = indexing_module.write_generation
 
     def write_generation(conn, document_id, generation_id, parsed, chunks, check_lease):
         started = time.time()
@@ -175,7 +201,7 @@ def log_artifact_writes(rpc: LoggedRpc) -> None:
             raise
         rpc.record_write(generation_id, started, None)
 
-    job_module.write_generation = write_generation
+    indexing_module.write_generation = write_generation
 
 
 def main(url: str, history_path: str, label: str, slow_seconds: float = 0.0, stall_seconds: float = 0.0,
@@ -194,8 +220,10 @@ def main(url: str, history_path: str, label: str, slow_seconds: float = 0.0, sta
     rpc = FaultRpc(pool, HistoryFile(history_path), switch, caller=label,
                    stale_after_seconds=settings.stale_after_seconds)
     log_artifact_writes(rpc)
+    worker = Worker(pool, settings, label=label, embedder=embedder, rpc=rpc, poll_seconds=0.2)
+    stall_before_acknowledging(worker, rpc, switch)
     try:
-        Worker(pool, settings, label=label, embedder=embedder, rpc=rpc, poll_seconds=0.2).run(drain=False, stop=stop)
+        worker.run(drain=False, stop=stop)
     finally:
         pool.close()
     return 0
