@@ -293,9 +293,10 @@ begin
         raise exception 'complete_ingestion_jobs: p_items must be a json array' using errcode = '22023';
     end if;
     for v_item in
-        select * from jsonb_to_recordset(p_items)
-            as x(job_id uuid, document_id uuid, lease_token bigint, generation_id uuid, metadata jsonb, stage text)
-         order by x.job_id
+        select * from rows from (jsonb_to_recordset(p_items)
+                 as (job_id uuid, document_id uuid, lease_token bigint, generation_id uuid, metadata jsonb, stage text))
+                 with ordinality as x(job_id, document_id, lease_token, generation_id, metadata, stage, item)
+         order by x.job_id, x.item
     loop
         if v_item.job_id is null or v_item.document_id is null or v_item.lease_token is null then
             raise exception 'complete_ingestion_jobs: every item needs job_id, document_id and lease_token'
@@ -316,7 +317,8 @@ begin
                                                                           v_item.stage);
             v_answer := v_answer || jsonb_build_object('committed', v_item.generation_id is not null);
         end if;
-        v_results := v_results || jsonb_build_array(v_answer || jsonb_build_object('job_id', v_item.job_id));
+        v_results := v_results || jsonb_build_array(v_answer || jsonb_build_object(
+            'job_id', v_item.job_id, 'lease_token', v_item.lease_token, 'item', v_item.item));
     end loop;
     return jsonb_build_object('ok', true, 'results', v_results,
         'batches', public.move_import_batch_counters(v_deltas));
@@ -516,10 +518,12 @@ begin
         raise exception 'fail_or_retry_ingestion_jobs: p_items must be a json array' using errcode = '22023';
     end if;
     for v_item in
-        select * from jsonb_to_recordset(p_items)
-            as x(job_id uuid, document_id uuid, lease_token bigint, retry boolean, error_message text,
-                 stage text, document_status text, retry_delay_seconds double precision)
-         order by x.job_id
+        select * from rows from (jsonb_to_recordset(p_items)
+                 as (job_id uuid, document_id uuid, lease_token bigint, retry boolean, error_message text,
+                     stage text, document_status text, retry_delay_seconds double precision))
+                 with ordinality as x(job_id, document_id, lease_token, retry, error_message, stage, document_status,
+                                      retry_delay_seconds, item)
+         order by x.job_id, x.item
     loop
         if v_item.job_id is null or v_item.document_id is null or v_item.lease_token is null then
             raise exception 'fail_or_retry_ingestion_jobs: every item needs job_id, document_id and lease_token'
@@ -527,7 +531,8 @@ begin
         end if;
         v_refusal := public.lock_fenced_ingestion_job(v_item.job_id, v_item.document_id, null, v_item.lease_token);
         if v_refusal is not null then
-            v_results := v_results || jsonb_build_array(v_refusal);
+            v_results := v_results || jsonb_build_array(v_refusal || jsonb_build_object(
+                'lease_token', v_item.lease_token, 'item', v_item.item));
             continue;
         end if;
         v_settled := public.settle_failed_ingestion_job(
@@ -535,7 +540,8 @@ begin
             v_item.error_message, null, coalesce(v_item.retry_delay_seconds, 0));
         v_deltas := v_deltas || v_settled.deltas;
         v_results := v_results || jsonb_build_array(jsonb_build_object(
-            'ok', true, 'job_id', v_item.job_id, 'retried', v_settled.retried,
+            'ok', true, 'job_id', v_item.job_id, 'lease_token', v_item.lease_token, 'item', v_item.item,
+            'retried', v_settled.retried,
             'attempts_exhausted', coalesce(v_item.retry, false) and not v_settled.retried));
     end loop;
     return jsonb_build_object('ok', true, 'results', v_results,
@@ -574,8 +580,8 @@ CREATE FUNCTION public.heartbeat_ingestion_jobs(p_job_ids uuid[], p_lease_tokens
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    v_renewed uuid[];
-    v_lost uuid[];
+    v_renewed integer;
+    v_lost jsonb;
 begin
     if coalesce(cardinality(p_job_ids), 0) <> coalesce(cardinality(p_lease_tokens), 0) then
         raise exception 'heartbeat_ingestion_jobs: one lease token per job id' using errcode = '22023';
@@ -599,13 +605,17 @@ begin
                updated_at = now()
           from held h
          where j.id = h.id
-        returning j.id
+        returning j.id, j.lease_token
     )
-    select array_agg(id) into v_renewed from renewed;
-
-    select array_agg(w) into v_lost from unnest(p_job_ids) w where w <> all (coalesce(v_renewed, '{}'));
-    return jsonb_build_object('ok', true, 'renewed', coalesce(cardinality(v_renewed), 0),
-        'lost', to_jsonb(coalesce(v_lost, '{}')));
+    -- Lost: every (job, token) asked for that was not renewed (two leases of one job, a
+    -- stalled thread's and a new claim's, are told apart by their tokens).
+    select (select count(*) from renewed),
+           coalesce((select jsonb_agg(jsonb_build_object('job_id', w.job_id, 'lease_token', w.lease_token))
+                       from unnest(p_job_ids, p_lease_tokens) as w(job_id, lease_token)
+                      where not exists (select 1 from renewed r
+                                         where r.id = w.job_id and r.lease_token = w.lease_token)), '[]'::jsonb)
+      into v_renewed, v_lost;
+    return jsonb_build_object('ok', true, 'renewed', v_renewed, 'lost', v_lost);
 end;
 $$;
 

@@ -53,6 +53,9 @@ class GenerationResult(RpcResult):
 class CommitResult(GenerationResult):
     """Commit and complete: the generation's counts and the job's outcome."""
     job_id: UUID | None = None
+    # In a bulk answer: the item's position in the call (1-based) and its token.
+    item: int | None = None
+    lease_token: int | None = None
     # On schemas without the one-transaction RPC: True when the commit went through
     # although the completion may not have.
     committed: bool | None = None
@@ -60,6 +63,8 @@ class CommitResult(GenerationResult):
 
 class JobOutcome(RpcResult):
     job_id: UUID | None = None
+    item: int | None = None  # in a bulk answer: the item's position in the call (1-based)
+    lease_token: int | None = None
     retried: bool | None = None
     attempts_exhausted: bool | None = None
 
@@ -97,10 +102,18 @@ class BatchesRefreshed(RpcResult):
     batches: list[BatchStatus] = []
 
 
+class LeaseRef(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    job_id: UUID
+    lease_token: int | None = None
+
+
 class HeartbeatsResult(RpcResult):
-    """One statement renewed many leases: how many, and which ones this caller lost."""
+    """One statement renewed many leases: how many, and which ones (job and token) this
+    caller lost."""
     renewed: int = 0
-    lost: list[UUID] = []
+    lost: list[LeaseRef] = []
 
 
 class CompletedJobs(RpcResult):

@@ -84,18 +84,22 @@ class AckBuffer:
     def _send(self, batch: list[_Ack]) -> None:
         completions = [a for a in batch if isinstance(a.item, CompleteItem)]
         failures = [a for a in batch if isinstance(a.item, FailItem)]
-        for acks, send in ((completions, self._rpc.complete_many), (failures, self._rpc.fail_or_retry_many)):
-            if not acks:
-                continue
-            try:
-                answers = send(self._worker_id, [a.item for a in acks])
-                for ack, answer in zip(acks, answers, strict=True):
-                    ack.answer = answer
-            except Exception as exc:  # each job decides what the error means for it
-                for ack in acks:
-                    ack.error = exc
-        with self._cond:
-            for ack in batch:
-                ack.done = True
-            self._sending -= len(batch)
-            self._cond.notify_all()
+        try:
+            for acks, send in ((completions, self._rpc.complete_many), (failures, self._rpc.fail_or_retry_many)):
+                if not acks:
+                    continue
+                try:
+                    answers = send(self._worker_id, [a.item for a in acks])
+                    for ack, answer in zip(acks, answers, strict=True):
+                        ack.answer = answer
+                except Exception as exc:  # each job decides what the error means for it
+                    for ack in acks:
+                        ack.error = exc
+        finally:  # whatever happened, no job thread is left waiting for its answer
+            with self._cond:
+                for ack in batch:
+                    if ack.answer is None and ack.error is None:
+                        ack.error = RuntimeError("the acknowledgement was interrupted")
+                    ack.done = True
+                self._sending -= len(batch)
+                self._cond.notify_all()

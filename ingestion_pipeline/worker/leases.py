@@ -28,6 +28,10 @@ class Lease:
         self.stage: str | None = None
         self.progress: int | None = None
 
+    @property
+    def key(self) -> tuple[UUID, int | None]:
+        return self.job_id, self.lease_token
+
     def __enter__(self) -> Lease:
         return self
 
@@ -55,7 +59,9 @@ class LeaseKeeper:
         self._rpc = rpc
         self._worker_id = worker_id
         self._interval = interval
-        self._leases: dict[UUID, Lease] = {}
+        # By job and token: a stalled thread's old claim and a new claim of the same job by
+        # this worker are two leases, and the old one learns it is lost.
+        self._leases: dict[tuple[UUID, int | None], Lease] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -63,13 +69,13 @@ class LeaseKeeper:
     def hold(self, job: ClaimedJob) -> Lease:
         lease = Lease(self, job.job_id, job.lease_token)
         with self._lock:
-            self._leases[job.job_id] = lease
+            self._leases[lease.key] = lease
         return lease
 
     def forget(self, lease: Lease) -> None:
         with self._lock:
-            if self._leases.get(lease.job_id) is lease:
-                del self._leases[lease.job_id]
+            if self._leases.get(lease.key) is lease:
+                del self._leases[lease.key]
 
     def start(self) -> LeaseKeeper:
         self._stop.clear()
@@ -90,11 +96,11 @@ class LeaseKeeper:
             return
         answer = self._rpc.heartbeat_many(self._worker_id, [
             LeaseBeat(lease.job_id, lease.lease_token, lease.stage, lease.progress) for lease in leases])
-        lost = set(answer.lost)
+        lost = {(ref.job_id, ref.lease_token) for ref in answer.lost}
         with self._lock:
             for lease in leases:
                 # A lease released while the beat was in flight was acknowledged: not lost.
-                if lease.job_id in lost and self._leases.get(lease.job_id) is lease:
+                if lease.key in lost and self._leases.get(lease.key) is lease:
                     log.warning("job %s: lease lost (heartbeat); stopping", lease.job_id)
                     lease.lost.set()
 

@@ -50,7 +50,6 @@ LOGGED_JANITOR = {"rpc_expire_stale": "expire_stale", "rpc_refresh_stuck_batches
                   "rpc_refresh_drifted_batches": "refresh_drifted_batches", "rpc_cleanup": "cleanup"}
 JANITOR = "janitor"
 REFRESHED_BATCH = {"batch_id", "status", "total", "open", "completed", "failed"}
-AMBIGUOUS = "ambiguous_answer"  # a bulk answer that cannot be told to be this item's
 
 
 class HistoryFile:
@@ -120,17 +119,13 @@ class LoggedRpc(IngestionRpc):
         worker_id = getattr(self._bulk_caller, "worker_id", None)
         statement = f"{os.getpid()}:{next(self._statements)}"
         if name == "rpc_heartbeat_many":
-            lost = {str(job_id) for job_id in result.lost}
-            named = Counter(str(job_id) for job_id in params["job_ids"])
+            lost = {(str(ref.job_id), ref.lease_token) for ref in result.lost}
             for job_id, token in zip(params["job_ids"], params["lease_tokens"], strict=True):
-                refused = str(job_id) in lost
-                # The answer names jobs, not leases: of two leases of one job, one renewed
-                # hides which (both lost is unambiguous).
-                ambiguous = named[str(job_id)] > 1 and not refused
+                refused = (str(job_id), token) in lost
                 self.history.write({
                     "call": "heartbeat", "pid": os.getpid(), "worker": worker_id, "job_id": str(job_id),
-                    "token": token, "t0": started, "t1": ended, "ok": None if ambiguous else not refused,
-                    "reason": AMBIGUOUS if ambiguous else "lease_lost" if refused else None,
+                    "token": token, "t0": started, "t1": ended, "ok": not refused,
+                    "reason": "lease_lost" if refused else None,
                     "fenced": result.fenced, "bulk": [statement, len(params["job_ids"])]})
             return result
         items = params["items"].obj
@@ -140,8 +135,6 @@ class LoggedRpc(IngestionRpc):
             else:
                 call = "commit_and_complete" if item.get("generation_id") else "complete"
             extra = {"bulk": [statement, len(items)]}
-            if answer is AMBIGUOUS:
-                answer, extra["reason"] = None, AMBIGUOUS
             self._record(call, {"worker_id": worker_id, "job_id": item["job_id"], "lease_token": item["lease_token"]},
                          started, answer, ended, **extra)
         return result
@@ -212,41 +205,11 @@ class LoggedRpc(IngestionRpc):
 
 
 def answers_per_item(items: list[dict], results) -> list:
-    """Each item's own answer from a bulk acknowledgement. The server answers every item,
-    in job-id order, naming only the job: two items of one job in one statement (two claims
-    of it, e.g. a stalled thread's and its own loop's new claim) are told apart when they
-    got the same answer, or by the generation an accepted commit names (the one item left
-    then gets the one answer left); otherwise each gets AMBIGUOUS (logged with `ok` null:
-    unknown, as for a call that raised)."""
-    answers_of: dict[str, list] = defaultdict(list)
-    for answer in results:
-        answers_of[str(answer.job_id)].append(answer)
-    items_of: dict[str, list[int]] = defaultdict(list)
-    for index, item in enumerate(items):
-        items_of[str(item["job_id"])].append(index)
-    assigned: list = [AMBIGUOUS] * len(items)
-    for job_id, indexes in items_of.items():
-        answers = answers_of.get(job_id, [])
-        if len(answers) != len(indexes):
-            continue
-        if len({(a.ok, a.reason) for a in answers}) == 1:
-            for index in indexes:
-                assigned[index] = answers[0]
-            continue
-        left = list(answers)
-        unmatched = []
-        for index in indexes:
-            generation_id = items[index].get("generation_id")
-            mine = [a for a in left if a.ok and generation_id
-                    and str(getattr(a, "generation_id", None)) == str(generation_id)]
-            if mine:
-                assigned[index] = mine[0]
-                left.remove(mine[0])
-            else:
-                unmatched.append(index)
-        if len(unmatched) == 1 and len(left) == 1:
-            assigned[unmatched[0]] = left[0]
-    return assigned
+    """Each item's own answer from a bulk acknowledgement: the server names each answer's
+    item by its position in the call (`item`, 1-based), so two claims of one job in one
+    statement (a stalled thread's and its own loop's new claim) get their own answers."""
+    by_item = {answer.item: answer for answer in results}
+    return [by_item[position] for position in range(1, len(items) + 1)]
 
 
 def read_history(paths) -> list[dict]:

@@ -107,6 +107,9 @@ class AckRpc(GenerationRpc):
 
 
 def _in_order(items, results):
-    """The server answers in job-id order: give the answers back in the caller's order."""
-    by_job = {result.job_id: result for result in results}
-    return [by_job[item.job_id] for item in items]
+    """The server answers in job-id order, each answer naming its item's position: give
+    them back in the caller's order (two items of one job each get their own)."""
+    by_item = {result.item: result for result in results}
+    if sorted(by_item) != list(range(1, len(items) + 1)):
+        raise RuntimeError(f"bulk answer does not answer each of the {len(items)} items once")
+    return [by_item[position] for position in range(1, len(items) + 1)]

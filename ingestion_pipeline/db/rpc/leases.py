@@ -6,7 +6,14 @@ from collections.abc import Sequence
 from uuid import UUID
 
 from ingestion_pipeline.db.fences import FenceLevel
-from ingestion_pipeline.db.models import ClaimedJob, ExpireResult, HeartbeatResult, HeartbeatsResult, LeaseBeat
+from ingestion_pipeline.db.models import (
+    ClaimedJob,
+    ExpireResult,
+    HeartbeatResult,
+    HeartbeatsResult,
+    LeaseBeat,
+    LeaseRef,
+)
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc.base import RpcBase
 
@@ -34,7 +41,8 @@ class LeaseRpc(RpcBase):
 
     def heartbeat_many(self, worker_id: str, leases: Sequence[LeaseBeat]) -> HeartbeatsResult:
         """Renew every lease in `leases` in one statement (each by its own token); `lost`
-        names the jobs this caller no longer holds. Older schemas: one call per lease."""
+        names the leases (job and token) this caller no longer holds. Older schemas: one
+        call per lease."""
         if not leases:
             return HeartbeatsResult(ok=True)
         if self.fence_level >= FenceLevel.BULK_ACK and all(lease.lease_token is not None for lease in leases):
@@ -42,11 +50,12 @@ class LeaseRpc(RpcBase):
                 "job_ids": [lease.job_id for lease in leases],
                 "lease_tokens": [lease.lease_token for lease in leases],
                 "stages": [lease.stage for lease in leases], "progress": [lease.progress for lease in leases]})
-        answers = {lease.job_id: self.heartbeat(lease.job_id, worker_id, lease_token=lease.lease_token,
-                                                progress=lease.progress, stage=lease.stage) for lease in leases}
-        return HeartbeatsResult(ok=True, renewed=sum(a.ok for a in answers.values()),
-                                lost=[job_id for job_id, answer in answers.items() if answer.lease_lost],
-                                fenced=all(a.fenced for a in answers.values()))
+        answers = [(lease, self.heartbeat(lease.job_id, worker_id, lease_token=lease.lease_token,
+                                          progress=lease.progress, stage=lease.stage)) for lease in leases]
+        return HeartbeatsResult(ok=True, renewed=sum(answer.ok for _, answer in answers),
+                                lost=[LeaseRef(job_id=lease.job_id, lease_token=lease.lease_token)
+                                      for lease, answer in answers if answer.lease_lost],
+                                fenced=all(answer.fenced for _, answer in answers))
 
     def expire_stale(self, stale_after_seconds: int | None = None) -> ExpireResult:
         return self._result(ExpireResult, "rpc_expire_stale", {
