@@ -203,6 +203,25 @@ def conn(db_url: str) -> Iterator[psycopg.Connection]:
 
 
 @pytest.fixture
+def open_connections() -> Iterator[list[psycopg.Connection]]:
+    """Connections a test opens in addition to its main one; closed at teardown."""
+    made: list[psycopg.Connection] = []
+    yield made
+    for connection in made:
+        connection.close()
+
+
+@pytest.fixture
+def new_conn(open_connections):
+    def make(url: str, autocommit: bool = True) -> psycopg.Connection:
+        connection = connect(url, autocommit=autocommit)
+        open_connections.append(connection)
+        return connection
+
+    return make
+
+
+@pytest.fixture
 def settings(db_url: str):
     """Settings for the head database; retries run at once (no backoff wait in tests)."""
     from ingestion_pipeline.settings import load_settings
