@@ -26,6 +26,7 @@ TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL") or None
 HARDENING_NAME = "harden_state_rpcs"
 LEASE_TOKENS_NAME = "lease_tokens"
 RETRY_DELAY_NAME = "server_retry_delay"
+BULK_ACK_NAME = "batch_counters_and_bulk_acks"
 
 
 def version_before(name: str) -> str:
@@ -169,10 +170,55 @@ def retry_delay_schema(request, pg_server: PgServer, templates: Templates) -> It
         yield Schema(url=url, hardened=request.param == "head")
 
 
+@pytest.fixture(scope="session")
+def template_before(pg_server: PgServer) -> Iterator:
+    """template_before(name): a template database migrated to just before the migration
+    called `name`, built on first use (few tests need one) and kept for the session."""
+    made: dict[str, str] = {}
+
+    def get(name: str) -> str:
+        if name not in made:
+            made[name] = f"ingest_tpl_before_{name[:20]}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+            migrator.migrate(pg_server.create_database(made[name]), target=version_before(name))
+        return made[name]
+
+    yield get
+    for template in made.values():
+        pg_server.drop_database(template)
+
+
+@pytest.fixture(params=["pre_bulk", "head"])
+def bulk_schema(request, pg_server: PgServer, templates: Templates, template_before) -> Iterator[Schema]:
+    """For the tests of the batch-counter and bulk-acknowledgement migration: each runs just
+    before it (the client's one-call-per-item fallback) and at head."""
+    template = templates.head if request.param == "head" else template_before(BULK_ACK_NAME)
+    for url in _fresh_database(pg_server, template):
+        yield Schema(url=url, hardened=request.param == "head")
+
+
 @pytest.fixture
 def conn(db_url: str) -> Iterator[psycopg.Connection]:
     with connect(db_url) as connection:
         yield connection
+
+
+@pytest.fixture
+def open_connections() -> Iterator[list[psycopg.Connection]]:
+    """Connections a test opens in addition to its main one; closed at teardown."""
+    made: list[psycopg.Connection] = []
+    yield made
+    for connection in made:
+        connection.close()
+
+
+@pytest.fixture
+def new_conn(open_connections):
+    def make(url: str, autocommit: bool = True) -> psycopg.Connection:
+        connection = connect(url, autocommit=autocommit)
+        open_connections.append(connection)
+        return connection
+
+    return make
 
 
 @pytest.fixture
