@@ -27,7 +27,11 @@ lock table public.ingestion_jobs in share mode;
 alter table public.import_batches add column open_files integer not null default 0;
 
 update public.import_batches b
-   set total_files = c.total, completed_files = c.completed, failed_files = c.failed, open_files = c.open
+   set total_files = c.total, completed_files = c.completed, failed_files = c.failed, open_files = c.open,
+       status = case when c.open > 0 then 'processing'
+                     when c.failed > 0 then 'completed_with_errors'
+                     else 'completed' end,
+       completed_at = case when c.open > 0 then null else coalesce(b.completed_at, now()) end
   from (select batch_id,
                count(*) as total,
                count(*) filter (where status = 'completed') as completed,

@@ -3,16 +3,15 @@ job: a thread that stalled past its lease (a zombie, token 1) and its own claim 
 claim of the job (token 3; one worker id never reclaims its own stale job, so another
 worker took it over in between and handed it back) finish within one acknowledgement
 window and go out in one `complete_many` statement. The database settles each item by its
-own token (the new claim completes, the zombie is refused), but its answers name only the
-job, and the client (`IngestionRpc.complete_many`, `_in_order` in
-ingestion_pipeline/db/rpc/acks.py) hands both items the same answer, so one of the two
-threads is told the wrong outcome. The history logger (rpc_log.answers_per_item) tells the
-items apart by the generation each commits, or logs the answer as unknown."""
+own token (the new claim completes, the zombie is refused). When its answers named only
+the job, the client (`IngestionRpc.complete_many`) handed both items the same answer, so one of the two
+threads was told the wrong outcome. Each answer now names its item (its position in the
+call) and token; the client and the history logger (rpc_log.answers_per_item) map by it."""
 
 import pytest
 
-from ingestion_pipeline.db.models import CompleteItem, FailItem
-from tests.faults.rpc_log import AMBIGUOUS, read_history
+from ingestion_pipeline.db.models import CompleteItem, FailItem, LeaseBeat
+from tests.faults.rpc_log import read_history
 from tests.faults.test_checker_mutations import Run
 from tests.helpers import make_lease_stale
 
@@ -43,8 +42,6 @@ def zombie_and_new_claim(run: Run):
     return (old, old_build), (new, new_build)
 
 
-@pytest.mark.xfail(strict=True, reason="IngestionRpc.complete_many maps the server's answers to items by job id "
-                                       "(db/rpc/acks.py _in_order): two items of one job get the same answer")
 @pytest.mark.parametrize("zombie_first", [True, False])
 def test_each_claim_of_one_job_in_one_statement_gets_its_own_answer(run, zombie_first):
     (old, old_build), (new, new_build) = zombie_and_new_claim(run)
@@ -73,15 +70,25 @@ def test_the_history_logs_each_claims_own_answer_from_one_statement(run, zombie_
     assert report.stats["zombie_refusals"] == 1
 
 
-def test_without_a_generation_to_tell_them_apart_the_answers_are_logged_as_unknown(run):
+def test_without_a_generation_each_claims_answer_is_still_its_own(run):
     (old, _), (new, _) = zombie_and_new_claim(run)
     run.rpc.complete_many("w1", [CompleteItem(old.job_id, old.document_id, old.lease_token),
                                  CompleteItem(new.job_id, new.document_id, new.lease_token)])
     logged = sorted((e["token"], e["ok"], e["reason"]) for e in read_history(run.histories())
                     if e["call"] == "complete")
-    assert logged == [(1, None, AMBIGUOUS), (3, None, AMBIGUOUS)]
-    # Nothing is read as accepted from the superseded token; the job's own rows are checked
-    # as ever (it completed without committing a build: its document is not indexed).
+    assert logged == [(1, False, "lease_lost"), (3, True, None)]
+    # Nothing is accepted from the superseded token; the job's own rows are checked as ever
+    # (it completed without committing a build: its document is not indexed).
     report = run.check()
     assert report.stats["superseded_token_writes"] == 0
     assert dict(report.by_rule) == {"completed_job_not_indexed": 1, "document_open_without_job": 1}, report.summary()
+
+
+def test_a_heartbeat_of_both_claims_of_one_job_loses_only_the_old_one(run):
+    """The worker keeps leases by job and token: its stalled thread's old lease learns it is
+    lost from the same statement that renews the new claim's lease."""
+    (old, _), (new, _) = zombie_and_new_claim(run)
+    beat = run.rpc.heartbeat_many("w1", [LeaseBeat(old.job_id, old.lease_token),
+                                         LeaseBeat(new.job_id, new.lease_token)])
+    assert beat.renewed == 1
+    assert [(ref.job_id, ref.lease_token) for ref in beat.lost] == [(old.job_id, old.lease_token)]

@@ -139,7 +139,8 @@ def test_bulk_statements_are_logged_one_entry_per_item(run):
     make_lease_stale(run.conn, b.job_id)
     [taken] = run.rpc.claim("w2")  # b, taken over: w1 is a zombie on it
     assert (taken.job_id, taken.lease_token) == (b.job_id, 2)
-    assert run.rpc.heartbeat_many("w1", [LeaseBeat(j.job_id, j.lease_token) for j in (a, b, c)]).lost == [b.job_id]
+    beat = run.rpc.heartbeat_many("w1", [LeaseBeat(j.job_id, j.lease_token) for j in (a, b, c)])
+    assert [(ref.job_id, ref.lease_token) for ref in beat.lost] == [(b.job_id, b.lease_token)]
     generation_id = run.begin(a)
     assert run.write_parsed(a, generation_id) is None
     done = run.rpc.complete_many("w1", [CompleteItem(b.job_id, b.document_id, b.lease_token),

@@ -28,6 +28,11 @@ from tests.helpers import (
 )
 
 
+def leases(refs) -> list[tuple]:
+    """Lost leases as (job id, token) pairs."""
+    return [(ref.job_id, ref.lease_token) for ref in refs]
+
+
 def claim_jobs(conn, count: int, batch_id=None, worker_id: str = "worker-1", **job_options) -> list:
     """`count` new jobs claimed by `worker_id`, in job-id order."""
     for _ in range(count):
@@ -186,7 +191,7 @@ def test_heartbeat_many_renews_held_leases_and_lists_lost_ones(conn):
         LeaseBeat(renewed.job_id, renewed.lease_token, stage="parse", progress=40),
         LeaseBeat(quiet.job_id, quiet.lease_token)])
 
-    assert (beat.renewed, beat.lost) == (2, [lost.job_id])
+    assert (beat.renewed, leases(beat.lost)) == (2, [(lost.job_id, lost.lease_token)])
     for c in (renewed, quiet):
         row = job(conn, c.job_id)
         assert row["lease_expires_at"] > before[c.job_id]["lease_expires_at"]
@@ -241,7 +246,8 @@ def test_a_heartbeat_and_a_completion_of_the_same_jobs_lock_in_id_order(db_url, 
 
     assert [(a.ok, a.job_id) for a in completion.join()] == [(True, high.job_id), (True, low.job_id)]
     beaten = beat.join()  # no DeadlockDetected; both jobs were completed meanwhile
-    assert (beaten.renewed, sorted(beaten.lost)) == (0, [low.job_id, high.job_id])
+    assert (beaten.renewed, sorted(leases(beaten.lost))) == (0, sorted([(low.job_id, low.lease_token),
+                                                                        (high.job_id, high.lease_token)]))
 
 
 # -- the client on the schema before the migration: one call per item, the same answers ---
@@ -322,7 +328,7 @@ def test_heartbeat_many_gives_the_same_answers_with_or_without_the_bulk_rpc(bulk
     beat = rpc.heartbeat_many("worker-1", [LeaseBeat(lost.job_id, lost.lease_token),
                                            LeaseBeat(held.job_id, held.lease_token, progress=50)])
 
-    assert (beat.ok, beat.renewed, beat.lost) == (True, 1, [lost.job_id])
+    assert (beat.ok, beat.renewed, leases(beat.lost)) == (True, 1, [(lost.job_id, lost.lease_token)])
     assert job(conn, held.job_id)["lease_expires_at"] > before
     assert job(conn, held.job_id)["progress"] == 50
     assert rpc.single_calls == ([] if bulk_schema.hardened else ["heartbeat"] * 2)

@@ -79,12 +79,13 @@ class AckRpc(GenerationRpc):
 
     def _complete_one(self, worker_id: str, item: CompleteItem) -> CommitResult:
         if item.generation_id is not None:
-            return self.commit_and_complete(item.job_id, item.document_id, item.generation_id, worker_id=worker_id,
+            done = self.commit_and_complete(item.job_id, item.document_id, item.generation_id, worker_id=worker_id,
                                             lease_token=item.lease_token, metadata=item.metadata,
                                             batch_id=item.batch_id)
+            return done if done.committed is not None else done.model_copy(update={"committed": done.ok})
         done = self.complete(item.job_id, item.document_id, worker_id=worker_id, lease_token=item.lease_token,
                              batch_id=item.batch_id, stage=item.stage)
-        return CommitResult.model_validate({**done.model_dump(), "job_id": item.job_id})
+        return CommitResult.model_validate({**done.model_dump(), "job_id": item.job_id, "committed": False})
 
     def fail_or_retry_many(self, worker_id: str, items: Sequence[FailItem]) -> list[JobOutcome]:
         if not items:
