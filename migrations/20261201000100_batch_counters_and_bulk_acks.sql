@@ -193,7 +193,9 @@ $$;
 -- The transitions. Each settle_* function does a job's row changes after its fence is held
 -- (the caller locked the job row) and returns the counter changes; the RPC applies them last.
 
-create function public.settle_completed_ingestion_job(p_job_id uuid, p_document_id uuid, p_stage text)
+-- Complete jobs whose fences the caller holds (one or many, set-based: a bulk
+-- acknowledgement settles all its accepted items in three statements).
+create function public.settle_completed_ingestion_jobs(p_job_ids uuid[], p_document_ids uuid[], p_stages text[])
 returns public.import_batch_delta[]
 language plpgsql
 security definer
@@ -204,20 +206,21 @@ declare
     v_superseded public.import_batch_delta[];
 begin
     with done as (
-        update public.ingestion_jobs
-           set status = 'completed', stage = coalesce(p_stage, 'indexed'), progress = 100, completed_at = now(),
+        update public.ingestion_jobs j
+           set status = 'completed', stage = coalesce(a.stage, 'indexed'), progress = 100, completed_at = now(),
                locked_by = null, locked_at = null, lease_expires_at = null,
                error_message = null, updated_at = now()
-         where id = p_job_id
-        returning batch_id
+          from unnest(p_job_ids, p_stages) as a(job_id, stage)
+         where j.id = a.job_id
+        returning j.batch_id
     )
     select array_agg(row(batch_id, 0, -1, 1, 0)::public.import_batch_delta) into v_deltas from done;
 
-    -- Older failed jobs of this document are settled by this success.
+    -- Older failed jobs of these documents are settled by this success.
     with superseded as (
         update public.ingestion_jobs
            set status = 'completed', stage = 'superseded', completed_at = now(), updated_at = now()
-         where document_id = p_document_id and id <> p_job_id and status = 'failed'
+         where document_id = any (p_document_ids) and status = 'failed' and id <> all (p_job_ids)
         returning batch_id
     )
     select array_agg(row(batch_id, 0, 0, 1, -1)::public.import_batch_delta) into v_superseded from superseded;
@@ -225,7 +228,7 @@ begin
     update public.documents
        set status = case when index_generation_id is not null then 'indexed' else status end,
            updated_at = now()
-     where id = p_document_id;
+     where id = any (p_document_ids);
 
     return coalesce(v_deltas, '{}') || coalesce(v_superseded, '{}');
 end;
@@ -253,7 +256,7 @@ begin
     if v_refusal is not null then
         return v_refusal;
     end if;
-    v_deltas := public.settle_completed_ingestion_job(p_job_id, p_document_id, p_stage);
+    v_deltas := public.settle_completed_ingestion_jobs(array[p_job_id], array[p_document_id], array[p_stage]);
     return jsonb_build_object('ok', true, 'job_id', p_job_id,
         'batches', public.move_import_batch_counters(v_deltas));
 end;
@@ -517,7 +520,9 @@ declare
     v_item record;
     v_answer jsonb;
     v_results jsonb := '[]'::jsonb;
-    v_deltas public.import_batch_delta[] := '{}';
+    v_job_ids uuid[] := '{}';
+    v_document_ids uuid[] := '{}';
+    v_stages text[] := '{}';
 begin
     if p_items is null or jsonb_typeof(p_items) <> 'array' then
         raise exception 'complete_ingestion_jobs: p_items must be a json array' using errcode = '22023';
@@ -542,16 +547,23 @@ begin
                                                                   v_item.lease_token),
                                  jsonb_build_object('ok', true));
         end if;
+        -- A second item of a job already accepted here is refused: the job is settled once.
+        if (v_answer ->> 'ok')::boolean and v_item.job_id = any (v_job_ids) then
+            v_answer := jsonb_build_object('ok', false, 'reason', 'lease_lost');
+        end if;
         if (v_answer ->> 'ok')::boolean then
-            v_deltas := v_deltas || public.settle_completed_ingestion_job(v_item.job_id, v_item.document_id,
-                                                                          v_item.stage);
+            v_job_ids := v_job_ids || v_item.job_id;
+            v_document_ids := v_document_ids || v_item.document_id;
+            v_stages := v_stages || v_item.stage;
             v_answer := v_answer || jsonb_build_object('committed', v_item.generation_id is not null);
         end if;
         v_results := v_results || jsonb_build_array(v_answer || jsonb_build_object(
             'job_id', v_item.job_id, 'lease_token', v_item.lease_token, 'item', v_item.item));
     end loop;
+    -- The accepted items' jobs are locked (their fences held): settle them all at once.
     return jsonb_build_object('ok', true, 'results', v_results,
-        'batches', public.move_import_batch_counters(v_deltas));
+        'batches', public.move_import_batch_counters(
+            public.settle_completed_ingestion_jobs(v_job_ids, v_document_ids, v_stages)));
 end;
 $$;
 
@@ -698,7 +710,7 @@ as $$
 $$;
 
 select public.secure_rpc('public.move_import_batch_counters(public.import_batch_delta[])', false);
-select public.secure_rpc('public.settle_completed_ingestion_job(uuid, uuid, text)', false);
+select public.secure_rpc('public.settle_completed_ingestion_jobs(uuid[], uuid[], text[])', false);
 select public.secure_rpc('public.settle_failed_ingestion_job(uuid, uuid, boolean, text, text, text, timestamptz,'
                          ' double precision)', false);
 select public.secure_rpc('public.drifted_import_batch_ids(integer)', false);

@@ -83,7 +83,7 @@ class Worker:
         self.worker_id = new_worker_id(label)
         self.concurrency = concurrency or settings.worker_concurrency
         self.claim_batch_size = settings.claim_batch_size
-        self.min_claim = max(1, min(self.claim_batch_size, self.concurrency) // 2)
+        self.min_claim = max(1, min(self.claim_batch_size, self.concurrency // 2))
         self.poll_seconds = poll_seconds
         self.claim_attempts = settings.claim_retry_attempts
         self.keep_results = keep_results
