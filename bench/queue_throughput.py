@@ -12,6 +12,9 @@ so that a noisy neighbour hurts every system alike; the table shows the median r
               no-op processor: claim(limit=k) into 2k job threads, one heartbeat thread
               renewing all leases per interval, and buffered bulk acknowledgement (jobs
               that finish together are completed in one complete_many statement).
+  ours_worker_prepared  the same with INGEST_PREPARE_THRESHOLD=5 (server-side prepared
+              statements, as psycopg does by default; direct connections only): what the
+              pooler-safe default costs.
   ours (sql)  the same three plpgsql functions called with one plain statement each,
               without the client (no BEGIN/COMMIT around fenced calls, no pydantic): what
               the SQL costs on its own.
@@ -53,7 +56,7 @@ from common import (
     vacuum_analyze,
 )
 
-SYSTEMS = ("ours", "ours_worker", "ours_sql", "pgqueuer", "procrastinate")
+SYSTEMS = ("ours", "ours_worker", "ours_worker_prepared", "ours_sql", "pgqueuer", "procrastinate")
 
 
 # -- worker processes (top level: spawned) ----------------------------------------------
@@ -86,9 +89,10 @@ def ours_sql_worker(uri: str, k: int, heartbeat: bool, barrier, out) -> None:
     _report(out, count, started)
 
 
-def ours_worker_loop(uri: str, k: int, heartbeat: bool, barrier, out) -> None:
+def ours_worker_loop(uri: str, k: int, heartbeat: bool, barrier, out, prepare_threshold: int | None = None) -> None:
     """The real Worker, no-op processor, k jobs per claim and 2k in flight (the next claim
-    overlaps the acknowledgement of the previous one), drain mode."""
+    overlaps the acknowledgement of the previous one), drain mode, default settings: no
+    server-side prepared statements (safe behind a transaction-mode pooler)."""
     from ingestion_pipeline.db.connection import make_pool
     from ingestion_pipeline.settings import load_settings
     from ingestion_pipeline.worker import Worker
@@ -96,7 +100,7 @@ def ours_worker_loop(uri: str, k: int, heartbeat: bool, barrier, out) -> None:
 
     settings = load_settings(database_url=uri, worker_concurrency=2 * k, claim_batch_size=k, pool_min_size=2,
                              pool_max_size=2 * k + 2, heartbeat_interval_seconds=30 if heartbeat else 3600,
-                             stale_after_seconds=300 if heartbeat else 86400)
+                             stale_after_seconds=300 if heartbeat else 86400, prepare_threshold=prepare_threshold)
     pool = make_pool(uri, settings, application_name="bench-worker")
     try:
         worker = Worker(pool, settings, label="bench", processor=no_op, poll_seconds=0.05)
@@ -106,6 +110,11 @@ def ours_worker_loop(uri: str, k: int, heartbeat: bool, barrier, out) -> None:
     finally:
         pool.close()
     _report(out, report.counts["completed"], started)
+
+
+def ours_worker_prepared_loop(uri: str, k: int, heartbeat: bool, barrier, out) -> None:
+    """As ours_worker, with INGEST_PREPARE_THRESHOLD=5 (psycopg's default; direct connections only)."""
+    ours_worker_loop(uri, k, heartbeat, barrier, out, prepare_threshold=5)
 
 
 def pgqueuer_worker(uri: str, k: int, heartbeat: bool, barrier, out) -> None:
@@ -157,7 +166,7 @@ def procrastinate_worker(uri: str, k: int, heartbeat: bool, barrier, out) -> Non
     asyncio.run(main())
 
 
-WORKERS = {"ours": ours_worker, "ours_worker": ours_worker_loop, "ours_sql": ours_sql_worker, "pgqueuer": pgqueuer_worker,
+WORKERS = {"ours": ours_worker, "ours_worker": ours_worker_loop, "ours_worker_prepared": ours_worker_prepared_loop, "ours_sql": ours_sql_worker, "pgqueuer": pgqueuer_worker,
            "procrastinate": procrastinate_worker}
 
 
@@ -303,8 +312,8 @@ def main() -> None:
         for system in systems:
             if system == "ours":
                 setups[system] = Ours(server_uri)
-            elif system == "ours_worker":
-                setups[system] = Ours(server_uri, "bench_ours_worker")
+            elif system in ("ours_worker", "ours_worker_prepared"):
+                setups[system] = Ours(server_uri, f"bench_{system}")
             elif system == "ours_sql":
                 setups[system] = Ours(server_uri, "bench_ours_sql")
             elif system == "pgqueuer":

@@ -51,6 +51,9 @@ class Settings(BaseSettings):
                            description="Embedded server and local state (default: the nearest .ingest).")
     pool_min_size: int = Field(default=1, ge=0)
     pool_max_size: int = Field(default=10, ge=1)
+    # Server-side prepared statements: off (None), safe behind a transaction-mode pooler.
+    # A number N prepares a statement after N runs: only for direct connections.
+    prepare_threshold: int | None = Field(default=None, ge=0)
     connect_timeout_seconds: int = Field(default=10, ge=1)
     worker_concurrency: int = Field(default=4, ge=1, le=256)
     claim_batch_size: int = Field(default=10, ge=1, le=1000)

@@ -30,12 +30,20 @@ def redact(url: str) -> str:
     return f"{parts.get('user', '')}@{where}/{parts.get('dbname', '')}"
 
 
-def connect(url: str, *, autocommit: bool = True, timeout: int = 10, **kwargs) -> psycopg.Connection:
+# psycopg prepares a statement on the server after it ran five times. Behind a
+# transaction-mode pooler (PgBouncer, Supabase's pooler) the next transaction may run on
+# another server connection, where that statement's name is unknown or names another
+# statement: so nothing is prepared unless a setting asks for it (INGEST_PREPARE_THRESHOLD,
+# for direct connections).
+NO_PREPARED_STATEMENTS = None
+
+
+def connect(url: str, *, autocommit: bool = True, timeout: int = 10,
+            prepare_threshold: int | None = NO_PREPARED_STATEMENTS, **kwargs) -> psycopg.Connection:
     """Open one connection, turning failures into a one-line DatabaseUnavailable."""
     try:
-        return psycopg.connect(
-            url, autocommit=autocommit, connect_timeout=timeout, row_factory=dict_row, **kwargs
-        )
+        return psycopg.connect(url, autocommit=autocommit, connect_timeout=timeout, row_factory=dict_row,
+                               prepare_threshold=prepare_threshold, **kwargs)
     except psycopg.OperationalError as exc:
         raise DatabaseUnavailable(f"cannot connect to {redact(url)}: {_cause(exc)}") from None
     except psycopg.ProgrammingError as exc:
@@ -57,7 +65,7 @@ def make_pool(url: str, settings: Settings, **kwargs) -> ConnectionPool:
         url,
         min_size=settings.pool_min_size,
         max_size=settings.pool_max_size,
-        kwargs={"autocommit": True, "row_factory": dict_row,
+        kwargs={"autocommit": True, "row_factory": dict_row, "prepare_threshold": settings.prepare_threshold,
                 "connect_timeout": settings.connect_timeout_seconds, **kwargs},
         # How long a caller waits for a connection: a database that went away surfaces
         # as an error within the connect timeout, not after psycopg_pool's 30 s default.
