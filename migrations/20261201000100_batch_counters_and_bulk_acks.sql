@@ -26,11 +26,22 @@ lock table public.ingestion_jobs in share mode;
 
 alter table public.import_batches add column open_files integer not null default 0;
 
+-- The one rule for a batch's status, used by the counters, the repair path and the drift check.
+create function public.import_batch_status_of(p_open bigint, p_failed bigint)
+returns text
+language sql
+immutable
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+    select case when p_open > 0 then 'processing'
+                when p_failed > 0 then 'completed_with_errors'
+                else 'completed' end;
+$$;
+
 update public.import_batches b
    set total_files = c.total, completed_files = c.completed, failed_files = c.failed, open_files = c.open,
-       status = case when c.open > 0 then 'processing'
-                     when c.failed > 0 then 'completed_with_errors'
-                     else 'completed' end,
+       status = public.import_batch_status_of(c.open, c.failed),
        completed_at = case when c.open > 0 then null else coalesce(b.completed_at, now()) end
   from (select batch_id,
                count(*) as total,
@@ -73,11 +84,8 @@ begin
                open_files = greatest(b.open_files + v_delta.open, 0),
                completed_files = greatest(b.completed_files + v_delta.completed, 0),
                failed_files = greatest(b.failed_files + v_delta.failed, 0),
-               status = case
-                   when b.open_files + v_delta.open > 0 then 'processing'
-                   when b.failed_files + v_delta.failed > 0 then 'completed_with_errors'
-                   else 'completed'
-               end,
+               status = public.import_batch_status_of(b.open_files + v_delta.open,
+                                                      b.failed_files + v_delta.failed),
                completed_at = case when b.open_files + v_delta.open > 0 then null
                                    else coalesce(b.completed_at, now()) end,
                updated_at = now()
@@ -123,11 +131,7 @@ begin
       from public.ingestion_jobs
      where batch_id = p_batch_id;
 
-    v_status := case
-        when v_open > 0 then 'processing'
-        when v_failed > 0 then 'completed_with_errors'
-        else 'completed'
-    end;
+    v_status := public.import_batch_status_of(v_open, v_failed);
 
     update public.import_batches
        set status = v_status,
@@ -166,10 +170,7 @@ as $$
      where (b.total_files, b.completed_files, b.failed_files, b.open_files)
                is distinct from (coalesce(c.total, 0), coalesce(c.completed, 0), coalesce(c.failed, 0),
                                  coalesce(c.open, 0))
-        or (coalesce(c.total, 0) > 0 and b.status is distinct from case
-                when c.open > 0 then 'processing'
-                when c.failed > 0 then 'completed_with_errors'
-                else 'completed' end)
+        or (coalesce(c.total, 0) > 0 and b.status is distinct from public.import_batch_status_of(c.open, c.failed))
      order by b.id
      limit greatest(p_limit, 1);
 $$;
@@ -709,6 +710,7 @@ as $$
     );
 $$;
 
+select public.secure_rpc('public.import_batch_status_of(bigint, bigint)', false);
 select public.secure_rpc('public.move_import_batch_counters(public.import_batch_delta[])', false);
 select public.secure_rpc('public.settle_completed_ingestion_jobs(uuid[], uuid[], text[])', false);
 select public.secure_rpc('public.settle_failed_ingestion_job(uuid, uuid, boolean, text, text, text, timestamptz,'

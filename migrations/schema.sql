@@ -367,10 +367,7 @@ CREATE FUNCTION public.drifted_import_batch_ids(p_limit integer DEFAULT 100) RET
      where (b.total_files, b.completed_files, b.failed_files, b.open_files)
                is distinct from (coalesce(c.total, 0), coalesce(c.completed, 0), coalesce(c.failed, 0),
                                  coalesce(c.open, 0))
-        or (coalesce(c.total, 0) > 0 and b.status is distinct from case
-                when c.open > 0 then 'processing'
-                when c.failed > 0 then 'completed_with_errors'
-                else 'completed' end)
+        or (coalesce(c.total, 0) > 0 and b.status is distinct from public.import_batch_status_of(c.open, c.failed))
      order by b.id
      limit greatest(p_limit, 1);
 $$;
@@ -628,6 +625,15 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.import_batch_status_of(p_open bigint, p_failed bigint) RETURNS text
+    LANGUAGE sql IMMUTABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select case when p_open > 0 then 'processing'
+                when p_failed > 0 then 'completed_with_errors'
+                else 'completed' end;
+$$;
+
 CREATE FUNCTION public.ingestion_batch_report(p_batch_id uuid DEFAULT NULL::uuid, p_limit integer DEFAULT 20) RETURNS jsonb
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -779,11 +785,8 @@ begin
                open_files = greatest(b.open_files + v_delta.open, 0),
                completed_files = greatest(b.completed_files + v_delta.completed, 0),
                failed_files = greatest(b.failed_files + v_delta.failed, 0),
-               status = case
-                   when b.open_files + v_delta.open > 0 then 'processing'
-                   when b.failed_files + v_delta.failed > 0 then 'completed_with_errors'
-                   else 'completed'
-               end,
+               status = public.import_batch_status_of(b.open_files + v_delta.open,
+                                                      b.failed_files + v_delta.failed),
                completed_at = case when b.open_files + v_delta.open > 0 then null
                                    else coalesce(b.completed_at, now()) end,
                updated_at = now()
@@ -861,11 +864,7 @@ begin
       from public.ingestion_jobs
      where batch_id = p_batch_id;
 
-    v_status := case
-        when v_open > 0 then 'processing'
-        when v_failed > 0 then 'completed_with_errors'
-        else 'completed'
-    end;
+    v_status := public.import_batch_status_of(v_open, v_failed);
 
     update public.import_batches
        set status = v_status,
@@ -1401,6 +1400,8 @@ GRANT ALL ON FUNCTION public.heartbeat_ingestion_job(p_job_id uuid, p_worker_id 
 
 REVOKE ALL ON FUNCTION public.heartbeat_ingestion_jobs(p_job_ids uuid[], p_lease_tokens bigint[], p_stages text[], p_progress integer[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.heartbeat_ingestion_jobs(p_job_ids uuid[], p_lease_tokens bigint[], p_stages text[], p_progress integer[]) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.import_batch_status_of(p_open bigint, p_failed bigint) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.ingestion_batch_report(p_batch_id uuid, p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.ingestion_batch_report(p_batch_id uuid, p_limit integer) TO ingestion_worker;

@@ -35,7 +35,7 @@ WORKER_RPCS = {
 }
 # Internal helpers (called by the RPCs or the trigger as their owner): granted to no one.
 INTERNAL = {"lock_fenced_ingestion_job", "refresh_import_batches", "stuck_import_batch_ids",
-            "enforce_artifact_fence", "secure_rpc", "move_import_batch_counters",
+            "enforce_artifact_fence", "secure_rpc", "move_import_batch_counters", "import_batch_status_of",
             "settle_completed_ingestion_jobs", "settle_failed_ingestion_job", "drifted_import_batch_ids"}
 # secure_rpc is run only by the migrations, as the owner of the functions it alters: it
 # is SECURITY INVOKER by design (as a definer it would let its caller alter any function).
