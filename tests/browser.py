@@ -20,6 +20,17 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+# localStorage keys that keep Dagster 1.13's UI free of first-visit pop-ups, so that a
+# screenshot shows the page and not a dialog (values as the UI itself writes them: JSON).
+DAGSTER_DISMISSED_POPUPS: dict[str, str] = {
+    # The "Join the Dagster community" dialog (email sign-up, "Skip" button) opens one
+    # second after the first page load when the origin is http://127.0.0.1 or
+    # http://localhost, unless this key is set or the instance says the NUX was seen
+    # ($DAGSTER_HOME/.nux/nux.yaml, or `nux: enabled: false` in dagster.yaml).
+    "communityNux": '"1"',
+}
+
+
 def chromium_path() -> str | None:
     """The Debian launcher (it adds the distribution's flags), else whatever is on PATH."""
     if Path("/usr/bin/chromium").exists():
