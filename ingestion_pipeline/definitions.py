@@ -2,18 +2,29 @@
 
 import dagster as dg
 
-from ingestion_pipeline.orchestration.jobs import ingest_documents, janitor, refresh_batch_status
+from ingestion_pipeline.orchestration.assets import document_index
+from ingestion_pipeline.orchestration.checks import document_index_checks
+from ingestion_pipeline.orchestration.jobs import check_document_index, ingest_documents, janitor, refresh_batch_status
 from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
 from ingestion_pipeline.orchestration.schedules import janitor_schedule
-from ingestion_pipeline.orchestration.sensors import batch_status_sensor, import_batch_sensor
+from ingestion_pipeline.orchestration.sensors import batch_status_sensor, failed_drain_run_sensor, import_batch_sensor
 from ingestion_pipeline.settings import get_settings
 
-defs = dg.Definitions(
-    jobs=[ingest_documents, refresh_batch_status, janitor],
-    sensors=[import_batch_sensor, batch_status_sensor],
-    schedules=[janitor_schedule],
-    resources={
-        "database": DatabaseResource(),
-        "processing": ProcessingResource(embedder=get_settings().embedder),
-    },
-)
+
+def make_definitions(database: DatabaseResource | None = None,
+                     processing: ProcessingResource | None = None) -> dg.Definitions:
+    """The location's definitions; `ingest demo` and the tests bind their own resources."""
+    return dg.Definitions(
+        assets=[document_index],
+        asset_checks=[document_index_checks],
+        jobs=[ingest_documents, check_document_index, refresh_batch_status, janitor],
+        sensors=[import_batch_sensor, batch_status_sensor, failed_drain_run_sensor],
+        schedules=[janitor_schedule],
+        resources={
+            "database": database or DatabaseResource(),
+            "processing": processing or ProcessingResource(embedder=get_settings().embedder),
+        },
+    )
+
+
+defs = make_definitions()

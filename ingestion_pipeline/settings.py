@@ -72,6 +72,11 @@ class Settings(BaseSettings):
     drain_jobs_per_run: int = Field(default=200, ge=1)
     max_drain_runs: int = Field(default=4, ge=1, le=64)
     janitor_cron: str = Field(default="*/10 * * * *")
+    # How often the daemon evaluates the sensors (Dagster's minimum_interval_seconds).
+    import_sensor_interval_seconds: int = Field(default=30, ge=1, le=3600)
+    batch_sensor_interval_seconds: int = Field(default=60, ge=1, le=3600)
+    # The document_index check `pending_jobs_fresh` fails when a pending job waited longer.
+    max_pending_age_seconds: int = Field(default=3600, ge=1)
     janitor_time_budget_seconds: float = Field(default=60.0, gt=0)
     cleanup_batch_size: int = Field(default=100, ge=1)
     max_file_bytes: int = Field(default=50 * 1024 * 1024, ge=1)

@@ -1,30 +1,32 @@
-"""`ingest ui` (Dagster webserver + daemon) and `ingest demo` (the whole loop, in process)."""
+"""`ingest ui` (Dagster webserver + daemon) and `ingest demo` (the whole loop, in process).
+
+Both use one persistent Dagster instance: DAGSTER_HOME is <INGEST_DATA_DIR>/dagster with
+the checkout's dagster.yaml, whose storage is PostgreSQL (orchestration/instance.py), so
+the demo's run and its materialization are in the UI when it opens."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
-import subprocess
 import sys
+import warnings
 from pathlib import Path
 
-from urllib.parse import quote, urlencode
-
-import psycopg
-from psycopg import sql
-
 from ingestion_pipeline.cli import documents
-from ingestion_pipeline.cli.common import add_database_url, migrated_pool
+from ingestion_pipeline.cli.common import add_database_url
+from ingestion_pipeline.cli.process_group import run_process_group
 from ingestion_pipeline.db import migrate as migrator
-from ingestion_pipeline.db.connection import connect, resolve_database_url
+from ingestion_pipeline.db.connection import resolve_database_url
+from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.enqueue import enqueue_paths
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.settings import Settings
+from ingestion_pipeline.tables import render_table
 
-DAGSTER_DATABASE = "dagster"
-# dagster-postgres is built on psycopg2; SQLAlchemy 2.1 would pick psycopg 3 for a plain
-# postgresql:// URL, and Dagster's storage then fails with "the connection is closed".
-SCHEME = "postgresql+psycopg2"
+# A warning a user of `ingest ui` can do nothing about: `dagster dev` says `dg dev`
+# supersedes it (PYTHONWARNINGS matches the start of the message).
+QUIET_WARNINGS = "ignore:Function `dev_command` is superseded"
 
 
 def register(commands) -> None:
@@ -43,89 +45,71 @@ def register(commands) -> None:
 def checkout_root() -> Path:
     root = Path.cwd()
     if not (root / "workspace.yaml").exists() or not (root / "dagster.yaml").exists():
-        raise IngestError("run `ingest ui` from the project folder (it needs workspace.yaml and dagster.yaml)")
+        raise IngestError("run this from the project folder (it needs workspace.yaml and dagster.yaml)")
     return root
 
 
-def dagster_storage_url(settings: Settings, pipeline_url: str) -> str:
-    """Dagster's runs and events live in their own database on the same server."""
-    if os.environ.get("DAGSTER_PG_URL"):
-        return os.environ["DAGSTER_PG_URL"]
-    with connect(pipeline_url) as conn:
-        exists = conn.execute("select 1 from pg_database where datname = %s", (DAGSTER_DATABASE,)).fetchone()
-        if not exists:
-            conn.execute(sql.SQL("create database {}").format(sql.Identifier(DAGSTER_DATABASE)))
-    return sqlalchemy_url(pipeline_url, DAGSTER_DATABASE)
-
-
-def sqlalchemy_url(url: str, dbname: str) -> str:
-    """dagster-postgres hands the URL to SQLAlchemy, which wants URL form (not key=value)
-    naming the psycopg2 driver. Every connection option of `url` is kept (as a query
-    parameter: sslmode, sslrootcert, options, ...; psycopg2 passes them on to libpq). A
-    single TCP host goes in the netloc (an IPv6 address in brackets); a Unix-socket folder
-    or a multi-host list goes into the query string with its port(s), where libpq reads it."""
-    parts = psycopg.conninfo.conninfo_to_dict(url)
-    parts.pop("dbname", None)
-    user = quote(parts.pop("user", None) or "postgres", safe="")
-    password = parts.pop("password", None)
-    password = f":{quote(password, safe='')}" if password else ""
-    host = parts.get("host") or ""
-    netloc = ""
-    if host and not host.startswith("/") and "," not in host and "," not in (parts.get("port") or ""):
-        parts.pop("host")
-        port = parts.pop("port", None)
-        netloc = (f"[{host}]" if ":" in host else quote(host, safe=".-_~")) + (f":{port}" if port else "")
-    query = urlencode(parts, quote_via=quote, safe="")
-    return f"{SCHEME}://{user}{password}@{netloc}/{quote(dbname, safe='')}" + (f"?{query}" if query else "")
-
-
-def prepare_dagster_home(settings: Settings, root: Path) -> Path:
+def dagster_environment(settings: Settings, root: Path) -> dict[str, str]:
+    """What Dagster's processes need to find the same instance and databases as we do."""
     home = (settings.data_dir / "dagster").resolve()
     home.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(root / "dagster.yaml", home / "dagster.yaml")
-    return home
+    env = {"DAGSTER_HOME": str(home), "INGEST_DATA_DIR": str(settings.data_dir.resolve())}
+    if settings.database_url:
+        env["DATABASE_URL"] = settings.database_url
+    return env
 
 
 def cmd_ui(args, settings: Settings) -> int:
     root = checkout_root()
-    url = resolve_database_url(settings)
-    migrator.migrate(url)
-    env = {
-        **os.environ,
-        "DAGSTER_HOME": str(prepare_dagster_home(settings, root)),
-        "DAGSTER_PG_URL": dagster_storage_url(settings, url),
-        "INGEST_DATA_DIR": str(settings.data_dir.resolve()),
-    }
-    if settings.database_url:
-        env["DATABASE_URL"] = settings.database_url
+    migrator.migrate(resolve_database_url(settings))
+    env = {**os.environ, **dagster_environment(settings, root), "PYTHONWARNINGS": QUIET_WARNINGS}
     dagster = Path(sys.executable).parent / "dagster"
     command = [str(dagster), "dev", "-w", str(root / "workspace.yaml"), "-h", args.host, "-p", str(args.port)]
     print(f"Dagster UI on http://{args.host}:{args.port} (Ctrl-C stops it)", flush=True)
-    return subprocess.call(command, env=env, cwd=root)
+    # Run from DAGSTER_HOME: `dagster dev` warns about a dagster.yaml in any other folder.
+    return run_process_group(command, env=env, cwd=env["DAGSTER_HOME"])
 
 
 def cmd_demo(args, settings: Settings) -> int:
-    import dagster as dg
-
-    from ingestion_pipeline.orchestration.jobs import ingest_documents
-    from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
-
+    root = checkout_root()
     url = resolve_database_url(settings)
     settings = settings.model_copy(update={"database_url": url})
     for migration in migrator.migrate(url).newly_applied:
         print(f"applied {migration.path.name}")
     with migrated_pool(settings) as pool:
         report = enqueue_paths(pool, [args.samples], max_bytes=settings.max_file_bytes, batch_name="demo samples")
-    print(f"enqueued {len(report.files)} file(s) into batch {report.batch_id}: {report.counts}")
-
-    with dg.DagsterInstance.ephemeral() as instance:
-        result = ingest_documents.execute_in_process(instance=instance, resources={
-            "database": DatabaseResource(database_url=url),
-            "processing": ProcessingResource(embedder=settings.embedder)})
-    if not result.success:
-        raise IngestError("the ingest_documents run failed; see the log above")
-    print(f"ingest_documents run {result.run_id[:8]}: {result.output_for_node('drain_queue')}\n")
+    print(f"enqueued {len(report.files)} file(s) into batch {report.batch_id}")
+    print(render_table(["result", "files"], sorted(report.counts.items())) + "\n")
+    os.environ.update(dagster_environment(settings, root))
+    run_id, metadata = _drain_with_dagster(settings)
+    print(f"Dagster run {run_id[:8]} of ingest_documents materialized document_index:")
+    print(render_table(["metric", "value"], [(key, getattr(value, "value", value)) for key, value in metadata.items()]))
+    print()
     documents.print_status(settings, batch_id=report.batch_id)
     print()
     documents.print_search(settings, "lease fencing", limit=3)
+    print("\nSee the run and the asset in the UI: `ingest ui`, then http://127.0.0.1:3000")
     return 0
+
+
+def _drain_with_dagster(settings: Settings) -> tuple[str, dict]:
+    """One run of ingest_documents in this process, recorded in the persistent instance."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import dagster as dg
+
+        from ingestion_pipeline.definitions import make_definitions
+        from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
+
+        logging.getLogger("dagster").setLevel(logging.WARNING)
+        job = make_definitions(DatabaseResource(database_url=settings.database_url),
+                               ProcessingResource(embedder=settings.embedder)).resolve_job_def("ingest_documents")
+        with dg.DagsterInstance.get() as instance:
+            result = job.execute_in_process(
+                instance=instance, raise_on_error=False,
+                run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
+    if not result.success:
+        raise IngestError(f"the ingest_documents run {result.run_id[:8]} failed; see the log above")
+    [materialization] = result.asset_materializations_for_node("document_index")
+    return result.run_id, dict(materialization.metadata)

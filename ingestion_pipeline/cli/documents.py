@@ -8,8 +8,9 @@ from uuid import UUID
 
 from tqdm import tqdm
 
-from ingestion_pipeline.cli.common import add_database_url, migrated_pool, positive_int, print_json
+from ingestion_pipeline.cli.common import add_database_url, positive_int, print_json
 from ingestion_pipeline.db.queries import query
+from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.enqueue import enqueue_paths
 from ingestion_pipeline.errors import IngestError

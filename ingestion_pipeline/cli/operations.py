@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import sys
 
-from ingestion_pipeline.cli.common import add_database_url, print_json, require_migrated
+from ingestion_pipeline.cli.common import add_database_url, print_json
 from ingestion_pipeline.db import drift
 from ingestion_pipeline.db import migrate as migrator
 from ingestion_pipeline.db.connection import connect, resolve_database_url
+from ingestion_pipeline.db.ready import require_migrated
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.tables import render_table
-from ingestion_pipeline.worker import janitor
+from ingestion_pipeline.worker import index_checks, janitor
 
 EXIT_DRIFTED = 1
 EXIT_UNCHECKED = 2
@@ -79,23 +80,20 @@ def cmd_check_drift(args, settings: Settings) -> int:
 
 
 def cmd_health(args, settings: Settings) -> int:
+    """The index checks (the same ones Dagster runs on `document_index`); exit 1 if any fails."""
     url = resolve_database_url(settings)
     with connect(url) as conn:
         health = IngestionRpc(conn, stale_after_seconds=settings.stale_after_seconds).queue_health()
-    problems = health.problems()
+    checks = index_checks.run_index_checks(url, health, settings.max_pending_age_seconds)
+    problems = [check.message for check in checks if not check.passed]
     if args.json:
-        print_json({**health.model_dump(exclude={"fenced"}), "problems": problems})
+        print_json({**health.model_dump(exclude={"fenced"}), "problems": problems,
+                    "checks": [{"name": c.name, "passed": c.passed, "message": c.message} for c in checks]})
     else:
         jobs = ", ".join(f"{status} {count}" for status, count in sorted(health.jobs_by_status.items())) or "none"
-        rows = [("jobs", jobs),
-                ("oldest pending", f"{health.oldest_pending_age_seconds}s"
-                 if health.oldest_pending_age_seconds is not None else "-"),
-                ("stale leases", health.stale_leases), ("stuck batches", health.stuck_batches),
-                ("batches whose counters drifted", health.batch_counter_drift),
-                ("count mismatches", health.count_mismatches),
-                ("indexed without generation", health.indexed_without_generation),
-                ("generations awaiting cleanup", health.generations_awaiting_cleanup)]
-        print(render_table(["check", "value"], rows))
+        print(f"jobs: {jobs}; generations awaiting cleanup: {health.generations_awaiting_cleanup}")
+        print(render_table(["check", "result", "detail"],
+                           [(c.name, "ok" if c.passed else "FAILED", c.message) for c in checks]))
         for problem in problems:
             print(f"needs action: {problem}")
     return 1 if problems else 0

@@ -9,7 +9,8 @@ import threading
 
 from tqdm import tqdm
 
-from ingestion_pipeline.cli.common import add_database_url, migrated_pool, positive_int, print_json
+from ingestion_pipeline.cli.common import add_database_url, positive_int, print_json
+from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.processing import get_embedder
 from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.tables import render_table

@@ -137,19 +137,6 @@ class QueueHealth(RpcResult):
     generations_awaiting_cleanup: int = 0
     batch_counter_drift: int = 0
 
-    def problems(self) -> list[str]:
-        """What needs an operator's action (generations awaiting cleanup are routine)."""
-        checks = {
-            "stale_leases": "job(s) hold a stale lease (run the janitor: `ingest janitor` or the Dagster "
-                            "janitor job; check for dead workers)",
-            "stuck_batches": "batch(es) say pending/processing although all their jobs are done",
-            "batch_counter_drift": "batch(es) whose counters disagree with their jobs (the janitor recounts "
-                                   "them: `ingest janitor`)",
-            "count_mismatches": "document(s) whose stored counts differ from their committed rows",
-            "indexed_without_generation": "document(s) marked indexed with no committed generation",
-        }
-        return [f"{getattr(self, field)} {text}" for field, text in checks.items() if getattr(self, field)]
-
 
 class ClaimedJob(BaseModel):
     model_config = ConfigDict(frozen=True)

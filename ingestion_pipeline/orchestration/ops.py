@@ -1,40 +1,14 @@
-"""Ops: drain the queue through the worker, refresh batches, and the janitor's passes."""
+"""Ops: refresh batches, and the janitor's passes (the drain is the document_index asset)."""
 
 # no `from __future__ import annotations`: Dagster reads the op and config annotations at runtime
 
 from uuid import UUID
 
 import dagster as dg
-import psycopg
 
-from ingestion_pipeline.errors import IngestError
-from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
-from ingestion_pipeline.worker import Worker, janitor
-
-
-class DrainConfig(dg.Config):
-    max_jobs: int = 200
-    concurrency: int | None = None
-
-
-@dg.op(description="Claim up to max_jobs jobs and process them through the worker.")
-def drain_queue(context: dg.OpExecutionContext, config: DrainConfig, database: DatabaseResource,
-                processing: ProcessingResource) -> dict:
-    try:
-        with database.pool() as pool:
-            worker = Worker(pool, database.settings(), label=f"dagster-{context.run_id[:8]}",
-                            concurrency=config.concurrency, embedder=processing.make_embedder(),
-                            chunking=processing.chunking())
-            report = worker.run(drain=True, max_jobs=config.max_jobs)
-    except (IngestError, psycopg.OperationalError) as exc:
-        # Infrastructure, not a document: the run fails, with the reason in one line.
-        raise dg.Failure(description=f"ingestion database unavailable: {exc}", allow_retries=True) from None
-    summary = report.as_dict()
-    context.add_output_metadata({key: dg.MetadataValue.int(value) if isinstance(value, int)
-                                 else dg.MetadataValue.float(float(value)) if isinstance(value, float)
-                                 else dg.MetadataValue.text(str(value)) for key, value in summary.items()})
-    context.log.info(f"drained: {summary}")
-    return summary
+from ingestion_pipeline.orchestration.checks import check_evaluations
+from ingestion_pipeline.orchestration.resources import DatabaseResource
+from ingestion_pipeline.worker import janitor
 
 
 class RefreshConfig(dg.Config):
@@ -82,3 +56,15 @@ def cleanup_abandoned_generations(context: dg.OpExecutionContext, database: Data
                                                        time_budget_seconds=settings.janitor_time_budget_seconds)
     context.add_output_metadata(totals)
     return totals
+
+
+@dg.op(ins={"after": dg.In(dg.Nothing)},
+       description="Run the checks of document_index and report their results on the asset.")
+def report_index_checks(context: dg.OpExecutionContext, database: DatabaseResource) -> int:
+    evaluations = check_evaluations(database)
+    for evaluation in evaluations:
+        context.log_event(evaluation)
+    failed = [e.check_name for e in evaluations if not e.passed]
+    if failed:
+        context.log.warning(f"failing checks on document_index: {', '.join(failed)}")
+    return len(failed)

@@ -9,8 +9,8 @@ import dagster as dg
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from ingestion_pipeline.cli.common import migrated_pool
 from ingestion_pipeline.db.connection import connect, resolve_database_url
+from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.processing import ChunkingOptions, Embedder, get_embedder
 from ingestion_pipeline.settings import Settings, load_settings
@@ -26,6 +26,9 @@ class DatabaseResource(dg.ConfigurableResource):
     def settings(self) -> Settings:
         overrides = {"database_url": self.database_url, "pool_max_size": self.pool_max_size}
         return load_settings(**{k: v for k, v in overrides.items() if v is not None})
+
+    def url(self) -> str:
+        return resolve_database_url(self.settings())
 
     @contextmanager
     def pool(self) -> Iterator[ConnectionPool]:

@@ -1,13 +1,23 @@
-"""Sensors: start drain runs while work is claimable; heal batches left unfinished."""
+"""Sensors: start drain runs while work is claimable; heal batches left unfinished; record
+failed drain runs on the asset. Each skipped tick says why (shown on the tick in the UI).
+Intervals: INGEST_IMPORT_SENSOR_INTERVAL_SECONDS, INGEST_BATCH_SENSOR_INTERVAL_SECONDS."""
 
 from __future__ import annotations
 
 import math
+import warnings
 
 import dagster as dg
 
+from ingestion_pipeline.orchestration.assets import INDEX_KEY
 from ingestion_pipeline.orchestration.jobs import DRAIN_TAG, ingest_documents, refresh_batch_status
 from ingestion_pipeline.orchestration.resources import DatabaseResource
+from ingestion_pipeline.settings import get_settings
+
+SETTINGS = get_settings()
+# Dagster's own run_failure_sensor passes a beta parameter to SensorDefinition: a warning
+# in every Dagster process's log that nobody can act on.
+warnings.filterwarnings("ignore", message="Parameter `owners` of initializer `SensorDefinition.__init__`")
 
 ACTIVE_STATUSES = [
     dg.DagsterRunStatus.QUEUED,
@@ -29,7 +39,7 @@ def active_drain_runs(instance: dg.DagsterInstance) -> int:
         filters=dg.RunsFilter(job_name=ingest_documents.name, statuses=ACTIVE_STATUSES), limit=100))
 
 
-@dg.sensor(job=ingest_documents, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
+@dg.sensor(job=ingest_documents, minimum_interval_seconds=SETTINGS.import_sensor_interval_seconds, default_status=dg.DefaultSensorStatus.RUNNING,
            description="Requests drain runs while jobs are claimable, scaled by queue depth up to a cap.")
 def import_batch_sensor(context: dg.SensorEvaluationContext, database: DatabaseResource):
     settings = database.settings()
@@ -44,7 +54,7 @@ def import_batch_sensor(context: dg.SensorEvaluationContext, database: DatabaseR
         return dg.SkipReason(f"{active} drain run(s) already active for {state.claimable} claimable job(s) "
                              f"(cap {settings.max_drain_runs})")
     tick = _next_cursor(context)
-    run_config = dg.RunConfig(ops={"drain_queue": {"config": {"max_jobs": settings.drain_jobs_per_run}}})
+    run_config = dg.RunConfig(ops={INDEX_KEY.to_user_string(): {"config": {"max_jobs": settings.drain_jobs_per_run}}})
     return dg.SensorResult(
         run_requests=[dg.RunRequest(run_key=f"drain-{tick}-{i}", run_config=run_config,
                                     tags={DRAIN_TAG: "true", "ingestion/claimable": str(state.claimable)})
@@ -53,7 +63,7 @@ def import_batch_sensor(context: dg.SensorEvaluationContext, database: DatabaseR
     )
 
 
-@dg.sensor(job=refresh_batch_status, minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING,
+@dg.sensor(job=refresh_batch_status, minimum_interval_seconds=SETTINGS.batch_sensor_interval_seconds, default_status=dg.DefaultSensorStatus.RUNNING,
            description="Refreshes batches still pending/processing although all their jobs are terminal.")
 def batch_status_sensor(context: dg.SensorEvaluationContext, database: DatabaseResource):
     with database.rpc() as rpc:
@@ -68,3 +78,15 @@ def batch_status_sensor(context: dg.SensorEvaluationContext, database: DatabaseR
             run_config=dg.RunConfig(ops={"refresh_batches": {"config": {"batch_ids": batch_ids}}}))],
         cursor=str(tick),
     )
+
+
+@dg.run_failure_sensor(monitored_jobs=[ingest_documents], default_status=dg.DefaultSensorStatus.RUNNING,
+                       description="Records each failed drain run as an observation of document_index.")
+def failed_drain_run_sensor(context: dg.RunFailureSensorContext):
+    # Its claimed jobs are safe: their leases expire and another run reclaims them. What is
+    # recorded here puts the failure where an operator looks, next to the materializations.
+    reason = context.failure_event.message or "unknown"
+    context.instance.report_runless_asset_event(dg.AssetObservation(
+        asset_key=INDEX_KEY, description=f"drain run {context.dagster_run.run_id[:8]} failed: {reason}"[:500],
+        metadata={"failed_run_id": context.dagster_run.run_id, "reason": reason[:2000]}))
+    context.log.warning(f"drain run {context.dagster_run.run_id} failed: {reason}")

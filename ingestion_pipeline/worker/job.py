@@ -167,4 +167,4 @@ class JobRun:
 
     def _result(self, outcome: Outcome, message: str | None = None, chunk_count: int | None = None) -> JobResult:
         return JobResult(self.job.job_id, self.job.document_id, self.job.source_name, outcome,
-                         round(time.monotonic() - self.started, 4), message, chunk_count)
+                         round(time.monotonic() - self.started, 4), message, chunk_count, self.job.batch_id)

@@ -43,6 +43,8 @@ class WorkerReport:
     results: deque[JobResult] = field(init=False)
     outcomes: Counter = field(init=False, default_factory=Counter)
     seconds: float = 0.0
+    chunks: int = 0  # written by completed jobs
+    batch_ids: set = field(init=False, default_factory=set)  # batches whose jobs this worker ended
 
     def __post_init__(self) -> None:
         self.results = deque(maxlen=self.keep)
@@ -50,6 +52,9 @@ class WorkerReport:
     def add(self, result: JobResult) -> None:
         self.outcomes[result.outcome.value] += 1
         self.results.append(result)
+        self.chunks += result.chunk_count or 0
+        if result.batch_id is not None:
+            self.batch_ids.add(result.batch_id)
 
     @property
     def counts(self) -> dict[str, int]:

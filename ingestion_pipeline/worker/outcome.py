@@ -24,3 +24,4 @@ class JobResult:
     seconds: float
     message: str | None = None
     chunk_count: int | None = None
+    batch_id: UUID | None = None

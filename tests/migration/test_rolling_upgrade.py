@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ingestion_pipeline import cli
-from ingestion_pipeline.cli.common import require_migrated
+from ingestion_pipeline.db.ready import require_migrated
 from ingestion_pipeline.db import migrate
 from ingestion_pipeline.db.connection import connect, make_pool
 from ingestion_pipeline.enqueue import enqueue_paths

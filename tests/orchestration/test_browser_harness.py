@@ -5,14 +5,13 @@ behaves like Dagster's first-visit pop-up (a modal unless a localStorage key is 
 from __future__ import annotations
 
 import functools
-import os
 import threading
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.browser import Browser, chromium_path
+from tests.browser import Browser
 
 PAGE = """<!doctype html><html><body>
 <main>Harness page</main>
@@ -23,16 +22,6 @@ PAGE = """<!doctype html><html><body>
   modal.querySelector('button').onclick = () => { modal.remove(); document.querySelector('main').append(' (modal closed)'); };
 </script>
 </body></html>"""
-
-
-@pytest.fixture
-def chromium() -> str:
-    found = chromium_path()
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is not installed (.ci/run installs the Debian package)")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
-    return found
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):

@@ -1,12 +1,15 @@
-"""The drain job and the janitor, executed in process against a real database."""
+"""The drain job (a materialization of document_index), its checks and the janitor,
+executed in process against a real database."""
 
 import shutil
 from pathlib import Path
 
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.enqueue import enqueue_paths
-from ingestion_pipeline.orchestration.jobs import ingest_documents, janitor, refresh_batch_status
+from ingestion_pipeline.definitions import make_definitions
+from ingestion_pipeline.orchestration.jobs import janitor, refresh_batch_status
 from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
+from ingestion_pipeline.worker.index_checks import DESCRIPTIONS
 from tests.helpers import (
     batch,
     document,
@@ -21,6 +24,15 @@ from tests.helpers import (
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 
+def resolved_job(name: str, resources: dict):
+    return make_definitions(resources["database"], resources["processing"]).resolve_job_def(name)
+
+
+def check_results(result) -> dict[str, tuple[bool, str]]:
+    evaluations = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
+    return {e.check_name: (e.passed, e.description) for e in evaluations}
+
+
 def step_metadata(result, step: str) -> dict:
     [output] = [e for e in result.all_node_events if e.step_key == step and e.event_type_value == "STEP_OUTPUT"]
     return {key: value.value for key, value in output.event_specific_data.metadata.items()}
@@ -32,20 +44,22 @@ def test_drain_job_completes_a_real_batch(instance, resources, pool, conn, tmp_p
     (folder / "empty.txt").write_bytes(b"")  # one bad document must not fail the run
     report = enqueue_paths(pool, [folder], max_bytes=10_000_000)
 
-    result = ingest_documents.execute_in_process(instance=instance, resources=resources)
+    result = resolved_job("ingest_documents", resources).execute_in_process(instance=instance)
 
     assert result.success
-    summary = result.output_for_node("drain_queue")
-    assert (summary["claimed"], summary["completed"], summary["failed"]) == (5, 4, 1)
-    metadata = step_metadata(result, "drain_queue")
-    assert metadata["completed"] == 4 and metadata["lease_lost"] == 0 and "docs_per_second" in metadata
+    [materialization] = result.asset_materializations_for_node("document_index")
+    metadata = {key: value.value for key, value in materialization.metadata.items()}
+    assert (metadata["claimed"], metadata["documents_indexed"], metadata["documents_failed"]) == (5, 4, 1)
+    assert metadata["lease_lost"] == 0 and metadata["batches_touched"] == 1 and metadata["chunks"] > 0
+    assert "docs_per_second" in metadata
+    assert instance.get_latest_materialization_event(materialization.asset_key) is not None
     assert batch(conn, report.batch_id)["status"] == "completed_with_errors"
 
 
 def test_drain_job_fails_clearly_when_the_database_is_down(instance):
     down = {"database": DatabaseResource(database_url="postgresql://postgres@127.0.0.1:1/nope"),
             "processing": ProcessingResource()}
-    result = ingest_documents.execute_in_process(instance=instance, resources=down, raise_on_error=False)
+    result = resolved_job("ingest_documents", down).execute_in_process(instance=instance, raise_on_error=False)
     assert not result.success
     [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     assert "ingestion database unavailable" in failure.event_specific_data.error.message
@@ -92,3 +106,32 @@ def test_janitor_expires_refreshes_and_cleans_but_spares_open_documents(instance
     assert document(conn, abandoned["busy"][0])["status"] == "indexed"
     assert step_metadata(result, "expire_stale_leases")["expired"] == 1
     assert step_metadata(result, "cleanup_abandoned_generations")["generations"] == 1
+    # its last step reports the asset checks: all pass once the janitor has done its work
+    assert check_results(result) == {name: (True, check_results(result)[name][1]) for name in DESCRIPTIONS}
+
+
+def test_checks_job_reports_a_stale_lease_in_the_words_of_ingest_health(instance, resources, conn, db_url):
+    from ingestion_pipeline.cli import main as ingest
+
+    checks = resolved_job("check_document_index", resources)
+    healthy = check_results(checks.execute_in_process(instance=instance))
+    assert set(healthy) == set(DESCRIPTIONS) and all(passed for passed, _ in healthy.values())
+
+    _, job_id = seed_job(conn)
+    IngestionRpc(conn).claim("worker-1")
+    make_lease_stale(conn, job_id)
+    sick = check_results(checks.execute_in_process(instance=instance))
+    passed, message = sick["no_stale_leases"]
+    assert not passed and message.startswith("1 job(s) hold a lease past its deadline")
+    assert all(passed for name, (passed, _) in sick.items() if name != "no_stale_leases")
+    record = instance.event_log_storage.get_latest_asset_check_execution_by_key(
+        [next(iter(checks.asset_layer.asset_graph.asset_check_keys))])
+    assert record  # stored, so the UI shows it
+
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert ingest(["health", "--database-url", db_url]) == 1
+    assert f"needs action: {message}" in out.getvalue()

@@ -6,7 +6,7 @@ import pytest
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.orchestration.jobs import ingest_documents, refresh_batch_status
 from ingestion_pipeline.orchestration.schedules import janitor_schedule
-from ingestion_pipeline.orchestration.sensors import batch_status_sensor, import_batch_sensor
+from ingestion_pipeline.orchestration.sensors import batch_status_sensor, failed_drain_run_sensor, import_batch_sensor
 from tests.helpers import batch, index_document, seed_batch, seed_job
 
 
@@ -31,7 +31,7 @@ def test_batch_sensor_requests_runs_scaled_by_depth_and_advances_its_cursor(inst
     first = tick(import_batch_sensor, instance, resources)
     assert [r.run_key for r in first.run_requests] == ["drain-1-0", "drain-1-1", "drain-1-2"]  # ceil(5/2), cap 3
     assert first.cursor == "1"
-    assert first.run_requests[0].run_config["ops"]["drain_queue"]["config"]["max_jobs"] == 2
+    assert first.run_requests[0].run_config["ops"]["document_index"]["config"]["max_jobs"] == 2
 
     again = tick(import_batch_sensor, instance, resources, cursor=None)
     assert [r.run_key for r in again.run_requests] == [r.run_key for r in first.run_requests]  # same tick: same keys
@@ -93,3 +93,24 @@ def test_janitor_schedule_runs_the_janitor_every_ten_minutes(instance, minute, n
     context = dg.build_schedule_context(instance=instance, scheduled_execution_time=first)
     [request] = janitor_schedule.evaluate_tick(context).run_requests
     assert request.job_name in (None, janitor_schedule.job_name)
+
+
+def test_a_failed_drain_run_is_recorded_on_the_asset(instance):
+    from ingestion_pipeline.definitions import make_definitions
+    from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
+
+    down = make_definitions(DatabaseResource(database_url="postgresql://postgres@127.0.0.1:1/nope"),
+                            ProcessingResource()).resolve_job_def("ingest_documents")
+    result = down.execute_in_process(instance=instance, raise_on_error=False)
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.event_type_value == "PIPELINE_FAILURE"]
+
+    context = dg.build_run_status_sensor_context(
+        sensor_name=failed_drain_run_sensor.name, dagster_instance=instance, dagster_run=result.dagster_run,
+        dagster_event=failure).for_run_failure()
+    failed_drain_run_sensor(context)
+
+    [record] = instance.fetch_observations(dg.AssetKey("document_index"), limit=10).records
+    observation = record.asset_observation
+    assert observation.metadata["failed_run_id"].value == result.run_id
+    assert f"drain run {result.run_id[:8]} failed" in observation.description

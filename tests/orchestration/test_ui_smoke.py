@@ -1,75 +1,70 @@
-"""`ingest ui` really starts Dagster (webserver + daemon) on the embedded server, and the UI
-lists the job, both sensors and the schedule. Everything started is stopped."""
+"""Dagster started the two ways users start it, on a scratch embedded server:
 
-import json
+- plain `dagster dev` in the checkout with no environment set (the first thing a Dagster
+  user types) loads the location with the asset, its checks, the jobs, sensors and schedule;
+- SIGINT to `ingest ui`'s pid (not its group) stops every process it started.
+Everything started is stopped."""
+
+from __future__ import annotations
+
 import os
 import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-from pathlib import Path
+
+import psutil
 
 from ingestion_pipeline.db import embedded
-
-ROOT = Path(__file__).resolve().parents[2]
-QUERY = """{ workspaceOrError { ... on Workspace { locationEntries { name locationOrLoadError {
-  __typename ... on RepositoryLocation { repositories { name jobs { name } sensors { name } schedules { name } } }
-  ... on PythonError { message } } } } } }"""
+from tests.orchestration.live_dagster import BIN, ROOT, LiveDagster, clean_env, port_open
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def gone(processes: list[psutil.Process], timeout: float = 10) -> list[int]:
+    """The pids still alive (zombies count as gone) after waiting up to `timeout`."""
+    def alive(process: psutil.Process) -> bool:
+        try:
+            return process.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + timeout
+    while any(alive(p) for p in processes) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return [p.pid for p in processes if alive(p)]
 
 
-def graphql(port: int) -> dict | None:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": QUERY}).encode(),
-                                     headers={"Content-Type": "application/json"})
+def test_plain_dagster_dev_in_the_checkout_loads_the_location(tmp_path):
+    before = set(ROOT.glob(".tmp_dagster_home_*"))
+    env = clean_env(tmp_path / "data")
+    live = LiveDagster.start([str(BIN / "dagster"), "dev"], env=env, log_path=tmp_path / "dev.log")
     try:
-        with urllib.request.urlopen(request, timeout=5) as response:
-            return json.loads(response.read())
-    except OSError:
-        return None
-
-
-def loaded_repositories(answer: dict | None) -> list[dict]:
-    entries = ((answer or {}).get("data") or {}).get("workspaceOrError", {}).get("locationEntries") or []
-    location = entries[0].get("locationOrLoadError") if entries else None
-    if location and location["__typename"] == "PythonError":
-        raise AssertionError(f"code location failed to load: {location['message']}")
-    return (location or {}).get("repositories") or []
-
-
-def test_ingest_ui_lists_jobs_sensors_and_schedule(tmp_path):
-    port = free_port()
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("INGEST_", "DAGSTER_")) and k != "DATABASE_URL"}
-    env["INGEST_DATA_DIR"] = str(tmp_path / "data")
-    log = (tmp_path / "ui.log").open("w")
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "ingest"), "ui", "--port", str(port)], cwd=ROOT,
-                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 180
-        repositories = []
-        while not repositories:
-            assert proc.poll() is None, (tmp_path / "ui.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "Dagster UI did not come up: " + (tmp_path / "ui.log").read_text()[-3000:]
-            repositories = loaded_repositories(graphql(port))
-            time.sleep(0.5)
-        [repository] = repositories
-        assert "ingest_documents" in {job["name"] for job in repository["jobs"]}
-        assert {s["name"] for s in repository["sensors"]} == {"import_batch_sensor", "batch_status_sensor"}
+        repository = live.repository()
+        assert [node["assetKey"]["path"] for node in repository["assetNodes"]] == [["document_index"]]
+        assert {job["name"] for job in repository["jobs"]} >= {"ingest_documents", "check_document_index",
+                                                                "janitor", "refresh_batch_status"}
+        assert {s["name"] for s in repository["sensors"]} == {"import_batch_sensor", "batch_status_sensor",
+                                                              "failed_drain_run_sensor"}
         assert [s["name"] for s in repository["schedules"]] == ["janitor_schedule"]
     finally:
-        os.killpg(proc.pid, signal.SIGINT)
+        os.killpg(live.proc.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole group
         try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
+            live.proc.wait(timeout=60)
+        finally:
+            live.kill_everything()
+            embedded.stop(tmp_path / "data")
+    assert set(ROOT.glob(".tmp_dagster_home_*")) == before  # dagster dev removed its temporary home
+
+
+def test_sigint_to_ingest_ui_stops_every_process_it_started(tmp_path):
+    live = LiveDagster.start([str(BIN / "ingest"), "ui"], env=clean_env(tmp_path / "data"),
+                             log_path=tmp_path / "ui.log")
+    try:
+        family = psutil.Process(live.proc.pid).children(recursive=True)
+        assert len(family) >= 3
+        live.proc.send_signal(signal.SIGINT)  # the pid only: Dagster runs in a process group of its own
+        assert live.proc.wait(timeout=90) == 0
+        assert gone(family) == []
+        assert not port_open(live.port)
+    finally:
+        if live.proc.poll() is None:
+            live.kill_everything()
         embedded.stop(tmp_path / "data")
     assert (tmp_path / "data" / "dagster" / "dagster.yaml").exists()

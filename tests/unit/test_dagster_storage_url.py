@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy.dialects.postgresql.psycopg2 import PGDialect_psycopg2
 from sqlalchemy.engine import make_url
 
-from ingestion_pipeline.cli.dagster_ui import sqlalchemy_url
+from ingestion_pipeline.orchestration.instance import sqlalchemy_url
 
 URLS = [
     "postgresql://u:p@db.example.com:6543/app?sslmode=verify-full&sslrootcert=/etc/ssl/ca%20root.pem",

@@ -1,0 +1,125 @@
+"""The daemon path end to end: `ingest ui` (webserver + daemon) against a scratch embedded
+server; a folder is enqueued and nothing but Dagster works on it. The sensor must request
+the drain runs, the runs must materialize `document_index`, a check run must report over
+GraphQL, and SIGTERM to `ingest ui` must leave no process and no open port behind.
+
+Tests in this module share one running instance and run in file order."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+
+import psutil
+import pytest
+
+from ingestion_pipeline.db import embedded
+from tests.browser import DAGSTER_DISMISSED_POPUPS, Browser
+from tests.orchestration.live_dagster import BIN, ROOT, LiveDagster, clean_env, port_open
+from tests.orchestration.test_ui_smoke import gone
+
+MATERIALIZATIONS = """query ($key: AssetKeyInput!) { assetNodeOrError(assetKey: $key) { ... on AssetNode {
+  assetMaterializations(limit: 20) { runId metadataEntries { label ... on IntMetadataEntry { intValue } } }
+  assetChecksOrError { ... on AssetChecks { checks { name executionForLatestMaterialization {
+    status runId evaluation { success description } } } } } } } }"""
+RUNS = """query ($job: String!) { runsOrError(filter: {pipelineName: $job}) { ... on Runs { results {
+  runId status tags { key value } } } } }"""
+LAUNCH = """mutation ($job: String!) { launchRun(executionParams: {selector: {repositoryLocationName:
+  "ingestion_pipeline", repositoryName: "__repository__", jobName: $job}}) {
+  __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }"""
+INDEX = {"path": ["document_index"]}
+CHECKS = ("schema_matches_migrations", "no_stuck_batches", "counts_match_rows", "no_stale_leases",
+          "pending_jobs_fresh")
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("daemon")
+    data = folder / "data"
+    env = clean_env(data, INGEST_IMPORT_SENSOR_INTERVAL_SECONDS="2", INGEST_BATCH_SENSOR_INTERVAL_SECONDS="2")
+    server = LiveDagster.start([str(BIN / "ingest"), "ui"], env=env, log_path=folder / "ui.log")
+    server.env, server.folder = env, folder
+    try:
+        yield server
+    finally:
+        if server.proc.poll() is None:
+            server.kill_everything()
+        embedded.stop(data)
+
+
+def ingest(live, *args: str) -> dict:
+    done = subprocess.run([str(BIN / "ingest"), *args, "--json"], cwd=ROOT, env=live.env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)
+
+
+def test_the_sensor_drains_an_enqueued_folder_and_the_asset_records_it(live):
+    batch_id = ingest(live, "enqueue", str(ROOT / "samples"))["batch_id"]
+
+    def finished():
+        [batch] = ingest(live, "status", "--batch", batch_id)["batches"]
+        return batch if batch["status"] in ("completed", "completed_with_errors", "failed") else None
+
+    batch = live.wait_for("the batch to complete through sensor-requested runs", finished, timeout=240)
+    assert (batch["status"], batch["completed"]) == ("completed", 4)
+
+    def finished_runs():
+        runs = live.graphql(RUNS, {"job": "ingest_documents"})["runsOrError"]["results"]
+        done = runs and all(run["status"] in ("SUCCESS", "FAILURE", "CANCELED") for run in runs)
+        return runs if done else None
+
+    runs = live.wait_for("the drain runs to end", finished_runs, timeout=120)
+    assert all(run["status"] == "SUCCESS" for run in runs), [(r["runId"][:8], r["status"]) for r in runs]
+    assert all({"key": "dagster/sensor_name", "value": "import_batch_sensor"} in run["tags"] for run in runs)
+
+    node = live.graphql(MATERIALIZATIONS, {"key": INDEX})["assetNodeOrError"]
+    indexed = sum(entry.get("intValue") or 0 for m in node["assetMaterializations"] for entry in m["metadataEntries"]
+                  if entry["label"] == "documents_indexed")
+    assert {m["runId"] for m in node["assetMaterializations"]} <= {run["runId"] for run in runs}
+    assert indexed == 4
+
+
+def test_a_check_run_reports_its_results_over_graphql(live):
+    launched = live.graphql(LAUNCH, {"job": "check_document_index"})["launchRun"]
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    run_id = launched["run"]["runId"]
+
+    def checks_of_that_run():
+        node = live.graphql(MATERIALIZATIONS, {"key": INDEX})["assetNodeOrError"]
+        checks = node["assetChecksOrError"]["checks"]
+        executions = [c["executionForLatestMaterialization"] for c in checks]
+        done = all(e and e["runId"] == run_id and e["status"] in ("SUCCEEDED", "FAILED") for e in executions)
+        return checks if done else None
+
+    checks = live.wait_for("the check run's results", checks_of_that_run, timeout=180)
+    results = {c["name"]: c["executionForLatestMaterialization"] for c in checks}
+    assert set(results) == set(CHECKS)
+    assert all(r["status"] == "SUCCEEDED" and r["evaluation"]["success"] for r in results.values()), results
+    assert results["schema_matches_migrations"]["evaluation"]["description"].startswith("no drift")
+
+
+def test_the_ui_renders_the_asset_its_checks_and_both_sensors(live, chromium):
+    base = f"http://127.0.0.1:{live.port}"
+    with Browser() as browser:
+        browser.open(f"{base}/assets/document_index?view=checks", local_storage=DAGSTER_DISMISSED_POPUPS)
+        text = browser.wait_for_text("document_index", *CHECKS, timeout=90)
+        browser.screenshot(live.folder / "asset-checks.png")
+        assert "Join the Dagster community" not in text
+
+        browser.open(f"{base}/automation")
+        browser.wait_for_text("import_batch_sensor", "batch_status_sensor", "failed_drain_run_sensor",
+                              "janitor_schedule", timeout=90)
+        browser.screenshot(live.folder / "automation.png")
+    assert (live.folder / "asset-checks.png").stat().st_size > 10_000
+
+
+def test_sigterm_to_ingest_ui_leaves_no_process_and_no_open_port(live):
+    family = psutil.Process(live.proc.pid).children(recursive=True)
+    assert len(family) >= 3  # dagster dev, its webserver and daemon, code servers
+    live.proc.send_signal(signal.SIGTERM)  # the pid only, as `kill` and service managers do
+    assert live.proc.wait(timeout=90) == 0  # a requested, graceful stop
+
+    assert gone(family) == []
+    assert not port_open(live.port)
