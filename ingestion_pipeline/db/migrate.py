@@ -13,18 +13,27 @@ Safety rules, all checked before anything is applied (so a refused run changes n
 Each file runs in its own transaction together with its ledger row. A file whose first
 line is `-- ingest:no-transaction` runs outside a transaction (for `CREATE INDEX
 CONCURRENTLY`); it is split into statements on lines ending in `;`, so it must not hold
-dollar-quoted bodies. Its `CREATE/DROP INDEX CONCURRENTLY` (and `REINDEX … CONCURRENTLY`)
-statements run without the lock_timeout (they never queue writers; the timeout would only
-abort their wait for older transactions). When a `CREATE INDEX CONCURRENTLY` fails, the
+dollar-quoted bodies. Its statements run without the migrator's lock_timeout: `CREATE/DROP
+INDEX CONCURRENTLY` (and `REINDEX … CONCURRENTLY`) never queue writers, and the timeout
+would only abort their wait for older transactions. When a `CREATE INDEX CONCURRENTLY` fails, the
 INVALID index it leaves is dropped; and the file is recorded only when every index it
-creates is valid (an `IF NOT EXISTS` rerun would skip an INVALID leftover). The whole run
-holds a session advisory lock: two migrators never interleave, and the second one finds
-nothing left to do.
+creates is valid (an `IF NOT EXISTS` rerun would skip an INVALID leftover).
+
+Two migrators never interleave, and the second one finds nothing left to do: a second
+connection holds a transaction-scoped advisory lock in an open transaction for the whole
+run. A migrator that finds the lock taken tries again every LOCK_POLL_SECONDS instead of
+waiting in the server (a waiting statement holds a snapshot, which a running `CREATE INDEX
+CONCURRENTLY` would wait for: both would hang). Nothing relies on session state (no session-level lock or SET; the lock_timeout is
+transaction-local), so `migrate` also works through a transaction-mode pooler, where
+consecutive transactions may run on different server connections (the pool needs two
+server connections for it). A server whose idle_in_transaction_session_timeout is shorter
+than the run would end the lock holder's transaction: the run then stops with an error.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import time
 from collections.abc import Callable
@@ -39,10 +48,13 @@ from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.db.queries import query, sql_text
 from ingestion_pipeline.errors import MigrationError
 
+log = logging.getLogger(__name__)
+
 LOCK_KEY = 72_410_193_001  # arbitrary, fixed: identifies "ingest db migrate" in pg_locks
 # A migration that waits for a table lock queues every later writer behind it (the whole
 # job queue stalls); give up instead and say so.
 LOCK_TIMEOUT = "10s"
+LOCK_POLL_SECONDS = 0.5
 NO_TRANSACTION_MARKER = "-- ingest:no-transaction"
 FILENAME = re.compile(r"^(?P<version>\d{14})_(?P<name>[a-z0-9_]+)\.sql$")
 NOT_MIGRATIONS = {"schema.sql"}  # generated snapshot kept beside the migrations
@@ -193,28 +205,46 @@ def migrate(
     target: str | None = None,
     on_apply: Callable[[MigrationFile, int], None] | None = None,
 ) -> Plan:
-    """Apply pending migrations (up to `target` inclusive) under the advisory lock."""
+    """Apply pending migrations (up to `target` inclusive) under the migration lock."""
     files = discover(folder or default_migrations_dir())
     _check_target(target)
-    with connect(url) as conn:
-        conn.execute(query("migration_lock"), {"key": LOCK_KEY})
-        try:
-            conn.execute(query("migration_lock_timeout"), {"timeout": LOCK_TIMEOUT})
-            # Read and check under the lock: another migrator may have just finished.
-            applied = read_ledger(conn)
-            result = Plan(applied=applied, pending=_up_to(pending_after_checks(files, applied), target),
-                          ahead=ahead_of(files, applied))
-            if result.pending:
-                conn.execute(sql_text("ledger.sql"))
-            for migration in result.pending:
-                duration_ms = _apply(conn, migration)
-                result.newly_applied.append(migration)
-                if on_apply:
-                    on_apply(migration, duration_ms)
-            return result
-        finally:
-            if not conn.closed and not conn.broken:
-                conn.execute(query("migration_unlock"), {"key": LOCK_KEY})
+    with connect(url) as conn, connect(url, autocommit=False) as holder:
+        _take_lock(holder)  # held until the holder's transaction ends, with the connection
+        # Read and check under the lock: another migrator may have just finished.
+        applied = read_ledger(conn)
+        result = Plan(applied=applied, pending=_up_to(pending_after_checks(files, applied), target),
+                      ahead=ahead_of(files, applied))
+        if result.pending:
+            conn.execute(sql_text("ledger.sql"))
+        for migration in result.pending:
+            duration_ms = _apply(conn, migration)
+            _still_locked(holder, migration)
+            result.newly_applied.append(migration)
+            if on_apply:
+                on_apply(migration, duration_ms)
+        return result
+
+
+def _take_lock(holder: psycopg.Connection) -> None:
+    statement = psycopg.sql.SQL(query("migration_lock")).format(key=psycopg.sql.Literal(LOCK_KEY))
+    while not holder.execute(statement).fetchone()["locked"]:
+        holder.rollback()  # hold no transaction (and no snapshot) between tries
+        _lock_busy()
+        time.sleep(LOCK_POLL_SECONDS)
+
+
+def _lock_busy() -> None:
+    """Called before each retry while another migrator runs (tests observe it)."""
+    log.info("another migrator holds the migration lock; trying again in %ss", LOCK_POLL_SECONDS)
+
+
+def _still_locked(holder: psycopg.Connection, migration: MigrationFile) -> None:
+    """The holder's transaction (and so the lock) must have lasted through the file."""
+    try:
+        holder.execute("select 1")
+    except psycopg.Error as exc:
+        raise MigrationError(f"the migration lock was lost while {migration.path.name} ran (it is applied; the "
+                             f"run stops): {_brief(exc)}") from exc
 
 
 def _check_target(target: str | None) -> None:
@@ -232,6 +262,7 @@ def _apply(conn: psycopg.Connection, migration: MigrationFile) -> int:
     try:
         if migration.transactional:
             with conn.transaction():
+                conn.execute(query("migration_lock_timeout"), {"timeout": LOCK_TIMEOUT})
                 # No parameters: psycopg sends the file with the simple query protocol,
                 # so it may hold many statements and dollar-quoted function bodies.
                 conn.execute(migration.sql)
@@ -248,10 +279,7 @@ def _apply_without_transaction(conn: psycopg.Connection, migration: MigrationFil
     statements = split_statements(migration)
     for number, statement in enumerate(statements, start=1):
         try:
-            if CONCURRENT_INDEX.match(_code(statement)):
-                _without_lock_timeout(conn, statement)
-            else:
-                conn.execute(statement)
+            conn.execute(statement)
         except psycopg.Error as exc:
             stayed = f"statements 1..{number - 1} stay applied" if number > 1 else "nothing before it ran"
             raise MigrationError(
@@ -265,7 +293,7 @@ def _apply_without_transaction(conn: psycopg.Connection, migration: MigrationFil
 # CREATE/DROP INDEX CONCURRENTLY and REINDEX ... CONCURRENTLY take SHARE UPDATE EXCLUSIVE,
 # which never blocks the queue's writers, and then wait for older transactions; the short
 # lock_timeout (meant for locks that queue writers behind the migrator) would abort those
-# waits and leave an INVALID index. They run with no lock_timeout.
+# waits and leave an INVALID index. The lock_timeout is set only inside transactional files.
 CONCURRENT_INDEX = re.compile(r"^\s*(create\s+(unique\s+)?index|drop\s+index|reindex\s+(\(.*?\)\s*)?\w+)\s+"
                               r"concurrently\b", re.IGNORECASE | re.DOTALL)
 CREATE_INDEX = re.compile(
@@ -280,15 +308,6 @@ def _code(statement: str) -> str:
     while lines and (not lines[0].strip() or lines[0].strip().startswith("--")):
         lines.pop(0)
     return "\n".join(lines)
-
-
-def _without_lock_timeout(conn: psycopg.Connection, statement) -> None:
-    conn.execute(query("migration_lock_timeout"), {"timeout": "0"})
-    try:
-        conn.execute(statement)
-    finally:
-        if not conn.closed and not conn.broken:
-            conn.execute(query("migration_lock_timeout"), {"timeout": LOCK_TIMEOUT})
 
 
 def _index_validity(conn: psycopg.Connection, statement: str) -> tuple[str, str, bool] | None:
@@ -312,7 +331,7 @@ def _drop_invalid_index(conn: psycopg.Connection, statement: str) -> str:
         found = _index_validity(conn, statement)
         if not found or found[2]:
             return ""
-        _without_lock_timeout(conn, psycopg.sql.SQL("drop index concurrently if exists {}").format(
+        conn.execute(psycopg.sql.SQL("drop index concurrently if exists {}").format(
             psycopg.sql.Identifier(found[0], found[1])))
     except psycopg.Error as exc:
         if not found:

@@ -6,11 +6,13 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from ingestion_pipeline.db import migrate
 from ingestion_pipeline.db.connection import connect
 from tests.helpers import batch
 from tests.pooler import pgbouncer
@@ -66,3 +68,43 @@ def test_enqueue_and_drain_a_folder_through_the_pooler(pooler, db_url, conn, tmp
     assert "prepared statement" not in drained.stderr
     final = batch(conn, batch_id)
     assert (final["status"], final["completed_files"], final["open_files"]) == ("completed", 120, 0)
+
+
+def test_migrate_through_the_pooler_applies_everything_and_leaves_no_session_state(empty_db_url):
+    """`ingest db migrate` needs no session: its lock is held by an open transaction and its
+    lock_timeout is transaction-local, so nothing leaks onto the pooler's server connections."""
+    with pgbouncer(empty_db_url) as pooler:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("INGEST_")}
+        env["DATABASE_URL"] = pooler.url()
+        first = subprocess.run([str(INGEST), "db", "migrate"], env=env, capture_output=True, text=True, timeout=300)
+        assert first.returncode == 0, first.stdout + first.stderr
+        again = subprocess.run([str(INGEST), "db", "migrate"], env=env, capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0 and "applied" not in again.stdout.replace("already applied", "")
+        clients = [connect(pooler.url()) for _ in range(8)]
+        try:
+            assert {c.execute("show lock_timeout").fetchone()["lock_timeout"] for c in clients} == {"0"}
+        finally:
+            for client in clients:
+                client.close()
+    with connect(empty_db_url) as conn:
+        applied = [r["version"] for r in conn.execute("select version from ingest_schema_migrations order by 1")]
+        held = conn.execute("select count(*) as n from pg_locks where locktype = 'advisory'").fetchone()["n"]
+    assert applied == [f.version for f in migrate.discover(migrate.default_migrations_dir())]
+    assert held == 0
+
+
+def test_two_migrators_through_the_pooler_apply_each_file_once(empty_db_url, monkeypatch):
+    from tests.migration.test_migrate import BusyMigrators
+
+    busy = BusyMigrators(monkeypatch)
+    with pgbouncer(empty_db_url) as pooler, connect(empty_db_url) as barrier:
+        barrier.execute("select pg_advisory_lock(%s)", (migrate.LOCK_KEY,))  # both migrators find it taken
+        results: list = []
+        threads = [threading.Thread(target=lambda: results.append(migrate.migrate(pooler.url()))) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        busy.wait_for(2)
+        barrier.execute("select pg_advisory_unlock(%s)", (migrate.LOCK_KEY,))
+        for thread in threads:
+            thread.join(120)
+    assert sorted(len(r.newly_applied) for r in results) == [0, len(migrate.discover(migrate.default_migrations_dir()))]

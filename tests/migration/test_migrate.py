@@ -7,6 +7,7 @@ how many times each file's SQL really ran (independently of the ledger).
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from pathlib import Path
 
@@ -309,30 +310,56 @@ def test_cli_dry_run_prints_pending_and_changes_nothing(empty_db_url, tmp_path, 
         assert conn.execute("select to_regclass('public.ingest_schema_migrations') is null as none").fetchone()["none"]
 
 
-def waiting_advisory_locks(conn) -> int:
-    return conn.execute(
-        "select count(*) as n from pg_locks where locktype = 'advisory' and not granted "
-        "and database = (select oid from pg_database where datname = current_database())"
-    ).fetchone()["n"]
+class BusyMigrators:
+    """Which threads found the migration lock taken (migrate._lock_busy is their report)."""
 
+    def __init__(self, monkeypatch):
+        self.threads: set[int] = set()
+        monkeypatch.setattr(migrate, "LOCK_POLL_SECONDS", 0.05)
+        monkeypatch.setattr(migrate, "_lock_busy", lambda: self.threads.add(threading.get_ident()))
 
-def test_two_concurrent_migrators_apply_each_file_once(empty_db_url, migrations_dir):
-    three_files(migrations_dir)
-    with connect(empty_db_url) as holder:
-        holder.execute("select pg_advisory_lock(%s)", (migrate.LOCK_KEY,))
-        first = Background(lambda: migrate.migrate(empty_db_url, migrations_dir))
-        second = Background(lambda: migrate.migrate(empty_db_url, migrations_dir))
-        deadline = time.monotonic() + 15
-        while waiting_advisory_locks(holder) < 2:
-            assert time.monotonic() < deadline, "both migrators never waited on the migration lock"
+    def wait_for(self, count: int, timeout: float = 15) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.threads) < count:
+            assert time.monotonic() < deadline, "the migrators never found the migration lock taken"
             time.sleep(0.01)
-        assert versions(empty_db_url) == []  # nothing ran while the lock was held
+
+
+def run_two_migrators_behind_the_lock(url, migrations_dir, monkeypatch) -> list:
+    busy = BusyMigrators(monkeypatch)
+    with connect(url) as holder:
+        holder.execute("select pg_advisory_lock(%s)", (migrate.LOCK_KEY,))
+        first = Background(lambda: migrate.migrate(url, migrations_dir))
+        second = Background(lambda: migrate.migrate(url, migrations_dir))
+        busy.wait_for(2)
+        assert versions(url) == []  # nothing ran while the lock was held
         holder.execute("select pg_advisory_unlock(%s)", (migrate.LOCK_KEY,))
-        results = [first.join(), second.join()]
+        for run in (first, second):
+            run.thread.join(60)
+            assert not run.thread.is_alive(), "a migrator hung"
+        return [first.join(), second.join()]
+
+
+def test_two_concurrent_migrators_apply_each_file_once(empty_db_url, migrations_dir, monkeypatch):
+    three_files(migrations_dir)
+    results = run_two_migrators_behind_the_lock(empty_db_url, migrations_dir, monkeypatch)
 
     assert versions(empty_db_url) == [V1, V2, V3]
     assert sorted(len(r.newly_applied) for r in results) == [0, 3]
     assert effects(empty_db_url) == [V1, V2, V3]
+
+
+def test_a_waiting_migrator_does_not_hang_the_running_ones_concurrent_index_build(
+        empty_db_url, migrations_dir, monkeypatch):
+    """CREATE INDEX CONCURRENTLY waits for every transaction holding an older snapshot. A
+    migrator waiting in the server for the lock (pg_advisory_lock) holds one while it waits
+    for the running migrator, whose build waits for it: both hang. Waiting migrators poll."""
+    write(migrations_dir, V1, "create_a")
+    (migrations_dir / f"{V2}_index_a.sql").write_text(
+        "-- ingest:no-transaction\ncreate index concurrently if not exists a_id_desc on create_a (id desc);\n")
+    results = run_two_migrators_behind_the_lock(empty_db_url, migrations_dir, monkeypatch)
+    assert sorted(len(r.newly_applied) for r in results) == [0, 2]
+    assert versions(empty_db_url) == [V1, V2]
 
 
 def test_lock_is_released_after_a_failed_run(empty_db_url, migrations_dir):

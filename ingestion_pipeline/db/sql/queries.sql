@@ -2,15 +2,18 @@
 -- ingestion_pipeline/db/queries.py loads them. Parameters are server-side bound.
 
 -- name: migration_lock
--- Session-level: two migrators never interleave, even across hosts.
-select pg_advisory_lock(%(key)s);
+-- Two migrators never interleave, even across hosts. Transaction-scoped (held by an open
+-- transaction of its own connection): safe through a transaction-mode pooler, and released
+-- by the server however the migrator ends. Tried, never waited for: a statement waiting
+-- for the lock holds a snapshot, and CREATE INDEX CONCURRENTLY in the running migrator
+-- waits for every older snapshot, so a waiting migrator would hang the running one. The
+-- key is formatted in as a literal: with no parameters no portal keeps a snapshot open
+-- after the statement, and the holder must hold none.
+select pg_try_advisory_xact_lock({key}) as locked;
 
 -- name: migration_lock_timeout
--- Set after the advisory lock is held (that wait must not time out).
-select set_config('lock_timeout', %(timeout)s, false);
-
--- name: migration_unlock
-select pg_advisory_unlock(%(key)s);
+-- Transaction-local: set inside each migration's transaction, never on the session.
+select set_config('lock_timeout', %(timeout)s, true);
 
 -- name: ledger_exists
 select to_regclass('public.ingest_schema_migrations') is not null as present;
