@@ -13,6 +13,8 @@ import sys
 import warnings
 from pathlib import Path
 
+from dotenv import dotenv_values
+
 from ingestion_pipeline.cli import documents
 from ingestion_pipeline.cli.common import add_database_url
 from ingestion_pipeline.cli.process_group import run_process_group
@@ -54,7 +56,11 @@ def dagster_environment(settings: Settings, root: Path) -> dict[str, str]:
     home = (settings.data_dir / "dagster").resolve()
     home.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(root / "dagster.yaml", home / "dagster.yaml")
-    env = {"DAGSTER_HOME": str(home), "INGEST_DATA_DIR": str(settings.data_dir.resolve())}
+    # Dagster runs in DAGSTER_HOME, where the checkout's .env is out of reach: pass its
+    # variables on (the process environment still wins, as it does for `ingest`).
+    env = {key: value for key, value in dotenv_values(root / ".env").items()
+           if value is not None and key not in os.environ}
+    env.update({"DAGSTER_HOME": str(home), "INGEST_DATA_DIR": str(settings.data_dir.resolve())})
     if settings.database_url:
         env["DATABASE_URL"] = settings.database_url
     return env

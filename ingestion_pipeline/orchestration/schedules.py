@@ -10,5 +10,6 @@ janitor_schedule = dg.ScheduleDefinition(
     job=janitor,
     cron_schedule=get_settings().janitor_cron,
     default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="Expire stale leases, refresh stuck batches, clean abandoned generations.",
+    description="Expire stale leases, refresh stuck batches, clean abandoned generations, report the checks of "
+                "document_index.",
 )

@@ -59,8 +59,8 @@ def queue_checks(health: QueueHealth, max_pending_age_seconds: int) -> list[Inde
                    {"batch_counter_drift": drifted, "count_mismatches": mismatched,
                     "indexed_without_generation": ungenerated}),
         IndexCheck("no_stale_leases", health.stale_leases == 0,
-                   f"{health.stale_leases} job(s) hold a lease past its deadline (run the janitor: `ingest "
-                   "janitor` or the Dagster janitor job; check for dead workers)" if health.stale_leases
+                   f"{health.stale_leases} job(s) hold a lease past its deadline (dead workers? a running "
+                   "worker reclaims jobs with attempts left; the janitor, `ingest janitor`, fails final attempts)" if health.stale_leases
                    else "no stale leases", {"stale_leases": health.stale_leases}),
         IndexCheck("pending_jobs_fresh", age is None or age < max_pending_age_seconds,
                    "no pending job" if age is None else
