@@ -47,6 +47,9 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("DATABASE_URL", "INGEST_DATABASE_URL"),
         description="PostgreSQL URL; unset means the embedded server under data_dir.",
     )
+    # A direct (session-keeping) URL of the same database, for what a transaction-mode pooler
+    # cannot carry: Dagster's own storage sets session parameters. Supabase gives both URLs.
+    direct_database_url: str | None = Field(default=None, description="Direct URL when DATABASE_URL is a pooler.")
     data_dir: Path = Field(default_factory=find_data_dir,
                            description="Embedded server and local state (default: the nearest .ingest).")
     pool_min_size: int = Field(default=1, ge=0)
@@ -81,7 +84,7 @@ class Settings(BaseSettings):
     cleanup_batch_size: int = Field(default=100, ge=1)
     max_file_bytes: int = Field(default=50 * 1024 * 1024, ge=1)
 
-    @field_validator("database_url")
+    @field_validator("database_url", "direct_database_url")
     @classmethod
     def _parseable_url(cls, value: str | None) -> str | None:
         if value is None or not value.strip():

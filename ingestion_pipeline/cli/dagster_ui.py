@@ -19,7 +19,7 @@ from ingestion_pipeline.cli import documents
 from ingestion_pipeline.cli.common import add_database_url
 from ingestion_pipeline.cli.process_group import run_process_group
 from ingestion_pipeline.db import migrate as migrator
-from ingestion_pipeline.db.connection import resolve_database_url
+from ingestion_pipeline.db.connection import direct_database_url, resolve_database_url
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.enqueue import enqueue_paths
 from ingestion_pipeline.errors import IngestError
@@ -63,12 +63,14 @@ def dagster_environment(settings: Settings, root: Path) -> dict[str, str]:
     env.update({"DAGSTER_HOME": str(home), "INGEST_DATA_DIR": str(settings.data_dir.resolve())})
     if settings.database_url:
         env["DATABASE_URL"] = settings.database_url
+    if settings.direct_database_url:
+        env["INGEST_DIRECT_DATABASE_URL"] = settings.direct_database_url
     return env
 
 
 def cmd_ui(args, settings: Settings) -> int:
     root = checkout_root()
-    migrator.migrate(resolve_database_url(settings))
+    migrator.migrate(direct_database_url(settings))
     env = {**os.environ, **dagster_environment(settings, root), "PYTHONWARNINGS": QUIET_WARNINGS}
     dagster = Path(sys.executable).parent / "dagster"
     command = [str(dagster), "dev", "-w", str(root / "workspace.yaml"), "-h", args.host, "-p", str(args.port)]
@@ -81,7 +83,7 @@ def cmd_demo(args, settings: Settings) -> int:
     root = checkout_root()
     url = resolve_database_url(settings)
     settings = settings.model_copy(update={"database_url": url})
-    for migration in migrator.migrate(url).newly_applied:
+    for migration in migrator.migrate(direct_database_url(settings)).newly_applied:
         print(f"applied {migration.path.name}")
     with migrated_pool(settings) as pool:
         report = enqueue_paths(pool, [args.samples], max_bytes=settings.max_file_bytes, batch_name="demo samples")

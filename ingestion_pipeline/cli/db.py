@@ -8,7 +8,7 @@ from ingestion_pipeline.cli import operations
 from ingestion_pipeline.cli.common import add_database_url
 from ingestion_pipeline.db import embedded
 from ingestion_pipeline.db import migrate as migrator
-from ingestion_pipeline.db.connection import connect, redact, resolve_database_url
+from ingestion_pipeline.db.connection import connect, direct_database_url, redact, resolve_database_url
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.tables import render_table
@@ -71,7 +71,7 @@ def cmd_db_status(args, settings: Settings) -> int:
 
 
 def cmd_db_migrate(args, settings: Settings) -> int:
-    url = resolve_database_url(settings)
+    url = direct_database_url(settings)
     if args.dry_run:
         plan = migrator.plan(url, target=args.target)
         _print_plan(plan)

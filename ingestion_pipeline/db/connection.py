@@ -18,6 +18,22 @@ def resolve_database_url(settings: Settings) -> str:
     return embedded.start(settings.data_dir)
 
 
+def direct_database_url(settings: Settings) -> str:
+    """For what is better without a pooler in between (migrations, Dagster's own storage):
+    INGEST_DIRECT_DATABASE_URL when set, otherwise the usual URL."""
+    return settings.direct_database_url or resolve_database_url(settings)
+
+
+def through_pooler(conn: psycopg.Connection) -> bool:
+    """True when a pooler or proxy sits between us and the server. PgBouncer (and poolers
+    like it) answer the connection's startup themselves, with a backend key of their own:
+    the pid the connection was given is not the pid of the server process running our
+    statements."""
+    row = conn.execute("select pg_backend_pid() as pid").fetchone()
+    pid = row["pid"] if isinstance(row, dict) else row[0]
+    return pid != conn.info.backend_pid
+
+
 def redact(url: str) -> str:
     """The URL without its password, for messages and logs."""
     try:

@@ -12,7 +12,8 @@ from pathlib import Path
 from psycopg_pool import ConnectionPool
 
 from ingestion_pipeline.db import migrate as migrator
-from ingestion_pipeline.db.connection import make_pool, resolve_database_url
+from ingestion_pipeline.db.connection import connect, make_pool, resolve_database_url, through_pooler
+from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.settings import Settings
 
@@ -39,8 +40,27 @@ def require_migrated(url: str, folder: Path | None = None) -> None:
 def migrated_pool(settings: Settings, application_name: str = "ingest") -> Iterator[ConnectionPool]:
     url = resolve_database_url(settings)
     require_migrated(url)
+    require_connections(url, settings.pool_max_size)
     pool = make_pool(url, settings, application_name=application_name)
     try:
         yield pool
     finally:
         pool.close()
+
+
+def require_connections(url: str, needed: int) -> None:
+    """Refuses to start a pool that may need more connections than the server has free.
+    Behind a pooler the server's slots are the pooler's to share (its pool size bounds
+    them), so nothing is checked there."""
+    with connect(url) as conn:
+        if through_pooler(conn):
+            log.info("connected through a pooler: the connection budget is the pooler's")
+            return
+        budget = conn.execute(query("connection_budget")).fetchone()
+    free = budget["max_connections"] - budget["reserved"] - budget["in_use"] + 1  # +1: this check's own
+    if needed > free:
+        raise IngestError(
+            f"not enough database connections: this process may open {needed} (INGEST_POOL_MAX_SIZE) but the "
+            f"server has {max(free, 0)} free (max_connections {budget['max_connections']}, {budget['reserved']} "
+            f"reserved, {budget['in_use'] - 1} in use): lower INGEST_POOL_MAX_SIZE, run fewer workers, raise "
+            "max_connections, or connect through a pooler")

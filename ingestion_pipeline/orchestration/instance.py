@@ -4,8 +4,11 @@ finds its database, so that plain `dagster dev` works with nothing set.
 The checkout's dagster.yaml names `PipelineDagsterStorage`. Its database is, in order:
 - `DAGSTER_PG_URL`, written any way a user writes it (`postgresql://`, `postgres://`,
   `postgresql+psycopg2://`, or libpq's key=value form);
-- otherwise a `dagster` database on the pipeline's server: DATABASE_URL's, or the embedded
-  server under INGEST_DATA_DIR (started if needed), created on first use.
+- otherwise a `dagster` database on the pipeline's server, created on first use:
+  INGEST_DIRECT_DATABASE_URL's, else DATABASE_URL's, else the embedded server under
+  INGEST_DATA_DIR (started if needed).
+Dagster's storage sets session parameters (statement_timeout) on its connections, which a
+transaction-mode pooler would hand on to other clients: through a pooler it is refused.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import psycopg
 from dagster_postgres import DagsterPostgresStorage
 from psycopg import sql
 
-from ingestion_pipeline.db.connection import connect, resolve_database_url
+from ingestion_pipeline.db.connection import connect, direct_database_url, through_pooler
+from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.settings import load_settings
 
 DAGSTER_DATABASE = "dagster"
@@ -44,7 +48,8 @@ class PipelineDagsterStorage(DagsterPostgresStorage):
 def dagster_storage_url() -> str:
     """The SQLAlchemy URL of Dagster's storage. Resolved once per process and environment:
     Dagster builds the storage several times while it loads an instance."""
-    key = (os.environ.get("DAGSTER_PG_URL"), os.environ.get("DATABASE_URL"), os.environ.get("INGEST_DATA_DIR"))
+    key = tuple(os.environ.get(name) for name in ("DAGSTER_PG_URL", "INGEST_DIRECT_DATABASE_URL", "DATABASE_URL",
+                                                   "INGEST_DATA_DIR"))
     if key not in _resolved:
         _resolved[key] = _resolve_storage_url()
     return _resolved[key]
@@ -54,8 +59,13 @@ def _resolve_storage_url() -> str:
     given = os.environ.get("DAGSTER_PG_URL", "").strip()
     if given:
         return normalise_url(given)
-    pipeline_url = resolve_database_url(load_settings())
+    pipeline_url = direct_database_url(load_settings())
     with connect(pipeline_url) as conn:
+        if through_pooler(conn):
+            raise IngestError(
+                "Dagster's storage needs a direct connection (it sets session parameters, which a "
+                "transaction-mode pooler would pass on to other clients): set INGEST_DIRECT_DATABASE_URL to "
+                "the server's direct URL (Supabase: the direct connection string), or DAGSTER_PG_URL")
         exists = conn.execute("select 1 from pg_database where datname = %s", (DAGSTER_DATABASE,)).fetchone()
         if not exists:
             try:

@@ -27,6 +27,14 @@ order by version;
 insert into public.ingest_schema_migrations (version, name, checksum, transactional, duration_ms)
 values (%(version)s, %(name)s, %(checksum)s, %(transactional)s, %(duration_ms)s);
 
+-- name: connection_budget
+-- What a new client may still open: max_connections less the slots reserved for superusers
+-- (and, from PostgreSQL 16, for roles with pg_use_reserved_connections) less those in use.
+select current_setting('max_connections')::int as max_connections,
+       current_setting('superuser_reserved_connections')::int
+         + coalesce(nullif(current_setting('reserved_connections', true), '')::int, 0) as reserved,
+       (select count(*) from pg_catalog.pg_stat_activity where backend_type = 'client backend')::int as in_use;
+
 -- name: server_version
 select current_setting('server_version') as version, current_database() as database;
 
