@@ -7,7 +7,7 @@ records one materialization with what it indexed."""
 import dagster as dg
 import psycopg
 
-from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.errors import DatabaseUnavailable, IngestError
 from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
 from ingestion_pipeline.worker import Worker, WorkerReport
 
@@ -30,9 +30,11 @@ def document_index(context: dg.AssetExecutionContext, config: DrainConfig, datab
                             concurrency=config.concurrency, embedder=processing.make_embedder(),
                             chunking=processing.chunking())
             report = worker.run(drain=True, max_jobs=config.max_jobs)
-    except (IngestError, psycopg.OperationalError) as exc:
+    except (DatabaseUnavailable, psycopg.OperationalError) as exc:
         # Infrastructure, not a document: the run fails, with the reason in one line.
         raise dg.Failure(description=f"ingestion database unavailable: {exc}", allow_retries=True) from None
+    except IngestError as exc:  # e.g. pending migrations, or a pool the server has no room for
+        raise dg.Failure(description=str(exc), allow_retries=False) from None
     context.log.info(drain_summary(report))
     return dg.MaterializeResult(metadata=drain_metadata(report))
 

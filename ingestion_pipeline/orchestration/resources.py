@@ -10,7 +10,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from ingestion_pipeline.db.connection import connect, resolve_database_url
-from ingestion_pipeline.db.ready import migrated_pool
+from ingestion_pipeline.db.ready import migrated_pool, require_migrated
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.processing import ChunkingOptions, Embedder, get_embedder
 from ingestion_pipeline.settings import Settings, load_settings
@@ -38,10 +38,12 @@ class DatabaseResource(dg.ConfigurableResource):
 
     @contextmanager
     def rpc(self) -> Iterator[IngestionRpc]:
-        """One connection, for the cheap calls of sensors and the janitor."""
+        """One connection, for the cheap calls of sensors, checks and the janitor; refuses a
+        database with pending migrations (IngestError naming `ingest db migrate`)."""
         settings = self.settings()
-        conn: psycopg.Connection = connect(resolve_database_url(settings),
-                                           timeout=settings.connect_timeout_seconds)
+        url = resolve_database_url(settings)
+        require_migrated(url)
+        conn: psycopg.Connection = connect(url, timeout=settings.connect_timeout_seconds)
         with conn:
             yield IngestionRpc(conn, stale_after_seconds=settings.stale_after_seconds)
 

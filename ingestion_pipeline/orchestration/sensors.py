@@ -9,6 +9,8 @@ import warnings
 
 import dagster as dg
 
+from ingestion_pipeline.db.models import SensorState
+from ingestion_pipeline.errors import DatabaseUnavailable, IngestError
 from ingestion_pipeline.orchestration.assets import INDEX_KEY
 from ingestion_pipeline.orchestration.jobs import DRAIN_TAG, ingest_documents, refresh_batch_status
 from ingestion_pipeline.orchestration.resources import DatabaseResource
@@ -34,6 +36,18 @@ def _next_cursor(context: dg.SensorEvaluationContext) -> int:
     return int(context.cursor or 0) + 1
 
 
+def queue_state(database: DatabaseResource) -> SensorState | dg.SkipReason:
+    """The queue as the sensors see it, or why they cannot look (shown on the tick). An
+    unreachable database stays an error: a red tick is what an operator must notice."""
+    try:
+        with database.rpc() as rpc:
+            return rpc.sensor_state()
+    except DatabaseUnavailable:
+        raise
+    except IngestError as exc:  # e.g. pending migrations: `dagster dev` before `ingest db migrate`
+        return dg.SkipReason(f"the ingestion database is not ready: {exc}")
+
+
 def active_drain_runs(instance: dg.DagsterInstance) -> int:
     return len(instance.get_run_ids(
         filters=dg.RunsFilter(job_name=ingest_documents.name, statuses=ACTIVE_STATUSES), limit=100))
@@ -43,8 +57,9 @@ def active_drain_runs(instance: dg.DagsterInstance) -> int:
            description="Requests drain runs while jobs are claimable, scaled by queue depth up to a cap.")
 def import_batch_sensor(context: dg.SensorEvaluationContext, database: DatabaseResource):
     settings = database.settings()
-    with database.rpc() as rpc:
-        state = rpc.sensor_state()
+    state = queue_state(database)
+    if isinstance(state, dg.SkipReason):
+        return state
     if state.claimable == 0:
         return dg.SkipReason(f"nothing claimable ({state.pending_later} waiting for a retry time, "
                              f"{state.processing} in progress)")
@@ -66,8 +81,10 @@ def import_batch_sensor(context: dg.SensorEvaluationContext, database: DatabaseR
 @dg.sensor(job=refresh_batch_status, minimum_interval_seconds=SETTINGS.batch_sensor_interval_seconds, default_status=dg.DefaultSensorStatus.RUNNING,
            description="Refreshes batches still pending/processing although all their jobs are terminal.")
 def batch_status_sensor(context: dg.SensorEvaluationContext, database: DatabaseResource):
-    with database.rpc() as rpc:
-        stuck = rpc.sensor_state().stuck_batch_ids
+    state = queue_state(database)
+    if isinstance(state, dg.SkipReason):
+        return state
+    stuck = state.stuck_batch_ids
     if not stuck:
         return dg.SkipReason("every batch's status agrees with its jobs")
     tick = _next_cursor(context)

@@ -114,3 +114,23 @@ def test_a_failed_drain_run_is_recorded_on_the_asset(instance):
     observation = record.asset_observation
     assert observation.metadata["failed_run_id"].value == result.run_id
     assert f"drain run {result.run_id[:8]} failed" in observation.description
+
+
+def test_sensors_skip_with_the_reason_when_the_database_is_not_migrated(instance, empty_db_url):
+    """Plain `dagster dev` before `ingest db migrate`: each tick says what to do."""
+    from ingestion_pipeline.orchestration.resources import DatabaseResource
+
+    resources = {"database": DatabaseResource(database_url=empty_db_url)}
+    for sensor in (import_batch_sensor, batch_status_sensor):
+        result = tick(sensor, instance, resources)
+        assert isinstance(result, dg.SkipReason)
+        assert "pending migration(s)" in result.skip_message and "ingest db migrate" in result.skip_message
+
+
+def test_sensors_raise_when_the_database_is_down(instance):
+    from ingestion_pipeline.errors import DatabaseUnavailable
+    from ingestion_pipeline.orchestration.resources import DatabaseResource
+
+    resources = {"database": DatabaseResource(database_url="postgresql://postgres@127.0.0.1:1/nope")}
+    with pytest.raises(DatabaseUnavailable):
+        tick(import_batch_sensor, instance, resources)
