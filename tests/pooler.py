@@ -49,20 +49,21 @@ def _free_port() -> int:
 
 
 @contextmanager
-def pgbouncer(db_url: str) -> Iterator[Pooler]:
-    """Start PgBouncer (transaction mode) in front of the database of `db_url`. Its files
+def pgbouncer(db_url: str, **settings: object) -> Iterator[Pooler]:
+    """Start PgBouncer (transaction mode) in front of the database of `db_url`; `settings`
+    are more lines of its [pgbouncer] section (e.g. server_login_retry=1). Its files
     live in a folder of their own under /tmp: PgBouncer refuses to run as root, so it runs
     as another user, who cannot enter pytest's private tmp_path."""
     folder = Path(tempfile.mkdtemp(prefix="ingest-pgbouncer-"))
     try:
-        with _running(db_url, folder) as pooler:
+        with _running(db_url, folder, settings) as pooler:
             yield pooler
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextmanager
-def _running(db_url: str, folder: Path) -> Iterator[Pooler]:
+def _running(db_url: str, folder: Path, settings: dict[str, object]) -> Iterator[Pooler]:
     binary = pgbouncer_binary()
     target = psycopg.conninfo.conninfo_to_dict(db_url)
     host, dbname, user = target.get("host") or "127.0.0.1", target["dbname"], target.get("user") or "postgres"
@@ -86,7 +87,7 @@ max_client_conn = 200
 ignore_startup_parameters = extra_float_digits
 logfile = {folder / "pgbouncer.log"}
 pidfile = {folder / "pgbouncer.pid"}
-""")
+""" + "".join(f"{key} = {value}\n" for key, value in settings.items()))
     for path in folder.iterdir():
         path.chmod(0o666)
     command = [binary, str(config)]
