@@ -93,7 +93,11 @@ pidfile = {folder / "pgbouncer.pid"}
     command = [binary, str(config)]
     if os.geteuid() == 0:
         command[1:1] = ["-u", EMBEDDED_USER if _user_exists(EMBEDDED_USER) else "nobody"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # Its output goes to a file, never to a pipe: in the foreground PgBouncer writes every
+    # log line to stderr too, and once a pipe nobody reads holds 64 KB (a few hundred client
+    # logins) it blocks in write() and stops serving.
+    with (folder / "pgbouncer.out").open("wb") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
     pooler = Pooler(port, dbname, user)
     try:
         _wait_until_it_answers(pooler, process, folder)
@@ -121,8 +125,8 @@ def _wait_until_it_answers(pooler: Pooler, process: subprocess.Popen, folder: Pa
     while True:
         if process.poll() is not None:
             log = (folder / "pgbouncer.log").read_text() if (folder / "pgbouncer.log").exists() else ""
-            raise RuntimeError(f"pgbouncer exited ({process.returncode}): "
-                               f"{process.stdout.read().decode(errors='replace')} {log}")
+            output = (folder / "pgbouncer.out").read_text(errors="replace")
+            raise RuntimeError(f"pgbouncer exited ({process.returncode}): {output} {log}")
         try:
             with psycopg.connect(pooler.url(), connect_timeout=2) as conn:
                 conn.execute("select 1")
