@@ -141,6 +141,14 @@ def empty_db_url(pg_server: PgServer) -> Iterator[str]:
 class Schema:
     url: str
     hardened: bool
+    # The server itself when `url` goes through a pooler (tests/race/test_fences_through_pooler.py):
+    # for connections that need a session or a backend of their own (lock barriers, observers
+    # of pg_blocking_pids). None when `url` is the server.
+    server_url: str | None = None
+
+    @property
+    def direct_url(self) -> str:
+        return self.server_url or self.url
 
 
 @pytest.fixture(params=["pre_hardening", "head"])
@@ -213,8 +221,8 @@ def open_connections() -> Iterator[list[psycopg.Connection]]:
 
 @pytest.fixture
 def new_conn(open_connections):
-    def make(url: str, autocommit: bool = True) -> psycopg.Connection:
-        connection = connect(url, autocommit=autocommit)
+    def make(url: str, autocommit: bool = True, **kwargs) -> psycopg.Connection:
+        connection = connect(url, autocommit=autocommit, **kwargs)
         open_connections.append(connection)
         return connection
 

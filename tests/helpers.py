@@ -146,6 +146,29 @@ def wait_until_blocked(observer: psycopg.Connection, pid: int, by: int | None = 
     raise AssertionError(f"backend {pid} never blocked{f' on {by}' if by else ''}")
 
 
+def wait_until_client_blocked(observer: psycopg.Connection, application_name: str, by: int | None = None,
+                              timeout: float = 15.0) -> None:
+    """Wait until the statement of the client connected as `application_name` is blocked on
+    a lock (held by backend `by`, when given), on whichever backend runs it: behind a
+    transaction-mode pooler that is the server connection the pooler hands the client for
+    this transaction, not the one its earlier pg_backend_pid() answered from (PgBouncer sets
+    the client's application_name on it). `observer` must reach the server itself, in the
+    same database; idle server connections that served the client before keep its name but
+    are never blocked.
+
+    This observes a state the test forced; it does not decide an ordering."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rows = observer.execute("select pg_blocking_pids(pid) as b from pg_stat_activity "
+                                "where application_name = %s and datname = current_database()",
+                                (application_name,)).fetchall()
+        blockers = {pid for row in rows for pid in row["b"]}
+        if blockers and (by is None or by in blockers):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"client {application_name!r} never blocked{f' on {by}' if by else ''}")
+
+
 class Background:
     """Run a call in a thread and keep its result or exception for join()."""
 

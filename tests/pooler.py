@@ -49,20 +49,21 @@ def _free_port() -> int:
 
 
 @contextmanager
-def pgbouncer(db_url: str) -> Iterator[Pooler]:
-    """Start PgBouncer (transaction mode) in front of the database of `db_url`. Its files
+def pgbouncer(db_url: str, **settings: object) -> Iterator[Pooler]:
+    """Start PgBouncer (transaction mode) in front of the database of `db_url`; `settings`
+    are more lines of its [pgbouncer] section (e.g. server_login_retry=1). Its files
     live in a folder of their own under /tmp: PgBouncer refuses to run as root, so it runs
     as another user, who cannot enter pytest's private tmp_path."""
     folder = Path(tempfile.mkdtemp(prefix="ingest-pgbouncer-"))
     try:
-        with _running(db_url, folder) as pooler:
+        with _running(db_url, folder, settings) as pooler:
             yield pooler
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextmanager
-def _running(db_url: str, folder: Path) -> Iterator[Pooler]:
+def _running(db_url: str, folder: Path, settings: dict[str, object]) -> Iterator[Pooler]:
     binary = pgbouncer_binary()
     target = psycopg.conninfo.conninfo_to_dict(db_url)
     host, dbname, user = target.get("host") or "127.0.0.1", target["dbname"], target.get("user") or "postgres"
@@ -86,13 +87,17 @@ max_client_conn = 200
 ignore_startup_parameters = extra_float_digits
 logfile = {folder / "pgbouncer.log"}
 pidfile = {folder / "pgbouncer.pid"}
-""")
+""" + "".join(f"{key} = {value}\n" for key, value in settings.items()))
     for path in folder.iterdir():
         path.chmod(0o666)
     command = [binary, str(config)]
     if os.geteuid() == 0:
         command[1:1] = ["-u", EMBEDDED_USER if _user_exists(EMBEDDED_USER) else "nobody"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # Its output goes to a file, never to a pipe: in the foreground PgBouncer writes every
+    # log line to stderr too, and once a pipe nobody reads holds 64 KB (a few hundred client
+    # logins) it blocks in write() and stops serving.
+    with (folder / "pgbouncer.out").open("wb") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
     pooler = Pooler(port, dbname, user)
     try:
         _wait_until_it_answers(pooler, process, folder)
@@ -120,8 +125,8 @@ def _wait_until_it_answers(pooler: Pooler, process: subprocess.Popen, folder: Pa
     while True:
         if process.poll() is not None:
             log = (folder / "pgbouncer.log").read_text() if (folder / "pgbouncer.log").exists() else ""
-            raise RuntimeError(f"pgbouncer exited ({process.returncode}): "
-                               f"{process.stdout.read().decode(errors='replace')} {log}")
+            output = (folder / "pgbouncer.out").read_text(errors="replace")
+            raise RuntimeError(f"pgbouncer exited ({process.returncode}): {output} {log}")
         try:
             with psycopg.connect(pooler.url(), connect_timeout=2) as conn:
                 conn.execute("select 1")

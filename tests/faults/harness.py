@@ -235,8 +235,13 @@ def embedded_data_dir(url: str) -> Path | None:
 
 
 class WorkerFleet:
-    def __init__(self, url: str, folder: Path, size: int):
+    """Worker processes on `worker_url` (default `url`: the server itself; a pooler's URL
+    puts every worker connection behind it, while the harness, the janitor and the checker
+    keep to `url`)."""
+
+    def __init__(self, url: str, folder: Path, size: int, worker_url: str | None = None):
         self.url, self.folder, self.size = url, folder, size
+        self.worker_url = worker_url or url
         install_deletion_audit(url)
         self.processes: dict[str, subprocess.Popen] = {}
         self.count = 0
@@ -250,7 +255,7 @@ class WorkerFleet:
         label = f"w{self.count}"
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         self.processes[label] = subprocess.Popen(
-            [sys.executable, "-m", "tests.faults.worker_process", self.url, str(self.history(label)), label,
+            [sys.executable, "-m", "tests.faults.worker_process", self.worker_url, str(self.history(label)), label,
              str(slow_seconds), str(stall_seconds), str(stalls_armed), stall_points], cwd=ROOT, env=env,
             stdout=subprocess.DEVNULL, stderr=(self.folder / f"{label}.err").open("w"))
         return label
@@ -264,6 +269,12 @@ class WorkerFleet:
 
     def histories(self) -> list[Path]:
         return sorted(self.folder.glob("w*.jsonl"))
+
+    @property
+    def pooled(self) -> bool:
+        """The workers reach the server through a pooler: the server connections that carry
+        a worker's application_name outlive it (idle, the pooler's) after it is gone."""
+        return self.worker_url != self.url
 
     def alive(self) -> list[str]:
         return [label for label, proc in self.processes.items() if proc.poll() is None]
@@ -360,13 +371,17 @@ def _final_attempt_jobs(conn) -> dict[str, list[dict]]:
     return held
 
 
-def _wait_backends_gone(url: str, label: str, timeout: float = 5.0) -> None:
+def _wait_backends_gone(url: str, label: str, timeout: float = 5.0, pooled: bool = False) -> None:
     """A SIGKILLed client's backends finish the statement in flight (an autocommit call
-    commits) and then exit: wait for that, so the job rows show the kill's outcome."""
+    commits) and then exit: wait for that, so the job rows show the kill's outcome. Behind
+    a pooler (`pooled`) the server connections it used stay, idle, with its
+    application_name: wait for those in a statement or a transaction (the pooler closes a
+    server connection whose client left it mid-transaction)."""
+    busy = " and state is distinct from 'idle'" if pooled else ""
     deadline = time.monotonic() + timeout
     with connect(url) as conn:
         while time.monotonic() < deadline and conn.execute(
-                "select count(*) as n from pg_stat_activity where application_name = %s",
+                "select count(*) as n from pg_stat_activity where application_name = %s" + busy,
                 (f"fault-{label}",)).fetchone()["n"]:
             time.sleep(0.05)
 
@@ -402,7 +417,7 @@ def final_attempt_kill(url: str, fleet: WorkerFleet, stats: ChaosStats, rng: ran
         stats.kills += 1
         fleet.start()
         stats.restarts += 1
-        _wait_backends_gone(url, victim)
+        _wait_backends_gone(url, victim, pooled=fleet.pooled)
         with connect(url) as conn:
             still = [str(job["id"]) for job in held[victim] if conn.execute(
                 "select status = 'processing' and lease_token is not distinct from %s as held "
@@ -509,17 +524,19 @@ def _replace_exited(fleet: WorkerFleet, stats: ChaosStats, workers: int) -> None
 def run_faults(url: str, folder: Path, *, documents: int, workers: int = 3, batches: int = 4,
                chaos_seconds: float = 30, drain_timeout: float = 120, seed: int = 7,
                refill: bool = False, faults=FAULTS, server: ServerControl | None = None,
-               final_attempt_every: int = FINAL_ATTEMPT_EVERY) -> ChaosStats:
+               final_attempt_every: int = FINAL_ATTEMPT_EVERY, worker_url: str | None = None) -> ChaosStats:
     """Seed, start the fleet, apply chaos for `chaos_seconds`, then let everything drain.
     The first faults are FIRST_FAULTS (those among `faults`), so even a short run has each.
     `server` restarts the database (found from the URL when not given: the embedded
-    server is restarted, any other has every backend of the database terminated)."""
+    server is restarted, any other has every backend of the database terminated).
+    `worker_url` is where the worker processes connect (default `url`; e.g. a pooler in
+    front of it): the seeding, the faults, the janitor and the checks use `url`."""
     rng = random.Random(seed)
     install_deletion_audit(url)
     if server is None and "server_restart" in faults:
         server = ServerControl.for_url(url)
     seed_documents(url, documents, batches, final_attempt_every=final_attempt_every)
-    fleet = WorkerFleet(url, folder, workers)
+    fleet = WorkerFleet(url, folder, workers, worker_url=worker_url)
     stats = ChaosStats()
     for _ in range(workers):
         fleet.start()

@@ -7,7 +7,18 @@ also have exercised a fence (a zombie came back and was refused), a final-attemp
 janitor must have run without an error: a run that never tests them proves nothing. The
 workers acknowledge in bulk statements (each item logged as its own call) and renew all
 their leases in one heartbeat statement; the batch counters must equal the job rows at the
-end and never have needed the janitor's recount."""
+end and never have needed the janitor's recount.
+
+It runs twice: with the worker processes connected to the server, and with every
+connection of theirs through a real PgBouncer in transaction mode (tests/pooler.py), where
+the harness, its faults, the janitor and the checker stay on the server. Behind the pooler
+the faults are the pooler's outages: a backend termination ends the server connections
+that carry the worker's application_name (the one serving it, and idle ones it used last),
+a server restart ends all of them (PgBouncer reconnects; its clients see an error only for
+a statement or transaction in flight on one), and a SIGKILL leaves the pooler to close its
+server connection if it was mid-transaction."""
+
+import pytest
 
 from ingestion_pipeline.db.connection import connect
 from tests.faults.checker import check
@@ -18,14 +29,30 @@ from tests.faults.harness import (
     open_jobs,
     run_faults,
 )
+from tests.pooler import pgbouncer
 
 DOCUMENTS = 800
 MIN_JANITOR_PASSES = 10
+# PgBouncer waits server_login_retry (15 s by default) after a failed server login before it
+# tries again, its clients waiting meanwhile: once the restarted server is back, within a
+# second here, so that the bounded run's chaos goes on after the restart.
+POOLER_SETTINGS = {"server_login_retry": 1}
 
 
-def test_chaos_loses_no_job_and_corrupts_no_index(db_url, pg_server, tmp_path):
+@pytest.fixture(params=["direct", "pgbouncer"])
+def worker_url(request, db_url):
+    """Where the worker processes connect: the server itself, or a PgBouncer in transaction
+    mode in front of it."""
+    if request.param == "direct":
+        yield db_url
+        return
+    with pgbouncer(db_url, **POOLER_SETTINGS) as pooler:
+        yield pooler.url()
+
+
+def test_chaos_loses_no_job_and_corrupts_no_index(db_url, worker_url, pg_server, tmp_path):
     stats = run_faults(db_url, tmp_path, documents=DOCUMENTS, workers=3, batches=4, chaos_seconds=15,
-                       drain_timeout=90)
+                       drain_timeout=90, worker_url=worker_url)
     report = check(db_url, stats.histories)
     outcomes = final_attempt_outcomes(db_url, stats.final_attempt_jobs)
     counts = (f"zombie_refusals={report.stats['zombie_refusals']} final_attempt_outcomes={outcomes} "

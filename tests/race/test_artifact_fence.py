@@ -46,12 +46,12 @@ def copy_chunk(conn, document_id, generation_id, ordinal: int = LATE_ORDINAL) ->
 
 @contextmanager
 def as_worker_role(conn):
-    """What the worker's database role may do (it has INSERT on the artifact tables)."""
-    conn.execute("set role ingestion_worker")
-    try:
+    """What the worker's database role may do (it has INSERT on the artifact tables). The
+    role is the transaction's (`set local`): behind a transaction-mode pooler a session's
+    `set role` would stay on a server connection other clients get next."""
+    with conn.transaction():
+        conn.execute("set local role ingestion_worker")
         yield
-    finally:
-        conn.execute("reset role")
 
 
 def insert_chunk_as_worker_role(conn, document_id, generation_id, ordinal: int = LATE_ORDINAL) -> None:

@@ -21,7 +21,7 @@ from tests.helpers import (
     seed_batch,
     seed_job,
     snapshot,
-    wait_until_blocked,
+    wait_until_client_blocked,
     write_artifacts,
 )
 
@@ -221,14 +221,16 @@ def test_a_final_attempt_is_never_dead_lettered_between_commit_and_complete(toke
     # (its last lock); the janitor skips the job it holds.
     batch_id, claim, generation_id = final_attempt_build(rpc, conn, "W2")
     make_lease_stale(conn, claim.job_id)
-    blocker = new_conn(token_schema.url, autocommit=False)
+    # The barrier and its observer reach the server itself; the worker is known by its
+    # application_name (through a pooler its statement runs on a server connection it is
+    # handed for the call, tests/race/test_fences_through_pooler.py).
+    blocker = new_conn(token_schema.direct_url, autocommit=False)
     blocker.execute("select 1 from import_batches where id = %s for no key update", (batch_id,))
-    worker = new_conn(token_schema.url)
-    worker_pid = backend_pid(worker)
+    worker = new_conn(token_schema.url, application_name="in-flight-W2")
     in_flight = Background(lambda: IngestionRpc(worker).commit_and_complete(
         claim.job_id, claim.document_id, generation_id, worker_id="W2", lease_token=claim.lease_token,
         batch_id=batch_id))
-    wait_until_blocked(conn, worker_pid, by=backend_pid(blocker))
+    wait_until_client_blocked(new_conn(token_schema.direct_url), "in-flight-W2", by=backend_pid(blocker))
     assert IngestionRpc(new_conn(token_schema.url)).expire_stale().expired == 0
     blocker.rollback()
     assert in_flight.join().ok
