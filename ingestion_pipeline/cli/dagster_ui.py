@@ -1,19 +1,17 @@
-"""`ingest ui` (Dagster webserver + daemon) and `ingest demo` (the whole loop, in process).
+"""`ingest ui` (Dagster webserver + daemon: `dg dev` in the checkout) and `ingest demo`
+(the whole loop, in process).
 
-Both use one persistent Dagster instance: DAGSTER_HOME is <INGEST_DATA_DIR>/dagster with
-the checkout's dagster.yaml, whose storage is PostgreSQL (orchestration/instance.py), so
-the demo's run and its materialization are in the UI when it opens."""
+Both use the checkout's dagster.yaml: Dagster's storage is PostgreSQL and its step logs are
+under <INGEST_DATA_DIR>/dagster (orchestration/instance.py), so the demo's run and its
+materialization are in the UI when it opens, however the UI was started."""
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
 import sys
 import warnings
 from pathlib import Path
-
-from dotenv import dotenv_values
 
 from ingestion_pipeline.cli import documents
 from ingestion_pipeline.cli.common import add_database_url
@@ -26,13 +24,9 @@ from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.tables import render_table
 
-# A warning a user of `ingest ui` can do nothing about: `dagster dev` says `dg dev`
-# supersedes it (PYTHONWARNINGS matches the start of the message).
-QUIET_WARNINGS = "ignore:Function `dev_command` is superseded"
-
 
 def register(commands) -> None:
-    ui = commands.add_parser("ui", help="run the Dagster UI and daemon (dagster dev) on this pipeline")
+    ui = commands.add_parser("ui", help="migrate, then run the Dagster UI and daemon (dg dev) on this pipeline")
     ui.add_argument("--port", type=int, default=3000, help="webserver port (default 3000)")
     ui.add_argument("--host", default="127.0.0.1", help="webserver host (default 127.0.0.1)")
     add_database_url(ui)
@@ -46,21 +40,15 @@ def register(commands) -> None:
 
 def checkout_root() -> Path:
     root = Path.cwd()
-    if not (root / "workspace.yaml").exists() or not (root / "dagster.yaml").exists():
-        raise IngestError("run this from the project folder (it needs workspace.yaml and dagster.yaml)")
+    if not (root / "pyproject.toml").exists() or not (root / "dagster.yaml").exists():
+        raise IngestError("run this from the project folder (it needs pyproject.toml and dagster.yaml)")
     return root
 
 
-def dagster_environment(settings: Settings, root: Path) -> dict[str, str]:
-    """What Dagster's processes need to find the same instance and databases as we do."""
-    home = (settings.data_dir / "dagster").resolve()
-    home.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(root / "dagster.yaml", home / "dagster.yaml")
-    # Dagster runs in DAGSTER_HOME, where the checkout's .env is out of reach: pass its
-    # variables on (the process environment still wins, as it does for `ingest`).
-    env = {key: value for key, value in dotenv_values(root / ".env").items()
-           if value is not None and key not in os.environ}
-    env.update({"DAGSTER_HOME": str(home), "INGEST_DATA_DIR": str(settings.data_dir.resolve())})
+def dagster_environment(settings: Settings) -> dict[str, str]:
+    """What Dagster's processes need to find the same databases and data folder as we do
+    (they run in the checkout, so its .env reaches them as it reaches `ingest`)."""
+    env = {"INGEST_DATA_DIR": str(settings.data_dir.resolve())}
     if settings.database_url:
         env["DATABASE_URL"] = settings.database_url
     if settings.direct_database_url:
@@ -71,12 +59,11 @@ def dagster_environment(settings: Settings, root: Path) -> dict[str, str]:
 def cmd_ui(args, settings: Settings) -> int:
     root = checkout_root()
     migrator.migrate(direct_database_url(settings))
-    env = {**os.environ, **dagster_environment(settings, root), "PYTHONWARNINGS": QUIET_WARNINGS}
-    dagster = Path(sys.executable).parent / "dagster"
-    command = [str(dagster), "dev", "-w", str(root / "workspace.yaml"), "-h", args.host, "-p", str(args.port)]
+    env = {**os.environ, **dagster_environment(settings)}
+    dg = Path(sys.executable).parent / "dg"
+    command = [str(dg), "dev", "--host", args.host, "--port", str(args.port)]
     print(f"Dagster UI on http://{args.host}:{args.port} (Ctrl-C stops it)", flush=True)
-    # Run from DAGSTER_HOME: `dagster dev` warns about a dagster.yaml in any other folder.
-    return run_process_group(command, env=env, cwd=env["DAGSTER_HOME"])
+    return run_process_group(command, env=env, cwd=root)
 
 
 def cmd_demo(args, settings: Settings) -> int:
@@ -89,8 +76,8 @@ def cmd_demo(args, settings: Settings) -> int:
         report = enqueue_paths(pool, [args.samples], max_bytes=settings.max_file_bytes, batch_name="demo samples")
     print(f"enqueued {len(report.files)} file(s) into batch {report.batch_id}")
     print(render_table(["result", "files"], sorted(report.counts.items())) + "\n")
-    os.environ.update(dagster_environment(settings, root))
-    run_id, metadata = _drain_with_dagster(settings)
+    os.environ.update(dagster_environment(settings))
+    run_id, metadata = _drain_with_dagster(settings, root)
     print(f"Dagster run {run_id[:8]} of ingest_documents materialized document_index:")
     print(render_table(["metric", "value"], [(key, getattr(value, "value", value)) for key, value in metadata.items()]))
     print()
@@ -101,11 +88,13 @@ def cmd_demo(args, settings: Settings) -> int:
     return 0
 
 
-def _drain_with_dagster(settings: Settings) -> tuple[str, dict]:
-    """One run of ingest_documents in this process, recorded in the persistent instance."""
+def _drain_with_dagster(settings: Settings, root: Path) -> tuple[str, dict]:
+    """One run of ingest_documents in this process, recorded in the instance the UI uses
+    (the checkout's dagster.yaml; local files under <INGEST_DATA_DIR>/dagster)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import dagster as dg
+        from dagster._core.instance.ref import InstanceRef
 
         from ingestion_pipeline.definitions import make_definitions
         from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
@@ -113,7 +102,8 @@ def _drain_with_dagster(settings: Settings) -> tuple[str, dict]:
         logging.getLogger("dagster").setLevel(logging.WARNING)
         job = make_definitions(DatabaseResource(database_url=settings.database_url),
                                ProcessingResource(embedder=settings.embedder)).resolve_job_def("ingest_documents")
-        with dg.DagsterInstance.get() as instance:
+        home = settings.data_dir.resolve() / "dagster"
+        with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home), config_dir=str(root))) as instance:
             result = job.execute_in_process(
                 instance=instance, raise_on_error=False,
                 run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})

@@ -18,6 +18,7 @@ import re
 from urllib.parse import quote, urlencode
 
 import psycopg
+from dagster._core.storage.local_compute_log_manager import LocalComputeLogManager
 from dagster_postgres import DagsterPostgresStorage
 from psycopg import sql
 
@@ -43,6 +44,22 @@ class PipelineDagsterStorage(DagsterPostgresStorage):
     @classmethod
     def from_config_value(cls, inst_data, config_value) -> PipelineDagsterStorage:
         return cls(postgres_url=dagster_storage_url(), inst_data=inst_data)
+
+
+class PipelineComputeLogManager(LocalComputeLogManager):
+    """Dagster's local step-log files, kept under the pipeline's data folder."""
+
+    @classmethod
+    def config_type(cls):
+        return {}
+
+    @classmethod
+    def from_config_value(cls, inst_data, config_value) -> PipelineComputeLogManager:
+        return cls(base_dir=str(compute_log_dir()), inst_data=inst_data)
+
+
+def compute_log_dir():
+    return load_settings().data_dir.resolve() / "dagster" / "compute_logs"
 
 
 def dagster_storage_url() -> str:

@@ -79,6 +79,8 @@ def test_the_sensor_drains_an_enqueued_folder_and_the_asset_records_it(live):
                   if entry["label"] == "documents_indexed")
     assert {m["runId"] for m in node["assetMaterializations"]} <= {run["runId"] for run in runs}
     assert indexed == 4
+    # the runs' step logs are kept with the pipeline's data, not in a temporary DAGSTER_HOME
+    assert any((live.folder / "data" / "dagster" / "compute_logs").rglob("*.err"))
 
 
 def test_a_check_run_reports_its_results_over_graphql(live):

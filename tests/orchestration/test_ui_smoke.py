@@ -67,4 +67,3 @@ def test_sigint_to_ingest_ui_stops_every_process_it_started(tmp_path):
         if live.proc.poll() is None:
             live.kill_everything()
         embedded.stop(tmp_path / "data")
-    assert (tmp_path / "data" / "dagster" / "dagster.yaml").exists()
