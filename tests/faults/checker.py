@@ -56,7 +56,8 @@ reads it as it reads those calls.
 Redeliveries (a job claimed more than once) are expected under faults and reported apart,
 as are the zombie refusals (`zombie_refusals`: a `lease_lost` answer, or an artifact write
 refused by the fence (IF001) or because its build was gone (23503), on a job another
-claim had taken since) and the janitor's calls and errors.
+claim had taken since or the janitor had dead-lettered since) and the janitor's calls and
+errors.
 
 A write (an RPC that changes state, or an artifact write) has lost its lease when a newer
 claim of its job had already returned when it began. With lease tokens that is exact: the
@@ -176,16 +177,18 @@ def _check_history(history: list[dict], report: Report) -> None:
             report.flag("double_completion", f"job {job_id} completed ok {count} times")
 
     claims_by_job = _claims_by_job(history)
+    expiries = _expiries(history)
     superseded = 0
     refusals = 0
     for entry in history:
         if not _is_write(entry):
             continue
         newer = _taken_over(entry, claims_by_job.get(entry["job_id"], []))
-        if entry["ok"] is False and newer is not None and (
+        gone = newer is not None or any(e["t1"] < entry["t0"] for e in expiries.get(entry["job_id"], []))
+        if entry["ok"] is False and gone and (
                 entry.get("sqlstate") in REFUSED_WRITES if entry["call"] == "write"
                 else entry.get("reason") == "lease_lost"):
-            refusals += 1  # a zombie came back and the database refused it
+            refusals += 1  # a zombie came back (reclaimed or dead-lettered since) and was refused
         if not entry["ok"] or newer is None:
             continue
         if entry.get("token") is not None:
@@ -199,7 +202,7 @@ def _check_history(history: list[dict], report: Report) -> None:
                         f"{newer['worker']} had claimed it")
     report.stats["superseded_token_writes"] = superseded
     report.stats["zombie_refusals"] = refusals
-    _check_writes_after_expiry(history, claims_by_job, report)
+    _check_writes_after_expiry(history, claims_by_job, expiries, report)
     for entry in history:
         if entry["call"] in COMMITS and entry["ok"] is False and entry.get("reason") == "generation_not_found":
             report.flag("generation_not_found", f"build of job {entry['job_id']} was deleted under an open job")
@@ -232,15 +235,21 @@ def _check_batch_repairs(history: list[dict], report: Report) -> None:
     report.stats["batch_repairs"] = repaired
 
 
-def _check_writes_after_expiry(history: list[dict], claims_by_job: dict[str, list[dict]], report: Report) -> None:
-    """The janitor dead-lettered a job (its expire_stale returned before the write began):
-    from then on no write of the claim it expired may be accepted. A later claim (after an
-    operator retry) began after the expiry did: its writes are its own."""
+def _expiries(history: list[dict]) -> dict[str, list[dict]]:
+    """The janitor's expire_stale calls that dead-lettered each job."""
     expiries: dict[str, list[dict]] = defaultdict(list)
     for entry in history:
         if entry["call"] == "expire_stale" and entry["ok"]:
             for job_id in entry.get("job_ids") or []:
                 expiries[str(job_id)].append(entry)
+    return expiries
+
+
+def _check_writes_after_expiry(history: list[dict], claims_by_job: dict[str, list[dict]],
+                               expiries: dict[str, list[dict]], report: Report) -> None:
+    """The janitor dead-lettered a job (its expire_stale returned before the write began):
+    from then on no write of the claim it expired may be accepted. A later claim (after an
+    operator retry) began after the expiry did: its writes are its own."""
     for entry in history:
         if not entry["ok"] or not _is_write(entry) or entry["job_id"] not in expiries:
             continue
