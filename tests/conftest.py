@@ -74,6 +74,21 @@ def _server_params() -> list[str]:
     return ["embedded", "external"] if TEST_DATABASE_URL else ["embedded"]
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """Tests marked `pooler` exercise PgBouncer and the client behind it, not the server: they
+    run once, on TEST_DATABASE_URL's server when it is set (a TCP server, as in production),
+    else on the embedded one."""
+    if not TEST_DATABASE_URL:
+        return
+    keep, dropped = [], []
+    for item in items:
+        server = getattr(item, "callspec", None) and item.callspec.params.get("pg_server")
+        (dropped if item.get_closest_marker("pooler") and server == "embedded" else keep).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
 @pytest.fixture(scope="session", params=_server_params())
 def pg_server(request, tmp_path_factory) -> Iterator[PgServer]:
     if request.param == "external":

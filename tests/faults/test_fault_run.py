@@ -39,7 +39,7 @@ MIN_JANITOR_PASSES = 10
 POOLER_SETTINGS = {"server_login_retry": 1}
 
 
-@pytest.fixture(params=["direct", "pgbouncer"])
+@pytest.fixture(params=["direct", pytest.param("pgbouncer", marks=pytest.mark.pooler)])
 def worker_url(request, db_url):
     """Where the worker processes connect: the server itself, or a PgBouncer in transaction
     mode in front of it."""

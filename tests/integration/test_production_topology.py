@@ -21,6 +21,8 @@ from ingestion_pipeline.orchestration.sensors import import_batch_sensor
 from tests.helpers import batch, seed_batch, seed_job
 from tests.pooler import pgbouncer
 
+pytestmark = pytest.mark.pooler
+
 INGEST = Path(sys.executable).with_name("ingest")
 
 

@@ -17,6 +17,8 @@ from ingestion_pipeline.db.connection import connect
 from tests.helpers import batch
 from tests.pooler import pgbouncer
 
+pytestmark = pytest.mark.pooler
+
 INGEST = Path(sys.executable).with_name("ingest")
 
 

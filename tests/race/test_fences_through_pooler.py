@@ -51,6 +51,8 @@ from tests.race.test_lease_tokens import (  # noqa: F401 (collected here, throug
 LOCK_TIMEOUT = "10s"
 
 
+pytestmark = pytest.mark.pooler
+
 @pytest.fixture
 def token_schema(pg_server: PgServer, templates: Templates) -> Iterator[Schema]:
     """A fresh head database behind its own PgBouncer (transaction mode, a pool of several
