@@ -1,6 +1,6 @@
 """Asset checks on `document_index`: the same checks (names and messages) as `ingest
 health`. Run on demand from the UI (or the `check_document_index` job) and by the janitor
-schedule, whose last op reports them (`janitor_checks` in ops.py)."""
+schedule, whose last op reports them (`report_index_checks` in ops.py)."""
 
 from collections.abc import Iterator
 
