@@ -61,6 +61,9 @@ def cmd_ui(args, settings: Settings) -> int:
     migrator.migrate(direct_database_url(settings))
     env = {**os.environ, **dagster_environment(settings)}
     dg = Path(sys.executable).parent / "dg"
+    if not dg.exists():
+        raise IngestError(f"{dg} is missing: install the project's dependencies (`make install`, which "
+                          "includes dagster-dg-cli)")
     command = [str(dg), "dev", "--host", args.host, "--port", str(args.port)]
     print(f"Dagster UI on http://{args.host}:{args.port} (Ctrl-C stops it)", flush=True)
     return run_process_group(command, env=env, cwd=root)
