@@ -19,6 +19,8 @@ from pathlib import Path
 
 import psutil
 
+from ingestion_pipeline.db import embedded
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 LOCATION_QUERY = """{ workspaceOrError { ... on Workspace { locationEntries { name locationOrLoadError {
@@ -59,7 +61,14 @@ class LiveDagster:
         proc = subprocess.Popen([*command, "--port", str(port)], cwd=cwd, env=env, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         live = cls(proc, port, log_path)
-        live.wait_for_location(timeout)
+        try:
+            live.wait_for_location(timeout)
+        except BaseException:
+            # The caller's cleanup never runs for a start that failed: leave nothing behind.
+            live.kill_everything()
+            if env.get("INGEST_DATA_DIR"):
+                embedded.stop(Path(env["INGEST_DATA_DIR"]))
+            raise
         return live
 
     def log_tail(self, chars: int = 3000) -> str:
