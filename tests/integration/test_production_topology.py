@@ -19,17 +19,10 @@ from ingestion_pipeline.orchestration import instance as dagster_instance
 from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
 from ingestion_pipeline.orchestration.sensors import import_batch_sensor
 from tests.helpers import batch, seed_batch, seed_job
-from tests.pooler import pgbouncer
 
 pytestmark = pytest.mark.pooler
 
 INGEST = Path(sys.executable).with_name("ingest")
-
-
-@pytest.fixture
-def pooler(db_url):
-    with pgbouncer(db_url) as running:
-        yield running
 
 
 def test_a_pooler_is_recognised_and_a_direct_connection_is_not(pooler, db_url):

@@ -22,12 +22,6 @@ pytestmark = pytest.mark.pooler
 INGEST = Path(sys.executable).with_name("ingest")
 
 
-@pytest.fixture
-def pooler(db_url):
-    with pgbouncer(db_url) as running:
-        yield running
-
-
 def test_prepared_statements_collide_behind_the_pooler_when_turned_on(pooler):
     """The failure mode the default avoids: two clients whose transactions share one server
     connection each prepare their first statement under the same name."""
