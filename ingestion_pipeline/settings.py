@@ -7,6 +7,7 @@ one line instead of a pydantic traceback.
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Self
@@ -71,12 +72,19 @@ class Settings(BaseSettings):
     retry_backoff_seconds: float = Field(default=5.0, ge=0)
     retry_backoff_max_seconds: float = Field(default=300.0, ge=0)
     embedder: str = Field(default="none", pattern="^(none|hash)$")
-    # Dagster: drain runs and the janitor
-    drain_jobs_per_run: int = Field(default=200, ge=1)
-    max_drain_runs: int = Field(default=4, ge=1, le=64)
+    # Dagster: drain runs and the janitor. A drain run claims while work is claimable, up to
+    # a job and a time budget (then it ends, so the UI shows progress and a deploy can roll).
+    drain_jobs_per_run: int = Field(default=10_000, ge=1)
+    drain_run_seconds: float = Field(default=300.0, gt=0, le=86_400)
+    # The sensor keeps one drain run per this many claimable jobs, at most max_drain_runs:
+    # a run parses under one GIL, so one per core uses the machine without oversubscribing it.
+    drain_backlog_per_run: int = Field(default=250, ge=1)
+    max_drain_runs: int = Field(default_factory=lambda: min(os.cpu_count() or 1, 64), ge=1, le=64)
     janitor_cron: str = Field(default="*/10 * * * *")
-    # How often the daemon evaluates the sensors (Dagster's minimum_interval_seconds).
-    import_sensor_interval_seconds: int = Field(default=30, ge=1, le=3600)
+    # The sensors' minimum_interval_seconds. Dagster's daemon passes over its sensors every
+    # 5 s and skips one whose last tick began less than the interval ago: at 5 a sensor runs
+    # every other pass (10 s), at 1 on every pass, so a new batch waits at most ~5 s for it.
+    import_sensor_interval_seconds: int = Field(default=1, ge=1, le=3600)
     batch_sensor_interval_seconds: int = Field(default=60, ge=1, le=3600)
     # The document_index check `pending_jobs_fresh` fails when a pending job waited longer.
     max_pending_age_seconds: int = Field(default=3600, ge=1)

@@ -4,32 +4,46 @@ records one materialization with what it indexed."""
 
 # no `from __future__ import annotations`: Dagster reads the config annotations at runtime
 
+import time
+from collections import Counter
+
 import dagster as dg
 import psycopg
 
 from ingestion_pipeline.errors import DatabaseUnavailable, IngestError
 from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
-from ingestion_pipeline.worker import Worker, WorkerReport
+from ingestion_pipeline.worker import JobResult, Worker, WorkerReport
 
 INDEX_KEY = dg.AssetKey("document_index")
+PROGRESS_EVERY_SECONDS = 15.0
 
 
 class DrainConfig(dg.Config):
-    max_jobs: int = 200
+    """Budgets of one drain run; unset means the settings (INGEST_DRAIN_JOBS_PER_RUN,
+    INGEST_DRAIN_RUN_SECONDS, INGEST_WORKER_CONCURRENCY)."""
+
+    max_jobs: int | None = None
+    max_seconds: float | None = None
     concurrency: int | None = None
 
 
 @dg.asset(key=INDEX_KEY, group_name="ingestion", kinds={"postgres"},
           description="Committed index generations of the uploaded documents (pages, sections, chunks with "
-                      "full-text vectors). A materialization claims up to max_jobs pending jobs and indexes them.")
+                      "full-text vectors). A materialization claims pending jobs while any are claimable, "
+                      "up to a job and a time budget, and indexes them.")
 def document_index(context: dg.AssetExecutionContext, config: DrainConfig, database: DatabaseResource,
                    processing: ProcessingResource) -> dg.MaterializeResult:
+    settings = database.settings()
+    max_jobs = config.max_jobs or settings.drain_jobs_per_run
+    max_seconds = config.max_seconds or settings.drain_run_seconds
+    context.log.info(f"draining: at most {max_jobs} job(s), claiming for at most {max_seconds:g} s")
     try:
         with database.pool() as pool:
-            worker = Worker(pool, database.settings(), label=f"dagster-{context.run.run_id[:8]}",
+            worker = Worker(pool, settings, label=f"dagster-{context.run.run_id[:8]}",
                             concurrency=config.concurrency, embedder=processing.make_embedder(),
                             chunking=processing.chunking())
-            report = worker.run(drain=True, max_jobs=config.max_jobs)
+            report = worker.run(drain=True, max_jobs=max_jobs, max_seconds=max_seconds,
+                                on_result=DrainProgress(context.log.info))
     except (DatabaseUnavailable, psycopg.OperationalError) as exc:
         # Infrastructure, not a document: the run fails, with the reason in one line.
         raise dg.Failure(description=f"ingestion database unavailable: {exc}", allow_retries=True) from None
@@ -37,6 +51,27 @@ def document_index(context: dg.AssetExecutionContext, config: DrainConfig, datab
         raise dg.Failure(description=str(exc), allow_retries=False) from None
     context.log.info(drain_summary(report))
     return dg.MaterializeResult(metadata=drain_metadata(report))
+
+
+class DrainProgress:
+    """A line in the run's log every PROGRESS_EVERY_SECONDS while the run drains: a long
+    run shows how far it got before its materialization is recorded."""
+
+    def __init__(self, log, every: float | None = None):
+        self.log = log
+        self.every = PROGRESS_EVERY_SECONDS if every is None else every
+        self.started = self.last = time.monotonic()
+        self.outcomes: Counter = Counter()
+
+    def __call__(self, result: JobResult) -> None:
+        self.outcomes[result.outcome.value] += 1
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            self.last = now
+            done = self.outcomes["completed"]
+            self.log(f"progress: indexed {done}, failed {self.outcomes['failed']}, "
+                     f"retried {self.outcomes['retried']} in {now - self.started:.0f} s "
+                     f"({done / (now - self.started):.1f} docs/s)")
 
 
 def drain_metadata(report: WorkerReport) -> dict:

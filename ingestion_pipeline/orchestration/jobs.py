@@ -10,15 +10,34 @@ from ingestion_pipeline.orchestration.ops import (
     refresh_stuck_batches,
     report_index_checks,
 )
+from ingestion_pipeline.settings import Settings, get_settings
+
+# Dagster's run monitoring fails a run that is older than this tag says.
+MAX_RUNTIME_TAG = "dagster/max_runtime"
 
 # Drain runs carry this tag; dagster.yaml caps how many run at once.
 DRAIN_TAG = "ingestion/drain"
 
+
+def drain_run_tags(settings: Settings) -> dict[str, str]:
+    """A drain run stops claiming after INGEST_DRAIN_RUN_SECONDS and then finishes its jobs
+    in flight; Dagster's run monitoring fails a run still going a lease's lifetime after
+    that. The default launcher cannot see a run worker that died (killed, out of memory):
+    without this limit such a run would stay STARTED, and the sensor would count it as a
+    drain run forever. Its jobs are safe either way: their leases expire and are reclaimed."""
+    max_runtime = settings.drain_run_seconds + settings.stale_after_seconds
+    return {DRAIN_TAG: "true", MAX_RUNTIME_TAG: str(int(max_runtime))}
+
+
 ingest_documents = dg.define_asset_job(
     "ingest_documents",
     selection=dg.AssetSelection.assets(INDEX_KEY).without_checks(),
-    tags={DRAIN_TAG: "true"},
-    description="Claim and index pending documents (one materialization of document_index).",
+    tags=drain_run_tags(get_settings()),
+    # The drain is one step whose worker runs its own threads: the multiprocess executor
+    # would only add a second Python process (and its start-up) to every run.
+    executor_def=dg.in_process_executor,
+    description="Claim and index pending documents while any are claimable, within a job and a time budget "
+                "(one materialization of document_index).",
 )
 
 check_document_index = dg.define_asset_job(

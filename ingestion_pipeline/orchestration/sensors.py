@@ -12,7 +12,7 @@ import dagster as dg
 from ingestion_pipeline.db.models import SensorState
 from ingestion_pipeline.errors import DatabaseUnavailable, IngestError
 from ingestion_pipeline.orchestration.assets import INDEX_KEY
-from ingestion_pipeline.orchestration.jobs import DRAIN_TAG, ingest_documents, refresh_batch_status
+from ingestion_pipeline.orchestration.jobs import drain_run_tags, ingest_documents, refresh_batch_status
 from ingestion_pipeline.orchestration.resources import DatabaseResource
 from ingestion_pipeline.settings import get_settings
 
@@ -54,7 +54,8 @@ def active_drain_runs(instance: dg.DagsterInstance) -> int:
 
 
 @dg.sensor(job=ingest_documents, minimum_interval_seconds=SETTINGS.import_sensor_interval_seconds, default_status=dg.DefaultSensorStatus.RUNNING,
-           description="Requests drain runs while jobs are claimable, scaled by queue depth up to a cap.")
+           description="Requests drain runs while jobs are claimable: one per INGEST_DRAIN_BACKLOG_PER_RUN claimable "
+                       "jobs, at most INGEST_MAX_DRAIN_RUNS (default: one per core) at once.")
 def import_batch_sensor(context: dg.SensorEvaluationContext, database: DatabaseResource):
     settings = database.settings()
     state = queue_state(database)
@@ -64,16 +65,15 @@ def import_batch_sensor(context: dg.SensorEvaluationContext, database: DatabaseR
         return dg.SkipReason(f"nothing claimable ({state.pending_later} waiting for a retry time, "
                              f"{state.processing} in progress)")
     active = active_drain_runs(context.instance)
-    wanted = min(settings.max_drain_runs, math.ceil(state.claimable / settings.drain_jobs_per_run)) - active
+    # Runs drain until nothing is claimable, so a run already active takes new work too.
+    wanted = min(settings.max_drain_runs, math.ceil(state.claimable / settings.drain_backlog_per_run)) - active
     if wanted <= 0:
         return dg.SkipReason(f"{active} drain run(s) already active for {state.claimable} claimable job(s) "
                              f"(cap {settings.max_drain_runs})")
     tick = _next_cursor(context)
-    run_config = dg.RunConfig(ops={INDEX_KEY.to_user_string(): {"config": {"max_jobs": settings.drain_jobs_per_run}}})
+    tags = {**drain_run_tags(settings), "ingestion/claimable": str(state.claimable)}
     return dg.SensorResult(
-        run_requests=[dg.RunRequest(run_key=f"drain-{tick}-{i}", run_config=run_config,
-                                    tags={DRAIN_TAG: "true", "ingestion/claimable": str(state.claimable)})
-                      for i in range(wanted)],
+        run_requests=[dg.RunRequest(run_key=f"drain-{tick}-{i}", tags=tags) for i in range(wanted)],
         cursor=str(tick),
     )
 

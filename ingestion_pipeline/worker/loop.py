@@ -109,27 +109,33 @@ class Worker:
             max_bytes=settings.max_file_bytes, retry_backoff_seconds=settings.retry_backoff_seconds,
             retry_backoff_max_seconds=settings.retry_backoff_max_seconds)
 
-    def run(self, *, drain: bool = True, max_jobs: int | None = None, stop: threading.Event | None = None,
-            on_result: Callable[[JobResult], None] | None = None) -> WorkerReport:
+    def run(self, *, drain: bool = True, max_jobs: int | None = None, max_seconds: float | None = None,
+            stop: threading.Event | None = None, on_result: Callable[[JobResult], None] | None = None) -> WorkerReport:
         """Claim and process jobs. With `drain`, return once nothing is claimable and
         nothing is in flight; otherwise poll until `stop` is set. Setting `stop` ends
-        claiming; jobs in flight finish (or stop at their next lease check) first."""
+        claiming; jobs in flight finish (or stop at their next lease check) first. The
+        budgets end claiming the same way: after `max_jobs` claims, or `max_seconds` after
+        the start (what a Dagster drain run uses so that runs end and a deploy can roll)."""
         report = WorkerReport(self.worker_id, keep=self.keep_results)
         started = time.monotonic()
+        claim_until = started + max_seconds if max_seconds is not None else None
         self.leases.start()
         try:
-            self._loop(report, drain=drain, max_jobs=max_jobs, stop=stop or threading.Event(), on_result=on_result)
+            self._loop(report, drain=drain, max_jobs=max_jobs, claim_until=claim_until, stop=stop or threading.Event(),
+                       on_result=on_result)
         finally:
             self.leases.close()
         report.seconds = time.monotonic() - started
         return report
 
-    def _loop(self, report: WorkerReport, *, drain: bool, max_jobs: int | None, stop: threading.Event,
-              on_result: Callable[[JobResult], None] | None) -> None:
+    def _loop(self, report: WorkerReport, *, drain: bool, max_jobs: int | None, claim_until: float | None,
+              stop: threading.Event, on_result: Callable[[JobResult], None] | None) -> None:
         claimed_total = 0
         in_flight: set[Future] = set()
         with ThreadPoolExecutor(self.concurrency, thread_name_prefix="ingest-job") as executor:
             while True:
+                if claim_until is not None and time.monotonic() >= claim_until:
+                    max_jobs = claimed_total  # the time budget is spent: claim nothing more
                 room = self.concurrency - len(in_flight)
                 if max_jobs is not None:
                     room = min(room, max_jobs - claimed_total)

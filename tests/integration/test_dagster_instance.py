@@ -62,3 +62,14 @@ def test_without_dagster_pg_url_a_dagster_database_is_made_on_the_pipeline_serve
     server = psycopg.conninfo.make_conninfo(db_url, dbname="postgres")
     with psycopg.connect(server) as conn:
         assert conn.execute("select 1 from pg_database where datname = %s", (DAGSTER_DATABASE,)).fetchone()
+
+
+def test_runs_are_dequeued_every_second_and_monitored(empty_db_url, tmp_path, monkeypatch):
+    """A new batch's first drain run waits at most a second in the queue, and a drain run
+    whose worker died is failed by run monitoring (the default launcher cannot see it die)
+    instead of counting as active forever."""
+    monkeypatch.setenv("DAGSTER_PG_URL", empty_db_url)
+    with open_instance(tmp_path) as instance:
+        assert instance.run_coordinator.dequeue_interval_seconds == 1
+        assert instance.run_monitoring_enabled
+        assert instance.run_monitoring_start_timeout_seconds > 0

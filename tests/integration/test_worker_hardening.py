@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections import deque
 from datetime import datetime, timedelta
 
@@ -18,6 +19,7 @@ from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.settings import load_settings
 from ingestion_pipeline.worker import Outcome, Worker
 from ingestion_pipeline.worker.index_checks import queue_checks
+from ingestion_pipeline.worker.indexing import no_op
 from tests.helpers import (
     batch,
     document,
@@ -77,6 +79,25 @@ def test_stop_requested_during_the_claim_back_off_claims_nothing(pool, settings,
     assert stop.is_set()
     assert rpc.claimed == 0 and report.claimed == 0
     assert conn.execute("select count(*) as n from ingestion_jobs where status = 'pending'").fetchone()["n"] == 3
+
+
+def test_the_time_budget_ends_claiming_and_lets_the_jobs_in_flight_finish(pool, settings, conn):
+    """What a Dagster drain run relies on to end: past `max_seconds` nothing more is
+    claimed, the job in flight completes, the rest stays pending for the next run."""
+    budget = 0.2
+    batch_id = seed_batch(conn)
+    for _ in range(5):
+        seed_job(conn, batch_id)
+
+    def outlast_the_budget(run):
+        time.sleep(budget * 2)  # the job in flight is still working when the budget runs out
+        return no_op(run)
+
+    report = Worker(pool, settings, concurrency=1, processor=outlast_the_budget).run(drain=True, max_seconds=budget)
+    assert report.claimed == 1 and report.counts["completed"] == 1
+    counts = {row["status"]: row["n"] for row in conn.execute(
+        "select status, count(*) as n from ingestion_jobs group by status").fetchall()}
+    assert counts == {"completed": 1, "pending": 4}
 
 
 def crashed_on_final_attempt(conn) -> tuple:

@@ -32,3 +32,15 @@ def test_definitions_hold_the_jobs_sensors_and_schedule():
     assert {sensor.name for sensor in repository.sensor_defs} == {"import_batch_sensor", "batch_status_sensor",
                                                                   "failed_drain_run_sensor"}
     assert [schedule.name for schedule in repository.schedule_defs] == ["janitor_schedule"]
+
+
+def test_a_drain_run_is_one_process_with_a_runtime_limit():
+    import dagster as dg
+
+    from ingestion_pipeline.settings import get_settings
+
+    job = defs.resolve_job_def("ingest_documents")
+    assert job.executor_def is dg.in_process_executor  # no second process per run
+    settings = get_settings()
+    assert job.tags["ingestion/drain"] == "true"
+    assert job.tags["dagster/max_runtime"] == str(int(settings.drain_run_seconds + settings.stale_after_seconds))

@@ -135,3 +135,26 @@ def test_checks_job_reports_a_stale_lease_in_the_words_of_ingest_health(instance
     with contextlib.redirect_stdout(out):
         assert ingest(["health", "--database-url", db_url]) == 1
     assert f"needs action: {message}" in out.getvalue()
+
+
+def test_drain_job_claims_within_its_job_budget_and_logs_progress(instance, resources, pool, conn, tmp_path,
+                                                                   monkeypatch):
+    monkeypatch.setenv("INGEST_DRAIN_JOBS_PER_RUN", "2")
+    monkeypatch.setattr("ingestion_pipeline.orchestration.assets.PROGRESS_EVERY_SECONDS", 0.0)
+    folder = tmp_path / "docs"
+    shutil.copytree(SAMPLES, folder)
+    enqueue_paths(pool, [folder], max_bytes=10_000_000)
+
+    result = resolved_job("ingest_documents", resources).execute_in_process(instance=instance)
+    [materialization] = result.asset_materializations_for_node("document_index")
+    assert materialization.metadata["claimed"].value == 2
+    pending = conn.execute("select count(*) as n from ingestion_jobs where status = 'pending'").fetchone()["n"]
+    assert pending == 2  # left for the next run the sensor starts
+    messages = [entry.user_message for entry in instance.all_logs(result.run_id)]
+    assert any("draining: at most 2 job(s)" in message for message in messages)
+    assert any("progress: indexed" in message for message in messages)
+
+    overridden = resolved_job("ingest_documents", resources).execute_in_process(
+        instance=instance, run_config={"ops": {"document_index": {"config": {"max_jobs": 10}}}})
+    [materialization] = overridden.asset_materializations_for_node("document_index")
+    assert materialization.metadata["claimed"].value == 2

@@ -22,8 +22,10 @@ def test_batch_sensor_skips_when_nothing_is_claimable(instance, resources):
 
 
 def test_batch_sensor_requests_runs_scaled_by_depth_and_advances_its_cursor(instance, resources, conn, monkeypatch):
-    monkeypatch.setenv("INGEST_DRAIN_JOBS_PER_RUN", "2")
+    monkeypatch.setenv("INGEST_DRAIN_BACKLOG_PER_RUN", "2")
     monkeypatch.setenv("INGEST_MAX_DRAIN_RUNS", "3")
+    monkeypatch.setenv("INGEST_DRAIN_RUN_SECONDS", "120")
+    monkeypatch.setenv("INGEST_STALE_AFTER_SECONDS", "90")
     batch_id = seed_batch(conn)
     for _ in range(5):
         seed_job(conn, batch_id)
@@ -31,13 +33,23 @@ def test_batch_sensor_requests_runs_scaled_by_depth_and_advances_its_cursor(inst
     first = tick(import_batch_sensor, instance, resources)
     assert [r.run_key for r in first.run_requests] == ["drain-1-0", "drain-1-1", "drain-1-2"]  # ceil(5/2), cap 3
     assert first.cursor == "1"
-    assert first.run_requests[0].run_config["ops"]["document_index"]["config"]["max_jobs"] == 2
+    # The runs drain with the settings' budgets; Dagster fails one that outlives them by a lease.
+    assert not first.run_requests[0].run_config
+    assert first.run_requests[0].tags == {"ingestion/drain": "true", "dagster/max_runtime": "210",
+                                          "ingestion/claimable": "5"}
 
     again = tick(import_batch_sensor, instance, resources, cursor=None)
     assert [r.run_key for r in again.run_requests] == [r.run_key for r in first.run_requests]  # same tick: same keys
     second = tick(import_batch_sensor, instance, resources, cursor=first.cursor)
     assert second.cursor == "2"
     assert {r.run_key for r in second.run_requests}.isdisjoint({r.run_key for r in first.run_requests})
+
+
+def test_batch_sensor_starts_one_run_for_a_small_backlog(instance, resources, conn, monkeypatch):
+    monkeypatch.setenv("INGEST_MAX_DRAIN_RUNS", "4")
+    for _ in range(3):
+        seed_job(conn)
+    assert len(tick(import_batch_sensor, instance, resources).run_requests) == 1  # default: a run per 250
 
 
 def test_batch_sensor_does_not_duplicate_active_drain_runs(instance, resources, conn, monkeypatch):

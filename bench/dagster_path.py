@@ -1,0 +1,326 @@
+"""The Dagster path against the bare worker: one generated corpus of HTML pages, enqueued
+as one batch and drained twice, each time into a fresh database on the same server:
+
+  ingest work --drain   one `ingest work --drain` process, started as soon as the enqueue
+                        returns (its start-up is part of its time);
+  sensor                `ingest ui` (webserver + daemon, as a user starts it) already up and
+                        idle, with nothing set but the databases: only the import sensor's
+                        runs drain the batch.
+
+Times come from the database's clock: "enqueue" is clock_timestamp() read right after the
+enqueue committed, "first claim" the earliest ingestion_jobs.started_at of the batch (set
+by the claim), "done" the batch's completed_at (set by the last job's acknowledgement).
+"seconds" is enqueue → done; "relative" is the bare worker's seconds divided by the
+path's (≥ 1 is faster).
+
+For the sensor path the runs are read back over GraphQL: when each was created (the
+sensor's request), started (its process was up) and ended, and the metadata of the
+materializations they recorded. Dagster's own storage goes into a scratch database
+(DAGSTER_PG_URL), never into a `dagster` database of the server.
+
+Server: a private embedded PostgreSQL by default, or --database-url (the role needs
+CREATEDB; the scratch databases are dropped at the end).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+from common import ROOT, command_line, connect, create_database, drop_database, embedded_server, machine_line, print_table
+from ingest_corpus import make_document
+
+BIN = ROOT / ".venv" / "bin"
+TIMINGS_SQL = """
+select b.created_at, b.completed_at, b.status, b.total_files, b.completed_files, b.failed_files,
+       (select min(j.started_at) from ingestion_jobs j where j.batch_id = b.id) as first_claim
+  from import_batches b where b.id = %s
+"""
+TICKS_QUERY = """{ sensorOrError(sensorSelector: {repositoryName: "__repository__",
+  repositoryLocationName: "ingestion_pipeline", sensorName: "import_batch_sensor"}) { ... on Sensor {
+  sensorState { ticks(limit: 50) { status timestamp endTimestamp runIds } } } } }"""
+RUNS_QUERY = """{ runsOrError(filter: {pipelineName: "ingest_documents"}, limit: 200) { ... on Runs { results {
+  runId status creationTime startTime endTime
+  assetMaterializations { metadataEntries { label ... on IntMetadataEntry { intValue } } } } } } }"""
+
+
+class CpuSampler:
+    """CPU seconds used on the machine by kind of process while a path drains: processes
+    are sampled every 0.2 s (a run worker, a child the code server spawns, ends before the
+    window does, so its last sample
+    counts), and a process that existed at the start counts only what it used after it."""
+
+    KINDS = (("postgres", "postgres"), ("multiprocessing.spawn", "drain runs (spawned by the code server)"), ("ingest work", "ingest work"),
+             ("dagster", "dagster services"), ("dg dev", "dagster services"), ("ingest ui", "dagster services"))
+
+    def __init__(self):
+        self.first: dict[int, float] = {}
+        self.last: dict[int, tuple[str, float]] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def kind(self, process: psutil.Process) -> str | None:
+        line = " ".join(process.cmdline())
+        return next((kind for needle, kind in self.KINDS if needle in line), None)
+
+    def sample(self, initial: bool = False) -> None:
+        for process in psutil.process_iter():
+            try:
+                kind = self.kind(process)
+                if kind is None:
+                    continue
+                times = process.cpu_times()
+                used = times.user + times.system
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            self.first.setdefault(process.pid, used if initial else 0.0)
+            self.last[process.pid] = (kind, used)
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.2):
+            self.sample()
+
+    def __enter__(self) -> CpuSampler:
+        self.sample(initial=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join()
+        self.sample()
+
+    def summary(self) -> str:
+        totals: dict[str, float] = {}
+        for pid, (kind, used) in self.last.items():
+            totals[kind] = totals.get(kind, 0.0) + used - self.first.get(pid, 0.0)
+        return ", ".join(f"{kind} {seconds:.1f}" for kind, seconds in sorted(totals.items()))
+
+
+@dataclass
+class PathResult:
+    name: str
+    docs: int
+    seconds: float
+    first_claim: float
+    runs: str = "1 process"
+    cpu: str = ""
+
+    def row(self, baseline: float) -> list:
+        return [self.name, self.docs, f"{self.seconds:.1f}", f"{self.docs / self.seconds:.1f}",
+                f"{self.first_claim:.1f}", self.runs, f"{baseline / self.seconds:.2f}"]
+
+
+def generate_pages(folder: Path, count: int, mean_kb: float, seed: int) -> float:
+    rng = random.Random(seed)
+    total = 0
+    for number in range(count):
+        target = max(2048, int(rng.gauss(mean_kb, mean_kb / 3) * 1024))
+        text = make_document("html", number, target, rng)
+        (folder / f"page-{number:05d}.html").write_text(text, "utf-8")
+        total += len(text.encode())
+    return total / 1e6
+
+
+def enqueue(uri: str, folder: Path) -> tuple[str, float]:
+    """Enqueue the folder as one batch; returns its id and the database clock after commit."""
+    from ingestion_pipeline.db.connection import make_pool
+    from ingestion_pipeline.enqueue import enqueue_paths
+    from ingestion_pipeline.settings import Settings
+
+    settings = Settings(database_url=uri)
+    with make_pool(uri, settings) as pool:
+        report = enqueue_paths(pool, [folder], max_bytes=settings.max_file_bytes, batch_name="bench dagster path")
+    with connect(uri) as conn:
+        now = conn.execute("select extract(epoch from clock_timestamp()) as t").fetchone()["t"]
+    return str(report.batch_id), float(now)
+
+
+def batch_timings(uri: str, batch_id: str) -> dict:
+    with connect(uri) as conn:
+        return conn.execute(TIMINGS_SQL, [batch_id]).fetchone()
+
+
+def wait_until_done(uri: str, batch_id: str, timeout: float, alive=lambda: True) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        row = batch_timings(uri, batch_id)
+        if row["completed_at"] is not None:
+            return row
+        if time.monotonic() > deadline or not alive():
+            raise RuntimeError(f"batch {batch_id} not done: {row}")
+        time.sleep(0.2)
+
+
+def result(name: str, row: dict, enqueued_at: float, runs: str) -> PathResult:
+    if row["failed_files"]:
+        raise RuntimeError(f"{name}: {row['failed_files']} document(s) failed")
+    return PathResult(name, row["completed_files"], row["completed_at"].timestamp() - enqueued_at,
+                      row["first_claim"].timestamp() - enqueued_at, runs)
+
+
+def bare_worker(server: str, folder: Path, timeout: float) -> PathResult:
+    uri = create_database(server, "bench_dagster_bare", migrate=True)
+    try:
+        batch_id, enqueued_at = enqueue(uri, folder)
+        env = {**os.environ, "DATABASE_URL": uri}
+        with CpuSampler() as cpu:
+            subprocess.run([str(BIN / "ingest"), "work", "--drain", "--json"], env=env, check=True,
+                           stdout=subprocess.DEVNULL, timeout=timeout)
+        outcome = result("ingest work --drain", wait_until_done(uri, batch_id, 10), enqueued_at, "1 process")
+        outcome.cpu = cpu.summary()
+        return outcome
+    finally:
+        drop_database(server, "bench_dagster_bare")
+
+
+class DagsterUI:
+    """`ingest ui` in its own session on a free port."""
+
+    def __init__(self, env: dict, log: Path):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.log = log
+        self.proc = subprocess.Popen([str(BIN / "ingest"), "ui", "--port", str(self.port)], cwd=ROOT, env=env,
+                                     stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+
+    def graphql(self, query: str) -> dict:
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/graphql",
+                                         data=json.dumps({"query": query}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())["data"]
+
+    def wait_ready(self, timeout: float = 240) -> None:
+        """Until the import sensor has ticked once: the daemon and code server are warm."""
+        query = '{ sensorOrError(sensorSelector: {repositoryName: "__repository__", repositoryLocationName: ' \
+                '"ingestion_pipeline", sensorName: "import_batch_sensor"}) { ... on Sensor { sensorState { ticks(limit: 1) { status } } } } }'
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("ingest ui exited: " + self.log.read_text()[-3000:])
+            try:
+                ticks = self.graphql(query)["sensorOrError"]["sensorState"]["ticks"]
+                if ticks:
+                    return
+            except (OSError, KeyError, TypeError):
+                pass
+            time.sleep(0.5)
+        raise RuntimeError("Dagster did not come up: " + self.log.read_text()[-3000:])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+def sensor_path(server: str, folder: Path, data_dir: Path, timeout: float) -> tuple[PathResult, list[dict]]:
+    uri = create_database(server, "bench_dagster_sensor", migrate=True)
+    storage = create_database(server, "bench_dagster_storage")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("INGEST_", "DAGSTER_")) and k != "DATABASE_URL"}
+    env.update(DATABASE_URL=uri, DAGSTER_PG_URL=storage, INGEST_DATA_DIR=str(data_dir))
+    ui = DagsterUI(env, data_dir / "ingest-ui.log")
+    try:
+        ui.wait_ready()
+        batch_id, enqueued_at = enqueue(uri, folder)
+        with CpuSampler() as cpu:
+            row = wait_until_done(uri, batch_id, timeout, alive=lambda: ui.proc.poll() is None)
+        runs = finished_runs(ui)
+        ticks = ui.graphql(TICKS_QUERY)["sensorOrError"]["sensorState"]["ticks"]
+        requested_by = {run_id: tick for tick in ticks for run_id in tick["runIds"]}
+        outcome = result("sensor → ingest_documents", row, enqueued_at, f"{len(runs)} run(s)")
+        outcome.cpu = cpu.summary()
+        return outcome, \
+            [{**run, "enqueued_at": enqueued_at, "tick": requested_by.get(run["runId"])} for run in runs]
+    finally:
+        ui.stop()
+        drop_database(server, "bench_dagster_sensor")
+        drop_database(server, "bench_dagster_storage")
+
+
+def finished_runs(ui: DagsterUI, timeout: float = 60) -> list[dict]:
+    """The drain runs, once each has ended (the batch completes before its last run ends)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        runs = ui.graphql(RUNS_QUERY)["runsOrError"]["results"]
+        if all(run["endTime"] for run in runs) or time.monotonic() > deadline:
+            return sorted(runs, key=lambda run: run["creationTime"])
+        time.sleep(0.5)
+
+
+def run_rows(runs: list[dict]) -> list[list]:
+    rows = []
+    for run in runs:
+        t0 = run["enqueued_at"]
+        indexed = sum(entry.get("intValue") or 0 for m in run["assetMaterializations"]
+                      for entry in m["metadataEntries"] if entry["label"] == "documents_indexed")
+
+        def at(value: float | None) -> str:
+            return f"{value - t0:.1f}" if value else "-"
+        tick = run["tick"] or {}
+        rows.append([run["runId"][:8], run["status"], at(tick.get("timestamp")), at(tick.get("endTimestamp")),
+                     at(run["creationTime"]), at(run["startTime"]), at(run["endTime"]), indexed])
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--docs", type=int, default=1600, help="HTML pages to generate (default 1600)")
+    parser.add_argument("--mean-kb", type=float, default=16.0, help="mean page size in KiB (default 16)")
+    parser.add_argument("--seed", type=int, default=17)
+    parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL"),
+                        help="server to create the scratch databases on (default: a private embedded one)")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per path before giving up")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="bench-dagster-path-") as tmp:
+        folder = Path(tmp) / "corpus"
+        folder.mkdir()
+        mb = generate_pages(folder, args.docs, args.mean_kb, args.seed)
+        data_dir = Path(tmp) / "data"
+        data_dir.mkdir()
+        server_cm = embedded_server() if not args.database_url else _given(args.database_url)
+        with server_cm as server:
+            print(command_line())
+            print(machine_line(server))
+            print(f"corpus: {args.docs} HTML pages, {mb:.1f} MB (seed {args.seed})")
+            bare = bare_worker(server, folder, args.timeout)
+            sensor, runs = sensor_path(server, folder, data_dir, args.timeout)
+    print_table("enqueue → done, one batch", ["path", "docs", "seconds", "docs/s", "first claim s", "ran as",
+                                               "relative"], [bare.row(bare.seconds), sensor.row(bare.seconds)])
+    print_table("CPU seconds used while each path drained", ["path", "by kind of process"],
+                [[bare.name, bare.cpu], [sensor.name, sensor.cpu]])
+    print_table("the sensor's drain runs (seconds after the enqueue)",
+                ["run", "status", "tick began", "tick ended", "requested", "started", "ended", "indexed"], run_rows(runs))
+
+
+class _given:
+    def __init__(self, uri: str):
+        self.uri = uri
+
+    def __enter__(self) -> str:
+        return self.uri
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+if __name__ == "__main__":
+    main()
