@@ -1,4 +1,5 @@
-"""A drain run killed mid-way (SIGKILL: out of memory, a node lost) loses nothing.
+"""A drain run killed mid-way (SIGKILL: out of memory, a node lost) loses nothing, and one
+interrupted mid-way (terminated from the UI) finishes its jobs in flight.
 
 The run is a real Dagster run worker (`dagster job execute`, the job's in-process executor,
 as the code server launches it). It is stopped at a forced point: batch A drains freely,
@@ -60,37 +61,53 @@ def wait_for(what: str, probe, proc: subprocess.Popen, log: Path, timeout: float
     return value
 
 
-def test_a_drain_run_killed_mid_way_loses_nothing(db_url, pool, conn, instance, resources, tmp_path):
-    first = enqueue_paths(pool, [write_documents(tmp_path / "a", "alpha", 4)], max_bytes=1_000_000)
-    second = enqueue_paths(pool, [write_documents(tmp_path / "b", "beta", 6)], max_bytes=1_000_000)
-    blocker = psycopg.connect(db_url)  # a transaction holding batch B's row
-    blocker_pid = blocker.info.backend_pid
-    blocker.execute("select id from import_batches where id = %s for update", (second.batch_id,))
+class BlockedRun:
+    """Batches A (4 documents) and B (6), B's row locked by a transaction of the test, and a
+    real run worker draining them with 2 jobs in flight: A drains, and the run's first
+    acknowledgement that moves B's counters blocks in the database, B's first jobs built
+    and waiting for it."""
 
-    log = tmp_path / "drain-run.log"
-    env = clean_env(tmp_path / "data", DATABASE_URL=db_url, INGEST_WORKER_CONCURRENCY="2")
-    proc = subprocess.Popen([str(DAGSTER), "job", "execute", "-m", "ingestion_pipeline.definitions",
-                             "-j", "ingest_documents"], env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    try:
-        blocked = wait_for("an acknowledgement blocked on batch B", lambda: [
-            row["pid"] for row in run_backends(conn) if blocker_pid in row["blockers"]], proc, log)
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(30)
+    def __init__(self, db_url: str, pool, conn: psycopg.Connection, tmp_path: Path):
+        self.first = enqueue_paths(pool, [write_documents(tmp_path / "a", "alpha", 4)], max_bytes=1_000_000)
+        self.second = enqueue_paths(pool, [write_documents(tmp_path / "b", "beta", 6)], max_bytes=1_000_000)
+        self.blocker = psycopg.connect(db_url)
+        self.blocker.execute("select id from import_batches where id = %s for update", (self.second.batch_id,))
+        self.log = tmp_path / "drain-run.log"
+        env = clean_env(tmp_path / "data", DATABASE_URL=db_url, INGEST_WORKER_CONCURRENCY="2")
+        self.proc = subprocess.Popen([str(DAGSTER), "job", "execute", "-m", "ingestion_pipeline.definitions",
+                                      "-j", "ingest_documents"], env=env, stdout=self.log.open("w"),
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        blocker_pid = self.blocker.info.backend_pid
+        try:
+            wait_for("an acknowledgement blocked on batch B", lambda: [
+                row for row in run_backends(conn) if blocker_pid in row["blockers"]], self.proc, self.log)
+        except BaseException:
+            self.kill()
+            self.release()
+            raise
+
+    def release(self) -> None:
+        self.blocker.rollback()
+        self.blocker.close()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+
+
+def test_a_drain_run_killed_mid_way_loses_nothing(db_url, pool, conn, instance, resources, tmp_path):
+    run = BlockedRun(db_url, pool, conn, tmp_path)
+    run.kill()
+    first, second = run.first, run.second
     # The server ends the dead client's sessions (keepalive, client_connection_check_interval);
     # the blocked acknowledgement rolls back with its session.
     for row in run_backends(conn):
         conn.execute("select pg_terminate_backend(%s)", (row["pid"],))
-    blocker.rollback()
-    blocker.close()
+    run.release()
     wait_for_no_backends = time.monotonic() + 30
     while run_backends(conn) and time.monotonic() < wait_for_no_backends:
         time.sleep(0.05)
-    assert blocked
 
     # Mid-way: batch A done before B's first claim freed a slot, B's first jobs in flight, the rest waiting.
     at_kill = status_counts(conn)
@@ -132,3 +149,23 @@ def test_a_drain_run_killed_mid_way_loses_nothing(db_url, pool, conn, instance, 
         assert document["stray"] == 0, document
     checks = check_results(resolved_job("check_document_index", resources).execute_in_process(instance=instance))
     assert set(checks) == set(DESCRIPTIONS) and all(passed for passed, _ in checks.values()), checks
+
+
+def test_a_drain_run_interrupted_mid_way_finishes_its_jobs_in_flight(db_url, pool, conn, tmp_path):
+    """Terminating a run from the UI interrupts its run worker (SIGINT, with the default run
+    launcher): the drain claims nothing more, and the jobs in flight end as they would
+    have, acknowledged, not left leased for a lease's lifetime."""
+    run = BlockedRun(db_url, pool, conn, tmp_path)
+    try:
+        in_flight = [row["id"] for row in conn.execute(
+            "select id from ingestion_jobs where status = 'processing'").fetchall()]
+        os.kill(run.proc.pid, signal.SIGINT)
+        run.release()  # the blocked acknowledgement goes through
+        assert run.proc.wait(60) != 0  # an interrupted run is not a success
+    finally:
+        run.kill()
+    assert in_flight
+    statuses = {row["id"]: row["status"] for row in conn.execute("select id, status from ingestion_jobs").fetchall()}
+    assert all(statuses[job_id] == "completed" for job_id in in_flight)
+    assert "processing" not in statuses.values()
+    assert list(statuses.values()).count("pending") >= 1  # nothing claimed after the interrupt
