@@ -72,6 +72,15 @@ class Settings(BaseSettings):
     retry_backoff_seconds: float = Field(default=5.0, ge=0)
     retry_backoff_max_seconds: float = Field(default=300.0, ge=0)
     embedder: str = Field(default="none", pattern="^(none|hash)$")
+    # Parsing (and chunking, embedding) in child processes of the worker (worker/isolation.py):
+    # how many (default: one per core; 0 parses in the worker's own threads), and the limits
+    # past which a document fails for good with the reason.
+    parse_processes: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=0, le=256)
+    parse_timeout_seconds: float = Field(default=120.0, gt=0)
+    parse_memory_mb: int = Field(default=2048, ge=128)
+    parse_tasks_per_child: int = Field(default=200, ge=1)
+    # A job still running this long after its claim is failed, and its lease no longer renewed.
+    job_timeout_seconds: float = Field(default=1800.0, gt=0)
     # Dagster: drain runs and the janitor. A drain run claims while work is claimable, up to
     # a job and a time budget (then it ends, so the UI shows progress and a deploy can roll).
     drain_jobs_per_run: int = Field(default=10_000, ge=1)

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from uuid import UUID
 
 from psycopg_pool import ConnectionPool
@@ -21,6 +21,7 @@ from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.processing import ChunkingOptions, Embedder, ProcessingError
 from ingestion_pipeline.worker.acks import AckBuffer
 from ingestion_pipeline.worker.errors import TRANSIENT_ERRORS, LeaseLost, describe, is_transient
+from ingestion_pipeline.worker.isolation import ParsePool
 from ingestion_pipeline.worker.leases import LeaseKeeper
 from ingestion_pipeline.worker.outcome import JobResult, Outcome
 
@@ -52,6 +53,8 @@ class JobContext:
     max_bytes: int
     retry_backoff_seconds: float
     retry_backoff_max_seconds: float
+    parse_pool: ParsePool | None = None  # None: parse in the job's own thread
+    job_timeout_seconds: float | None = None
 
 
 def backoff_seconds(attempt: int, base: float, cap: float) -> float:
@@ -75,6 +78,8 @@ class JobRun:
                 self.lease = lease
                 return self._complete(self.ctx.processor(self))
         except LeaseLost as exc:
+            if self.lease.timed_out.is_set():  # still our lease, just no longer renewed
+                return self._fail(f"the job took longer than {self.ctx.job_timeout_seconds:g} s", retry=False)
             log.info("job %s: %s; stopped without further writes", self.job.job_id, exc)
             return self._result(Outcome.LEASE_LOST, str(exc))
         except ProcessingError as exc:
@@ -127,6 +132,16 @@ class JobRun:
             return
         if self._log_stage(stage, started_at, detail).lease_lost:  # a database error here is transient
             self.lease.lost.set()  # the next lease check stops the job
+        self.lease.check()
+
+    def record_stage(self, stage: str, seconds: float, **detail) -> None:
+        """Log a stage that ran elsewhere (a parsing child) with the duration measured there."""
+        finished_at = datetime.now(timezone.utc)
+        detail["seconds"] = round(seconds, 4)
+        if self.ctx.rpc.record_stage(self.job.job_id, self.ctx.worker_id, stage,
+                                     started_at=finished_at - timedelta(seconds=seconds), finished_at=finished_at,
+                                     detail=detail, lease_token=self.job.lease_token).lease_lost:
+            self.lease.lost.set()
         self.lease.check()
 
     def fenced(self, result: RpcResult) -> RpcResult:

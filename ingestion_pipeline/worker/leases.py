@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from uuid import UUID
 
 from ingestion_pipeline.db.models import ClaimedJob, LeaseBeat
@@ -24,7 +25,11 @@ class Lease:
         self._keeper = keeper
         self.job_id = job_id
         self.lease_token = lease_token
+        self.held_at = time.monotonic()
         self.lost = threading.Event()
+        # Set with `lost` when the job ran past INGEST_JOB_TIMEOUT_SECONDS: the lease is still
+        # valid (just no longer renewed), so the job's thread records the failure itself.
+        self.timed_out = threading.Event()
         self.stage: str | None = None
         self.progress: int | None = None
 
@@ -55,10 +60,11 @@ class LeaseKeeper:
     all in one statement (`heartbeat_many`). A failed heartbeat (a database hiccup) is
     logged and tried again next tick: the stale window is several intervals."""
 
-    def __init__(self, rpc: IngestionRpc, worker_id: str, interval: float):
+    def __init__(self, rpc: IngestionRpc, worker_id: str, interval: float, job_timeout: float | None = None):
         self._rpc = rpc
         self._worker_id = worker_id
         self._interval = interval
+        self._job_timeout = job_timeout
         # By job and token: a stalled thread's old claim and a new claim of the same job by
         # this worker are two leases, and the old one learns it is lost.
         self._leases: dict[tuple[UUID, int | None], Lease] = {}
@@ -91,7 +97,7 @@ class LeaseKeeper:
     def beat(self) -> None:
         """Renew every held lease now (the thread's tick; tests call it to force one)."""
         with self._lock:
-            leases = list(self._leases.values())
+            leases = [lease for lease in self._leases.values() if not self._over_time(lease)]
         if not leases:
             return
         answer = self._rpc.heartbeat_many(self._worker_id, [
@@ -104,6 +110,17 @@ class LeaseKeeper:
                     log.warning("job %s: lease lost (heartbeat: reclaimed, or cancelled by a delete or a batch cancel); "
                                 "stopping", lease.job_id)
                     lease.lost.set()
+
+    def _over_time(self, lease: Lease) -> bool:
+        """A job past the per-job limit: no more renewals, and its thread is told to stop."""
+        if self._job_timeout is None or time.monotonic() - lease.held_at < self._job_timeout:
+            return False
+        if not lease.timed_out.is_set():
+            log.warning("job %s: still running %.0f s after its claim (INGEST_JOB_TIMEOUT_SECONDS); no longer "
+                        "renewing its lease, failing it", lease.job_id, self._job_timeout)
+            lease.timed_out.set()
+            lease.lost.set()
+        return True
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):

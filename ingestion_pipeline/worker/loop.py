@@ -20,6 +20,7 @@ from ingestion_pipeline.worker.acks import AckBuffer
 from ingestion_pipeline.worker.errors import TRANSIENT_ERRORS, describe
 from ingestion_pipeline.worker.identity import new_worker_id
 from ingestion_pipeline.worker.indexing import index_document
+from ingestion_pipeline.worker.isolation import ParseLimits, ParsePool, Processed, process_document_in_child
 from ingestion_pipeline.worker.job import JobContext, JobRun, Processor
 from ingestion_pipeline.worker.leases import LeaseKeeper
 from ingestion_pipeline.worker.outcome import JobResult, Outcome
@@ -78,13 +79,15 @@ class Worker:
     """One claim loop with one worker id. Jobs run in a thread pool of `concurrency`; one
     heartbeat thread renews all their leases, and jobs that finish close together are
     acknowledged in one statement. `processor` is what a job builds (default: the
-    document's index generation)."""
+    document's index generation), parsing in the worker's children (`parse_processes`,
+    default INGEST_PARSE_PROCESSES: one per core; 0 parses in the jobs' threads)."""
 
     def __init__(self, pool: ConnectionPool, settings: Settings, *, label: str = "worker",
                  concurrency: int | None = None, embedder: Embedder | None = None,
                  chunking: ChunkingOptions | None = None, poll_seconds: float = 1.0,
                  rpc: IngestionRpc | None = None, keep_results: int = RECENT_RESULTS,
-                 processor: Processor = index_document):
+                 processor: Processor = index_document, parse_processes: int | None = None,
+                 parse_target: Callable[..., Processed] = process_document_in_child):
         self.worker_id = new_worker_id(label)
         self.concurrency = concurrency or settings.worker_concurrency
         self.claim_batch_size = settings.claim_batch_size
@@ -100,14 +103,22 @@ class Worker:
             log.warning("pool max size %s is small for concurrency %s: heartbeats may wait for connections "
                         "(raise INGEST_POOL_MAX_SIZE to at least %s)", pool.max_size, self.concurrency,
                         self.concurrency + 2)
-        self.leases = LeaseKeeper(self.rpc, self.worker_id, settings.heartbeat_interval_seconds)
+        self.leases = LeaseKeeper(self.rpc, self.worker_id, settings.heartbeat_interval_seconds,
+                                  job_timeout=settings.job_timeout_seconds)
+        # Parsing children (none: parse in the jobs' threads), started when the first job parses.
+        processes = settings.parse_processes if parse_processes is None else parse_processes
+        self.parse_pool = ParsePool(ParseLimits(
+            processes=processes, timeout_seconds=settings.parse_timeout_seconds,
+            memory_bytes=settings.parse_memory_mb * 2**20, tasks_per_child=settings.parse_tasks_per_child),
+            target=parse_target) if processes > 0 else None
         self.acks = AckBuffer(self.rpc, self.worker_id, max_delay=settings.ack_delay_seconds,
                               max_items=settings.ack_max_jobs)
         self.context = JobContext(
             pool=pool, rpc=self.rpc, worker_id=self.worker_id, leases=self.leases, acks=self.acks,
             processor=processor, embedder=embedder or NoEmbedder(), chunking=chunking or ChunkingOptions(),
             max_bytes=settings.max_file_bytes, retry_backoff_seconds=settings.retry_backoff_seconds,
-            retry_backoff_max_seconds=settings.retry_backoff_max_seconds)
+            retry_backoff_max_seconds=settings.retry_backoff_max_seconds, parse_pool=self.parse_pool,
+            job_timeout_seconds=settings.job_timeout_seconds)
 
     def run(self, *, drain: bool = True, max_jobs: int | None = None, max_seconds: float | None = None,
             stop: threading.Event | None = None, on_result: Callable[[JobResult], None] | None = None) -> WorkerReport:
@@ -125,6 +136,8 @@ class Worker:
                        on_result=on_result)
         finally:
             self.leases.close()
+            if self.parse_pool is not None:
+                self.parse_pool.close()
         report.seconds = time.monotonic() - started
         return report
 

@@ -1,0 +1,165 @@
+"""Parsing in child processes, with limits.
+
+Parse, chunk and embed are pure Python: in the worker's threads they share one interpreter
+lock (one core, whatever the concurrency), and a parser that hangs or allocates without
+bound takes the job's lease (kept alive by the heartbeat thread) or the whole worker with
+it. Here they run in a pool of child processes owned by the worker (pebble's ProcessPool):
+
+- a task that runs longer than the parse timeout has its child killed and replaced, and
+  the document fails: "parsing took longer than 120 s";
+- each child's address space is capped (RLIMIT_AS): an allocation past it raises
+  MemoryError in the child, and the document fails: "parsing needed more than 2 GiB";
+- a child that dies (a crash, the kernel's OOM killer) fails only its own task;
+- a child is replaced after a number of tasks, so no parser's leaks accumulate;
+- children die with the worker (PR_SET_PDEATHSIG) and are stopped when it stops.
+
+The worker's threads keep the leases, the database writes and the fenced RPCs. Children
+are started by a fork server: never forked from the threaded worker itself.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import concurrent.futures.process
+import ctypes
+import logging
+import multiprocessing
+import os
+import resource
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pebble
+
+from ingestion_pipeline.processing import (
+    Chunk,
+    ChunkingOptions,
+    ParsedDocument,
+    ProcessingError,
+    chunk_sections,
+    embed_chunks,
+    get_embedder,
+    parse,
+)
+from ingestion_pipeline.worker.errors import LeaseLost
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.25  # how often a waiting job thread looks at its lease
+PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class ParseLimits:
+    processes: int
+    timeout_seconds: float
+    memory_bytes: int
+    tasks_per_child: int
+
+
+@dataclass(frozen=True)
+class Processed:
+    """A document parsed, chunked and embedded in a child; the stages' seconds as measured there."""
+
+    document: ParsedDocument
+    chunks: list[Chunk]
+    seconds: dict[str, float]
+
+
+def process_document_in_child(content: bytes, source_name: str, max_bytes: int, chunking: ChunkingOptions,
+                              embedder_name: str) -> Processed:
+    """What a child runs (module level: the fork server's children import it by name)."""
+    seconds = {}
+    began = time.perf_counter()
+    document = parse(content, source_name, max_bytes=max_bytes)
+    seconds["parse"] = time.perf_counter() - began
+    began = time.perf_counter()
+    chunks = chunk_sections(document.sections, chunking)
+    seconds["chunk"] = time.perf_counter() - began
+    began = time.perf_counter()
+    chunks = embed_chunks(chunks, get_embedder(embedder_name))
+    seconds["embed"] = time.perf_counter() - began
+    return Processed(document, chunks, seconds)
+
+
+def _start_child(memory_bytes: int) -> None:
+    """Each child, once: cap its address space; die with the worker even when the worker
+    is killed outright (Linux)."""
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() == 1:  # the worker died before the prctl: do not linger
+            os._exit(1)
+    except (OSError, AttributeError):
+        pass
+
+
+def human_bytes(count: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if count < 1024 or unit == "TiB":
+            return f"{count:g} {unit}" if unit == "B" else f"{count:.3g} {unit}"
+        count /= 1024
+    raise AssertionError("unreachable")
+
+
+def describe_death(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit code {exitcode}"
+
+
+class ParsePool:
+    """The worker's parsing children, started on first use and stopped by `close()`.
+    `target` is what a child runs (tests pass parsers that hang, allocate or crash)."""
+
+    def __init__(self, limits: ParseLimits, target: Callable[..., Processed] = process_document_in_child):
+        self.limits = limits
+        self.target = target
+        self._pool: pebble.ProcessPool | None = None
+        self._lock = threading.Lock()
+
+    def _started(self) -> pebble.ProcessPool:
+        with self._lock:
+            if self._pool is None:
+                context = multiprocessing.get_context("forkserver")
+                self._pool = pebble.ProcessPool(
+                    max_workers=self.limits.processes, max_tasks=self.limits.tasks_per_child,
+                    initializer=_start_child, initargs=(self.limits.memory_bytes,), context=context)
+            return self._pool
+
+    def process(self, lost: threading.Event, *args) -> Processed:
+        """Run `target(*args)` in a child and wait for it, giving the task up (and its child)
+        when `lost` is set: the job's lease is gone, nothing it builds could be written."""
+        future = self._started().schedule(self.target, args=args, timeout=self.limits.timeout_seconds)
+        while True:
+            try:
+                return future.result(timeout=POLL_SECONDS)
+            except concurrent.futures.TimeoutError:
+                if future.done():  # the task's own time limit: pebble killed its child
+                    raise ProcessingError(f"parsing took longer than {self.limits.timeout_seconds:g} s") from None
+                if lost.is_set():
+                    future.cancel()  # stops the child that runs it; a new one takes its place
+                    raise LeaseLost("lease lost while the document was being parsed") from None
+            except MemoryError:
+                raise ProcessingError(
+                    f"parsing needed more than {human_bytes(self.limits.memory_bytes)} of memory") from None
+            except pebble.ProcessExpired as exc:
+                raise ProcessingError(f"the process parsing the document died ({describe_death(exc.exitcode)}); "
+                                      "the document may need more memory or time than the limits allow") from None
+            except concurrent.futures.process.BrokenProcessPool as exc:
+                raise RuntimeError(f"the parsing processes could not be started: {exc}") from None
+
+    def close(self) -> None:
+        """Stop every child (a task still running is abandoned with it)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.stop()
+            pool.join(timeout=30)
