@@ -3,7 +3,7 @@ the Dagster jobs `delete_documents`, `cancel_import_batch` and `retry_failed_job
 to call for each request, and what each refusal means in words a user understands.
 
 The state changes themselves are the RPCs' (`delete_document`, `cancel_import_batch`,
-`retry_failed_ingestion_jobs`; docs/state-machine.md#deleting-cancelling-retrying)."""
+`retry_failed_ingestion_jobs`; docs/state-machine.md#lifecycle-deleting-cancelling-retrying)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,10 @@ def parse_uuid(value: str, what: str) -> UUID:
 
 def as_dict(result) -> dict:
     """An RPC result as plain JSON-able data (without the client's `fenced` marker)."""
-    return result.model_dump(mode="json", exclude={"fenced"}, exclude_none=False)
+    data = result.model_dump(mode="json", exclude={"fenced"})
+    if isinstance(data.get("batch"), dict):  # a nested BatchStatus: its counters, not the RPC envelope
+        data["batch"] = {k: v for k, v in data["batch"].items() if k not in ("ok", "reason", "fenced")}
+    return data
 
 
 def delete_documents(rpc: IngestionRpc, document_ids: Iterable[UUID] = (),

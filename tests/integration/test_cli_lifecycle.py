@@ -176,24 +176,24 @@ def test_delete_table_says_a_worker_was_on_it(db_url, conn, capsys):
 
 def test_cancel_a_batch_half_done(db_url, conn, pool, settings, enqueued, capsys):
     Worker(pool, settings).run(drain=True, max_jobs=2)
-    indexed = [f.document_id for f in enqueued.files if document(conn, f.document_id)["status"] == "indexed"]
-    assert len(indexed) == 2
+    settled = {f.document_id: document(conn, f.document_id)["status"] for f in enqueued.files
+               if document(conn, f.document_id)["status"] in ("indexed", "failed")}
+    assert len(settled) == 2
 
     code, out, err = run(capsys, db_url, "cancel", str(enqueued.batch_id))
 
     assert code == 0, err
     assert "cancelled 3 job(s)" in out and "documents already indexed stay indexed" in out
     row = batch(conn, enqueued.batch_id)
-    assert (row["status"], row["cancelled_files"], row["completed_files"], row["open_files"]) == (
-        "cancelled", 3, 2, 0)
+    assert (row["status"], row["cancelled_files"], row["completed_files"] + row["failed_files"],
+            row["open_files"]) == ("cancelled", 3, 2, 0)
     assert row["cancelled_at"] is not None
-    for entry in enqueued.files:
-        stored = document(conn, entry.document_id)
-        assert stored["status"] == ("indexed" if entry.document_id in indexed else "cancelled")
+    for entry in enqueued.files:  # documents already indexed (or failed) keep their state
+        assert document(conn, entry.document_id)["status"] == settled.get(entry.document_id, "cancelled")
     jobs = conn.execute("select status, stage, error_message from ingestion_jobs where batch_id = %s "
                         "and status = 'cancelled'", (enqueued.batch_id,)).fetchall()
     assert [(j["stage"], j["error_message"]) for j in jobs] == [("cancelled", "import batch cancelled")] * 3
-    assert Worker(pool, settings).run(drain=True).counts["claimed"] == 0
+    assert Worker(pool, settings).run(drain=True).as_dict()["claimed"] == 0
 
     # `ingest status` shows the cancelled jobs
     code, out, _ = run(capsys, db_url, "status", "--batch", str(enqueued.batch_id))
@@ -201,7 +201,8 @@ def test_cancel_a_batch_half_done(db_url, conn, pool, settings, enqueued, capsys
     header, _, line = out.splitlines()[:3]
     assert "cancelled" in header.split()
     columns = dict(zip(header.split()[:-2], line.split()))  # "oldest pending" is two words and empty here
-    assert (columns["status"], columns["completed"], columns["cancelled"]) == ("cancelled", "2", "3")
+    assert (columns["status"], columns["cancelled"]) == ("cancelled", "3")
+    assert int(columns["completed"]) + int(columns["failed"]) == 2
     code, report = run_json(capsys, db_url, "status", "--batch", str(enqueued.batch_id))
     [shown] = report["batches"]
     assert (shown["cancelled_files"], shown["cancelled"]) == (3, 3)
@@ -209,6 +210,11 @@ def test_cancel_a_batch_half_done(db_url, conn, pool, settings, enqueued, capsys
     again, out, _ = run(capsys, db_url, "cancel", str(enqueued.batch_id))
     assert again == 1
     assert "nothing to cancel" in out and "the batch is cancelled" in out
+
+    # cancelled jobs are routine for `ingest health`: every check passes, the count is shown
+    code, out, _ = run(capsys, db_url, "health")
+    assert code == 0, out
+    assert "cancelled 3" in out.splitlines()[0]
 
 
 def test_cancel_json_and_unknown_batch(db_url, conn, enqueued, capsys):
@@ -321,3 +327,20 @@ def test_unreachable_database_is_one_line(capsys):
     code, out, err = run(capsys, UNREACHABLE, "delete", str(uuid.uuid4()))
     assert code == 1
     assert err.startswith("ingest: error:") and "127.0.0.1" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.xfail(strict=True, reason="worker/janitor.py stops its cleanup loop when the dry run finds no "
+                                       "generation (planned.generations == 0), so a deleted document whose "
+                                       "in-flight job never began a generation keeps its bytes "
+                                       "(document_sources) forever; `sources` is not in CLEANUP_COUNTS either")
+def test_janitor_removes_the_bytes_of_a_document_deleted_before_its_build_began(db_url, conn, capsys):
+    rpc = IngestionRpc(conn)
+    doc, _ = seed_job(conn)
+    rpc.claim("worker-1")  # in flight, no generation begun yet
+    code, [result] = run_json(capsys, db_url, "delete", str(doc))
+    assert code == 0 and (result["in_flight"], result["purged"]) == (True, False)
+    assert rpc.cleanup_generations(dry_run=True).sources == 1  # the database's cleanup would remove them
+
+    assert run(capsys, db_url, "janitor")[0] == 0
+
+    assert rows_of(conn, "document_sources", doc) == 0
