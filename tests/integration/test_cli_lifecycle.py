@@ -329,10 +329,6 @@ def test_unreachable_database_is_one_line(capsys):
     assert err.startswith("ingest: error:") and "127.0.0.1" in err and len(err.splitlines()) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="worker/janitor.py stops its cleanup loop when the dry run finds no "
-                                       "generation (planned.generations == 0), so a deleted document whose "
-                                       "in-flight job never began a generation keeps its bytes "
-                                       "(document_sources) forever; `sources` is not in CLEANUP_COUNTS either")
 def test_janitor_removes_the_bytes_of_a_document_deleted_before_its_build_began(db_url, conn, capsys):
     rpc = IngestionRpc(conn)
     doc, _ = seed_job(conn)
