@@ -37,6 +37,7 @@ from tests.helpers import (
     document,
     document_rows,
     failing_index_checks,
+    index_document,
     job,
     searchable,
     seed_batch,
@@ -290,13 +291,19 @@ def done_or_blocked(observer: psycopg.Connection, call: Background, pid: int, by
     raise AssertionError(f"backend {pid} neither finished nor blocked on {by}")
 
 
-def test_delete_during_the_workers_copy(lifecycle_schema, new_conn):
-    """The worker's COPY transaction has written its pages and is held (an advisory lock
-    taken between two COPYs, as its lease check sits there) when the delete runs. The
-    delete either waits for the COPY transaction or commits first; both are allowed.
-    Head: the rest of the COPY is refused (IF001: all of it rolls back) or, when the delete
-    waited, its rows stay out of search and the cleanup removes them; the worker's commit
-    is refused. Before: the COPY lands and the worker's commit brings the document back."""
+# The lease checks of write_generation: before the pages' COPY, after it, after the
+# sections', after the chunks' (the transaction then only has to commit).
+PAUSES = {"after_pages": 2, "after_last_copy": 4}
+
+
+@pytest.mark.parametrize("pause", sorted(PAUSES))
+def test_delete_during_the_workers_copy(lifecycle_schema, new_conn, pause):
+    """The worker's COPY transaction is held (an advisory lock taken at one of its lease
+    checks, between two COPYs or after the last) when the delete runs. The delete may wait
+    for the COPY transaction or commit first; both are allowed. Head: a COPY that still has
+    a statement to run is refused (IF001: all of it rolls back); rows written before the
+    delete stay out of search and the cleanup removes them; the worker's commit is refused.
+    Before: the COPY lands and the worker's commit brings the document back."""
     schema = lifecycle_schema
     operator = new_conn(schema.url)
     batch_id = seed_batch(operator)
@@ -309,9 +316,9 @@ def test_delete_during_the_workers_copy(lifecycle_schema, new_conn):
     barrier.execute("select pg_advisory_xact_lock(%s)", (BARRIER_KEY,))
     checks = []
 
-    def lease_check():  # the second check sits after the pages' COPY: hold the transaction there
+    def lease_check():  # hold the COPY's transaction at the chosen check
         checks.append(len(checks))
-        if len(checks) == 2:
+        if len(checks) == PAUSES[pause]:
             worker_conn.execute("select pg_advisory_xact_lock_shared(%s)", (BARRIER_KEY,))
 
     parsed, chunks = parsed_document()
@@ -330,7 +337,7 @@ def test_delete_during_the_workers_copy(lifecycle_schema, new_conn):
     barrier.rollback()  # release the COPY
 
     if not schema.hardened:
-        assert state == "done"  # the operator's statements never touch the COPY's rows
+        assert state == "done"  # the operator's statements never touch the COPY's uncommitted rows
         copying.join()  # accepted: the job still holds its lease
         assert worker.commit(generation_id).ok
         assert worker.complete().ok
@@ -340,17 +347,18 @@ def test_delete_during_the_workers_copy(lifecycle_schema, new_conn):
         assert document_rows(operator, document_id)["document_chunks"] == 3
         return
 
-    if state == "done":
+    if state == "done" and pause != "after_last_copy":
         # The delete committed first: the next COPY's fence refuses, the whole write rolls back.
         with pytest.raises(psycopg.DatabaseError) as refused:
             copying.join()
         assert refused.value.sqlstate == FENCE_REFUSED, refused.value
         assert document_rows(operator, document_id)["document_pages"] == 0
     else:
-        # The delete waited for the COPY transaction: its rows landed, under a job now cancelled.
+        # Every fence had passed (or the delete waited): the rows landed, under a job now cancelled.
         copying.join()
-        deleted = deleting.join()
-        assert not searchable(operator, document_id, WORD)
+        if state == "blocked":
+            deleted = deleting.join()
+        assert document_rows(operator, document_id)["document_chunks"] == 3
     assert (deleted.cancelled_job_id, deleted.in_flight, deleted.purged) == (job_id, True, False), deleted
     assert_cancelled(operator, job_id, "document deleted")
     assert_refused_everywhere(worker, generation_id)
@@ -410,8 +418,7 @@ def test_cancel_waits_for_a_claim_in_flight_then_cancels_the_claimed_job(lifecyc
     expected = {"status": "cancelled", "total_files": 2, "open_files": 0, "completed_files": 0,
                 "failed_files": 0, "cancelled_files": 2}
     assert counters(operator, batch_id) == expected
-    assert cancelled.status == "cancelled"
-    assert {k: cancelled.batch[k] for k in ("status", "total", "completed", "failed", "cancelled", "open")} == {
+    assert cancelled.batch.model_dump(include={"status", "total", "completed", "failed", "cancelled", "open"}) == {
         "status": "cancelled", "total": 2, "completed": 0, "failed": 0, "cancelled": 2, "open": 0}
     assert batch(operator, batch_id)["cancelled_at"] is not None
     again = IngestionRpc(operator).cancel_batch(batch_id)
@@ -466,3 +473,95 @@ def test_a_claim_skips_the_jobs_a_cancel_in_flight_holds(lifecycle_schema, new_c
     assert IngestionRpc(claimer).claim("W") == []
     assert job(operator, unrelated_job)["status"] == "processing"
     assert failing_index_checks(schema.url, operator) == []
+
+
+# -- 5. delete vs an enqueue in flight ---------------------------------------------------
+
+def open_jobs(conn, document_id: UUID) -> list[dict]:
+    return conn.execute("select id, status from ingestion_jobs where document_id = %s "
+                        "and status in ('pending', 'processing')", (document_id,)).fetchall()
+
+
+def assert_no_open_job_of_a_deleted_document(conn, document_id: UUID) -> None:
+    """No serial order of an enqueue and a delete leaves one: an enqueue after the delete
+    is refused (document_not_found), one before it is cancelled by it."""
+    assert open_jobs(conn, document_id) == []
+    assert_deleted(conn, document_id)
+    assert IngestionRpc(conn).claim("late-worker") == []
+
+
+def expect_defect_at_head(request, schema: Schema) -> None:
+    """Found by these tests in migration 20261201000200 (reported, not fixed here): at head
+    the test asserts the contract and is expected to fail until the migration is fixed
+    (strict: once fixed it fails as XPASS, and this mark goes)."""
+    if schema.hardened:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=ENQUEUE_RACE))
+
+
+ENQUEUE_RACE = ("delete_document selects the open job before it locks the document and enqueue_ingestion_job "
+                "checks deleted_at without a lock: an enqueue in flight leaves a pending job of a deleted "
+                "document (claimed, committed: the deleted document is `indexed` again)")
+
+
+def test_delete_while_an_enqueue_of_the_document_is_in_flight(lifecycle_schema, new_conn, request):
+    """`ingest enqueue --reindex` of an indexed document has enqueued its job in a
+    transaction not yet committed (enqueue.py runs the look-up and the enqueue in one) when
+    the delete runs: the delete waits for it (the enqueue updated the document row), then
+    commits. Before: the reindex job stays pending for a deleted document, and is claimed.
+    Head (contract: the delete cancels the document's open job): no open job remains."""
+    schema = lifecycle_schema
+    expect_defect_at_head(request, schema)
+    operator = new_conn(schema.url)
+    seed_job(operator)
+    document_id, _ = index_document(IngestionRpc(operator), operator, word=WORD)
+
+    enqueuer = new_conn(schema.url, autocommit=False)
+    enqueuer_pid = backend_pid(enqueuer)
+    queued = IngestionRpc(enqueuer).enqueue(document_id, kind="reindex")  # transaction left open
+    assert queued.ok, queued
+    deleter = new_conn(schema.url)
+    deleter_pid = backend_pid(deleter)
+    deleting = Background(lambda: delete(schema, deleter, document_id))
+    wait_until_blocked(operator, deleter_pid, by=enqueuer_pid)
+    enqueuer.commit()
+    deleting.join()
+    assert not searchable(operator, document_id, WORD)
+
+    if not schema.hardened:
+        assert [row["id"] for row in open_jobs(operator, document_id)] == [queued.job_id]
+        [claimed] = IngestionRpc(operator).claim("late-worker")
+        assert claimed.job_id == queued.job_id
+        return
+
+    assert_no_open_job_of_a_deleted_document(operator, document_id)
+
+
+def test_an_enqueue_while_a_delete_of_the_document_is_in_flight(lifecycle_schema, new_conn, request):
+    """The delete has run in a transaction not yet committed when an enqueue of the same
+    document runs: the enqueue waits for it, then goes on. Before: the enqueue is accepted,
+    its job pending for a deleted document. Head (contract): the enqueue is refused
+    (document_not_found) or its job cancelled: no open job of the deleted document."""
+    schema = lifecycle_schema
+    expect_defect_at_head(request, schema)
+    operator = new_conn(schema.url)
+    seed_job(operator)
+    document_id, _ = index_document(IngestionRpc(operator), operator, word=WORD)
+
+    deleter = new_conn(schema.url, autocommit=False)
+    deleter_pid = backend_pid(deleter)
+    delete(schema, deleter, document_id)  # transaction left open
+    enqueuer = new_conn(schema.url)
+    enqueuer_pid = backend_pid(enqueuer)
+    enqueuing = Background(lambda: IngestionRpc(enqueuer).enqueue(document_id, kind="reindex"))
+    wait_until_blocked(operator, enqueuer_pid, by=deleter_pid)
+    deleter.commit()
+    queued = enqueuing.join()
+
+    if not schema.hardened:
+        assert queued.ok
+        assert [row["id"] for row in open_jobs(operator, document_id)] == [queued.job_id]
+        assert document(operator, document_id)["status"] == "queued"  # a deleted document, queued again
+        return
+
+    assert not queued.ok or job(operator, queued.job_id)["status"] == "cancelled", queued
+    assert_no_open_job_of_a_deleted_document(operator, document_id)
