@@ -88,9 +88,10 @@ def cancel(schema: Schema, conn: psycopg.Connection, batch_id: UUID):
     return IngestionRpc(conn).cancel_batch(batch_id)
 
 
-def cleanup(conn: psycopg.Connection) -> None:
+def cleanup(conn: psycopg.Connection):
     result = IngestionRpc(conn).cleanup_generations(dry_run=False)
     assert result.ok, result
+    return result
 
 
 def counters(conn: psycopg.Connection, batch_id: UUID) -> dict:
@@ -209,7 +210,8 @@ def test_delete_refuses_a_worker_between_begin_and_commit(lifecycle_schema, new_
     assert not searchable(operator, document_id, WORD)
     assert counters(operator, batch_id) == {"status": "completed", "total_files": 1, "open_files": 0,
                                             "completed_files": 0, "failed_files": 0, "cancelled_files": 1}
-    cleanup(operator)
+    cleaned = cleanup(operator)
+    assert (cleaned.generations, cleaned.chunks, cleaned.sources) == (1, 3, 1), cleaned
     assert document_rows(operator, document_id) == NOTHING_LEFT
     assert failing_index_checks(schema.url, operator) == []
 
@@ -425,6 +427,95 @@ def test_cancel_waits_for_a_claim_in_flight_then_cancels_the_claimed_job(lifecyc
     assert (again.ok, again.reason) == (False, "nothing_open"), again
     assert counters(operator, batch_id) == expected
     cleanup(operator)
+    assert failing_index_checks(schema.url, operator) == []
+
+
+def test_cancel_refuses_a_worker_between_begin_and_commit(lifecycle_schema, new_conn):
+    """The batch is cancelled while a worker has begun its generation and written rows.
+    Head: the job is cancelled (in_flight 1), the generation abandoned, the worker's late
+    row and every later call refused; the cleanup removes the generation's rows but keeps
+    the (not deleted) document's bytes. Before: the cancel does not touch the processing
+    job: the worker commits and completes, a job of the cancelled batch is indexed."""
+    schema = lifecycle_schema
+    operator = new_conn(schema.url)
+    batch_id = seed_batch(operator)
+    document_id, job_id = seed_job(operator, batch_id)
+    worker_conn = new_conn(schema.url)
+    worker = Worker.claiming(worker_conn)
+    generation_id = worker.begin().generation_id
+    write_artifacts(worker_conn, document_id, generation_id, word=WORD)
+
+    cancelled = cancel(schema, operator, batch_id)
+
+    if not schema.hardened:
+        insert_late_chunk(worker_conn, document_id, generation_id)
+        assert worker.commit(generation_id).ok and worker.complete().ok
+        assert searchable(operator, document_id, WORD)
+        assert job(operator, job_id)["status"] == "completed"
+        return
+
+    assert cancelled.ok and (cancelled.cancelled, cancelled.in_flight) == (1, 1), cancelled
+    assert_cancelled(operator, job_id, "import batch cancelled")
+    assert conn_scalar(operator, "select status from index_generations where id = %s", generation_id) == "abandoned"
+    assert_fence_refuses(insert_late_chunk, worker_conn, document_id, generation_id)
+    assert_refused_everywhere(worker, generation_id)
+    assert document(operator, document_id)["status"] == "cancelled"
+    assert not searchable(operator, document_id, WORD)
+    cleanup(operator)
+    assert document_rows(operator, document_id) == {**NOTHING_LEFT, "document_sources": 1}
+    assert counters(operator, batch_id) == {"status": "cancelled", "total_files": 1, "open_files": 0,
+                                            "completed_files": 0, "failed_files": 0, "cancelled_files": 1}
+    assert failing_index_checks(schema.url, operator) == []
+
+
+def test_cancel_waits_for_a_completion_in_flight_and_leaves_it_completed(lifecycle_schema, new_conn):
+    """A worker's commit_and_complete has run in a transaction still open (the job row is
+    locked) when the batch is cancelled; then it commits. Head: the cancel waited for it and
+    cancels only the job still open: the indexed document stays indexed and searchable, the
+    counters are exact (completed 1, cancelled 1). Before: the hand-made cancel fails the
+    pending job without moving a counter: the batch's counters drift from its jobs."""
+    schema = lifecycle_schema
+    operator = new_conn(schema.url)
+    batch_id = seed_batch(operator)
+    first_document, first_job = seed_job(operator, batch_id)
+    _, second_job = seed_job(operator, batch_id)
+    worker_conn = new_conn(schema.url, autocommit=False)
+    worker_conn.execute("set lock_timeout = '15s'")
+    worker_conn.commit()
+    worker = Worker.claiming(worker_conn)
+    worker_conn.commit()
+    generation_id = worker.begin().generation_id
+    write_artifacts(worker_conn, first_document, generation_id, word=WORD)
+    worker_conn.commit()
+    worker_pid = backend_pid(worker_conn)
+    done = worker.rpc.commit_and_complete(*worker.ids, generation_id, worker_id="W",
+                                          lease_token=worker.claim.lease_token)  # transaction left open
+    assert done.ok, done
+
+    canceller = new_conn(schema.url)
+    canceller_pid = backend_pid(canceller)
+    cancelling = Background(lambda: cancel(schema, canceller, batch_id))
+    state = done_or_blocked(operator, cancelling, canceller_pid, by=worker_pid)
+    worker_conn.commit()
+    cancelled = cancelling.join()
+    assert job(operator, first_job)["status"] == "completed"
+    assert searchable(operator, first_document, WORD)
+
+    if not schema.hardened:
+        assert state == "done"  # its UPDATE never matched the processing job
+        assert job(operator, second_job)["status"] == "failed"
+        assert counters(operator, batch_id) == {"status": "processing", "total_files": 2, "open_files": 1,
+                                                "completed_files": 1, "failed_files": 0}
+        assert IngestionRpc(operator).queue_health().batch_counter_drift == 1
+        return
+
+    assert state == "blocked"  # it locks the open jobs: it waited for the completion
+    assert cancelled.ok and (cancelled.cancelled, cancelled.in_flight) == (1, 0), cancelled
+    assert cancelled.job_ids == [second_job]
+    assert_cancelled(operator, second_job, "import batch cancelled")
+    assert document(operator, first_document)["status"] == "indexed"
+    assert counters(operator, batch_id) == {"status": "cancelled", "total_files": 2, "open_files": 0,
+                                            "completed_files": 1, "failed_files": 0, "cancelled_files": 1}
     assert failing_index_checks(schema.url, operator) == []
 
 
