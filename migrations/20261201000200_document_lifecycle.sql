@@ -15,7 +15,8 @@
 -- Lock order, the same as commit's (job, generation, document, batch last), so a delete or a
 -- cancel racing a commit waits for it or makes it wait, never deadlocks with it.
 --
--- Expand/contract: every existing signature is kept.
+-- Expand/contract: every RPC signature is kept (only an internal helper, the two-argument
+-- batch status rule that no client calls, is replaced by a three-argument one).
 
 -- The state checks, widened: each is replaced by one that accepts more (NOT VALID here, so
 -- no scan under this file's locks; the next migration validates them).

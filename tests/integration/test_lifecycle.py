@@ -1,4 +1,4 @@
-"""The document lifecycle at head (migration …_document_lifecycle.sql, /work/lifecycle-contract.md):
+"""The document lifecycle at head (migration …_document_lifecycle.sql, docs/state-machine.md, "Lifecycle"):
 delete a document, cancel an import batch, retry failed jobs, with nothing in flight.
 The races against workers in flight are in tests/race/test_lifecycle_races.py.
 
@@ -9,7 +9,6 @@ their jobs, documents' counts equal their rows, no batch is stuck.
 from __future__ import annotations
 
 from uuid import UUID, uuid4
-
 
 from ingestion_pipeline.db.rpc import IngestionRpc
 from tests.helpers import (
@@ -158,7 +157,7 @@ def test_delete_of_the_only_pending_job_of_a_batch_ends_it_completed(db_url, con
     batch_id = seed_batch(conn)
     document_id, _ = seed_job(conn, batch_id)
     assert rpc.delete_document(document_id).ok
-    # open 0, never cancelled as a batch, nothing failed: completed (the contract's rule)
+    # open 0, never cancelled as a batch, nothing failed: completed (the batch status rule)
     assert counters(conn, batch_id) == expect("completed", 1, cancelled=1)
     assert batch(conn, batch_id)["completed_at"] is not None
     assert_healthy(db_url, conn)

@@ -282,7 +282,7 @@ def parsed_document() -> tuple[ParsedDocument, list[Chunk]]:
 def done_or_blocked(observer: psycopg.Connection, call: Background, pid: int, by: int,
                     timeout: float = 15.0) -> str:
     """Wait until `call` (running on backend `pid`) has finished, or is blocked on `by`:
-    an observation of a state, not an ordering (either is allowed by the contract)."""
+    an observation of a state, not an ordering (either is allowed by the lifecycle's design)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not call.thread.is_alive():
@@ -586,7 +586,7 @@ def test_delete_while_an_enqueue_of_the_document_is_in_flight(lifecycle_schema, 
     transaction not yet committed (enqueue.py runs the look-up and the enqueue in one) when
     the delete runs: the delete waits for it (the enqueue updated the document row), then
     commits. Before: the reindex job stays pending for a deleted document, and is claimed.
-    Head (contract: the delete cancels the document's open job): no open job remains."""
+    Head (the delete cancels the document's open job): no open job remains."""
     schema = lifecycle_schema
     operator = new_conn(schema.url)
     seed_job(operator)
@@ -616,7 +616,7 @@ def test_delete_while_an_enqueue_of_the_document_is_in_flight(lifecycle_schema, 
 def test_an_enqueue_while_a_delete_of_the_document_is_in_flight(lifecycle_schema, new_conn):
     """The delete has run in a transaction not yet committed when an enqueue of the same
     document runs: the enqueue waits for it, then goes on. Before: the enqueue is accepted,
-    its job pending for a deleted document. Head (contract): the enqueue is refused
+    its job pending for a deleted document. Head: the enqueue is refused
     (document_not_found) or its job cancelled: no open job of the deleted document."""
     schema = lifecycle_schema
     operator = new_conn(schema.url)
