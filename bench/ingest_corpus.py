@@ -93,20 +93,22 @@ select stage, count(*) as n,
 """
 
 
-def run_in_process(uri: str, concurrency: int) -> dict:
+def run_in_process(uri: str, concurrency: int, parse_processes: int | None = None) -> dict:
     from ingestion_pipeline.db.connection import make_pool
     from ingestion_pipeline.settings import Settings
     from ingestion_pipeline.worker import Worker
 
     settings = Settings(database_url=uri, worker_concurrency=concurrency, pool_max_size=2 * concurrency + 2)
     with make_pool(uri, settings) as pool:
-        report = Worker(pool, settings, label="bench").run(drain=True)
+        report = Worker(pool, settings, label="bench", parse_processes=parse_processes).run(drain=True)
     return report.as_dict()
 
 
-def run_cli(uri: str, concurrency: int, processes: int) -> dict:
+def run_cli(uri: str, concurrency: int, processes: int, parse_processes: int | None = None) -> dict:
     env = {**os.environ, "DATABASE_URL": uri, "INGEST_WORKER_CONCURRENCY": str(concurrency),
            "INGEST_POOL_MAX_SIZE": str(2 * concurrency + 2)}
+    if parse_processes is not None:
+        env["INGEST_PARSE_PROCESSES"] = str(parse_processes)
     ingest = str(ROOT / ".venv" / "bin" / "ingest")
     procs = [subprocess.Popen([ingest, "work", "--drain", "--json"], env=env, stdout=subprocess.PIPE, text=True)
              for _ in range(processes)]
@@ -152,8 +154,8 @@ def ingest(uri: str, folder: Path, args: argparse.Namespace) -> Run:
         enqueued = enqueue_paths(pool, [folder], max_bytes=settings.max_file_bytes, batch_name="bench")
     enqueue_seconds = time.perf_counter() - started
     started = time.perf_counter()
-    report = (run_in_process(uri, args.concurrency) if args.via == "worker"
-              else run_cli(uri, args.concurrency, args.processes))
+    report = (run_in_process(uri, args.concurrency, args.parse_processes) if args.via == "worker"
+              else run_cli(uri, args.concurrency, args.processes, args.parse_processes))
     seconds = time.perf_counter() - started
 
     with connect(uri) as conn:
@@ -229,6 +231,37 @@ def compare(server_uri: str, folder: Path, args: argparse.Namespace) -> None:
           f"{medians[None][1] / medians[args.compare_target][1]:.3f}")
 
 
+# (label, `ingest work` processes, INGEST_PARSE_PROCESSES: 0 = in the worker's threads, None = default)
+PARSING = [("1 process, parsing in its threads", 1, 0),
+           ("2 processes, parsing in their threads", 2, 0),
+           ("1 process, parsing in its children (one per core)", 1, None)]
+
+
+def compare_parsing(server_uri: str, folder: Path, args: argparse.Namespace) -> None:
+    """`ingest work --drain` with parsing in its threads (1 and 2 processes) and in its
+    children, a fresh database each, --rounds rounds interleaved; medians."""
+    runs: dict[str, list[Run]] = {label: [] for label, _, _ in PARSING}
+    for number in range(1, args.rounds + 1):
+        for label, processes, parse_processes in PARSING:
+            uri = create_database(server_uri, "bench_ingest_parsing", migrate=True)
+            with connect(uri) as conn:
+                conn.execute("checkpoint")
+            run = ingest(uri, folder, argparse.Namespace(**{**vars(args), "via": "cli", "processes": processes,
+                                                             "parse_processes": parse_processes}))
+            drop_database(server_uri, "bench_ingest_parsing")
+            runs[label].append(run)
+            print(f"round {number}, {label}: {run.report['completed']}/{run.files} docs in {run.seconds:.2f}s, "
+                  f"{run.docs_per_s:.1f} docs/s", flush=True)
+    first = runs[PARSING[0][0]][0]
+    base = median([r.docs_per_s for r in runs[PARSING[0][0]]])
+    print_table(f"`ingest work --drain` (concurrency {args.concurrency}), {first.files} files, {first.mb:.2f} MB, "
+                f"median of {args.rounds} round(s)",
+                ["configuration", "drain s", "docs/s", "MB/s", "failed", "vs 1 process in threads"],
+                [[label, f"{median([r.seconds for r in rs]):.2f}", f"{median([r.docs_per_s for r in rs]):.1f}",
+                  f"{median([r.mb / r.seconds for r in rs]):.2f}", sum(r.report['failed'] for r in rs),
+                  f"{median([r.docs_per_s for r in rs]) / base:.2f}"] for label, rs in runs.items()])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--folder", type=Path, help="ingest this folder instead of a generated corpus")
@@ -239,11 +272,18 @@ def main() -> None:
     parser.add_argument("--via", choices=["worker", "cli"], default="worker",
                         help="Worker.run(drain=True) in process (default) or `ingest work --drain` subprocesses")
     parser.add_argument("--processes", type=int, default=1, help="with --via cli: worker processes (default 1)")
+    parser.add_argument("--parse-processes", type=int, default=None,
+                        help="parsing children per worker (INGEST_PARSE_PROCESSES; 0: in the worker's threads; "
+                             "default: one per core)")
+    parser.add_argument("--compare-parsing", action="store_true",
+                        help="`ingest work --drain`: 1 process parsing in its threads, 2 such processes, and 1 "
+                             "process parsing in its children; --rounds rounds each")
     parser.add_argument("--full", action="store_true", help="--docs 2000 --mean-kb 32")
     parser.add_argument("--compare-target", metavar="VERSION",
                         help="also run against a database migrated only up to this 14-digit migration version "
                              "and print head / VERSION (e.g. 20261130000700)")
-    parser.add_argument("--rounds", type=int, default=3, help="with --compare-target: runs per schema (default 3)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="with --compare-target or --compare-parsing: runs per configuration (default 3)")
     args = parser.parse_args()
     if args.full:
         args.docs, args.mean_kb = 2000, 32
@@ -263,6 +303,10 @@ def main() -> None:
             if args.compare_target:
                 print(f"corpus: {source}")
                 compare(server_uri, folder, args)
+                return
+            if args.compare_parsing:
+                print(f"corpus: {source}")
+                compare_parsing(server_uri, folder, args)
                 return
             run = ingest(create_database(server_uri, "bench_ingest", migrate=True), folder, args)
             print(f"corpus: {source}; {run.files} files, {run.mb:.2f} MB")

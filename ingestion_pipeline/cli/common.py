@@ -6,15 +6,23 @@ import argparse
 import json
 
 
-def positive_int(value: str) -> int:
+def _whole_number(value: str, minimum: int) -> int:
     """argparse type: reports a bad value as a usage error, not a traceback."""
     try:
         number = int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
+    if number < minimum:
+        raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {number}")
     return number
+
+
+def positive_int(value: str) -> int:
+    return _whole_number(value, 1)
+
+
+def non_negative_int(value: str) -> int:
+    return _whole_number(value, 0)
 
 
 def add_database_url(parser) -> None:

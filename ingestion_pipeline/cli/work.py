@@ -9,7 +9,7 @@ import threading
 
 from tqdm import tqdm
 
-from ingestion_pipeline.cli.common import add_database_url, positive_int, print_json
+from ingestion_pipeline.cli.common import add_database_url, non_negative_int, positive_int, print_json
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.processing import get_embedder
 from ingestion_pipeline.settings import Settings
@@ -23,6 +23,9 @@ def register(commands) -> None:
     work.add_argument("--concurrency", type=positive_int, metavar="N",
                       help="jobs at once (INGEST_WORKER_CONCURRENCY)")
     work.add_argument("--max-jobs", type=positive_int, metavar="N", help="stop after claiming N jobs")
+    work.add_argument("--parse-processes", type=non_negative_int, metavar="N",
+                      help="child processes that parse (INGEST_PARSE_PROCESSES, default one per core; "
+                           "0 parses in the worker's threads)")
     work.add_argument("--embedder", choices=["none", "hash"], help="embedding model (INGEST_EMBEDDER)")
     work.add_argument("--json", action="store_true", help="machine-readable summary")
     add_database_url(work)
@@ -49,7 +52,8 @@ def cmd_work(args, settings: Settings) -> int:
     try:
         with migrated_pool(settings) as pool:
             worker = Worker(pool, settings, label="cli", concurrency=args.concurrency,
-                            embedder=get_embedder(args.embedder or settings.embedder))
+                            embedder=get_embedder(args.embedder or settings.embedder),
+                            parse_processes=args.parse_processes)
             progress = tqdm(unit="doc", desc="work", disable=args.json or not sys.stderr.isatty(), file=sys.stderr)
             with progress:
                 report = worker.run(drain=args.drain, max_jobs=args.max_jobs, stop=stop,

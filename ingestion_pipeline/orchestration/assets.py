@@ -41,7 +41,7 @@ def document_index(context: dg.AssetExecutionContext, config: DrainConfig, datab
         with database.pool() as pool:
             worker = Worker(pool, settings, label=f"dagster-{context.run.run_id[:8]}",
                             concurrency=config.concurrency, embedder=processing.make_embedder(),
-                            chunking=processing.chunking())
+                            chunking=processing.chunking(), parse_processes=parse_processes_per_run(settings))
             report = worker.run(drain=True, max_jobs=max_jobs, max_seconds=max_seconds,
                                 on_result=DrainProgress(context.log.info))
     except (DatabaseUnavailable, psycopg.OperationalError) as exc:
@@ -51,6 +51,15 @@ def document_index(context: dg.AssetExecutionContext, config: DrainConfig, datab
         raise dg.Failure(description=str(exc), allow_retries=False) from None
     context.log.info(drain_summary(report))
     return dg.MaterializeResult(metadata=drain_metadata(report))
+
+
+def parse_processes_per_run(settings) -> int:
+    """The sensor runs up to INGEST_MAX_DRAIN_RUNS drain runs at once: they share the
+    machine's parsing children (INGEST_PARSE_PROCESSES, one per core) rather than each
+    starting one per core. 0 (parse in the run's threads) stays 0."""
+    if settings.parse_processes == 0:
+        return 0
+    return max(1, settings.parse_processes // settings.max_drain_runs)
 
 
 class DrainProgress:

@@ -19,7 +19,7 @@ from ingestion_pipeline.db.connection import make_pool
 from ingestion_pipeline.enqueue import enqueue_paths
 from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.worker import Worker
-from tests.fixtures.hostile import hostile_process
+from tests.fixtures.hostile import hostile_process, write_hostile_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
 INGEST = Path(sys.executable).parent / "ingest"
@@ -150,3 +150,27 @@ def test_no_parsing_child_outlives_the_worker(stop_signal, db_url, conn, tmp_pat
         assert proc.returncode == 0, proc.stderr.read()
         processing = conn.execute("select count(*) as n from ingestion_jobs where status = 'processing'").fetchone()
         assert processing["n"] == 0  # the jobs in flight finished
+
+
+def test_a_hostile_corpus_ends_within_the_limits_beside_normal_documents(db_url, conn, tmp_path):
+    """The real parsers on documents built to hurt them: each ends `failed` with a message
+    or `indexed`, within the limits, and the normal documents of the batch index."""
+    folder = write_corpus(tmp_path / "corpus", 5)
+    hostile = write_hostile_corpus(folder)
+    settings = Settings(database_url=db_url, parse_timeout_seconds=10, parse_memory_mb=1024, max_attempts=1)
+    with make_pool(db_url, settings) as pool:
+        enqueue_paths(pool, [folder], max_bytes=50 * 2**20, max_attempts=1)
+        started = time.monotonic()
+        with PeakRss() as rss:
+            Worker(pool, settings, parse_processes=2).run(drain=True)
+        seconds = time.monotonic() - started
+
+    jobs = jobs_by_source(conn)
+    print(f"\nworker peak RSS {rss.peak / 2**20:.0f} MiB; {len(jobs)} jobs in {seconds:.1f} s")
+    for name in hostile:
+        print(f"  {name}: {jobs[name]['status']} {jobs[name]['error_message'] or ''}")
+    assert all(jobs[f"doc-{n:02d}.md"]["status"] == "completed" for n in range(5))
+    for name in hostile:
+        assert jobs[name]["status"] in ("completed", "failed"), (name, jobs[name])
+        assert jobs[name]["status"] == "completed" or jobs[name]["error_message"], (name, jobs[name])
+    assert rss.peak < WORKER_RSS_BOUND
