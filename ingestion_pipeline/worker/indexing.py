@@ -47,14 +47,19 @@ def _process_in_thread(run: JobRun, content: bytes):
 
 def _process_in_child(run: JobRun, content: bytes):
     """Parse, chunk and embed in one task of the worker's parsing children (within their
-    time and memory limits); the stage log keeps the three stages, timed in the child."""
+    time and memory limits); the stage log keeps the three stages, timed in the child. An
+    embedder that cannot be sent to a child embeds here, in the job's thread."""
     job, ctx = run.job, run.ctx
+    in_child = ctx.parse_pool.accepts(ctx.embedder)
     with run.stage("parse", 20, isolated=True):
         processed = ctx.parse_pool.process(run.lease.lost, content, job.source_name, ctx.max_bytes, ctx.chunking,
-                                           ctx.embedder.name)
+                                           ctx.embedder if in_child else None)
     run.record_stage("chunk", processed.seconds["chunk"], isolated=True)
-    run.record_stage("embed", processed.seconds["embed"], isolated=True, embedder=ctx.embedder.name)
-    return processed.document, processed.chunks
+    if in_child:
+        run.record_stage("embed", processed.seconds["embed"], isolated=True, embedder=ctx.embedder.name)
+        return processed.document, processed.chunks
+    with run.stage("embed", 60, embedder=ctx.embedder.name):
+        return processed.document, embed_chunks(processed.chunks, ctx.embedder)
 
 
 def _write(run: JobRun, generation_id, parsed, chunks) -> None:

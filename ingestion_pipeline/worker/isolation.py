@@ -25,6 +25,7 @@ import ctypes
 import logging
 import multiprocessing
 import os
+import pickle
 import resource
 import signal
 import threading
@@ -37,11 +38,11 @@ import pebble
 from ingestion_pipeline.processing import (
     Chunk,
     ChunkingOptions,
+    Embedder,
     ParsedDocument,
     ProcessingError,
     chunk_sections,
     embed_chunks,
-    get_embedder,
     parse,
 )
 from ingestion_pipeline.worker.errors import LeaseLost
@@ -70,8 +71,9 @@ class Processed:
 
 
 def process_document_in_child(content: bytes, source_name: str, max_bytes: int, chunking: ChunkingOptions,
-                              embedder_name: str) -> Processed:
-    """What a child runs (module level: the fork server's children import it by name)."""
+                              embedder: Embedder | None) -> Processed:
+    """What a child runs (module level: the fork server's children import it by name).
+    Embeds too when given an embedder (one that could be sent to the child)."""
     seconds = {}
     began = time.perf_counter()
     document = parse(content, source_name, max_bytes=max_bytes)
@@ -79,10 +81,21 @@ def process_document_in_child(content: bytes, source_name: str, max_bytes: int, 
     began = time.perf_counter()
     chunks = chunk_sections(document.sections, chunking)
     seconds["chunk"] = time.perf_counter() - began
-    began = time.perf_counter()
-    chunks = embed_chunks(chunks, get_embedder(embedder_name))
-    seconds["embed"] = time.perf_counter() - began
+    if embedder is not None:
+        began = time.perf_counter()
+        chunks = embed_chunks(chunks, embedder)
+        seconds["embed"] = time.perf_counter() - began
     return Processed(document, chunks, seconds)
+
+
+def can_run_in_child(embedder: Embedder) -> bool:
+    """An embedder is sent to the children when it pickles (the built-in ones do); one
+    holding threads, locks or sockets embeds in the job's thread instead."""
+    try:
+        pickle.dumps(embedder)
+    except Exception:
+        return False
+    return True
 
 
 def _start_child(memory_bytes: int) -> None:
@@ -124,6 +137,7 @@ class ParsePool:
         self.target = target
         self._pool: pebble.ProcessPool | None = None
         self._lock = threading.Lock()
+        self._embedders: dict[int, bool] = {}
 
     def _started(self) -> pebble.ProcessPool:
         with self._lock:
@@ -133,6 +147,13 @@ class ParsePool:
                     max_workers=self.limits.processes, max_tasks=self.limits.tasks_per_child,
                     initializer=_start_child, initargs=(self.limits.memory_bytes,), context=context)
             return self._pool
+
+    def accepts(self, embedder: Embedder) -> bool:
+        """Whether `embedder` runs in the children (asked once per embedder object)."""
+        key = id(embedder)
+        if key not in self._embedders:
+            self._embedders[key] = can_run_in_child(embedder)
+        return self._embedders[key]
 
     def process(self, lost: threading.Event, *args) -> Processed:
         """Run `target(*args)` in a child and wait for it, giving the task up (and its child)
