@@ -41,7 +41,8 @@ def test_dg_check_defs_and_list_defs_show_the_asset_its_checks_jobs_sensors_and_
     assert {check["name"] for check in defs["asset_checks"]} == CHECKS
     assert {check["asset_key"] for check in defs["asset_checks"]} == {"document_index"}
     assert {job["name"] for job in defs["jobs"]} == {"ingest_documents", "check_document_index", "janitor",
-                                                     "refresh_batch_status"}
+                                                     "refresh_batch_status", "delete_documents",
+                                                     "cancel_import_batch", "retry_failed_jobs"}
     assert {sensor["name"] for sensor in defs["sensors"]} == {"import_batch_sensor", "batch_status_sensor",
                                                               "failed_drain_run_sensor"}
     assert [schedule["name"] for schedule in defs["schedules"]] == ["janitor_schedule"]
