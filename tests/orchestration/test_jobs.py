@@ -158,3 +158,13 @@ def test_drain_job_claims_within_its_job_budget_and_logs_progress(instance, reso
         instance=instance, run_config={"ops": {"document_index": {"config": {"max_jobs": 10}}}})
     [materialization] = overridden.asset_materializations_for_node("document_index")
     assert materialization.metadata["claimed"].value == 2
+
+
+def test_drain_runs_share_the_parsing_children():
+    from ingestion_pipeline.orchestration.assets import parse_processes_per_run
+    from ingestion_pipeline.settings import Settings
+
+    def share(parse_processes: int, max_drain_runs: int) -> int:
+        return parse_processes_per_run(Settings(parse_processes=parse_processes, max_drain_runs=max_drain_runs))
+
+    assert (share(8, 2), share(2, 2), share(1, 4), share(0, 4)) == (4, 1, 1, 0)
