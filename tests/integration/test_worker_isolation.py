@@ -129,7 +129,7 @@ def test_no_parsing_child_outlives_the_worker(stop_signal, db_url, conn, tmp_pat
     """`ingest work` (children = cores) is stopped while it parses: Ctrl-C and SIGTERM let the
     jobs in flight finish and stop the children; SIGKILL leaves the jobs to their leases, and
     the children die with it all the same."""
-    folder = write_corpus(tmp_path / "corpus", 300, repeat=2000)  # seconds of parsing
+    folder = write_corpus(tmp_path / "corpus", 120, repeat=2000)  # seconds of parsing
     with make_pool(db_url, Settings(database_url=db_url)) as pool:
         enqueue_paths(pool, [folder], max_bytes=10_000_000)
     env = {**os.environ, "DATABASE_URL": db_url, "INGEST_PARSE_PROCESSES": "2"}
