@@ -54,12 +54,16 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default_factory=find_data_dir,
                            description="Embedded server and local state (default: the nearest .ingest).")
     pool_min_size: int = Field(default=1, ge=0)
-    pool_max_size: int = Field(default=10, ge=1)
+    # Unset: enough for the jobs in flight (worker_concurrency + 2, at least 10).
+    pool_max_size: int | None = Field(default=None, ge=1)
     # Server-side prepared statements: off (None), safe behind a transaction-mode pooler.
     # A number N prepares a statement after N runs: only for direct connections.
     prepare_threshold: int | None = Field(default=None, ge=0)
     connect_timeout_seconds: int = Field(default=10, ge=1)
-    worker_concurrency: int = Field(default=4, ge=1, le=256)
+    # Jobs in flight per worker. Unset: 4 when parsing in the worker's threads, else
+    # 4 + 4 per parsing child (at most 64), so that while some jobs wait on the database
+    # every child still has a document to parse (bench/README.md, "Parsing in children").
+    worker_concurrency: int | None = Field(default=None, ge=1, le=256)
     claim_batch_size: int = Field(default=10, ge=1, le=1000)
     heartbeat_interval_seconds: float = Field(default=30.0, gt=0)
     # Bulk acknowledgement: a finished job waits at most this long for others to finish
@@ -118,6 +122,10 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _coherent(self) -> Self:
+        if self.worker_concurrency is None:
+            self.worker_concurrency = min(4 + 4 * self.parse_processes, 64)
+        if self.pool_max_size is None:
+            self.pool_max_size = max(10, self.worker_concurrency + 2)
         if self.pool_min_size > self.pool_max_size:
             raise ValueError(f"{ENV_PREFIX}POOL_MIN_SIZE must not exceed {ENV_PREFIX}POOL_MAX_SIZE")
         # A heartbeat must land several times inside the stale window, or a slow tick

@@ -35,14 +35,22 @@ def test_defaults(tmp_path, monkeypatch):
     s = load_settings()
     assert s.database_url is None
     assert s.data_dir == Path(".ingest")
-    assert (s.pool_min_size, s.pool_max_size) == (1, 10)
+    assert s.parse_processes == os.cpu_count()
+    assert s.worker_concurrency == min(4 + 4 * s.parse_processes, 64)  # every child kept busy
+    assert (s.pool_min_size, s.pool_max_size) == (1, max(10, s.worker_concurrency + 2))
     assert s.connect_timeout_seconds == 10
-    assert s.worker_concurrency == 4
     assert s.claim_batch_size == 10
     assert s.heartbeat_interval_seconds == 30.0
     assert s.stale_after_seconds == 300
     assert s.max_attempts == 3
     assert s.max_file_bytes == 50 * 1024 * 1024
+
+
+def test_parsing_in_threads_keeps_four_jobs_in_flight_and_an_explicit_value_wins(monkeypatch):
+    assert (load_settings(parse_processes=0).worker_concurrency, load_settings(parse_processes=0).pool_max_size) == (
+        4, 10)
+    monkeypatch.setenv("INGEST_WORKER_CONCURRENCY", "3")
+    assert load_settings(parse_processes=8).worker_concurrency == 3
 
 
 def test_database_url_is_read_from_the_conventional_variable(monkeypatch):
