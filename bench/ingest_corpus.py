@@ -104,9 +104,11 @@ def run_in_process(uri: str, concurrency: int, parse_processes: int | None = Non
     return report.as_dict()
 
 
-def run_cli(uri: str, concurrency: int, processes: int, parse_processes: int | None = None) -> dict:
-    env = {**os.environ, "DATABASE_URL": uri, "INGEST_WORKER_CONCURRENCY": str(concurrency),
-           "INGEST_POOL_MAX_SIZE": str(2 * concurrency + 2)}
+def run_cli(uri: str, concurrency: int | None, processes: int, parse_processes: int | None = None) -> dict:
+    """`processes` × `ingest work --drain`; concurrency None: the settings' default."""
+    env = {**os.environ, "DATABASE_URL": uri}
+    if concurrency is not None:
+        env.update(INGEST_WORKER_CONCURRENCY=str(concurrency), INGEST_POOL_MAX_SIZE=str(2 * concurrency + 2))
     if parse_processes is not None:
         env["INGEST_PARSE_PROCESSES"] = str(parse_processes)
     ingest = str(ROOT / ".venv" / "bin" / "ingest")
@@ -231,30 +233,33 @@ def compare(server_uri: str, folder: Path, args: argparse.Namespace) -> None:
           f"{medians[None][1] / medians[args.compare_target][1]:.3f}")
 
 
-# (label, `ingest work` processes, INGEST_PARSE_PROCESSES: 0 = in the worker's threads, None = default)
-PARSING = [("1 process, parsing in its threads", 1, 0),
-           ("2 processes, parsing in their threads", 2, 0),
-           ("1 process, parsing in its children (one per core)", 1, None)]
+# (label, `ingest work` processes, INGEST_PARSE_PROCESSES, INGEST_WORKER_CONCURRENCY): parsing
+# in the worker's threads with the jobs in flight of that design (4), then in its children
+# with every default (children = cores, 4 + 4 jobs in flight per child).
+PARSING = [("1 process, parsing in its threads", 1, 0, 4),
+           ("2 processes, parsing in their threads", 2, 0, 4),
+           ("1 process, parsing in its children (defaults)", 1, None, None)]
 
 
 def compare_parsing(server_uri: str, folder: Path, args: argparse.Namespace) -> None:
     """`ingest work --drain` with parsing in its threads (1 and 2 processes) and in its
     children, a fresh database each, --rounds rounds interleaved; medians."""
-    runs: dict[str, list[Run]] = {label: [] for label, _, _ in PARSING}
+    runs: dict[str, list[Run]] = {label: [] for label, _, _, _ in PARSING}
     for number in range(1, args.rounds + 1):
-        for label, processes, parse_processes in PARSING:
+        for label, processes, parse_processes, concurrency in PARSING:
             uri = create_database(server_uri, "bench_ingest_parsing", migrate=True)
             with connect(uri) as conn:
                 conn.execute("checkpoint")
             run = ingest(uri, folder, argparse.Namespace(**{**vars(args), "via": "cli", "processes": processes,
-                                                             "parse_processes": parse_processes}))
+                                                             "parse_processes": parse_processes,
+                                                             "concurrency": concurrency}))
             drop_database(server_uri, "bench_ingest_parsing")
             runs[label].append(run)
             print(f"round {number}, {label}: {run.report['completed']}/{run.files} docs in {run.seconds:.2f}s, "
                   f"{run.docs_per_s:.1f} docs/s", flush=True)
     first = runs[PARSING[0][0]][0]
     base = median([r.docs_per_s for r in runs[PARSING[0][0]]])
-    print_table(f"`ingest work --drain` (concurrency {args.concurrency}), {first.files} files, {first.mb:.2f} MB, "
+    print_table(f"`ingest work --drain`, {first.files} files, {first.mb:.2f} MB, "
                 f"median of {args.rounds} round(s)",
                 ["configuration", "drain s", "docs/s", "MB/s", "failed", "vs 1 process in threads"],
                 [[label, f"{median([r.seconds for r in rs]):.2f}", f"{median([r.docs_per_s for r in rs]):.1f}",
