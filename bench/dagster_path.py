@@ -68,7 +68,8 @@ class CpuSampler:
     window does, so its last sample
     counts), and a process that existed at the start counts only what it used after it."""
 
-    KINDS = (("postgres", "postgres"), ("multiprocessing.spawn", "drain runs (spawned by the code server)"), ("ingest work", "ingest work"),
+    KINDS = (("postgres", "postgres"), ("multiprocessing.forkserver", "parsing children"),
+             ("multiprocessing.spawn", "drain runs (spawned by the code server)"), ("ingest work", "ingest work"),
              ("dagster", "dagster services"), ("dg dev", "dagster services"), ("ingest ui", "dagster services"))
 
     def __init__(self):
