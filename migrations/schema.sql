@@ -32,6 +32,95 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.cancel_import_batch(p_batch_id uuid) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_job_ids uuid[];
+    v_in_flight integer;
+    v_status text;
+    v_cancelled integer;
+begin
+    select status into v_status from public.import_batches where id = p_batch_id;
+    if not found then
+        return jsonb_build_object('ok', false, 'reason', 'batch_not_found', 'batch_id', p_batch_id);
+    end if;
+    -- The open jobs first (a claim holding one is waited for, then its job is cancelled).
+    select coalesce(array_agg(id order by id), '{}'), count(*) filter (where status = 'processing')
+      into v_job_ids, v_in_flight
+      from (select id, status from public.ingestion_jobs
+             where batch_id = p_batch_id and status in ('pending', 'processing')
+             order by id
+               for no key update) open_jobs;
+    if cardinality(v_job_ids) = 0 then
+        return jsonb_build_object('ok', false, 'reason', 'nothing_open', 'batch_id', p_batch_id,
+                                  'status', v_status);
+    end if;
+    select coalesce(sum(c.cancelled), 0) into v_cancelled
+      from public.cancel_locked_ingestion_jobs(v_job_ids, 'import batch cancelled') c;
+    return jsonb_build_object('ok', true, 'batch_id', p_batch_id, 'cancelled', v_cancelled,
+        'in_flight', v_in_flight, 'job_ids', to_jsonb(v_job_ids),
+        'batch', public.cancel_import_batch_counters(p_batch_id, v_cancelled, true));
+end;
+$$;
+
+CREATE FUNCTION public.cancel_import_batch_counters(p_batch_id uuid, p_cancelled integer, p_mark_cancelled boolean DEFAULT false) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_row public.import_batches%rowtype;
+begin
+    update public.import_batches b
+       set open_files = greatest(b.open_files - p_cancelled, 0),
+           cancelled_files = b.cancelled_files + p_cancelled,
+           cancelled_at = case when p_mark_cancelled then coalesce(b.cancelled_at, now()) else b.cancelled_at end,
+           status = public.import_batch_status_of(
+               greatest(b.open_files - p_cancelled, 0), b.failed_files,
+               case when p_mark_cancelled then coalesce(b.cancelled_at, now()) else b.cancelled_at end),
+           completed_at = case when b.open_files - p_cancelled > 0 then null
+                               else coalesce(b.completed_at, now()) end,
+           updated_at = now()
+     where b.id = p_batch_id
+    returning b.* into v_row;
+    if not found then
+        return null;
+    end if;
+    return public.import_batch_counters_of(v_row);
+end;
+$$;
+
+CREATE FUNCTION public.cancel_locked_ingestion_jobs(p_job_ids uuid[], p_reason text, p_document_status text DEFAULT 'cancelled'::text) RETURNS TABLE(batch_id uuid, cancelled integer)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+begin
+    perform 1 from public.index_generations g
+     where g.job_id = any (p_job_ids) and g.status = 'building'
+     order by g.id
+       for no key update;
+    update public.index_generations g set status = 'abandoned'
+     where g.job_id = any (p_job_ids) and g.status = 'building';
+    -- R15: a document with a committed generation keeps it (and stays `indexed`).
+    update public.documents d
+       set status = p_document_status, updated_at = now()
+      from public.ingestion_jobs j
+     where j.id = any (p_job_ids) and d.id = j.document_id
+       and d.index_generation_id is null and d.deleted_at is null;
+    return query
+    with cancelled as (
+        update public.ingestion_jobs j
+           set status = 'cancelled', stage = 'cancelled', completed_at = now(), error_message = p_reason,
+               lease_expires_at = null, updated_at = now()
+         where j.id = any (p_job_ids) and j.status in ('pending', 'processing')
+        returning j.batch_id
+    )
+    select c.batch_id, count(*)::integer from cancelled c group by c.batch_id order by c.batch_id;
+end;
+$$;
+
 CREATE FUNCTION public.claim_ingestion_jobs(p_worker_id text, p_claim_limit integer DEFAULT 1, p_stale_after_seconds integer DEFAULT 300) RETURNS TABLE(job_id uuid, document_id uuid, batch_id uuid, kind text, attempt_count integer, max_attempts integer, locked_by text, locked_at timestamp with time zone, source_name text, mime_type text, content_sha256 text, byte_size bigint, committed_generation_id uuid, lease_token bigint, lease_expires_at timestamp with time zone)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -116,18 +205,20 @@ declare
     v_sections bigint := 0;
     v_chunks bigint := 0;
     v_generations bigint := 0;
+    v_sources bigint := 0;
 begin
     select coalesce(array_agg(candidate.document_id), '{}') into v_documents
-      from (select distinct g.document_id
-              from public.index_generations g
-              join public.documents d on d.id = g.document_id
-             where g.status <> 'committed'
-               and g.id is distinct from d.index_generation_id
-               and (p_document_id is null or g.document_id = p_document_id)
+      from (select distinct d.id as document_id
+              from public.documents d
+             where (p_document_id is null or d.id = p_document_id)
+               and (exists (select 1 from public.index_generations g
+                             where g.document_id = d.id and g.status <> 'committed'
+                               and g.id is distinct from d.index_generation_id)
+                    or (d.deleted_at is not null
+                        and exists (select 1 from public.document_sources s where s.document_id = d.id)))
                and not exists (select 1 from public.ingestion_jobs j
-                                where j.document_id = g.document_id
-                                  and j.status in ('pending', 'processing'))
-             order by g.document_id
+                                where j.document_id = d.id and j.status in ('pending', 'processing'))
+             order by d.id
              limit greatest(p_limit, 0)) candidate;
 
     if p_dry_run then
@@ -139,7 +230,10 @@ begin
          where c.document_id = any (v_documents) and c.index_generation_id is distinct from d.index_generation_id;
         select count(*) into v_generations from public.index_generations g join public.documents d on d.id = g.document_id
          where g.document_id = any (v_documents) and g.status <> 'committed' and g.id is distinct from d.index_generation_id;
+        select count(*) into v_sources from public.document_sources s join public.documents d on d.id = s.document_id
+         where s.document_id = any (v_documents) and d.deleted_at is not null;
     else
+        -- The guard (no open job) again in every delete: a claim may have landed since.
         delete from public.document_pages p using public.documents d
          where d.id = p.document_id and p.document_id = any (v_documents)
            and p.index_generation_id is distinct from d.index_generation_id
@@ -164,11 +258,17 @@ begin
            and not exists (select 1 from public.ingestion_jobs j
                             where j.document_id = g.document_id and j.status in ('pending', 'processing'));
         get diagnostics v_generations = row_count;
+        delete from public.document_sources s using public.documents d
+         where d.id = s.document_id and s.document_id = any (v_documents) and d.deleted_at is not null
+           and not exists (select 1 from public.ingestion_jobs j
+                            where j.document_id = s.document_id and j.status in ('pending', 'processing'));
+        get diagnostics v_sources = row_count;
     end if;
 
     return jsonb_build_object('ok', true, 'dry_run', p_dry_run,
         'documents', coalesce(array_length(v_documents, 1), 0),
-        'pages', v_pages, 'sections', v_sections, 'chunks', v_chunks, 'generations', v_generations);
+        'pages', v_pages, 'sections', v_sections, 'chunks', v_chunks, 'generations', v_generations,
+        'sources', v_sources);
 end;
 $$;
 
@@ -350,6 +450,62 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.delete_document(p_document_id uuid) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_document public.documents%rowtype;
+    v_job public.ingestion_jobs%rowtype;
+    v_in_flight boolean;
+    v_batch jsonb;
+begin
+    -- Lock order as commit's: the open job, the generations, the document, the batch last.
+    select * into v_job from public.ingestion_jobs
+     where document_id = p_document_id and status in ('pending', 'processing')
+       for no key update;
+    perform 1 from public.index_generations
+     where document_id = p_document_id and status in ('building', 'committed')
+     order by id
+       for no key update;
+    select * into v_document from public.documents where id = p_document_id for no key update;
+    if not found then
+        return jsonb_build_object('ok', false, 'reason', 'not_found', 'document_id', p_document_id);
+    end if;
+    if v_document.deleted_at is not null then
+        return jsonb_build_object('ok', false, 'reason', 'already_deleted', 'document_id', p_document_id,
+                                  'deleted_at', v_document.deleted_at);
+    end if;
+
+    v_in_flight := v_job.id is not null and v_job.status = 'processing';
+    if v_job.id is not null then
+        perform public.cancel_locked_ingestion_jobs(array[v_job.id], 'document deleted');
+    end if;
+    update public.index_generations set status = 'abandoned'
+     where document_id = p_document_id and status in ('building', 'committed');
+    update public.documents
+       set deleted_at = now(), status = 'deleted', index_generation_id = null,
+           page_count = 0, section_count = 0, chunk_count = 0, updated_at = now()
+     where id = p_document_id;
+
+    -- Nothing in flight: nobody writes its rows, so they go now. Otherwise the building
+    -- worker's transaction may still hold them: the guarded cleanup removes them once it ended.
+    if not v_in_flight then
+        delete from public.document_pages where document_id = p_document_id;
+        delete from public.document_sections where document_id = p_document_id;
+        delete from public.document_chunks where document_id = p_document_id;
+        delete from public.index_generations where document_id = p_document_id;
+        delete from public.document_sources where document_id = p_document_id;
+    end if;
+
+    if v_job.id is not null then
+        v_batch := public.cancel_import_batch_counters(v_job.batch_id, 1);
+    end if;
+    return jsonb_build_object('ok', true, 'document_id', p_document_id, 'source_name', v_document.source_name,
+        'cancelled_job_id', v_job.id, 'in_flight', v_in_flight, 'purged', not v_in_flight, 'batch', v_batch);
+end;
+$$;
+
 CREATE FUNCTION public.drifted_import_batch_ids(p_limit integer DEFAULT 100) RETURNS SETOF uuid
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -360,14 +516,16 @@ CREATE FUNCTION public.drifted_import_batch_ids(p_limit integer DEFAULT 100) RET
                         count(*) as total,
                         count(*) filter (where j.status = 'completed') as completed,
                         count(*) filter (where j.status = 'failed') as failed,
+                        count(*) filter (where j.status = 'cancelled') as cancelled,
                         count(*) filter (where j.status in ('pending', 'processing')) as open
                    from public.ingestion_jobs j
                   where j.batch_id is not null
                   group by j.batch_id) c on c.batch_id = b.id
-     where (b.total_files, b.completed_files, b.failed_files, b.open_files)
+     where (b.total_files, b.completed_files, b.failed_files, b.cancelled_files, b.open_files)
                is distinct from (coalesce(c.total, 0), coalesce(c.completed, 0), coalesce(c.failed, 0),
-                                 coalesce(c.open, 0))
-        or (coalesce(c.total, 0) > 0 and b.status is distinct from public.import_batch_status_of(c.open, c.failed))
+                                 coalesce(c.cancelled, 0), coalesce(c.open, 0))
+        or (coalesce(c.total, 0) > 0
+            and b.status is distinct from public.import_batch_status_of(c.open, c.failed, b.cancelled_at))
      order by b.id
      limit greatest(p_limit, 1);
 $$;
@@ -625,11 +783,41 @@ begin
 end;
 $$;
 
-CREATE FUNCTION public.import_batch_status_of(p_open bigint, p_failed bigint) RETURNS text
+CREATE TABLE public.import_batches (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    name text NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    total_files integer DEFAULT 0 NOT NULL,
+    completed_files integer DEFAULT 0 NOT NULL,
+    failed_files integer DEFAULT 0 NOT NULL,
+    metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    completed_at timestamp with time zone,
+    open_files integer DEFAULT 0 NOT NULL,
+    cancelled_files integer DEFAULT 0 NOT NULL,
+    cancelled_at timestamp with time zone,
+    CONSTRAINT import_batches_completed_files_check CHECK ((completed_files >= 0)),
+    CONSTRAINT import_batches_failed_files_check CHECK ((failed_files >= 0)),
+    CONSTRAINT import_batches_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'processing'::text, 'completed'::text, 'completed_with_errors'::text, 'cancelled'::text]))),
+    CONSTRAINT import_batches_total_files_check CHECK ((total_files >= 0))
+);
+
+CREATE FUNCTION public.import_batch_counters_of(p_batch public.import_batches) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select jsonb_build_object('ok', true, 'batch_id', p_batch.id, 'status', p_batch.status,
+        'total', p_batch.total_files, 'completed', p_batch.completed_files, 'failed', p_batch.failed_files,
+        'cancelled', p_batch.cancelled_files, 'open', p_batch.open_files);
+$$;
+
+CREATE FUNCTION public.import_batch_status_of(p_open bigint, p_failed bigint, p_cancelled_at timestamp with time zone) RETURNS text
     LANGUAGE sql IMMUTABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     select case when p_open > 0 then 'processing'
+                when p_cancelled_at is not null then 'cancelled'
                 when p_failed > 0 then 'completed_with_errors'
                 else 'completed' end;
 $$;
@@ -650,6 +838,7 @@ CREATE FUNCTION public.ingestion_batch_report(p_batch_id uuid DEFAULT NULL::uuid
                count(*) filter (where j.status = 'processing') as processing,
                count(*) filter (where j.status = 'completed') as completed,
                count(*) filter (where j.status = 'failed') as failed,
+               count(*) filter (where j.status = 'cancelled') as cancelled,
                extract(epoch from now() - min(j.created_at) filter (where j.status = 'pending'))::bigint
                    as oldest_pending_age_seconds
           from public.ingestion_jobs j
@@ -662,10 +851,11 @@ CREATE FUNCTION public.ingestion_batch_report(p_batch_id uuid DEFAULT NULL::uuid
             select jsonb_agg(jsonb_build_object(
                        'batch_id', c.id, 'name', c.name, 'status', c.status,
                        'total_files', c.total_files, 'completed_files', c.completed_files,
-                       'failed_files', c.failed_files, 'created_at', c.created_at,
-                       'completed_at', c.completed_at,
+                       'failed_files', c.failed_files, 'cancelled_files', c.cancelled_files,
+                       'created_at', c.created_at, 'completed_at', c.completed_at, 'cancelled_at', c.cancelled_at,
                        'pending', coalesce(k.pending, 0), 'processing', coalesce(k.processing, 0),
                        'completed', coalesce(k.completed, 0), 'failed', coalesce(k.failed, 0),
+                       'cancelled', coalesce(k.cancelled, 0),
                        'oldest_pending_age_seconds', k.oldest_pending_age_seconds)
                    order by c.created_at desc, c.id)
               from chosen c left join job_counts k on k.batch_id = c.id), '[]'::jsonb),
@@ -786,16 +976,14 @@ begin
                completed_files = greatest(b.completed_files + v_delta.completed, 0),
                failed_files = greatest(b.failed_files + v_delta.failed, 0),
                status = public.import_batch_status_of(b.open_files + v_delta.open,
-                                                      b.failed_files + v_delta.failed),
+                                                      b.failed_files + v_delta.failed, b.cancelled_at),
                completed_at = case when b.open_files + v_delta.open > 0 then null
                                    else coalesce(b.completed_at, now()) end,
                updated_at = now()
          where b.id = v_delta.batch_id
         returning b.* into v_row;
         if found then
-            v_results := v_results || jsonb_build_array(jsonb_build_object(
-                'ok', true, 'batch_id', v_row.id, 'status', v_row.status, 'total', v_row.total_files,
-                'completed', v_row.completed_files, 'failed', v_row.failed_files, 'open', v_row.open_files));
+            v_results := v_results || jsonb_build_array(public.import_batch_counters_of(v_row));
         end if;
     end loop;
     return v_results;
@@ -845,8 +1033,9 @@ declare
     v_total integer;
     v_completed integer;
     v_failed integer;
+    v_cancelled integer;
     v_open integer;
-    v_status text;
+    v_row public.import_batches%rowtype;
 begin
     perform 1 from public.import_batches where id = p_batch_id for no key update;
     if not found then
@@ -854,30 +1043,28 @@ begin
     end if;
 
     -- A new statement: in READ COMMITTED it sees every job write committed before the lock.
-    -- A transition still in flight has not moved its counters yet (that is its last
-    -- statement): it will apply its delta on top of this count when it does.
     select count(*),
            count(*) filter (where status = 'completed'),
            count(*) filter (where status = 'failed'),
+           count(*) filter (where status = 'cancelled'),
            count(*) filter (where status in ('pending', 'processing'))
-      into v_total, v_completed, v_failed, v_open
+      into v_total, v_completed, v_failed, v_cancelled, v_open
       from public.ingestion_jobs
      where batch_id = p_batch_id;
 
-    v_status := public.import_batch_status_of(v_open, v_failed);
-
     update public.import_batches
-       set status = v_status,
+       set status = public.import_batch_status_of(v_open, v_failed, cancelled_at),
            total_files = v_total,
            completed_files = v_completed,
            failed_files = v_failed,
+           cancelled_files = v_cancelled,
            open_files = v_open,
            completed_at = case when v_open = 0 then coalesce(completed_at, now()) end,
            updated_at = now()
-     where id = p_batch_id;
+     where id = p_batch_id
+    returning * into v_row;
 
-    return jsonb_build_object('ok', true, 'batch_id', p_batch_id, 'status', v_status,
-        'total', v_total, 'completed', v_completed, 'failed', v_failed, 'open', v_open);
+    return public.import_batch_counters_of(v_row);
 end;
 $$;
 
@@ -910,6 +1097,45 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.retry_failed_ingestion_jobs(p_job_ids uuid[] DEFAULT NULL::uuid[], p_batch_id uuid DEFAULT NULL::uuid) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_job_id uuid;
+    v_answer jsonb;
+    v_retried uuid[] := '{}';
+    v_refused jsonb := '[]'::jsonb;
+begin
+    for v_job_id in
+        select j.id from public.ingestion_jobs j
+         where (p_job_ids is not null and j.id = any (p_job_ids))
+            or (p_job_ids is null and j.status = 'failed'
+                and (p_batch_id is null or j.batch_id = p_batch_id)
+                and exists (select 1 from public.documents d where d.id = j.document_id and d.deleted_at is null))
+         order by j.id
+    loop
+        v_answer := public.retry_ingestion_job(v_job_id);
+        if (v_answer ->> 'ok')::boolean then
+            v_retried := v_retried || v_job_id;
+        else
+            v_refused := v_refused || jsonb_build_array(jsonb_build_object(
+                'job_id', v_job_id, 'reason', v_answer ->> 'reason'));
+        end if;
+    end loop;
+    -- Ids that name no job at all.
+    if p_job_ids is not null then
+        select v_refused || coalesce(jsonb_agg(jsonb_build_object('job_id', missing, 'reason', 'not_found')
+                                               order by missing), '[]'::jsonb)
+          into v_refused
+          from unnest(p_job_ids) as missing
+         where not exists (select 1 from public.ingestion_jobs j where j.id = missing);
+    end if;
+    return jsonb_build_object('ok', true, 'retried', cardinality(v_retried), 'job_ids', to_jsonb(v_retried),
+                              'refused', v_refused);
+end;
+$$;
+
 CREATE FUNCTION public.retry_ingestion_job(p_job_id uuid) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -920,16 +1146,24 @@ declare
 begin
     select * into v_job from public.ingestion_jobs where id = p_job_id for update;
     if not found then
-        return jsonb_build_object('ok', false, 'reason', 'not_found');
+        return jsonb_build_object('ok', false, 'reason', 'not_found', 'job_id', p_job_id);
     end if;
     if v_job.status = 'completed' then
-        return jsonb_build_object('ok', false, 'reason', 'completed');
+        return jsonb_build_object('ok', false, 'reason', 'completed', 'job_id', p_job_id);
     end if;
     if v_job.status = 'processing' then
-        return jsonb_build_object('ok', false, 'reason', 'lease_live', 'locked_by', v_job.locked_by);
+        return jsonb_build_object('ok', false, 'reason', 'lease_live', 'job_id', p_job_id,
+                                  'locked_by', v_job.locked_by);
     end if;
     if v_job.status = 'pending' then
         return jsonb_build_object('ok', false, 'reason', 'already_queued', 'job_id', p_job_id);
+    end if;
+    if v_job.status = 'cancelled' then
+        return jsonb_build_object('ok', false, 'reason', 'cancelled', 'job_id', p_job_id);
+    end if;
+    perform 1 from public.documents where id = v_job.document_id and deleted_at is null for no key update;
+    if not found then
+        return jsonb_build_object('ok', false, 'reason', 'document_deleted', 'job_id', p_job_id);
     end if;
     select id into v_open from public.ingestion_jobs
      where document_id = v_job.document_id and status in ('pending', 'processing');
@@ -944,7 +1178,7 @@ begin
          where id = p_job_id;
     exception when unique_violation then
         -- an enqueue for the same document committed since the check above
-        return jsonb_build_object('ok', false, 'reason', 'already_queued');
+        return jsonb_build_object('ok', false, 'reason', 'already_queued', 'job_id', p_job_id);
     end;
     update public.documents
        set status = case when index_generation_id is null then 'queued' else status end,
@@ -1112,7 +1346,7 @@ CREATE TABLE public.documents (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT documents_byte_size_check CHECK ((byte_size >= 0)),
     CONSTRAINT documents_content_sha256_check CHECK ((content_sha256 ~ '^[0-9a-f]{64}$'::text)),
-    CONSTRAINT documents_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'processing'::text, 'indexed'::text, 'failed'::text])))
+    CONSTRAINT documents_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'processing'::text, 'indexed'::text, 'failed'::text, 'deleted'::text, 'cancelled'::text])))
 );
 
 CREATE VIEW public.committed_document_chunks WITH (security_invoker='true') AS
@@ -1151,24 +1385,6 @@ CREATE TABLE public.document_sections (
 CREATE TABLE public.document_sources (
     document_id uuid NOT NULL,
     content bytea NOT NULL
-);
-
-CREATE TABLE public.import_batches (
-    id uuid DEFAULT gen_random_uuid() NOT NULL,
-    name text NOT NULL,
-    status text DEFAULT 'pending'::text NOT NULL,
-    total_files integer DEFAULT 0 NOT NULL,
-    completed_files integer DEFAULT 0 NOT NULL,
-    failed_files integer DEFAULT 0 NOT NULL,
-    metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    completed_at timestamp with time zone,
-    open_files integer DEFAULT 0 NOT NULL,
-    CONSTRAINT import_batches_completed_files_check CHECK ((completed_files >= 0)),
-    CONSTRAINT import_batches_failed_files_check CHECK ((failed_files >= 0)),
-    CONSTRAINT import_batches_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'processing'::text, 'completed'::text, 'completed_with_errors'::text]))),
-    CONSTRAINT import_batches_total_files_check CHECK ((total_files >= 0))
 );
 
 CREATE TABLE public.index_generations (
@@ -1243,7 +1459,7 @@ CREATE TABLE public.ingestion_jobs (
     CONSTRAINT ingestion_jobs_kind_check CHECK ((kind = ANY (ARRAY['index'::text, 'reindex'::text]))),
     CONSTRAINT ingestion_jobs_max_attempts_check CHECK ((max_attempts >= 1)),
     CONSTRAINT ingestion_jobs_progress_check CHECK (((progress >= 0) AND (progress <= 100))),
-    CONSTRAINT ingestion_jobs_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'processing'::text, 'completed'::text, 'failed'::text])))
+    CONSTRAINT ingestion_jobs_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'processing'::text, 'completed'::text, 'failed'::text, 'cancelled'::text])))
 )
 WITH (fillfactor='80');
 
@@ -1358,6 +1574,13 @@ GRANT USAGE ON SCHEMA public TO ingestion_worker;
 REVOKE ALL ON FUNCTION public.begin_document_index_generation(p_job_id uuid, p_document_id uuid, p_worker_id text, p_lease_token bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.begin_document_index_generation(p_job_id uuid, p_document_id uuid, p_worker_id text, p_lease_token bigint) TO ingestion_worker;
 
+REVOKE ALL ON FUNCTION public.cancel_import_batch(p_batch_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.cancel_import_batch(p_batch_id uuid) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.cancel_import_batch_counters(p_batch_id uuid, p_cancelled integer, p_mark_cancelled boolean) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.cancel_locked_ingestion_jobs(p_job_ids uuid[], p_reason text, p_document_status text) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION public.claim_ingestion_jobs(p_worker_id text, p_claim_limit integer, p_stale_after_seconds integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.claim_ingestion_jobs(p_worker_id text, p_claim_limit integer, p_stale_after_seconds integer) TO ingestion_worker;
 
@@ -1378,6 +1601,9 @@ GRANT ALL ON FUNCTION public.complete_ingestion_jobs(p_items jsonb) TO ingestion
 
 REVOKE ALL ON FUNCTION public.create_import_batch(p_name text, p_metadata jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.create_import_batch(p_name text, p_metadata jsonb) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.delete_document(p_document_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.delete_document(p_document_id uuid) TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.drifted_import_batch_ids(p_limit integer) FROM PUBLIC;
 
@@ -1401,7 +1627,11 @@ GRANT ALL ON FUNCTION public.heartbeat_ingestion_job(p_job_id uuid, p_worker_id 
 REVOKE ALL ON FUNCTION public.heartbeat_ingestion_jobs(p_job_ids uuid[], p_lease_tokens bigint[], p_stages text[], p_progress integer[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.heartbeat_ingestion_jobs(p_job_ids uuid[], p_lease_tokens bigint[], p_stages text[], p_progress integer[]) TO ingestion_worker;
 
-REVOKE ALL ON FUNCTION public.import_batch_status_of(p_open bigint, p_failed bigint) FROM PUBLIC;
+GRANT SELECT ON TABLE public.import_batches TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.import_batch_counters_of(p_batch public.import_batches) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.import_batch_status_of(p_open bigint, p_failed bigint, p_cancelled_at timestamp with time zone) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.ingestion_batch_report(p_batch_id uuid, p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.ingestion_batch_report(p_batch_id uuid, p_limit integer) TO ingestion_worker;
@@ -1430,6 +1660,9 @@ REVOKE ALL ON FUNCTION public.refresh_import_batches(p_batch_ids uuid[]) FROM PU
 REVOKE ALL ON FUNCTION public.refresh_stuck_import_batches(p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.refresh_stuck_import_batches(p_limit integer) TO ingestion_worker;
 
+REVOKE ALL ON FUNCTION public.retry_failed_ingestion_jobs(p_job_ids uuid[], p_batch_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.retry_failed_ingestion_jobs(p_job_ids uuid[], p_batch_id uuid) TO ingestion_worker;
+
 REVOKE ALL ON FUNCTION public.retry_ingestion_job(p_job_id uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.retry_ingestion_job(p_job_id uuid) TO ingestion_worker;
 
@@ -1452,8 +1685,6 @@ GRANT SELECT,INSERT ON TABLE public.document_pages TO ingestion_worker;
 GRANT SELECT,INSERT ON TABLE public.document_sections TO ingestion_worker;
 
 GRANT SELECT ON TABLE public.document_sources TO ingestion_worker;
-
-GRANT SELECT ON TABLE public.import_batches TO ingestion_worker;
 
 GRANT SELECT ON TABLE public.index_generations TO ingestion_worker;
 

@@ -32,10 +32,11 @@ class BatchCreated(RpcResult):
 
 class BatchStatus(RpcResult):
     batch_id: UUID | None = None
-    status: Literal["pending", "processing", "completed", "completed_with_errors"] | None = None
+    status: Literal["pending", "processing", "completed", "completed_with_errors", "cancelled"] | None = None
     total: int = 0
     completed: int = 0
     failed: int = 0
+    cancelled: int = 0
     open: int = 0
 
 
@@ -87,6 +88,7 @@ class CleanupResult(RpcResult):
     sections: int = 0
     chunks: int = 0
     generations: int = 0
+    sources: int = 0  # bytes of deleted documents (lifecycle schema)
 
 
 class SensorState(RpcResult):
@@ -195,3 +197,38 @@ class FailItem:
     document_status: str = "failed"
     retry_delay_seconds: float | None = None
     batch_id: UUID | None = None
+
+
+# -- lifecycle: delete, cancel, retry (db/rpc/lifecycle.py) -------------------------------
+
+class DocumentDeleted(RpcResult):
+    """`purged`: its rows and bytes went in the same transaction (nothing was in flight);
+    otherwise the guarded cleanup removes them once the building worker's calls are refused."""
+
+    document_id: UUID | None = None
+    source_name: str | None = None
+    cancelled_job_id: UUID | None = None
+    in_flight: bool = False
+    purged: bool = False
+    deleted_at: datetime | None = None  # when already deleted
+    batch: BatchStatus | None = None
+
+
+class BatchCancelled(RpcResult):
+    batch_id: UUID | None = None
+    cancelled: int = 0
+    in_flight: int = 0
+    job_ids: list[UUID] = []
+    status: str | None = None  # the batch's status when nothing was open
+    batch: BatchStatus | None = None
+
+
+class RetryRefusal(BaseModel):
+    job_id: UUID
+    reason: str
+
+
+class JobsRetried(RpcResult):
+    retried: int = 0
+    job_ids: list[UUID] = []
+    refused: list[RetryRefusal] = []

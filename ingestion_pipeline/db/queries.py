@@ -2,7 +2,7 @@
 
 `query(name)` looks the name up in the application's query files: queries.sql (migrator,
 documents, search) and one file per part of the RPC client (leases, generations, acks,
-batches). A name defined twice, in one file or across them, is an error.
+batches, lifecycle). A name defined twice, in one file or across them, is an error.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from functools import cache
 from importlib import resources
 
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
-QUERY_FILES = ("queries.sql", "leases.sql", "generations.sql", "acks.sql", "batches.sql")
+QUERY_FILES = ("queries.sql", "leases.sql", "generations.sql", "acks.sql", "batches.sql", "lifecycle.sql")
 
 
 def sql_text(filename: str) -> str:

@@ -32,11 +32,14 @@ WORKER_RPCS = {
     # bulk acknowledgement and the counters' repair path (20261201000100)
     "complete_ingestion_jobs", "fail_or_retry_ingestion_jobs", "heartbeat_ingestion_jobs",
     "refresh_drifted_import_batches",
+    # the lifecycle's operator calls, run as the pipeline's role like retry (20261201000200)
+    "delete_document", "cancel_import_batch", "retry_failed_ingestion_jobs",
 }
 # Internal helpers (called by the RPCs or the trigger as their owner): granted to no one.
 INTERNAL = {"lock_fenced_ingestion_job", "refresh_import_batches", "stuck_import_batch_ids",
             "enforce_artifact_fence", "secure_rpc", "move_import_batch_counters", "import_batch_status_of",
-            "settle_completed_ingestion_jobs", "settle_failed_ingestion_job", "drifted_import_batch_ids"}
+            "settle_completed_ingestion_jobs", "settle_failed_ingestion_job", "drifted_import_batch_ids",
+            "import_batch_counters_of", "cancel_import_batch_counters", "cancel_locked_ingestion_jobs"}
 # secure_rpc is run only by the migrations, as the owner of the functions it alters: it
 # is SECURITY INVOKER by design (as a definer it would let its caller alter any function).
 INVOKER = {"secure_rpc"}

@@ -2,17 +2,19 @@
 
 The client is split by concern (each part in its own module, its SQL named in
 db/sql/queries.sql): leases (claim, heartbeats, expiry), generations (begin, commit,
-stage log, cleanup), acknowledgements (complete, fail or retry, one or many), and batches
-(enqueue, counters' repair path, sensor, status and health views). rpc/base.py holds the
+stage log, cleanup), acknowledgements (complete, fail or retry, one or many), batches
+(enqueue, counters' repair path, sensor, status and health views) and the lifecycle
+(delete a document, cancel a batch, retry failed jobs). rpc/base.py holds the
 plumbing and how the client picks the form each database generation offers.
 """
 
 from ingestion_pipeline.db.rpc.acks import AckRpc
 from ingestion_pipeline.db.rpc.batches import BatchRpc
 from ingestion_pipeline.db.rpc.leases import LeaseRpc
+from ingestion_pipeline.db.rpc.lifecycle import LifecycleRpc
 
 
-class IngestionRpc(LeaseRpc, AckRpc, BatchRpc):
+class IngestionRpc(LeaseRpc, AckRpc, BatchRpc, LifecycleRpc):
     """Every RPC of the state machine, on a connection pool or on one connection."""
 
 

@@ -1,0 +1,37 @@
+"""The document lifecycle: delete a document, cancel an import batch, retry failed jobs.
+
+A delete or a cancel ends the documents' open jobs as `cancelled` in the transaction that
+makes the change, so a worker still building one of them is refused by its next fenced
+call and by the artifact fence (docs/state-machine.md, "Lifecycle")."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from uuid import UUID
+
+from ingestion_pipeline.db.models import BatchCancelled, DocumentDeleted, JobsRetried
+from ingestion_pipeline.db.queries import query
+from ingestion_pipeline.db.rpc.base import RpcBase
+
+
+class LifecycleRpc(RpcBase):
+    def delete_document(self, document_id: UUID) -> DocumentDeleted:
+        """Out of search at once; its bytes and rows go now, or by the guarded cleanup when
+        a worker was building it. Deleting again answers `already_deleted`."""
+        return self._result(DocumentDeleted, "rpc_delete_document", {"document_id": document_id})
+
+    def cancel_batch(self, batch_id: UUID) -> BatchCancelled:
+        """Cancel every open job of the batch; indexed documents stay indexed. `nothing_open`
+        when no job of it is pending or processing."""
+        return self._result(BatchCancelled, "rpc_cancel_batch", {"batch_id": batch_id})
+
+    def retry_failed(self, *, job_ids: Sequence[UUID] | None = None, batch_id: UUID | None = None) -> JobsRetried:
+        """Put failed jobs back in the queue: the given ones, a batch's, or (neither given)
+        every failed job. Each refused job is listed with its reason."""
+        return self._result(JobsRetried, "rpc_retry_failed", {
+            "job_ids": list(job_ids) if job_ids is not None else None, "batch_id": batch_id})
+
+    def live_documents_by_source(self, names: Sequence[str]) -> list[dict]:
+        """Documents not deleted whose source name is one of `names`."""
+        with self._connection() as conn:
+            return conn.execute(query("live_documents_by_source"), {"names": list(names)}).fetchall()

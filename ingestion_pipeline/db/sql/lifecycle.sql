@@ -1,0 +1,20 @@
+-- The document lifecycle: delete a document, cancel an import batch, retry failed jobs
+-- (db/rpc/lifecycle.py). Operator calls, not the worker's: none is fenced by a lease; each
+-- cancels the jobs it ends, so the workers building them are refused from then on.
+-- Named notation (`p_x => value`); parameters are server-side bound.
+
+-- name: rpc_delete_document
+select delete_document(p_document_id => %(document_id)s) as result;
+
+-- name: rpc_cancel_batch
+select cancel_import_batch(p_batch_id => %(batch_id)s) as result;
+
+-- name: rpc_retry_failed
+select retry_failed_ingestion_jobs(p_job_ids => %(job_ids)s, p_batch_id => %(batch_id)s) as result;
+
+-- name: live_documents_by_source
+-- Documents (not queue state: read directly) not deleted, by source name, oldest first.
+select id, source_name, status, batch_id, created_at
+  from documents
+ where source_name = any (%(names)s) and deleted_at is null
+ order by source_name, created_at, id;
