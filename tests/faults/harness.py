@@ -492,32 +492,49 @@ def server_restart(server: ServerControl, stats: ChaosStats) -> None:
             stats.all_backends_terminated += 1
 
 
+# An open job the operator's chaos leaves alone: one of the final-attempt kills (it must end
+# dead-lettered) or one held by a worker with a stall armed or under way (its zombie must
+# meet a takeover). %(jobs)s: uuid[], %(labels)s: text[] (worker ids are host:pid:label:hex).
+SPARED_JOB = """(j.status in ('pending', 'processing')
+                 and (j.id = any(%(jobs)s::uuid[])
+                      or reverse(split_part(reverse(coalesce(j.locked_by, '')), ':', 2)) = any(%(labels)s::text[])))"""
+
+
 class Operator:
     """The operator's lifecycle calls made by the chaos: each logged in its own history
     (rpc_log.LoggedRpc, worker `operator`) on a fresh connection, counted in the stats;
     a call that raised is recorded (stats.operator_errors, and in the history), never
-    swallowed silently."""
+    swallowed silently. A call never touches an open job of another fault's (SPARED_JOB):
+    the final-attempt kills' jobs and those of stalling workers (`spared_labels`), so the
+    other faults still prove what they are there for."""
 
     def __init__(self, url: str, history_path: Path, stats: ChaosStats):
         self.url, self.stats, self.history_path = url, stats, history_path
         self.history = HistoryFile(str(history_path))
 
-    def delete_document(self, rng: random.Random, in_flight: bool | None = None) -> None:
+    def _spared(self, spared_labels) -> dict:
+        return {"jobs": list(self.stats.final_attempt_jobs), "labels": sorted(spared_labels or ())}
+
+    def delete_document(self, rng: random.Random, in_flight: bool | None = None, spared_labels=()) -> None:
         """Delete a random document: one being built right now (`in_flight`, or a share of
         the time), one still queued, or any."""
         draw = rng.random()
         want = ("in_flight" if in_flight or (in_flight is None and draw < DELETE_IN_FLIGHT_SHARE)
                 else "queued" if in_flight is None and draw < DELETE_IN_FLIGHT_SHARE + DELETE_QUEUED_SHARE
                 else "any")
+        params = self._spared(spared_labels)
         try:
             with connect(self.url) as conn:
                 row = None
                 if want != "any":
                     row = conn.execute(
-                        "select document_id as id from ingestion_jobs where status = %s order by random() limit 1",
-                        ("processing" if want == "in_flight" else "pending",)).fetchone()
+                        "select j.document_id as id from ingestion_jobs j where j.status = %(status)s "
+                        f"and not {SPARED_JOB} order by random() limit 1",
+                        {**params, "status": "processing" if want == "in_flight" else "pending"}).fetchone()
                 if row is None:
-                    row = conn.execute("select id from documents order by random() limit 1").fetchone()
+                    row = conn.execute(
+                        "select d.id from documents d where not exists (select 1 from ingestion_jobs j "
+                        f"where j.document_id = d.id and {SPARED_JOB}) order by random() limit 1", params).fetchone()
                 if row is None:
                     return
                 self.stats.events[f"delete_target_{want}"] += 1
@@ -533,19 +550,23 @@ class Operator:
         self.stats.deletes_purged += bool(result.purged)
         self.stats.jobs_cancelled += result.cancelled_job_id is not None
 
-    def cancel_batch(self, rng: random.Random, open_only: bool | None = None) -> None:
+    def cancel_batch(self, rng: random.Random, open_only: bool | None = None, spared_labels=()) -> None:
         """Cancel a random import batch: one with open jobs (`open_only`, or a share of the
         time), else any."""
         want_open = open_only or (open_only is None and rng.random() < CANCEL_OPEN_SHARE)
+        params = self._spared(spared_labels)
+        spared_batch = f"exists (select 1 from ingestion_jobs j where j.batch_id = b.id and {SPARED_JOB})"
         try:
             with connect(self.url) as conn:
                 row = None
                 if want_open:
                     row = conn.execute(
-                        "select batch_id as id from ingestion_jobs where status in ('pending', 'processing') "
-                        "and batch_id is not null order by random() limit 1").fetchone()
+                        "select b.id from import_batches b where exists (select 1 from ingestion_jobs o "
+                        "where o.batch_id = b.id and o.status in ('pending', 'processing')) "
+                        f"and not {spared_batch} order by random() limit 1", params).fetchone()
                 if row is None:
-                    row = conn.execute("select id from import_batches order by random() limit 1").fetchone()
+                    row = conn.execute(f"select b.id from import_batches b where not {spared_batch} "
+                                       "order by random() limit 1", params).fetchone()
                 if row is None:
                     return
                 result = LoggedRpc(conn, self.history, caller=OPERATOR).cancel_batch(row["id"])
@@ -570,19 +591,20 @@ def chaos_step(url: str, fleet: WorkerFleet, stats: ChaosStats, rng: random.Rand
     stall plays out as a live zombie (dead or frozen processes are the other faults'
     part)."""
     action = action or rng.choice([*faults, "none"])
-    if action in ("delete_document", "cancel_batch"):
-        operator = operator or Operator(url, fleet.folder / OPERATOR_HISTORY, stats)
-        if action == "delete_document":
-            # Until one delete caught a build in flight, every delete looks for one.
-            operator.delete_document(rng, in_flight=True if not stats.deletes_in_flight else None)
-        else:
-            operator.cancel_batch(rng, open_only=True if not stats.cancels else None)
-        stats.events[action] += 1
-        return
     stalling = {} if stalling is None else stalling
     now = time.monotonic()
     for label in [label for label, until in stalling.items() if until < now]:
         del stalling[label]
+    if action in ("delete_document", "cancel_batch"):
+        operator = operator or Operator(url, fleet.folder / OPERATOR_HISTORY, stats)
+        if action == "delete_document":
+            # Until one delete caught a build in flight, every delete looks for one.
+            operator.delete_document(rng, in_flight=True if not stats.deletes_in_flight else None,
+                                     spared_labels=set(stalling))
+        else:
+            operator.cancel_batch(rng, open_only=True if not stats.cancels else None, spared_labels=set(stalling))
+        stats.events[action] += 1
+        return
     alive = [label for label in fleet.alive() if label not in stalling]
     if action == "stall":
         alive = [label for label in alive if fleet.ready(label)]

@@ -652,7 +652,7 @@ def test_a_cancelled_batch_that_ends_not_cancelled(run):
     run.seed(2)
     batch_id = run.conn.execute("select id from import_batches").fetchone()["id"]
     cancelled = run.operator.cancel_batch(batch_id)
-    assert cancelled.ok and cancelled.cancelled == 2 and cancelled.status == "cancelled", cancelled
+    assert cancelled.ok and cancelled.cancelled == 2 and cancelled.batch.status == "cancelled", cancelled
     assert run.check().violations == []
     run.conn.execute("update import_batches set cancelled_at = null, status = 'completed' where id = %s",
                      (batch_id,))
