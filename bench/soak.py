@@ -88,7 +88,8 @@ def main() -> int:
             ("batch cancels refused (nothing open)", stats.events.get("cancel_refused_nothing_open", 0)),
             ("jobs cancelled: by the answers / in the database", f"{stats.jobs_cancelled} / "
                                                                   f"{jobs.get('cancelled', 0)}"),
-            ("refusals after a cancel (lease_lost, IF001, 23503)", report.stats.get("cancel_refusals", 0)),
+            ("cancelled jobs' calls refused: begun after / during the cancel",
+             f"{report.stats.get('cancel_refusals', 0)} / {report.stats.get('cancel_refusals_during', 0)}"),
             ("operator calls that raised", len(stats.operator_errors)),
             ("janitor passes", stats.janitor_passes), ("janitor errors", len(stats.janitor_errors)),
             ("final cleanup calls (after the drain)", stats.final_cleanup_calls),

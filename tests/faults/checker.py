@@ -312,19 +312,23 @@ def _cancellations(history: list[dict]) -> dict[str, list[dict]]:
 def _check_writes_after_cancel(history: list[dict], report: Report) -> None:
     """A job an operator cancelled (its delete_document or cancel_batch returned before
     the write began) takes no write, from any claim, and no claim: `cancelled` is
-    terminal and the retries refuse it. The refusals such a worker got are counted
-    (`cancel_refusals`)."""
+    terminal and the retries refuse it. The refusals such a worker got are counted: of
+    calls begun after the cancel returned (`cancel_refusals`), and of calls under way
+    while it ran (`cancel_refusals_during`: begun before it returned, ended after it
+    began; most likely waiting on the job row it held)."""
     cancels = _cancellations(history)
-    refusals = 0
+    refusals = during = 0
     for entry in history:
         if entry["job_id"] not in cancels or not (_is_write(entry) or entry["call"] == "claim"):
             continue
+        refused = entry["ok"] is False and (entry.get("sqlstate") in REFUSED_WRITES if entry["call"] == "write"
+                                            else entry.get("reason") == "lease_lost")
         cancel = next((c for c in cancels[entry["job_id"]] if c["t1"] < entry["t0"]), None)
         if cancel is None:
+            # Began before the cancel returned, ended after it began: refused, most likely by it.
+            during += refused and any(c["t0"] < entry["t1"] for c in cancels[entry["job_id"]])
             continue
-        if entry["ok"] is False and (entry.get("sqlstate") in REFUSED_WRITES if entry["call"] == "write"
-                                     else entry.get("reason") == "lease_lost"):
-            refusals += 1
+        refusals += refused
         if not entry["ok"]:
             continue
         what = "claimed" if entry["call"] == "claim" else f"{entry['call']} accepted"
@@ -332,6 +336,7 @@ def _check_writes_after_cancel(history: list[dict], report: Report) -> None:
                     f"job {entry['job_id']} {what} (by {entry['worker']}, token {entry.get('token')}) after "
                     f"{cancel['call']} of {cancel.get('document_id') or cancel.get('batch_id')} had cancelled it")
     report.stats["cancel_refusals"] = refusals
+    report.stats["cancel_refusals_during"] = during
 
 
 def _batch_status(open_: int, failed: int, cancelled_at) -> str:

@@ -171,3 +171,12 @@ def test_refusals_after_a_cancel_and_writes_before_it_returned_are_fine():
     assert report.violations == [], report.violations
     assert report.stats["cancel_refusals"] == 3
     assert report.stats["zombie_refusals"] == 0  # no takeover, no expiry: the cancel's refusals, counted apart
+
+
+def test_a_call_under_way_while_the_cancel_ran_is_a_refusal_during_it_never_a_violation():
+    report = checked(claim("w1", 1, 0),
+                     write("commit_and_complete", "w1", 1, 4.9) | {"t1": 5.02, "ok": False, "reason": "lease_lost"},
+                     cancel("cancel_batch", 5),
+                     write("heartbeat", "w1", 1, 6, ok=False))
+    assert report.violations == []
+    assert (report.stats["cancel_refusals"], report.stats["cancel_refusals_during"]) == (1, 1)
