@@ -4,7 +4,13 @@ import dagster as dg
 
 from ingestion_pipeline.orchestration.assets import document_index
 from ingestion_pipeline.orchestration.checks import document_index_checks
-from ingestion_pipeline.orchestration.jobs import check_document_index, ingest_documents, janitor, refresh_batch_status
+from ingestion_pipeline.orchestration.jobs import (
+    LIFECYCLE_JOBS,
+    check_document_index,
+    ingest_documents,
+    janitor,
+    refresh_batch_status,
+)
 from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
 from ingestion_pipeline.orchestration.schedules import janitor_schedule
 from ingestion_pipeline.orchestration.sensors import batch_status_sensor, failed_drain_run_sensor, import_batch_sensor
@@ -17,7 +23,7 @@ def make_definitions(database: DatabaseResource | None = None,
     return dg.Definitions(
         assets=[document_index],
         asset_checks=[document_index_checks],
-        jobs=[ingest_documents, check_document_index, refresh_batch_status, janitor],
+        jobs=[ingest_documents, check_document_index, refresh_batch_status, janitor, *LIFECYCLE_JOBS],
         sensors=[import_batch_sensor, batch_status_sensor, failed_drain_run_sensor],
         schedules=[janitor_schedule],
         resources={

@@ -15,7 +15,8 @@
 -- Lock order, the same as commit's (job, generation, document, batch last), so a delete or a
 -- cancel racing a commit waits for it or makes it wait, never deadlocks with it.
 --
--- Expand/contract: every existing signature is kept.
+-- Expand/contract: every RPC signature is kept (only an internal helper, the two-argument
+-- batch status rule that no client calls, is replaced by a three-argument one).
 
 -- The state checks, widened: each is replaced by one that accepts more (NOT VALID here, so
 -- no scan under this file's locks; the next migration validates them).
@@ -269,6 +270,14 @@ begin
         return jsonb_build_object('ok', false, 'reason', 'already_deleted', 'document_id', p_document_id,
                                   'deleted_at', v_document.deleted_at);
     end if;
+    -- An enqueue that was in flight when we looked for the open job has committed by now
+    -- (its update of the document is what we waited for): look again. No claim can hold
+    -- that job (a claim locks the document too, and skips it while we hold it).
+    if v_job.id is null then
+        select * into v_job from public.ingestion_jobs
+         where document_id = p_document_id and status in ('pending', 'processing')
+           for no key update;
+    end if;
 
     v_in_flight := v_job.id is not null and v_job.status = 'processing';
     if v_job.id is not null then
@@ -429,6 +438,55 @@ begin
     end if;
     return jsonb_build_object('ok', true, 'retried', cardinality(v_retried), 'job_ids', to_jsonb(v_retried),
                               'refused', v_refused);
+end;
+$$;
+
+-- An enqueue locks the document it checks, so a delete either comes first (and the enqueue
+-- answers document_not_found) or after (and cancels the job the enqueue made).
+create or replace function public.enqueue_ingestion_job(p_document_id uuid, p_batch_id uuid default null,
+                                                        p_kind text default 'index', p_max_attempts integer default 3)
+returns jsonb
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    v_job_id uuid;
+    v_batches jsonb;
+begin
+    perform 1 from public.documents where id = p_document_id and deleted_at is null for no key update;
+    if not found then
+        return jsonb_build_object('ok', false, 'reason', 'document_not_found');
+    end if;
+
+    -- The open job we collide with may finish between the insert and the look-up: retry.
+    for attempt in 1..3 loop
+        insert into public.ingestion_jobs (document_id, batch_id, kind, max_attempts)
+        values (p_document_id, p_batch_id, p_kind, p_max_attempts)
+        on conflict (document_id) where status in ('pending', 'processing') do nothing
+        returning id into v_job_id;
+        if v_job_id is not null then
+            exit;
+        end if;
+        select id into v_job_id from public.ingestion_jobs
+         where document_id = p_document_id and status in ('pending', 'processing');
+        if v_job_id is not null then
+            return jsonb_build_object('ok', false, 'reason', 'already_queued', 'job_id', v_job_id);
+        end if;
+    end loop;
+    if v_job_id is null then
+        return jsonb_build_object('ok', false, 'reason', 'contended');
+    end if;
+
+    -- R15: an indexed document stays indexed until its new generation commits.
+    update public.documents
+       set status = case when index_generation_id is null then 'queued' else status end,
+           error_message = case when index_generation_id is null then null else error_message end,
+           updated_at = now()
+     where id = p_document_id;
+
+    v_batches := public.move_import_batch_counters(array[row(p_batch_id, 1, 1, 0, 0)::public.import_batch_delta]);
+    return jsonb_build_object('ok', true, 'job_id', v_job_id, 'batch', v_batches -> 0);
 end;
 $$;
 

@@ -476,6 +476,14 @@ begin
         return jsonb_build_object('ok', false, 'reason', 'already_deleted', 'document_id', p_document_id,
                                   'deleted_at', v_document.deleted_at);
     end if;
+    -- An enqueue that was in flight when we looked for the open job has committed by now
+    -- (its update of the document is what we waited for): look again. No claim can hold
+    -- that job (a claim locks the document too, and skips it while we hold it).
+    if v_job.id is null then
+        select * into v_job from public.ingestion_jobs
+         where document_id = p_document_id and status in ('pending', 'processing')
+           for no key update;
+    end if;
 
     v_in_flight := v_job.id is not null and v_job.status = 'processing';
     if v_job.id is not null then
@@ -571,7 +579,7 @@ declare
     v_job_id uuid;
     v_batches jsonb;
 begin
-    perform 1 from public.documents where id = p_document_id and deleted_at is null;
+    perform 1 from public.documents where id = p_document_id and deleted_at is null for no key update;
     if not found then
         return jsonb_build_object('ok', false, 'reason', 'document_not_found');
     end if;

@@ -27,6 +27,7 @@ HARDENING_NAME = "harden_state_rpcs"
 LEASE_TOKENS_NAME = "lease_tokens"
 RETRY_DELAY_NAME = "server_retry_delay"
 BULK_ACK_NAME = "batch_counters_and_bulk_acks"
+LIFECYCLE_NAME = "document_lifecycle"
 
 
 def version_before(name: str) -> str:
@@ -215,6 +216,16 @@ def bulk_schema(request, pg_server: PgServer, templates: Templates, template_bef
     """For the tests of the batch-counter and bulk-acknowledgement migration: each runs just
     before it (the client's one-call-per-item fallback) and at head."""
     template = templates.head if request.param == "head" else template_before(BULK_ACK_NAME)
+    for url in _fresh_database(pg_server, template):
+        yield Schema(url=url, hardened=request.param == "head")
+
+
+@pytest.fixture(params=["pre_lifecycle", "head"])
+def lifecycle_schema(request, pg_server: PgServer, templates: Templates, template_before) -> Iterator[Schema]:
+    """For the race tests of the document-lifecycle migration (delete a document, cancel a
+    batch): each runs just before it (where it must observe the bug, with what an operator
+    could do there instead) and at head (where it must pass)."""
+    template = templates.head if request.param == "head" else template_before(LIFECYCLE_NAME)
     for url in _fresh_database(pg_server, template):
         yield Schema(url=url, hardened=request.param == "head")
 

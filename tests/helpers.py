@@ -191,3 +191,35 @@ class Background:
         if self.error:
             raise self.error
         return self.result
+
+
+# -- document lifecycle (delete a document, cancel a batch) ------------------------------
+
+DOCUMENT_TABLES = ("document_pages", "document_sections", "document_chunks", "index_generations",
+                   "document_sources")
+
+
+def document_rows(conn: psycopg.Connection, document_id: UUID) -> dict[str, int]:
+    """How many rows of the document each table still holds (artifacts, generations, bytes)."""
+    return {table: conn.execute(f"select count(*) as n from {table} where document_id = %s",
+                                (document_id,)).fetchone()["n"] for table in DOCUMENT_TABLES}
+
+
+def search_hits(conn: psycopg.Connection, text: str, limit: int = 100) -> list[dict]:
+    """What `ingest search` answers (its query, committed generations only)."""
+    from ingestion_pipeline.db.queries import query
+
+    return conn.execute(query("search_chunks"), {"query": text, "limit": limit}).fetchall()
+
+
+def searchable(conn: psycopg.Connection, document_id: UUID, text: str) -> bool:
+    return any(hit["document_id"] == document_id for hit in search_hits(conn, text))
+
+
+def failing_index_checks(url: str, conn: psycopg.Connection) -> list[str]:
+    """The checks `ingest health` runs (schema drift, stuck batches, counters vs rows,
+    stale leases) that fail, each with its message; [] when all pass."""
+    from ingestion_pipeline.worker.index_checks import run_index_checks
+
+    checks = run_index_checks(url, IngestionRpc(conn).queue_health(), max_pending_age_seconds=10 ** 6)
+    return [f"{check.name}: {check.message}" for check in checks if not check.passed]

@@ -86,9 +86,10 @@ def print_status(settings: Settings, *, batch_id: UUID | None = None, limit: int
         print_json(report)
         return
     rows = [(b["batch_id"], b["name"], b["status"], b["total_files"], b["pending"], b["processing"],
-             b["completed"], b["failed"], _age(b["oldest_pending_age_seconds"])) for b in report["batches"]]
+             b["completed"], b["failed"], b.get("cancelled", 0), _age(b["oldest_pending_age_seconds"]))
+            for b in report["batches"]]
     print(render_table(["batch", "name", "status", "files", "pending", "processing", "completed", "failed",
-                        "oldest pending"], rows))
+                        "cancelled", "oldest pending"], rows))
     if report["failures"]:
         print("\nfailures:")
         print(render_table(["file", "attempts", "error"],

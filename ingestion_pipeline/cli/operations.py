@@ -117,6 +117,7 @@ def cmd_janitor(args, settings: Settings) -> int:
         ("recounted batches whose counters drifted", done["drifted_batches"]),
         ("cleaned generations", f"{cleanup['generations']} in {cleanup['passes']} pass(es) "
                                 f"({cleanup['chunks']} chunks, {cleanup['pages']} pages, "
-                                f"{cleanup['sections']} sections)"),
+                                f"{cleanup['sections']} sections; bytes of {cleanup['sources']} deleted "
+                                f"document(s))"),
     ]))
     return 0

@@ -1,8 +1,15 @@
-"""Jobs: the drain (materializes document_index), its checks, the batch refresh, the janitor."""
+"""Jobs: the drain (materializes document_index), its checks, the batch refresh, the janitor;
+the operator's lifecycle jobs (delete, cancel, retry) are in orchestration/lifecycle.py."""
 
 import dagster as dg
 
 from ingestion_pipeline.orchestration.assets import INDEX_KEY
+from ingestion_pipeline.orchestration.lifecycle import (  # noqa: F401  (re-exported: every job is listed here)
+    LIFECYCLE_JOBS,
+    cancel_import_batch,
+    delete_documents,
+    retry_failed_jobs,
+)
 from ingestion_pipeline.orchestration.ops import (
     cleanup_abandoned_generations,
     expire_stale_leases,

@@ -6,7 +6,8 @@ import psycopg
 
 
 class LeaseLost(Exception):
-    """Another worker holds the job now: stop at once, write nothing more."""
+    """The claim is over: another worker holds the job now, or an operator cancelled it
+    (the document was deleted, its batch cancelled). Stop at once, write nothing more."""
 
 
 # Raised by the artifact fence (a trigger on the artifact tables) when rows are written

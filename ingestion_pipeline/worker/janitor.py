@@ -4,9 +4,9 @@
    attempt: no claim can take the job again) and refresh their batches;
 2. recount batches left `pending`/`processing` although none of their jobs is open, and
    batches whose counters disagree with their jobs (the counters' repair path);
-3. delete the rows of abandoned generations in bounded passes (a dry-run count first),
-   within a time budget. The "no open job for this document" guard is re-asserted by
-   the database inside every delete.
+3. delete the rows of abandoned generations, and the bytes of deleted documents, in
+   bounded passes (a dry-run count first), within a time budget. The "no open job for
+   this document" guard is re-asserted by the database inside every delete.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from ingestion_pipeline.db.rpc import IngestionRpc
 
-CLEANUP_COUNTS = ("documents", "pages", "sections", "chunks", "generations")
+CLEANUP_COUNTS = ("documents", "pages", "sections", "chunks", "generations", "sources")
 
 
 def cleanup_abandoned_generations(rpc: IngestionRpc, *, batch_size: int, time_budget_seconds: float,
@@ -24,14 +24,16 @@ def cleanup_abandoned_generations(rpc: IngestionRpc, *, batch_size: int, time_bu
     deadline = clock() + time_budget_seconds
     totals = {"passes": 0, **{key: 0 for key in CLEANUP_COUNTS}}
     while clock() < deadline:
+        # A candidate may hold no generation at all: a document deleted before its build began
+        # leaves only its bytes.
         planned = rpc.cleanup_generations(limit=batch_size, dry_run=True)
-        if planned.generations == 0:
+        if planned.documents == 0:
             break
         done = rpc.cleanup_generations(limit=batch_size, dry_run=False)
         totals["passes"] += 1
         for key in CLEANUP_COUNTS:
             totals[key] += getattr(done, key)
-        if done.generations == 0:  # candidates gained an open job meanwhile: stop
+        if done.generations == 0 and done.sources == 0:  # candidates gained an open job meanwhile: stop
             break
     return totals
 

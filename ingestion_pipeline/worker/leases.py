@@ -101,7 +101,8 @@ class LeaseKeeper:
             for lease in leases:
                 # A lease released while the beat was in flight was acknowledged: not lost.
                 if lease.key in lost and self._leases.get(lease.key) is lease:
-                    log.warning("job %s: lease lost (heartbeat); stopping", lease.job_id)
+                    log.warning("job %s: lease lost (heartbeat: reclaimed, or cancelled by a delete or a batch cancel); "
+                                "stopping", lease.job_id)
                     lease.lost.set()
 
     def _run(self) -> None:

@@ -11,7 +11,7 @@ class Outcome(str, enum.Enum):
     COMPLETED = "completed"
     FAILED = "failed"  # terminal: permanent error, or attempts exhausted
     RETRIED = "retried"  # back to pending with a backoff
-    LEASE_LOST = "lease_lost"  # another worker holds the job now; we stopped cleanly
+    LEASE_LOST = "lease_lost"  # another worker holds the job now, or it was cancelled; we stopped cleanly
     ABANDONED = "abandoned"  # could not even record the failure (database gone); lease will expire
 
 

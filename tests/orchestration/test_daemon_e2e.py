@@ -28,6 +28,8 @@ RUNS = """query ($job: String!) { runsOrError(filter: {pipelineName: $job}) { ..
 LAUNCH = """mutation ($job: String!) { launchRun(executionParams: {selector: {repositoryLocationName:
   "ingestion_pipeline", repositoryName: "__repository__", jobName: $job}}) {
   __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }"""
+RUN_MESSAGES = """query ($runId: ID!) { runOrError(runId: $runId) { ... on Run { eventConnection {
+  events { __typename ... on MessageEvent { message } } } } } }"""
 INDEX = {"path": ["document_index"]}
 CHECKS = ("schema_matches_migrations", "no_stuck_batches", "counts_match_rows", "no_stale_leases",
           "pending_jobs_fresh")
@@ -37,7 +39,8 @@ CHECKS = ("schema_matches_migrations", "no_stuck_batches", "counts_match_rows", 
 def live(tmp_path_factory):
     folder = tmp_path_factory.mktemp("daemon")
     data = folder / "data"
-    env = clean_env(data, INGEST_IMPORT_SENSOR_INTERVAL_SECONDS="2", INGEST_BATCH_SENSOR_INTERVAL_SECONDS="2")
+    # The import sensor with its default interval; the batch sensor's (60 s) shortened.
+    env = clean_env(data, INGEST_BATCH_SENSOR_INTERVAL_SECONDS="2")
     server = LiveDagster.start([str(BIN / "ingest"), "ui"], env=env, log_path=folder / "ui.log")
     server.env, server.folder = env, folder
     try:
@@ -73,6 +76,12 @@ def test_the_sensor_drains_an_enqueued_folder_and_the_asset_records_it(live):
     runs = live.wait_for("the drain runs to end", finished_runs, timeout=120)
     assert all(run["status"] == "SUCCESS" for run in runs), [(r["runId"][:8], r["status"]) for r in runs]
     assert all({"key": "dagster/sensor_name", "value": "import_batch_sensor"} in run["tags"] for run in runs)
+    assert all({"key": "dagster/max_runtime", "value": "600"} in run["tags"] for run in runs)
+    # what the run's page shows: the drain's budgets and its summary in the run's log
+    messages = [event.get("message") or "" for event in live.graphql(RUN_MESSAGES, {"runId": runs[0]["runId"]})[
+        "runOrError"]["eventConnection"]["events"]]
+    assert any(m.startswith("draining: at most 10000 job(s)") for m in messages), messages
+    assert any(m.startswith("indexed ") and "claimed job(s)" in m for m in messages), messages
 
     node = live.graphql(MATERIALIZATIONS, {"key": INDEX})["assetNodeOrError"]
     indexed = sum(entry.get("intValue") or 0 for m in node["assetMaterializations"] for entry in m["metadataEntries"]

@@ -1,0 +1,100 @@
+"""The operator's lifecycle actions, shared by the `ingest delete|cancel|retry` commands and
+the Dagster jobs `delete_documents`, `cancel_import_batch` and `retry_failed_jobs`: what
+to call for each request, and what each refusal means in words a user understands.
+
+The state changes themselves are the RPCs' (`delete_document`, `cancel_import_batch`,
+`retry_failed_ingestion_jobs`; docs/state-machine.md#lifecycle-deleting-cancelling-retrying)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from uuid import UUID
+
+from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.errors import IngestError
+
+# Refusals of the RPCs (and of the name lookup), as a user reads them.
+REASONS = {
+    "not_found": "not found",
+    "already_deleted": "already deleted",
+    "source_not_found": "no live document has this name",
+    "batch_not_found": "no such batch",
+    "nothing_open": "nothing to cancel: no job of the batch is pending or processing",
+    "completed": "completed jobs are not retried (to rebuild the document: ingest enqueue --reindex)",
+    "lease_live": "has a live lease (a worker is on it)",
+    "already_queued": "already queued (its document has an open job)",
+    "cancelled": "cancelled jobs are not retried (enqueue the file again)",
+    "document_deleted": "its document was deleted",
+}
+
+
+def reason_words(reason: str | None, what: str = "") -> str:
+    """`not_found` names what was not found ("no such document"); other reasons read the same
+    for every kind of request."""
+    if reason == "not_found" and what:
+        return f"no such {what}"
+    return REASONS.get(reason or "", reason or "refused")
+
+
+def parse_uuid(value: str, what: str) -> UUID:
+    """A user's id; IngestError naming what it should have been (one line, no traceback)."""
+    try:
+        return UUID(str(value).strip())
+    except ValueError:
+        raise IngestError(f"not a {what} id: {value!r}") from None
+
+
+def as_dict(result) -> dict:
+    """An RPC result as plain JSON-able data (without the client's `fenced` marker)."""
+    data = result.model_dump(mode="json", exclude={"fenced"})
+    if isinstance(data.get("batch"), dict):  # a nested BatchStatus: its counters, not the RPC envelope
+        data["batch"] = {k: v for k, v in data["batch"].items() if k not in ("ok", "reason", "fenced")}
+    return data
+
+
+def delete_documents(rpc: IngestionRpc, document_ids: Iterable[UUID] = (),
+                     source_names: Iterable[str] = ()) -> list[dict]:
+    """Delete the given documents and every live (not deleted) document of the given source
+    names, each in its own transaction (`delete_document`). One answer per document, in the
+    order asked, ids first; a name no live document has is answered
+    `{"ok": false, "reason": "source_not_found", "source_name": name}`. A document asked
+    twice (by id and by name) is deleted once."""
+    results: list[dict] = []
+    wanted: list[UUID] = list(dict.fromkeys(document_ids))
+    names = list(dict.fromkeys(source_names))
+    if names:
+        found = rpc.live_documents_by_source(names)
+        for name in names:
+            matches = [UUID(str(row["id"])) for row in found if row["source_name"] == name]
+            if not matches:
+                results.append({"ok": False, "reason": "source_not_found", "source_name": name,
+                                "document_id": None})
+            wanted.extend(match for match in matches if match not in wanted)
+    answers = [as_dict(rpc.delete_document(document_id)) for document_id in wanted]
+    return answers + results
+
+
+def retry_jobs(rpc: IngestionRpc, *, job_ids: list[UUID] | None = None, batch_id: UUID | None = None,
+               all_failed: bool = False) -> dict:
+    """Exactly one form: these jobs, the failed jobs of a batch, or every failed job."""
+    forms = sum([bool(job_ids), batch_id is not None, bool(all_failed)])
+    if forms != 1:
+        raise IngestError("give exactly one of: job ids, a batch id, or all failed jobs")
+    return as_dict(rpc.retry_failed(job_ids=job_ids or None, batch_id=batch_id))
+
+
+def delete_detail(result: dict) -> str:
+    """What one delete did (or why it was refused), in words."""
+    if not result.get("ok"):
+        words = reason_words(result.get("reason"), "document")
+        if result.get("reason") == "already_deleted" and result.get("deleted_at"):
+            words += f" (at {result['deleted_at']})"
+        return words
+    parts = ["removed from search"]
+    if result.get("cancelled_job_id"):
+        parts.append(f"its open job {result['cancelled_job_id']} cancelled")
+    if result.get("in_flight"):
+        parts.append("a worker was building it: its rows go with the next janitor run")
+    elif result.get("purged"):
+        parts.append("its rows and bytes purged")
+    return "; ".join(parts)
