@@ -72,10 +72,11 @@ reads it as it reads those calls.
 
 Redeliveries (a job claimed more than once) are expected under faults and reported apart,
 as are the refusals of a worker whose job an operator cancelled (`cancel_refusals`: a
-`lease_lost` answer or a refused artifact write after the cancel returned), the zombie refusals (`zombie_refusals`: a `lease_lost` answer, or an artifact write
-refused by the fence (IF001) or because its build was gone (23503), on a job another
-claim had taken since or the janitor had dead-lettered since) and the janitor's calls and
-errors.
+`lease_lost` answer or a refused artifact write begun after the cancel returned;
+`cancel_refusals_during`: under way while it ran), the zombie refusals
+(`zombie_refusals`: a `lease_lost` answer, or an artifact write refused by the fence
+(IF001) or because its build was gone (23503), on a job another claim had taken since or
+the janitor had dead-lettered since) and the janitor's calls and errors.
 
 A write (an RPC that changes state, or an artifact write) has lost its lease when a newer
 claim of its job had already returned when it began. With lease tokens that is exact: the
