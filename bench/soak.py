@@ -7,15 +7,20 @@ terminates their backends, pauses them past the stale window (zombies) and stall
 thread of a live worker past its lease while its claim loop keeps claiming (the thread
 then writes and commits with its old token), SIGKILLs workers that hold a job on its
 final attempt (every 8th document has max_attempts=1: the job must be dead-lettered) and
-restarts the embedded server under the fleet (every pooled connection left dead and idle);
-a janitor runs alongside (its calls logged). At the end everything drains and the checker
-reads the client-side histories and the database. Prints the totals, among them the
+restarts the embedded server under the fleet (every pooled connection left dead and idle),
+and plays the operator: deletes random documents (indexed, queued, or being built right
+now) and cancels random import batches, its calls logged; a janitor runs alongside (its
+calls logged). At the end everything drains, a last janitor pass cleans up until nothing
+is left, and the checker reads the client-side histories and the database. Prints the
+totals, among them the deletes (in flight, purged at once), the cancels and the jobs they
+cancelled (by the answers and in the database), the refusals of workers whose job was
+cancelled, the
 writes accepted from superseded lease tokens (must be 0), the zombies refused by a fence,
 the janitor's passes and errors, the deletion audit, the final-attempt kills and how their
 jobs ended, the server restarts, the bulk acknowledgements, the batches whose counters the
 janitor had to recount (must be 0) and the jobs still open at the end; exits 1 on any
-violation, janitor error, job left open, final-attempt job not dead-lettered or worker
-that exited on its own."""
+violation, janitor error, operator call that raised, job left open, final-attempt job not
+dead-lettered or worker that exited on its own."""
 
 from __future__ import annotations
 
@@ -59,8 +64,13 @@ def main() -> int:
     jobs = report.stats.get("jobs", {})
     documents = report.stats.get("documents", {})
     audit = report.stats.get("audit") or {}
+    lifecycle = report.stats.get("lifecycle") or {}
     rows = [("jobs", sum(jobs.values())), ("completed", jobs.get("completed", 0)), ("failed", jobs.get("failed", 0)),
-            ("documents indexed / failed", f"{documents.get('indexed', 0)} / {documents.get('failed', 0)}"),
+            ("cancelled", jobs.get("cancelled", 0)),
+            ("documents indexed / failed / cancelled / deleted", f"{documents.get('indexed', 0)} / "
+                                                                 f"{documents.get('failed', 0)} / "
+                                                                 f"{documents.get('cancelled', 0)} / "
+                                                                 f"{lifecycle.get('deleted_documents', 0)}"),
             ("kills", stats.kills), ("backend terminations", stats.backend_terminations),
             ("final-attempt kills (job held on its last attempt)", stats.final_attempt_kills),
             ("final-attempt jobs ended failed / dead_letter", f"{sum(final_outcomes.values())} / "
@@ -71,7 +81,18 @@ def main() -> int:
             ("pauses (zombies)", stats.pauses), ("stalls armed (SIGUSR1)", stats.stall_signals),
             ("stalls (job thread past its lease)", stats.stalls),
             ("zombie refusals (lease_lost, IF001, 23503)", report.stats.get("zombie_refusals", 0)),
+            ("deletes ok: in flight / purged at once", f"{stats.deletes}: {stats.deletes_in_flight} / "
+                                                        f"{stats.deletes_purged}"),
+            ("deletes refused (already deleted)", stats.events.get("delete_refused_already_deleted", 0)),
+            ("batch cancels ok (jobs in flight)", f"{stats.cancels} ({stats.cancels_in_flight})"),
+            ("batch cancels refused (nothing open)", stats.events.get("cancel_refused_nothing_open", 0)),
+            ("jobs cancelled: by the answers / in the database", f"{stats.jobs_cancelled} / "
+                                                                  f"{jobs.get('cancelled', 0)}"),
+            ("cancelled jobs' calls refused: begun after / during the cancel",
+             f"{report.stats.get('cancel_refusals', 0)} / {report.stats.get('cancel_refusals_during', 0)}"),
+            ("operator calls that raised", len(stats.operator_errors)),
             ("janitor passes", stats.janitor_passes), ("janitor errors", len(stats.janitor_errors)),
+            ("final cleanup calls (after the drain)", stats.final_cleanup_calls),
             ("janitor calls logged / failed", f"{report.stats.get('janitor_calls', 0)} / "
                                               f"{report.stats.get('janitor_call_errors', 0)}"),
             ("jobs expired by the janitor", report.stats.get("expired_by_janitor", 0)),
@@ -98,12 +119,14 @@ def main() -> int:
         print(f"VIOLATION: {violation}")
     for error in stats.janitor_errors[:20]:
         print(f"JANITOR ERROR: {error}")
+    for error in stats.operator_errors[:20]:
+        print(f"OPERATOR ERROR: {error}")
     dead_lettered = final_outcomes.get(("failed", "dead_letter"), 0)
     if dead_lettered != len(stats.final_attempt_jobs):
         print(f"FINAL-ATTEMPT JOBS NOT DEAD-LETTERED: {final_outcomes}")
     for label in stats.worker_exits:
         print(f"WORKER EXITED: {label} (see its .err)")
-    failed = (report.violations or stats.janitor_errors or still_open or stats.worker_exits
+    failed = (report.violations or stats.janitor_errors or stats.operator_errors or still_open or stats.worker_exits
               or dead_lettered != len(stats.final_attempt_jobs))
     return 1 if failed else 0
 

@@ -14,25 +14,31 @@ Violations (never expected), each under a rule name (`Report.by_rule`; RULES lis
                                before the write began),
                                from the claim that was expired
     generation_not_found       a commit that found its build deleted under its open job
+    write_after_cancel         a write accepted (or a claim returned) for a job after an
+                               operator's delete_document or cancel_batch that cancelled
+                               it had returned (`cancelled` is terminal: nothing reopens it)
   jobs and batches
-    lost_job                   a job not terminal after draining
+    lost_job                   a job not terminal (completed, failed, cancelled) after draining
     batch_mismatch             a batch not terminal, or its counts unlike its jobs
   batch counters (every transition moves them in the transaction that moves its job, so
   in any one snapshot they equal a count of the batch's job rows)
     batch_counter_drift        at the end (after the final janitor pass), a batch whose
-                               counters (total, open, completed, failed files) differ from
-                               a count of its job rows, or whose status differs from what
-                               they imply; every batch, with jobs or without (`open_files`
-                               where the schema has it)
+                               counters (total, open, completed, failed, cancelled files)
+                               differ from a count of its job rows, or whose status differs
+                               from what they imply (open > 0: processing; else cancelled_at
+                               set: cancelled; else failed > 0: completed_with_errors; else
+                               completed); every batch, with jobs or without (`open_files`,
+                               `cancelled_files` where the schema has them)
     batch_drift_repaired       the janitor's refresh_drifted_batches recounted a batch, or
                                its refresh_stuck_batches one with jobs (status open with
                                none of them open), during the run: a drift the janitor
                                healed before the end, a violation all the same
   jobs against documents
     completed_job_not_indexed  a completed job (stage not 'superseded') whose document is
-                               not `indexed` with a committed generation
+                               not `indexed` with a committed generation (a document
+                               deleted since is not expected to be)
     document_open_without_job  a document `queued`/`processing` while none of its jobs is
-                               open (or it has none)
+                               open (or it has none); `deleted` and `cancelled` ones are done
     failed_document_last_job   a `failed` document whose last job did not fail
     failed_document_committed  a `failed` document with a committed generation
     committed_by_unfinished_job  an indexed document's committed generation was begun by
@@ -42,6 +48,17 @@ Violations (never expected), each under a rule name (`Report.by_rule`; RULES lis
                                generation, or not pointing at it
     counts_mismatch            its counts differ from its committed rows
     lost_chunks                its committed chunks differ from a re-parse of its source
+  the operator's deletes and cancels (operator.jsonl; a document is deleted when a
+  delete_document returned ok for it or the database says so: status `deleted` or
+  deleted_at set)
+    deleted_document_searchable  a deleted document with a row in committed_document_chunks
+                               or found by the search query (queries.sql search_chunks)
+    deleted_document_rows_left a deleted document with rows left in document_pages,
+                               document_sections, document_chunks, index_generations or
+                               document_sources after the final janitor pass (whose
+                               cleanup runs until it finds nothing more)
+    cancelled_batch_not_cancelled  a batch whose cancel_batch returned ok that is not
+                               `cancelled` at the end (nothing in the chaos reopens one)
   deletion audit (the harness's test-only triggers, harness.install_deletion_audit)
     generation_deleted_under_open_job  a generation deleted while the job that began it
                                was open under that claim (R23)
@@ -54,10 +71,12 @@ as one entry per item, named as the single call it replaces (rpc_log.py), so eve
 reads it as it reads those calls.
 
 Redeliveries (a job claimed more than once) are expected under faults and reported apart,
-as are the zombie refusals (`zombie_refusals`: a `lease_lost` answer, or an artifact write
-refused by the fence (IF001) or because its build was gone (23503), on a job another
-claim had taken since or the janitor had dead-lettered since) and the janitor's calls and
-errors.
+as are the refusals of a worker whose job an operator cancelled (`cancel_refusals`: a
+`lease_lost` answer or a refused artifact write begun after the cancel returned;
+`cancel_refusals_during`: under way while it ran), the zombie refusals
+(`zombie_refusals`: a `lease_lost` answer, or an artifact write refused by the fence
+(IF001) or because its build was gone (23503), on a job another claim had taken since or
+the janitor had dead-lettered since) and the janitor's calls and errors.
 
 A write (an RPC that changes state, or an artifact write) has lost its lease when a newer
 claim of its job had already returned when it began. With lease tokens that is exact: the
@@ -73,8 +92,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from ingestion_pipeline.db.connection import connect
+from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.processing import chunk_sections, parse
-from tests.faults.rpc_log import JANITOR, LOGGED_JANITOR, read_history
+from tests.faults.rpc_log import JANITOR, LOGGED_JANITOR, OPERATOR_CALLS, read_history
 
 WRITES = {"commit", "complete", "commit_and_complete", "fail_or_retry", "heartbeat", "record_stage",
           "begin_generation", "write"}
@@ -88,12 +108,22 @@ REFUSED_WRITES = {"IF001", "23503"}
 NO_OP_WHEN_UNFENCED = {"heartbeat", "record_stage"}
 # The janitor's repair path for batches: what a refresh found had drifted.
 BATCH_REPAIRS = {"refresh_stuck_batches", "refresh_drifted_batches"}
+OPEN = ("pending", "processing")
+TERMINAL_JOB = ("completed", "failed", "cancelled")
+# Tables that hold a document's rows: none may be left for a deleted document.
+DOCUMENT_TABLES = ("document_pages", "document_sections", "document_chunks", "index_generations",
+                   "document_sources")
+# Every word of the seeded documents (harness.WORDS), as one search: all of them are found.
+SEARCH_ALL = " or ".join("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike "
+                         "november document".split())
 
 RULES = ("double_completion", "write_after_takeover", "superseded_token_write", "write_after_expiry",
          "generation_not_found", "lost_job", "batch_mismatch", "batch_counter_drift", "batch_drift_repaired",
          "completed_job_not_indexed", "document_open_without_job", "failed_document_last_job",
          "failed_document_committed", "committed_by_unfinished_job", "indexed_generations", "counts_mismatch",
-         "lost_chunks", "generation_deleted_under_open_job", "artifacts_deleted_under_open_job")
+         "lost_chunks", "generation_deleted_under_open_job", "artifacts_deleted_under_open_job",
+         "write_after_cancel", "deleted_document_searchable", "deleted_document_rows_left",
+         "cancelled_batch_not_cancelled")
 
 
 @dataclass
@@ -124,6 +154,7 @@ def check(url: str, history_paths) -> Report:
         _check_jobs_against_documents(conn, report)
         _check_documents(conn, report)
         _check_deletion_audit(conn, report)
+        _check_lifecycle(conn, history, report)
     claims = Counter(e["job_id"] for e in history if e["call"] == "claim")
     report.redeliveries = sum(n - 1 for n in claims.values() if n > 1)
     writes = [e for e in history if e["call"] == "write"]
@@ -203,6 +234,7 @@ def _check_history(history: list[dict], report: Report) -> None:
     report.stats["superseded_token_writes"] = superseded
     report.stats["zombie_refusals"] = refusals
     _check_writes_after_expiry(history, claims_by_job, expiries, report)
+    _check_writes_after_cancel(history, report)
     for entry in history:
         if entry["call"] in COMMITS and entry["ok"] is False and entry.get("reason") == "generation_not_found":
             report.flag("generation_not_found", f"build of job {entry['job_id']} was deleted under an open job")
@@ -267,6 +299,56 @@ def _check_writes_after_expiry(history: list[dict], claims_by_job: dict[str, lis
                 break
 
 
+def _cancellations(history: list[dict]) -> dict[str, list[dict]]:
+    """The operator's calls that cancelled each job (a delete or a batch cancel that
+    returned ok, its `job_ids`)."""
+    cancels: dict[str, list[dict]] = defaultdict(list)
+    for entry in history:
+        if entry["call"] in OPERATOR_CALLS and entry["ok"]:
+            for job_id in entry.get("job_ids") or []:
+                cancels[str(job_id)].append(entry)
+    return cancels
+
+
+def _check_writes_after_cancel(history: list[dict], report: Report) -> None:
+    """A job an operator cancelled (its delete_document or cancel_batch returned before
+    the write began) takes no write, from any claim, and no claim: `cancelled` is
+    terminal and the retries refuse it. The refusals such a worker got are counted: of
+    calls begun after the cancel returned (`cancel_refusals`), and of calls under way
+    while it ran (`cancel_refusals_during`: begun before it returned, ended after it
+    began; most likely waiting on the job row it held)."""
+    cancels = _cancellations(history)
+    refusals = during = 0
+    for entry in history:
+        if entry["job_id"] not in cancels or not (_is_write(entry) or entry["call"] == "claim"):
+            continue
+        refused = entry["ok"] is False and (entry.get("sqlstate") in REFUSED_WRITES if entry["call"] == "write"
+                                            else entry.get("reason") == "lease_lost")
+        cancel = next((c for c in cancels[entry["job_id"]] if c["t1"] < entry["t0"]), None)
+        if cancel is None:
+            # Began before the cancel returned, ended after it began: refused, most likely by it.
+            during += refused and any(c["t0"] < entry["t1"] for c in cancels[entry["job_id"]])
+            continue
+        refusals += refused
+        if not entry["ok"]:
+            continue
+        what = "claimed" if entry["call"] == "claim" else f"{entry['call']} accepted"
+        report.flag("write_after_cancel",
+                    f"job {entry['job_id']} {what} (by {entry['worker']}, token {entry.get('token')}) after "
+                    f"{cancel['call']} of {cancel.get('document_id') or cancel.get('batch_id')} had cancelled it")
+    report.stats["cancel_refusals"] = refusals
+    report.stats["cancel_refusals_during"] = during
+
+
+def _batch_status(open_: int, failed: int, cancelled_at) -> str:
+    """The status a batch's counters imply (the lifecycle contract's rule)."""
+    if open_:
+        return "processing"
+    if cancelled_at is not None:
+        return "cancelled"
+    return "completed_with_errors" if failed else "completed"
+
+
 def _check_jobs_and_batches(conn, report: Report) -> None:
     rows = conn.execute("select status, count(*) as n from ingestion_jobs group by status").fetchall()
     report.stats["jobs"] = {r["status"]: r["n"] for r in rows}
@@ -274,13 +356,14 @@ def _check_jobs_and_batches(conn, report: Report) -> None:
         report.flag("lost_job", f"job {row['id']} lost: never reached a terminal state")
     batches = conn.execute("""
         select b.id, b.status, b.total_files, b.completed_files, b.failed_files,
+               to_jsonb(b) ->> 'cancelled_at' as cancelled_at,
                count(j.id) as jobs,
                count(j.id) filter (where j.status = 'completed') as completed,
                count(j.id) filter (where j.status = 'failed') as failed
           from import_batches b left join ingestion_jobs j on j.batch_id = b.id
          group by b.id""").fetchall()
     for b in batches:
-        expected = "completed_with_errors" if b["failed"] else "completed"
+        expected = _batch_status(0, b["failed"], b["cancelled_at"])
         if b["jobs"] and (b["status"] != expected or (b["total_files"], b["completed_files"], b["failed_files"])
                           != (b["jobs"], b["completed"], b["failed"])):
             report.flag("batch_mismatch",
@@ -295,27 +378,35 @@ def _check_batch_counters(conn, report: Report) -> None:
     batches = conn.execute("""
         select b.id, b.status, b.total_files, b.completed_files, b.failed_files,
                (to_jsonb(b) ->> 'open_files')::integer as open_files,
+               (to_jsonb(b) ->> 'cancelled_files')::integer as cancelled_files,
+               to_jsonb(b) ->> 'cancelled_at' as cancelled_at,
                coalesce(c.total, 0) as total, coalesce(c.open, 0) as open,
-               coalesce(c.completed, 0) as completed, coalesce(c.failed, 0) as failed
+               coalesce(c.completed, 0) as completed, coalesce(c.failed, 0) as failed,
+               coalesce(c.cancelled, 0) as cancelled
           from import_batches b
           left join (select j.batch_id, count(*) as total,
                             count(*) filter (where j.status in ('pending', 'processing')) as open,
                             count(*) filter (where j.status = 'completed') as completed,
-                            count(*) filter (where j.status = 'failed') as failed
+                            count(*) filter (where j.status = 'failed') as failed,
+                            count(*) filter (where j.status = 'cancelled') as cancelled
                        from ingestion_jobs j where j.batch_id is not null group by j.batch_id) c
             on c.batch_id = b.id
          order by b.id""").fetchall()
     for b in batches:
-        counters = (b["total_files"], b["open_files"], b["completed_files"], b["failed_files"])
-        counted = (b["total"], b["open"] if b["open_files"] is not None else None, b["completed"], b["failed"])
-        expected = ("processing" if b["open"] else "completed_with_errors" if b["failed"] else "completed")
+        counters = (b["total_files"], b["open_files"], b["completed_files"], b["failed_files"], b["cancelled_files"])
+        counted = (b["total"], b["open"] if b["open_files"] is not None else None, b["completed"], b["failed"],
+                   b["cancelled"] if b["cancelled_files"] is not None else None)
+        expected = _batch_status(b["open"], b["failed"], b["cancelled_at"])
         status_drifted = b["total"] > 0 and b["status"] != expected  # a batch without jobs may be pending
+        if b["cancelled_files"] is None and b["cancelled"]:  # cancelled jobs on a schema without the counter
+            status_drifted = True
         if counters != counted or status_drifted:
             report.flag("batch_counter_drift",
-                        f"batch {b['id']} says {b['status']} total/open/completed/failed "
+                        f"batch {b['id']} says {b['status']} total/open/completed/failed/cancelled "
                         f"{'/'.join(map(str, counters))} but its job rows say "
                         f"{expected if b['total'] else b['status']} {'/'.join(map(str, counted))}")
     report.stats["batches"] = len(batches)
+    report.stats["batches_cancelled"] = sum(1 for b in batches if b["status"] == "cancelled")
 
 
 def _check_jobs_against_documents(conn, report: Report) -> None:
@@ -326,6 +417,7 @@ def _check_jobs_against_documents(conn, report: Report) -> None:
                         where g.document_id = d.id and g.status = 'committed') as committed
           from ingestion_jobs j join documents d on d.id = j.document_id
          where j.status = 'completed' and j.stage <> 'superseded'
+           and d.deleted_at is null and d.status <> 'deleted'
            and not (d.status = 'indexed' and exists (select 1 from index_generations g
                                                       where g.document_id = d.id and g.status = 'committed'))
         """):
@@ -424,3 +516,48 @@ def _check_deletion_audit(conn, report: Report) -> None:
         "generations_deleted": sum(1 for r in rows if r["relation"] == "index_generations"),
         "artifact_rows_deleted": sum(r["row_count"] for r in rows if r["relation"] != "index_generations"),
         "under_open_job": sum(1 for r in rows if r["open_job_id"] is not None)}
+
+
+def _check_lifecycle(conn, history: list[dict], report: Report) -> None:
+    """The operator's deletes and cancels against the final state: a deleted document is
+    out of search and has no row left (the final janitor pass cleaned up what the delete
+    did not purge at once); a batch whose cancel returned ok is `cancelled`."""
+    deleted_ok = {str(e["document_id"]) for e in history if e["call"] == "delete_document" and e["ok"]}
+    in_database = {str(r["id"]) for r in conn.execute(
+        "select id from documents where status = 'deleted' or deleted_at is not null")}
+    deleted = sorted(deleted_ok | in_database)
+    # A delete that returned ok on a document the database does not hold deleted is caught
+    # below: its source row at least is left, and its chunks are searchable if it was indexed.
+    if deleted:
+        committed = {str(r["document_id"]): r["n"] for r in conn.execute(
+            "select document_id, count(*) as n from committed_document_chunks where document_id = any(%s::uuid[]) "
+            "group by 1", (deleted,))}
+        found = {str(r["document_id"]) for r in conn.execute(query("search_chunks"),
+                                                             {"query": SEARCH_ALL, "limit": 10_000_000})}
+        for document_id in deleted:
+            if committed.get(document_id) or document_id in found:
+                report.flag("deleted_document_searchable",
+                            f"document {document_id} was deleted but has {committed.get(document_id, 0)} rows in "
+                            f"committed_document_chunks{' and is found by search' if document_id in found else ''}")
+        left: dict[str, list[str]] = defaultdict(list)
+        for table in DOCUMENT_TABLES:
+            for r in conn.execute(f"select document_id, count(*) as n from {table} "  # noqa: S608 - fixed names
+                                  "where document_id = any(%s::uuid[]) group by 1", (deleted,)):
+                left[str(r["document_id"])].append(f"{r['n']} {table}")
+        for document_id, rows in sorted(left.items()):
+            report.flag("deleted_document_rows_left",
+                        f"document {document_id} was deleted but has rows left: {', '.join(rows)}")
+    cancelled_ok = {str(e["batch_id"]) for e in history if e["call"] == "cancel_batch" and e["ok"]}
+    if cancelled_ok:
+        for b in conn.execute("select id, status from import_batches where id = any(%s::uuid[])",
+                              (sorted(cancelled_ok),)):
+            if b["status"] != "cancelled":
+                report.flag("cancelled_batch_not_cancelled",
+                            f"batch {b['id']} was cancelled ok but is {b['status']} at the end")
+    operator = [e for e in history if e["call"] in OPERATOR_CALLS]
+    report.stats["lifecycle"] = {
+        "deleted_documents": len(deleted),
+        "deletes_ok": sum(1 for e in operator if e["call"] == "delete_document" and e["ok"]),
+        "cancels_ok": len(cancelled_ok),
+        "jobs_cancelled_by_answers": sum(len(e.get("job_ids") or []) for e in operator if e["ok"]),
+        "operator_call_errors": sum(1 for e in operator if e["ok"] is None)}

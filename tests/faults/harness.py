@@ -8,8 +8,13 @@ restarts them, SIGKILLs a worker that holds a job on its final attempt
 server under the fleet (`server_restart`: every pooled connection of every worker is left
 dead and idle; on a server the harness must not restart, every backend of the database is
 terminated instead), and a janitor runs alongside, its calls in a history of their own
-(janitor.jsonl). Before the run the harness installs a test-only deletion audit in the
-scratch database (`install_deletion_audit`, not a migration), which the checker reads.
+(janitor.jsonl). The chaos also plays the operator (`delete_document`: a random document,
+indexed, queued or, part of the time, one being built right now; `cancel_batch`: a random
+import batch, part of the time one with open jobs), its calls in a history of their own
+(operator.jsonl). At the end, once everything drained, a last janitor pass runs the
+cleanup until it finds nothing more, so no row of a deleted document is left for the
+checker. Before the run the harness installs a test-only deletion audit in the scratch
+database (`install_deletion_audit`, not a migration), which the checker reads.
 Used by tests/faults (bounded) and bench/soak.py."""
 
 from __future__ import annotations
@@ -32,16 +37,28 @@ from ingestion_pipeline.db import embedded
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.worker.errors import describe
-from tests.faults.rpc_log import HistoryFile, LoggedRpc, read_history
+from tests.faults.rpc_log import OPERATOR, HistoryFile, LoggedRpc, read_history
 from tests.faults.worker_process import FAULT_SETTINGS, TAKEOVER_WAIT_SECONDS
 
 ROOT = Path(__file__).resolve().parents[2]
 STALE = FAULT_SETTINGS["stale_after_seconds"]
-FAULTS = ("kill", "terminate_backends", "pause", "stall", "final_attempt_kill", "server_restart")
+FAULTS = ("kill", "terminate_backends", "pause", "stall", "final_attempt_kill", "server_restart",
+          "delete_document", "cancel_batch")
 # Every FINAL_ATTEMPT_EVERY-th document of a fault run is seeded with max_attempts=1: each of
 # its claims is a final attempt (a kill, a pause or a stall under it ends in the dead letter).
 FINAL_ATTEMPT_EVERY = 8
 JANITOR_HISTORY = "janitor.jsonl"
+OPERATOR_HISTORY = "operator.jsonl"
+# How a delete picks its document: one whose job is being built right now (this share of
+# the deletes, when there is one), one whose job is still queued (this share), else any
+# document at all (indexed, failed, queued, cancelled or already deleted).
+DELETE_IN_FLIGHT_SHARE = 0.4
+DELETE_QUEUED_SHARE = 0.2
+# How a cancel picks its batch: one with open jobs this often (when there is one), else any.
+CANCEL_OPEN_SHARE = 0.5
+# The final cleanup: calls of this size until one deletes nothing (at most this many calls).
+FINAL_CLEANUP_LIMIT = 500
+FINAL_CLEANUP_MAX_CALLS = 200
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november".split()
 
 
@@ -158,6 +175,16 @@ class ChaosStats:
     worker_exits: list[str] = field(default_factory=list)  # workers that exited on their own (replaced)
     janitor_passes: int = 0  # passes that ran all three calls without an error
     janitor_errors: list[str] = field(default_factory=list)  # every pass that raised, and why
+    final_cleanup_calls: int = 0  # the last pass's extra cleanup calls (until nothing was left)
+    # The operator's lifecycle calls (operator.jsonl): deletes and batch cancels that
+    # returned ok, what they cancelled, and every refusal by reason (events)
+    deletes: int = 0
+    deletes_in_flight: int = 0  # its job was being built: that worker must be refused from then on
+    deletes_purged: int = 0  # nothing in flight: its rows went in the delete's own transaction
+    cancels: int = 0
+    cancels_in_flight: int = 0  # jobs being built when their batch was cancelled
+    jobs_cancelled: int = 0  # by deletes and cancels, as their answers say
+    operator_errors: list[str] = field(default_factory=list)  # every lifecycle call that raised, and why
     histories: list[Path] = field(default_factory=list)  # the workers' and the janitor's, for the checker
     events: Counter = field(default_factory=Counter)
 
@@ -168,7 +195,15 @@ class ChaosStats:
                 f"all_backends_terminated={self.all_backends_terminated} ({self.backends_terminated_all} backends) "
                 f"worker_exits={self.worker_exits} "
                 f"janitor_passes={self.janitor_passes} janitor_errors={len(self.janitor_errors)}"
-                + (f" {self.janitor_errors[:5]}" if self.janitor_errors else "") + f" events={dict(self.events)}")
+                + (f" {self.janitor_errors[:5]}" if self.janitor_errors else "")
+                + f" final_cleanup_calls={self.final_cleanup_calls} {self.lifecycle_summary()}"
+                + f" events={dict(self.events)}")
+
+    def lifecycle_summary(self) -> str:
+        return (f"deletes={self.deletes} (in_flight={self.deletes_in_flight} purged={self.deletes_purged}) "
+                f"cancels={self.cancels} (in_flight={self.cancels_in_flight}) jobs_cancelled={self.jobs_cancelled} "
+                f"operator_errors={len(self.operator_errors)}"
+                + (f" {self.operator_errors[:5]}" if self.operator_errors else ""))
 
 
 class ServerControl:
@@ -298,17 +333,32 @@ class WorkerFleet:
 JANITOR_PASS_CALLS = ("expire_stale", "refresh_stuck_batches", "refresh_drifted_batches", "cleanup")
 
 
-def janitor_pass(url: str, history: HistoryFile | None = None) -> None:
+def janitor_pass(url: str, history: HistoryFile | None = None, *, final: bool = False) -> int:
     """Expire, refresh stuck batches, recount batches whose counters drifted, clean up:
     each call logged in `history` when given (the recount is no statement, and so not
-    logged, on a schema before the batch counters)."""
+    logged, on a schema before the batch counters). `final` (the pass after the drain):
+    the cleanup is called again until a call deletes nothing (no generation, no source
+    of a deleted document), so no row the cleanup owes is left for the checker. Returns
+    how many extra cleanup calls that took."""
     with connect(url) as conn:
         rpc = (LoggedRpc(conn, history, stale_after_seconds=STALE) if history is not None
                else IngestionRpc(conn, stale_after_seconds=STALE))
         rpc.expire_stale()
         rpc.refresh_stuck_batches()
         rpc.refresh_drifted_batches()
-        rpc.cleanup_generations(limit=50, dry_run=False)
+        cleaned = rpc.cleanup_generations(limit=50, dry_run=False)
+        extra = 0
+        while final and _cleaned_anything(cleaned) and extra < FINAL_CLEANUP_MAX_CALLS:
+            cleaned = rpc.cleanup_generations(limit=FINAL_CLEANUP_LIMIT, dry_run=False)
+            extra += 1
+        return extra
+
+
+def _cleaned_anything(result) -> bool:
+    """A cleanup call deleted something: a generation, artifact rows, or the source bytes
+    of a deleted document (`sources`, on the lifecycle schema)."""
+    counts = result.model_dump(include={"generations", "pages", "sections", "chunks", "sources"})
+    return any(counts.values())
 
 
 class Janitor:
@@ -325,10 +375,11 @@ class Janitor:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
-    def run_pass(self) -> bool:
+    def run_pass(self, final: bool = False) -> bool:
+        """One pass; `final`: its cleanup runs until nothing is left (janitor_pass)."""
         try:
             with self.server_lock:
-                janitor_pass(self.url, self.history)
+                self.stats.final_cleanup_calls += janitor_pass(self.url, self.history, final=final)
         except Exception as exc:
             self.stats.janitor_errors.append(describe(exc))
             return False
@@ -441,18 +492,119 @@ def server_restart(server: ServerControl, stats: ChaosStats) -> None:
             stats.all_backends_terminated += 1
 
 
+# An open job the operator's chaos leaves alone: one of the final-attempt kills (it must end
+# dead-lettered) or one held by a worker with a stall armed or under way (its zombie must
+# meet a takeover). %(jobs)s: uuid[], %(labels)s: text[] (worker ids are host:pid:label:hex).
+SPARED_JOB = """(j.status in ('pending', 'processing')
+                 and (j.id = any(%(jobs)s::uuid[])
+                      or reverse(split_part(reverse(coalesce(j.locked_by, '')), ':', 2)) = any(%(labels)s::text[])))"""
+
+
+class Operator:
+    """The operator's lifecycle calls made by the chaos: each logged in its own history
+    (rpc_log.LoggedRpc, worker `operator`) on a fresh connection, counted in the stats;
+    a call that raised is recorded (stats.operator_errors, and in the history), never
+    swallowed silently. A call never touches an open job of another fault's (SPARED_JOB):
+    the final-attempt kills' jobs and those of stalling workers (`spared_labels`), so the
+    other faults still prove what they are there for."""
+
+    def __init__(self, url: str, history_path: Path, stats: ChaosStats):
+        self.url, self.stats, self.history_path = url, stats, history_path
+        self.history = HistoryFile(str(history_path))
+
+    def _spared(self, spared_labels) -> dict:
+        return {"jobs": list(self.stats.final_attempt_jobs), "labels": sorted(spared_labels or ())}
+
+    def delete_document(self, rng: random.Random, in_flight: bool | None = None, spared_labels=()) -> None:
+        """Delete a random document: one being built right now (`in_flight`, or a share of
+        the time), one still queued, or any."""
+        draw = rng.random()
+        want = ("in_flight" if in_flight or (in_flight is None and draw < DELETE_IN_FLIGHT_SHARE)
+                else "queued" if in_flight is None and draw < DELETE_IN_FLIGHT_SHARE + DELETE_QUEUED_SHARE
+                else "any")
+        params = self._spared(spared_labels)
+        try:
+            with connect(self.url) as conn:
+                row = None
+                if want != "any":
+                    row = conn.execute(
+                        "select j.document_id as id from ingestion_jobs j where j.status = %(status)s "
+                        f"and not {SPARED_JOB} order by random() limit 1",
+                        {**params, "status": "processing" if want == "in_flight" else "pending"}).fetchone()
+                if row is None:
+                    row = conn.execute(
+                        "select d.id from documents d where not exists (select 1 from ingestion_jobs j "
+                        f"where j.document_id = d.id and {SPARED_JOB}) order by random() limit 1", params).fetchone()
+                if row is None:
+                    return
+                self.stats.events[f"delete_target_{want}"] += 1
+                result = LoggedRpc(conn, self.history, caller=OPERATOR).delete_document(row["id"])
+        except Exception as exc:
+            self.stats.operator_errors.append(f"delete_document: {describe(exc)}")
+            return
+        if not result.ok:
+            self.stats.events[f"delete_refused_{result.reason}"] += 1
+            return
+        self.stats.deletes += 1
+        self.stats.deletes_in_flight += bool(result.in_flight)
+        self.stats.deletes_purged += bool(result.purged)
+        self.stats.jobs_cancelled += result.cancelled_job_id is not None
+
+    def cancel_batch(self, rng: random.Random, open_only: bool | None = None, spared_labels=()) -> None:
+        """Cancel a random import batch: one with open jobs (`open_only`, or a share of the
+        time), else any."""
+        want_open = open_only or (open_only is None and rng.random() < CANCEL_OPEN_SHARE)
+        params = self._spared(spared_labels)
+        spared_batch = f"exists (select 1 from ingestion_jobs j where j.batch_id = b.id and {SPARED_JOB})"
+        try:
+            with connect(self.url) as conn:
+                row = None
+                if want_open:
+                    row = conn.execute(
+                        "select b.id from import_batches b where exists (select 1 from ingestion_jobs o "
+                        "where o.batch_id = b.id and o.status in ('pending', 'processing')) "
+                        f"and not {spared_batch} order by random() limit 1", params).fetchone()
+                if row is None:
+                    row = conn.execute(f"select b.id from import_batches b where not {spared_batch} "
+                                       "order by random() limit 1", params).fetchone()
+                if row is None:
+                    return
+                result = LoggedRpc(conn, self.history, caller=OPERATOR).cancel_batch(row["id"])
+        except Exception as exc:
+            self.stats.operator_errors.append(f"cancel_batch: {describe(exc)}")
+            return
+        if not result.ok:
+            self.stats.events[f"cancel_refused_{result.reason}"] += 1
+            return
+        self.stats.cancels += 1
+        self.stats.cancels_in_flight += result.in_flight or 0
+        self.stats.jobs_cancelled += result.cancelled or 0
+
+
 def chaos_step(url: str, fleet: WorkerFleet, stats: ChaosStats, rng: random.Random,
                faults=FAULTS, stalling: dict | None = None, action: str | None = None,
-               server: ServerControl | None = None) -> None:
-    """One fault on a random live worker (or on the server). `stalling` (label -> monotonic
-    deadline) holds the workers with a stall armed or under way: no other fault hits them
-    meanwhile, so each stall plays out as a live zombie (dead or frozen processes are the
-    other faults' part)."""
+               server: ServerControl | None = None, operator: Operator | None = None) -> None:
+    """One fault on a random live worker (or on the server), or an operator's lifecycle
+    call (a delete, a batch cancel: `operator`, made with the fleet's folder's
+    operator.jsonl when not given). `stalling` (label -> monotonic deadline) holds the
+    workers with a stall armed or under way: no other fault hits them meanwhile, so each
+    stall plays out as a live zombie (dead or frozen processes are the other faults'
+    part)."""
     action = action or rng.choice([*faults, "none"])
     stalling = {} if stalling is None else stalling
     now = time.monotonic()
     for label in [label for label, until in stalling.items() if until < now]:
         del stalling[label]
+    if action in ("delete_document", "cancel_batch"):
+        operator = operator or Operator(url, fleet.folder / OPERATOR_HISTORY, stats)
+        if action == "delete_document":
+            # Until one delete caught a build in flight, every delete looks for one.
+            operator.delete_document(rng, in_flight=True if not stats.deletes_in_flight else None,
+                                     spared_labels=set(stalling))
+        else:
+            operator.cancel_batch(rng, open_only=True if not stats.cancels else None, spared_labels=set(stalling))
+        stats.events[action] += 1
+        return
     alive = [label for label in fleet.alive() if label not in stalling]
     if action == "stall":
         alive = [label for label in alive if fleet.ready(label)]
@@ -497,8 +649,11 @@ def chaos_step(url: str, fleet: WorkerFleet, stats: ChaosStats, rng: random.Rand
 
 # A short run gets each of these early, in this order (a final-attempt kill is tried this
 # often before the random chaos takes over).
-FIRST_FAULTS = ("stall", "final_attempt_kill", "server_restart")
+FIRST_FAULTS = ("stall", "final_attempt_kill", "server_restart", "delete_document", "cancel_batch")
 FINAL_ATTEMPT_KILL_TRIES = 12
+# A delete of a document in flight and a batch cancel that cancelled something are tried
+# this often before the random chaos takes over.
+FIRST_LIFECYCLE_TRIES = 8
 
 
 def _first_fault(stats: ChaosStats, faults) -> str | None:
@@ -509,6 +664,11 @@ def _first_fault(stats: ChaosStats, faults) -> str | None:
         return "final_attempt_kill"
     if "server_restart" in faults and not stats.server_restarts + stats.all_backends_terminated:
         return "server_restart"
+    if ("delete_document" in faults and not stats.deletes_in_flight
+            and stats.events["delete_document"] < FIRST_LIFECYCLE_TRIES):
+        return "delete_document"
+    if "cancel_batch" in faults and not stats.cancels and stats.events["cancel_batch"] < FIRST_LIFECYCLE_TRIES:
+        return "cancel_batch"
     return None
 
 
@@ -538,6 +698,7 @@ def run_faults(url: str, folder: Path, *, documents: int, workers: int = 3, batc
     seed_documents(url, documents, batches, final_attempt_every=final_attempt_every)
     fleet = WorkerFleet(url, folder, workers, worker_url=worker_url)
     stats = ChaosStats()
+    operator = Operator(url, folder / OPERATOR_HISTORY, stats)
     for _ in range(workers):
         fleet.start()
     janitor = Janitor(url, folder / JANITOR_HISTORY, stats, server_lock=server.lock if server else None)
@@ -547,7 +708,8 @@ def run_faults(url: str, folder: Path, *, documents: int, workers: int = 3, batc
         stalling: dict[str, float] = {}
         chaos_end = time.monotonic() + chaos_seconds
         while time.monotonic() < chaos_end:
-            chaos_step(url, fleet, stats, rng, faults, stalling, action=_first_fault(stats, faults), server=server)
+            chaos_step(url, fleet, stats, rng, faults, stalling, action=_first_fault(stats, faults), server=server,
+                       operator=operator)
             time.sleep(rng.uniform(0.3, 1.2))
             _replace_exited(fleet, stats, workers)
             if refill and open_jobs(url) < documents // 4:
@@ -561,8 +723,9 @@ def run_faults(url: str, folder: Path, *, documents: int, workers: int = 3, batc
     finally:
         janitor.stop()
         fleet.stop_all()
-    janitor.run_pass()
-    stats.histories = [*fleet.histories(), janitor.history_path]
+    janitor.run_pass(final=True)
+    stats.histories = [*fleet.histories(), janitor.history_path,
+                       *([operator.history_path] if operator.history_path.exists() else [])]
     stats.events["histories"] = len(stats.histories)
     stats.stalls = sum(1 for entry in read_history(fleet.histories()) if entry["call"] == "stall")
     return stats

@@ -24,7 +24,14 @@ calls: `expire_stale` (with the `job_ids` it dead-lettered), `refresh_stuck_batc
 as the recount left it; the latter is no statement, and so not logged, on a schema before
 the batch counters) and
 `cleanup` (with what it deleted). A janitor call that raised is logged with `ok` null and
-the `error` (its outcome is unknown), then re-raised."""
+the `error` (its outcome is unknown), then re-raised.
+
+The operator's lifecycle calls (the chaos loop's deletes and batch cancels, worker
+`operator`, in a history of their own) are logged the same way: `delete_document` (its
+`document_id`, and from the answer `in_flight`, `purged`, `cancelled_job_id`, the batch
+counters) and `cancel_batch` (its `batch_id`, and `cancelled`, `in_flight`, `status`, the
+batch); both carry `job_ids`, the jobs the call cancelled (none when it was refused), and
+`job_id` null, so no job rule reads them as a call of a job's own claim."""
 
 from __future__ import annotations
 
@@ -49,6 +56,9 @@ LOGGED_BULK = ("rpc_complete_many", "rpc_fail_or_retry_many", "rpc_heartbeat_man
 LOGGED_JANITOR = {"rpc_expire_stale": "expire_stale", "rpc_refresh_stuck_batches": "refresh_stuck_batches",
                   "rpc_refresh_drifted_batches": "refresh_drifted_batches", "rpc_cleanup": "cleanup"}
 JANITOR = "janitor"
+# The operator's lifecycle calls (worker "operator"): what each returned, or the error it raised.
+OPERATOR = "operator"
+OPERATOR_CALLS = ("delete_document", "cancel_batch")
 REFRESHED_BATCH = {"batch_id", "status", "total", "open", "completed", "failed"}
 
 
@@ -192,6 +202,36 @@ class LoggedRpc(IngestionRpc):
         if isinstance(result, BatchesRefreshed):  # the batches a refresh recounted, as it left them
             extra["batches"] = [batch.model_dump(mode="json", include=REFRESHED_BATCH) for batch in result.batches]
         self.history.write({**entry, "t1": time.time(), "ok": result.ok, "reason": result.reason, **extra})
+        return result
+
+    # -- the operator's lifecycle calls ---------------------------------------------------
+
+    def delete_document(self, document_id):
+        return self._operator_call("delete_document", {"document_id": str(document_id)},
+                                   lambda: super(LoggedRpc, self).delete_document(document_id))
+
+    def cancel_batch(self, batch_id):
+        return self._operator_call("cancel_batch", {"batch_id": str(batch_id)},
+                                   lambda: super(LoggedRpc, self).cancel_batch(batch_id))
+
+    def _operator_call(self, call: str, target: dict, send):
+        """One lifecycle call, logged with its answer and `job_ids`, the jobs it cancelled."""
+        entry = {"call": call, "pid": os.getpid(), "worker": self.caller, "job_id": None, **target,
+                 "t0": time.time()}
+        try:
+            result = send()
+        except BaseException as exc:
+            self.history.write({**entry, "t1": time.time(), "ok": None, "reason": None, "job_ids": [],
+                                "error": describe(exc)})
+            raise
+        ended = time.time()
+        answer = result.model_dump(mode="json", exclude={"ok", "reason", "fenced"})
+        if call == "delete_document":
+            cancelled = [answer["cancelled_job_id"]] if result.ok and answer.get("cancelled_job_id") else []
+        else:
+            cancelled = list(answer.get("job_ids") or []) if result.ok else []
+        self.history.write({**entry, **answer, **target, "t1": ended, "ok": result.ok, "reason": result.reason,
+                            "job_ids": [str(job_id) for job_id in cancelled]})
         return result
 
     def claim(self, worker_id, limit=1, stale_after_seconds=None):

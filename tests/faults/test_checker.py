@@ -133,3 +133,50 @@ def test_a_stuck_batch_without_jobs_and_a_failed_refresh_are_not_drift():
     failed = {**refresh("refresh_drifted_batches", 2, []), "ok": None, "error": "OperationalError: gone"}
     report = checked(refresh("refresh_stuck_batches", 1, [empty]), failed)
     assert report.violations == [] and report.stats["batch_repairs"] == 0
+
+
+# -- the operator's deletes and batch cancels ---------------------------------------------
+
+def cancel(call, t0, job_ids=(JOB,), ok=True):
+    target = {"document_id": "doc-1"} if call == "delete_document" else {"batch_id": "batch-1"}
+    return {"call": call, "worker": "operator", "job_id": None, "token": None, "t0": t0, "t1": t0 + 0.01, "ok": ok,
+            "reason": None if ok else "nothing_open", "job_ids": list(job_ids) if ok else [], **target}
+
+
+def test_a_write_accepted_after_a_delete_cancelled_the_job_is_flagged():
+    report = checked(claim("w1", 1, 0), write("begin_generation", "w1", 1, 1), cancel("delete_document", 5),
+                     write("write", "w1", 1, 6), write("commit_and_complete", "w1", 1, 7))
+    assert report.by_rule == {"write_after_cancel": 2}, report.violations
+    assert report.violations[0] == (f"job {JOB} write accepted (by w1, token 1) after delete_document of doc-1 "
+                                    f"had cancelled it")
+
+
+def test_a_claim_or_a_heartbeat_after_a_batch_cancel_is_flagged():
+    report = checked(claim("w1", 1, 0), cancel("cancel_batch", 5), write("heartbeat", "w1", 1, 6),
+                     claim("w2", 2, 7))
+    assert report.by_rule == {"write_after_cancel": 2}, report.violations
+    assert report.violations[1] == f"job {JOB} claimed (by w2, token 2) after cancel_batch of batch-1 had cancelled it"
+
+
+def test_refusals_after_a_cancel_and_writes_before_it_returned_are_fine():
+    report = checked(claim("w1", 1, 0), write("write", "w1", 1, 5.005),  # began before the cancel returned
+                     cancel("cancel_batch", 5),
+                     write("heartbeat", "w1", 1, 6, ok=False),  # the fence: lease_lost
+                     write("write", "w1", 1, 6.1, ok=False, reason="lease_lost", sqlstate="IF001"),
+                     write("commit_and_complete", "w1", 1, 7, ok=False),
+                     cancel("cancel_batch", 8, ok=False),  # nothing open: cancelled nothing
+                     claim("w2", 1, 9.0) | {"job_id": "another-job"},
+                     cancel("delete_document", 10, job_ids=()),  # an indexed document: no job to cancel
+                     write("heartbeat", "w2", 1, 11) | {"job_id": "another-job"})
+    assert report.violations == [], report.violations
+    assert report.stats["cancel_refusals"] == 3
+    assert report.stats["zombie_refusals"] == 0  # no takeover, no expiry: the cancel's refusals, counted apart
+
+
+def test_a_call_under_way_while_the_cancel_ran_is_a_refusal_during_it_never_a_violation():
+    report = checked(claim("w1", 1, 0),
+                     write("commit_and_complete", "w1", 1, 4.9) | {"t1": 5.02, "ok": False, "reason": "lease_lost"},
+                     cancel("cancel_batch", 5),
+                     write("heartbeat", "w1", 1, 6, ok=False))
+    assert report.violations == []
+    assert (report.stats["cancel_refusals"], report.stats["cancel_refusals_during"]) == (1, 1)

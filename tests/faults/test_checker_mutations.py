@@ -2,7 +2,8 @@
 a direct SQL write from the test, a sequence of real RPC calls that a schema before the
 fix accepts, or (for the deletion audit) the R23 race on the pre-hardening schema. Each
 test asserts the rule it targets fires (and which others the fault drags along); a
-control run finds nothing. The history-only rules: test_checker.py."""
+control run finds nothing (one for the operator's deletes and batch cancels too). The
+history-only rules: test_checker.py."""
 
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ from ingestion_pipeline.worker import Worker
 from ingestion_pipeline.worker.artifacts import write_generation
 from tests.faults.checker import check
 from tests.faults.harness import ChaosStats, Janitor, install_deletion_audit, seed_documents
-from tests.faults.rpc_log import HistoryFile, LoggedRpc, read_history
+from tests.faults.rpc_log import OPERATOR, HistoryFile, LoggedRpc, read_history
 from tests.helpers import (
     Background,
     backend_pid,
@@ -43,6 +44,8 @@ class Run:
         self.rpc = LoggedRpc(self.conn, HistoryFile(str(folder / "w1.jsonl")))
         self.janitor_conn = connect(url)
         self.janitor = LoggedRpc(self.janitor_conn, HistoryFile(str(folder / "janitor.jsonl")))
+        self.operator_conn = connect(url)
+        self.operator = LoggedRpc(self.operator_conn, HistoryFile(str(folder / "operator.jsonl")), caller=OPERATOR)
 
     def histories(self) -> list[Path]:
         return sorted(self.folder.glob("*.jsonl"))
@@ -100,9 +103,16 @@ class Run:
         assert outcome.ok, outcome
         return outcome
 
+    def final_janitor_pass(self) -> ChaosStats:
+        """The harness's last pass: its cleanup runs until nothing is left."""
+        stats = ChaosStats()
+        assert Janitor(self.url, self.folder / "janitor.jsonl", stats).run_pass(final=True), stats.janitor_errors
+        return stats
+
     def close(self) -> None:
         self.conn.close()
         self.janitor_conn.close()
+        self.operator_conn.close()
 
 
 @pytest.fixture
@@ -524,3 +534,138 @@ def test_cleanup_racing_a_new_claim(schema, tmp_path):
         # with it by cascade: the blocked page delete's snapshot predates them).
         assert audit_rules == {"generation_deleted_under_open_job": 1, "artifacts_deleted_under_open_job": 2}, \
             report.summary()
+
+
+# -- the operator's deletes and batch cancels (the lifecycle contract) ------------------
+
+def lifecycle_scene(run):
+    """Every kind of delete and cancel, done right: an indexed document deleted (purged at
+    once, its completed job stays completed), a document deleted while its build is in
+    flight (its worker refused from then on, its rows left to the cleanup), and a batch
+    cancelled with one job in flight and one queued. Returns the ids involved."""
+    indexed, kept = run.seed(2)
+    run.drain()
+    deleted = run.operator.delete_document(indexed)
+    assert deleted.ok and deleted.purged and not deleted.in_flight and deleted.cancelled_job_id is None, deleted
+    run.seed(3)
+    first, second = sorted(run.rpc.claim("w1", limit=2), key=lambda job: str(job.job_id))
+    generations = {job.job_id: run.begin(job) for job in (first, second)}
+    assert run.write_parsed(first, generations[first.job_id]) is None
+    in_flight = run.operator.delete_document(first.document_id)
+    assert in_flight.ok and in_flight.in_flight and not in_flight.purged, in_flight
+    assert in_flight.cancelled_job_id == first.job_id
+    beat = run.rpc.heartbeat(first.job_id, "w1", lease_token=first.lease_token)
+    assert (beat.ok, beat.reason) == (False, "lease_lost")
+    cancelled = run.operator.cancel_batch(first.batch_id)
+    assert cancelled.ok and cancelled.cancelled == 2 and cancelled.in_flight == 1, cancelled
+    refused = run.write_parsed(second, generations[second.job_id])
+    assert refused is not None and refused.sqlstate == "IF001"
+    return {"indexed": indexed, "kept": kept, "first": first, "second": second, "batch_id": first.batch_id,
+            "in_flight_document": first.document_id}
+
+
+def test_control_deletes_and_cancels_done_right_have_no_violation(run):
+    scene = lifecycle_scene(run)
+    run.final_janitor_pass()
+    report = run.check()
+    assert report.violations == [], report.summary()
+    assert report.stats["jobs"] == {"completed": 2, "cancelled": 3}, report.summary()
+    # The deleted documents are not among the documents counted (those not deleted).
+    assert report.stats["documents"] == {"indexed": 1, "cancelled": 2}, report.summary()
+    assert report.stats["lifecycle"] == {"deleted_documents": 2, "deletes_ok": 2, "cancels_ok": 1,
+                                         "jobs_cancelled_by_answers": 3, "operator_call_errors": 0}
+    assert report.stats["cancel_refusals"] == 2  # the heartbeat and the artifact write
+    assert report.stats["batches_cancelled"] == 1
+    operator = [e for e in read_history(run.histories()) if e["worker"] == OPERATOR]
+    assert [(e["call"], e["ok"], len(e["job_ids"])) for e in operator] == [
+        ("delete_document", True, 0), ("delete_document", True, 1), ("cancel_batch", True, 2)]
+    assert operator[1]["job_ids"] == [str(scene["first"].job_id)] and operator[1]["in_flight"] is True
+    # A refused call is logged with its reason and cancels nothing.
+    assert run.operator.delete_document(scene["indexed"]).reason == "already_deleted"
+    assert run.operator.cancel_batch(scene["batch_id"]).reason == "nothing_open"
+    report = run.check()
+    assert report.violations == [], report.summary()
+    assert report.stats["lifecycle"]["jobs_cancelled_by_answers"] == 3
+
+
+def test_a_deleted_document_left_in_search(run):
+    """A delete that marks the document deleted but leaves its committed generation
+    readable: found by search, and its rows never go."""
+    [document_id, _] = run.seed(2)
+    run.drain()
+    run.conn.execute("update documents set status = 'deleted' where id = %s", (document_id,))
+    report = run.check()
+    assert fired(report) == {"deleted_document_searchable": 1, "deleted_document_rows_left": 1}, report.summary()
+    assert "is found by search" in next(v for v in report.violations if "committed_document_chunks" in v)
+
+
+def test_a_deleted_document_whose_rows_are_never_cleaned_up(run):
+    """Deleted while its build was in flight: its rows wait for the janitor's cleanup.
+    Without the final pass they are left (and the rule says so); after it, none is."""
+    run.seed(1, batch=False)
+    job = run.claim()
+    run.write_parsed(job, run.begin(job))
+    deleted = run.operator.delete_document(job.document_id)
+    assert deleted.ok and deleted.in_flight and not deleted.purged, deleted
+    report = run.check()
+    assert fired(report) == {"deleted_document_rows_left": 1}, report.summary()
+    for table in ("document_pages", "document_sections", "document_chunks", "index_generations",
+                  "document_sources"):
+        assert table in report.violations[0], report.violations
+    stats = run.final_janitor_pass()
+    report = run.check()
+    assert report.violations == [], report.summary()
+    assert stats.final_cleanup_calls >= 1  # the pass's first cleanup deleted something: it went on until nothing
+
+
+JOB_LEASE = ("status", "stage", "locked_by", "locked_at", "lease_expires_at", "completed_at", "error_message")
+
+
+def test_a_write_accepted_after_a_delete_cancelled_the_job(run):
+    """A cancel that does not fence: the job of a document deleted mid-build is put back
+    under its lease (as if the cancel had not reached it) and its worker's heartbeat is
+    accepted after the delete had returned; then the job is cancelled again, so only the
+    history can tell."""
+    run.seed(1, batch=False)
+    job = run.claim()
+    run.begin(job)
+    held = run.conn.execute(f"select {', '.join(JOB_LEASE)} from ingestion_jobs where id = %s",
+                            (job.job_id,)).fetchone()
+    deleted = run.operator.delete_document(job.document_id)
+    assert deleted.ok and deleted.cancelled_job_id == job.job_id, deleted
+    cancelled = run.conn.execute(f"select {', '.join(JOB_LEASE)} from ingestion_jobs where id = %s",
+                                 (job.job_id,)).fetchone()
+    assignments = ", ".join(f"{column} = %({column})s" for column in JOB_LEASE)
+    run.conn.execute(f"update ingestion_jobs set {assignments} where id = %(id)s", {**held, "id": job.job_id})
+    assert run.rpc.heartbeat(job.job_id, "w1", lease_token=job.lease_token).ok
+    run.conn.execute(f"update ingestion_jobs set {assignments} where id = %(id)s", {**cancelled, "id": job.job_id})
+    run.final_janitor_pass()
+    report = run.check()
+    assert fired(report) == {"write_after_cancel": 1}, report.summary()
+    assert report.violations[0].startswith(f"job {job.job_id} heartbeat accepted (by w1, token {job.lease_token}) "
+                                           f"after delete_document of {job.document_id}")
+
+
+def test_a_cancelled_batch_that_ends_not_cancelled(run):
+    """A cancel that cancels the jobs but forgets the batch (no cancelled_at): its
+    counters and status agree with each other, so only the cancel's answer tells."""
+    run.seed(2)
+    batch_id = run.conn.execute("select id from import_batches").fetchone()["id"]
+    cancelled = run.operator.cancel_batch(batch_id)
+    assert cancelled.ok and cancelled.cancelled == 2 and cancelled.batch.status == "cancelled", cancelled
+    assert run.check().violations == []
+    run.conn.execute("update import_batches set cancelled_at = null, status = 'completed' where id = %s",
+                     (batch_id,))
+    report = run.check()
+    assert fired(report) == {"cancelled_batch_not_cancelled": 1}, report.summary()
+
+
+def test_a_drifted_cancelled_counter(run):
+    run.seed(2)
+    batch_id = run.conn.execute("select id from import_batches").fetchone()["id"]
+    assert run.operator.cancel_batch(batch_id).ok
+    run.conn.execute("update import_batches set cancelled_files = cancelled_files - 1 where id = %s", (batch_id,))
+    report = run.check()
+    assert fired(report) == {"batch_counter_drift": 1}, report.summary()
+    assert report.violations[0] == (f"batch {batch_id} says cancelled total/open/completed/failed/cancelled "
+                                    f"2/0/0/0/1 but its job rows say cancelled 2/0/0/0/2"), report.violations

@@ -7,7 +7,11 @@ also have exercised a fence (a zombie came back and was refused), a final-attemp
 janitor must have run without an error: a run that never tests them proves nothing. The
 workers acknowledge in bulk statements (each item logged as its own call) and renew all
 their leases in one heartbeat statement; the batch counters must equal the job rows at the
-end and never have needed the janitor's recount.
+end and never have needed the janitor's recount. The chaos also deletes documents (at
+least one while a worker was building it) and cancels import batches: no write of a
+cancelled job accepted after the cancel returned, no deleted document searchable or with
+a row left after the final pass, every batch cancelled ok ends `cancelled`, and the jobs
+cancelled in the database are exactly those the calls' answers named.
 
 It runs twice: with the worker processes connected to the server, and with every
 connection of theirs through a real PgBouncer in transaction mode (tests/pooler.py), where
@@ -70,7 +74,8 @@ def test_chaos_loses_no_job_and_corrupts_no_index(db_url, worker_url, pg_server,
     # while the server restarts: ServerControl.lock).
     assert stats.janitor_errors == [] and report.stats["janitor_call_errors"] == 0, counts
     assert stats.janitor_passes >= MIN_JANITOR_PASSES, counts
-    assert report.stats["janitor_calls"] == len(JANITOR_PASS_CALLS) * stats.janitor_passes, counts
+    assert report.stats["janitor_calls"] == (len(JANITOR_PASS_CALLS) * stats.janitor_passes
+                                             + stats.final_cleanup_calls), counts
     # The batch counters never drifted: the janitor's repair path found nothing to recount
     # (batch_drift_repaired), and every batch's counters equal its job rows at the end
     # (batch_counter_drift): both are among the violations above, and say so here.
@@ -81,6 +86,7 @@ def test_chaos_loses_no_job_and_corrupts_no_index(db_url, worker_url, pg_server,
     assert stats.worker_exits == [], counts
     # A worker was SIGKILLed holding a job on its final attempt: that job was dead-lettered
     # (by the janitor or a claim loop's expiry), never left `processing`.
+    # (The operator's deletes and cancels spare those jobs.)
     assert stats.final_attempt_kills >= 1, counts
     assert outcomes == {("failed", "dead_letter"): len(stats.final_attempt_jobs)}, counts
     # The server went down under the fleet (the embedded one is restarted; the machine's
@@ -93,12 +99,26 @@ def test_chaos_loses_no_job_and_corrupts_no_index(db_url, worker_url, pg_server,
     # No document gets a second job here, so nothing may go while any job of its document
     # is open (stricter than the checker's rule, which asks it of the open job's build).
     assert report.stats["audit"] is not None and report.stats["audit"]["under_open_job"] == 0, counts
+    # The operator's part: deletes (one at least of a document being built) and batch
+    # cancels, none of their calls raised, and the database cancelled exactly the jobs
+    # their answers named (each once).
+    lifecycle = report.stats["lifecycle"]
+    assert stats.deletes >= 1 and stats.deletes_in_flight >= 1 and stats.cancels >= 1, counts
+    assert stats.operator_errors == [] and lifecycle["operator_call_errors"] == 0, counts
+    assert lifecycle["deletes_ok"] == stats.deletes and lifecycle["cancels_ok"] == stats.cancels, counts
+    assert report.stats["jobs"].get("cancelled", 0) == stats.jobs_cancelled \
+        == lifecycle["jobs_cancelled_by_answers"], counts
+    assert report.stats["batches_cancelled"] == stats.cancels, counts
+    # A worker building a deleted document (or one of a cancelled batch) was refused.
+    assert report.stats["cancel_refusals"] + report.stats["cancel_refusals_during"] >= 1, counts
     # Every job ended. Only max_attempts=1 documents (every FINAL_ATTEMPT_EVERY-th) may fail:
     # max_attempts=10 outlasts this chaos. A failed job was dead-lettered (its lease expired
     # on the final attempt) or refused a retry after an error of its one attempt (stage
-    # `failed`); its document is `failed` (it never had a committed generation).
+    # `failed`); its document is `failed` (it never had a committed generation) unless
+    # deleted since. A cancelled job's document is `cancelled` (its only job, never
+    # indexed) or `deleted`; a completed job's is `indexed` or `deleted`.
     jobs = report.stats["jobs"]
-    assert set(jobs) <= {"completed", "failed"} and sum(jobs.values()) == DOCUMENTS, counts
+    assert set(jobs) <= {"completed", "failed", "cancelled"} and sum(jobs.values()) == DOCUMENTS, counts
     with connect(db_url) as conn:
         failed = conn.execute("""
             select j.max_attempts, j.stage, j.error_message, d.status as document_status
@@ -106,11 +126,19 @@ def test_chaos_loses_no_job_and_corrupts_no_index(db_url, worker_url, pg_server,
              where j.status = 'failed'""").fetchall()
         final_documents = conn.execute("select count(*) as n from ingestion_jobs where max_attempts = 1"
                                        ).fetchone()["n"]
+        pairs = {(r["job"], r["document"]): r["n"] for r in conn.execute("""
+            select j.status as job, d.status as document, count(*) as n
+              from ingestion_jobs j join documents d on d.id = j.document_id group by 1, 2""")}
     assert final_documents == len(range(0, DOCUMENTS, FINAL_ATTEMPT_EVERY)), counts
     assert all(f["max_attempts"] == 1 for f in failed), (failed, counts)
     assert all(f["stage"] in ("dead_letter", "failed") for f in failed), (failed, counts)
-    assert all(f["document_status"] == "failed" for f in failed), (failed, counts)
+    assert all(f["document_status"] in ("failed", "deleted") for f in failed), (failed, counts)
     assert len(failed) == jobs.get("failed", 0), counts
-    assert report.stats["documents"] == {"indexed": jobs["completed"], **({"failed": len(failed)} if failed else {})}, \
-        counts
-    assert report.stats["indexed"] == jobs["completed"], counts
+    assert set(pairs) <= {("completed", "indexed"), ("completed", "deleted"), ("failed", "failed"),
+                          ("failed", "deleted"), ("cancelled", "cancelled"), ("cancelled", "deleted")}, (pairs, counts)
+    assert pairs.get(("completed", "deleted"), 0) + pairs.get(("failed", "deleted"), 0) \
+        + pairs.get(("cancelled", "deleted"), 0) == lifecycle["deleted_documents"] == stats.deletes, (pairs, counts)
+    expected = {"indexed": pairs.get(("completed", "indexed"), 0), "failed": pairs.get(("failed", "failed"), 0),
+                "cancelled": pairs.get(("cancelled", "cancelled"), 0)}
+    assert report.stats["documents"] == {k: n for k, n in expected.items() if n}, (pairs, counts)
+    assert report.stats["indexed"] == expected["indexed"], counts
