@@ -89,8 +89,9 @@ class Settings(BaseSettings):
     # a job and a time budget (then it ends, so the UI shows progress and a deploy can roll).
     drain_jobs_per_run: int = Field(default=10_000, ge=1)
     drain_run_seconds: float = Field(default=300.0, gt=0, le=86_400)
-    # The sensor keeps one drain run per this many claimable jobs, at most max_drain_runs:
-    # a run parses under one GIL, so one per core uses the machine without oversubscribing it.
+    # The sensor keeps one drain run per this many claimable jobs, at most max_drain_runs
+    # (one per core: the runs share the parsing children, cores / runs each, and each run's
+    # own process does its database work under its own interpreter lock).
     drain_backlog_per_run: int = Field(default=250, ge=1)
     max_drain_runs: int = Field(default_factory=lambda: min(os.cpu_count() or 1, 64), ge=1, le=64)
     janitor_cron: str = Field(default="*/10 * * * *")
