@@ -143,10 +143,11 @@ class ParsePool:
         with self._lock:
             if self._pool is None:
                 context = multiprocessing.get_context("forkserver")
-                # The fork server imports the parsers once; every child it forks has them, so
-                # replacing a child (after its tasks, a timeout, a crash) costs a fork, not the
-                # imports (half a second of CPU each).
-                context.set_forkserver_preload(["ingestion_pipeline.worker.isolation"])
+                # The fork server imports the parsers, and the worker's main module (which
+                # every child would import again otherwise), once; every child it forks has
+                # them, so replacing a child (after its tasks, a timeout, a crash) costs a
+                # fork, not the imports (half a second of CPU each).
+                context.set_forkserver_preload(["__main__", "ingestion_pipeline.worker.isolation"])
                 self._pool = pebble.ProcessPool(
                     max_workers=self.limits.processes, max_tasks=self.limits.tasks_per_child,
                     initializer=_start_child, initargs=(self.limits.memory_bytes,), context=context)
