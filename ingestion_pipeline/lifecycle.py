@@ -74,11 +74,15 @@ def delete_documents(rpc: IngestionRpc, document_ids: Iterable[UUID] = (),
     return answers + results
 
 
+def one_retry_form(job_ids, batch_id, all_failed: bool) -> bool:
+    """A retry names exactly one of: jobs, a batch (its failed jobs), or every failed job."""
+    return sum([bool(job_ids), batch_id is not None, bool(all_failed)]) == 1
+
+
 def retry_jobs(rpc: IngestionRpc, *, job_ids: list[UUID] | None = None, batch_id: UUID | None = None,
                all_failed: bool = False) -> dict:
     """Exactly one form: these jobs, the failed jobs of a batch, or every failed job."""
-    forms = sum([bool(job_ids), batch_id is not None, bool(all_failed)])
-    if forms != 1:
+    if not one_retry_form(job_ids, batch_id, all_failed):
         raise IngestError("give exactly one of: job ids, a batch id, or all failed jobs")
     return as_dict(rpc.retry_failed(job_ids=job_ids or None, batch_id=batch_id))
 

@@ -110,8 +110,7 @@ def cmd_cancel(args, settings: Settings) -> int:
 
 
 def cmd_retry(args, settings: Settings) -> int:
-    forms = sum([bool(args.job_ids), args.batch_id is not None, args.all_failed])
-    if forms != 1:
+    if not lifecycle.one_retry_form(args.job_ids, args.batch_id, args.all_failed):
         return _usage_error("retry", "give exactly one of: JOB_ID..., --batch BATCH_ID, --failed")
     try:
         job_ids = _uuids(args.job_ids, "job")

@@ -89,8 +89,7 @@ def cancel_batch_jobs(context: dg.OpExecutionContext, config: CancelBatchConfig,
 
 @dg.op(description="Re-queue failed jobs: the given ones, a batch's, or every failed job (exactly one).")
 def retry_jobs(context: dg.OpExecutionContext, config: RetryJobsConfig, database: DatabaseResource) -> dict:
-    forms = sum([bool(config.job_ids), config.batch_id is not None, config.all_failed])
-    if forms != 1:
+    if not lifecycle.one_retry_form(config.job_ids, config.batch_id, config.all_failed):
         raise dg.Failure(description="invalid config: give exactly one of job_ids, batch_id, all_failed: true")
     job_ids = _ids(config.job_ids, "job")
     [batch_id] = _ids([config.batch_id], "batch") if config.batch_id is not None else [None]
