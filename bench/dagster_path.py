@@ -31,6 +31,7 @@ CREATEDB; the scratch databases are dropped at the end).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -339,7 +340,7 @@ def main() -> None:
         mb = generate_pages(folder, args.docs, args.mean_kb, args.seed)
         data_dir = Path(tmp) / "data"
         data_dir.mkdir()
-        server_cm = embedded_server() if not args.database_url else _given(args.database_url)
+        server_cm = embedded_server() if not args.database_url else contextlib.nullcontext(args.database_url)
         with server_cm as server:
             print(command_line())
             print(machine_line(server))
@@ -358,17 +359,6 @@ def main() -> None:
                     ["min", "median", "max", "all"],
                     [[f"{min(latencies):.1f}", f"{sorted(latencies)[len(latencies) // 2]:.1f}",
                       f"{max(latencies):.1f}", " ".join(f"{x:.1f}" for x in latencies)]])
-
-
-class _given:
-    def __init__(self, uri: str):
-        self.uri = uri
-
-    def __enter__(self) -> str:
-        return self.uri
-
-    def __exit__(self, *exc) -> None:
-        return None
 
 
 if __name__ == "__main__":
