@@ -130,19 +130,12 @@ class JobRun:
         if completes_job:  # the job is done: its stage row is a metric now, not a write to fence
             self._log_stage_best_effort(stage, started_at, detail)
             return
-        if self._log_stage(stage, started_at, detail).lease_lost:  # a database error here is transient
-            self.lease.lost.set()  # the next lease check stops the job
-        self.lease.check()
+        self._log_stage_fenced(stage, started_at, detail)
 
     def record_stage(self, stage: str, seconds: float, **detail) -> None:
         """Log a stage that ran elsewhere (a parsing child) with the duration measured there."""
-        finished_at = datetime.now(timezone.utc)
         detail["seconds"] = round(seconds, 4)
-        if self.ctx.rpc.record_stage(self.job.job_id, self.ctx.worker_id, stage,
-                                     started_at=finished_at - timedelta(seconds=seconds), finished_at=finished_at,
-                                     detail=detail, lease_token=self.job.lease_token).lease_lost:
-            self.lease.lost.set()
-        self.lease.check()
+        self._log_stage_fenced(stage, datetime.now(timezone.utc) - timedelta(seconds=seconds), detail)
 
     def fenced(self, result: RpcResult) -> RpcResult:
         """A fenced call's answer: refused because the lease is gone -> LeaseLost."""
@@ -160,6 +153,13 @@ class JobRun:
             self._log_stage(stage, started_at, detail)
         except Exception as log_exc:
             log.warning("job %s: could not log stage %s: %s", self.job.job_id, stage, describe(log_exc))
+
+    def _log_stage_fenced(self, stage: str, started_at: datetime, detail: dict) -> None:
+        """Log a stage row; a refusal (the lease is gone) stops the job here. A database
+        error is raised as it is (transient)."""
+        if self._log_stage(stage, started_at, detail).lease_lost:
+            self.lease.lost.set()
+        self.lease.check()
 
     def _log_stage(self, stage: str, started_at: datetime, detail: dict) -> RpcResult:
         return self.ctx.rpc.record_stage(self.job.job_id, self.ctx.worker_id, stage, started_at=started_at,
