@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 from uuid import UUID
 
 import psycopg
@@ -136,6 +137,27 @@ class Worker:
                                       retry=True, error_message="parser crashed")
 
 
+class Build(NamedTuple):
+    operator: psycopg.Connection
+    batch_id: UUID
+    document_id: UUID
+    job_id: UUID
+    worker_conn: psycopg.Connection
+    worker: Worker
+    generation_id: UUID
+
+
+def begun_build(schema: Schema, new_conn) -> Build:
+    """One job of a new batch, claimed by a worker on a connection of its own, its
+    generation begun (no rows written yet); the operator acts on another connection."""
+    operator = new_conn(schema.url)
+    batch_id = seed_batch(operator)
+    document_id, job_id = seed_job(operator, batch_id)
+    worker_conn = new_conn(schema.url)
+    worker = Worker.claiming(worker_conn)
+    return Build(operator, batch_id, document_id, job_id, worker_conn, worker, worker.begin().generation_id)
+
+
 def insert_late_chunk(conn: psycopg.Connection, document_id: UUID, generation_id: UUID) -> None:
     conn.execute("insert into document_chunks (document_id, index_generation_id, ordinal, content, token_count) "
                  "values (%s, %s, 99, %s, 3)", (document_id, generation_id, f"late chunk {WORD}"))
@@ -178,12 +200,7 @@ def test_delete_refuses_a_worker_between_begin_and_commit(lifecycle_schema, new_
     of it. Before: the worker is not told: its late row, its commit and its completion are
     accepted, the deleted document is `indexed` again and its rows outlive the cleanup."""
     schema = lifecycle_schema
-    operator = new_conn(schema.url)
-    batch_id = seed_batch(operator)
-    document_id, job_id = seed_job(operator, batch_id)
-    worker_conn = new_conn(schema.url)
-    worker = Worker.claiming(worker_conn)
-    generation_id = worker.begin().generation_id
+    operator, batch_id, document_id, job_id, worker_conn, worker, generation_id = begun_build(schema, new_conn)
     write_artifacts(worker_conn, document_id, generation_id, word=WORD)
     assert not searchable(operator, document_id, WORD)  # not committed yet
 
@@ -225,12 +242,7 @@ def test_delete_refuses_a_worker_between_commit_and_complete(lifecycle_schema, n
     completion is accepted (a deleted document's job counts as completed) and its committed
     generation is never cleaned up."""
     schema = lifecycle_schema
-    operator = new_conn(schema.url)
-    batch_id = seed_batch(operator)
-    document_id, job_id = seed_job(operator, batch_id)
-    worker_conn = new_conn(schema.url)
-    worker = Worker.claiming(worker_conn)
-    generation_id = worker.begin().generation_id
+    operator, batch_id, document_id, job_id, worker_conn, worker, generation_id = begun_build(schema, new_conn)
     write_artifacts(worker_conn, document_id, generation_id, word=WORD)
     assert worker.commit(generation_id).ok
     assert searchable(operator, document_id, WORD)
@@ -307,12 +319,7 @@ def test_delete_during_the_workers_copy(lifecycle_schema, new_conn, pause):
     delete stay out of search and the cleanup removes them; the worker's commit is refused.
     Before: the COPY lands and the worker's commit brings the document back."""
     schema = lifecycle_schema
-    operator = new_conn(schema.url)
-    batch_id = seed_batch(operator)
-    document_id, job_id = seed_job(operator, batch_id)
-    worker_conn = new_conn(schema.url)
-    worker = Worker.claiming(worker_conn)
-    generation_id = worker.begin().generation_id
+    operator, batch_id, document_id, job_id, worker_conn, worker, generation_id = begun_build(schema, new_conn)
 
     barrier = new_conn(schema.url, autocommit=False)
     barrier.execute("select pg_advisory_xact_lock(%s)", (BARRIER_KEY,))
@@ -437,12 +444,7 @@ def test_cancel_refuses_a_worker_between_begin_and_commit(lifecycle_schema, new_
     the (not deleted) document's bytes. Before: the cancel does not touch the processing
     job: the worker commits and completes, a job of the cancelled batch is indexed."""
     schema = lifecycle_schema
-    operator = new_conn(schema.url)
-    batch_id = seed_batch(operator)
-    document_id, job_id = seed_job(operator, batch_id)
-    worker_conn = new_conn(schema.url)
-    worker = Worker.claiming(worker_conn)
-    generation_id = worker.begin().generation_id
+    operator, batch_id, document_id, job_id, worker_conn, worker, generation_id = begun_build(schema, new_conn)
     write_artifacts(worker_conn, document_id, generation_id, word=WORD)
 
     cancelled = cancel(schema, operator, batch_id)
