@@ -1,0 +1,26 @@
+"""What a search returns: one hit per document (its best chunk), best first."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Literal
+from uuid import UUID
+
+Mode = Literal["lexical", "vector", "hybrid"]
+MODES: tuple[Mode, ...] = ("lexical", "vector", "hybrid")
+
+
+@dataclass(frozen=True)
+class Hit:
+    document_id: UUID
+    title: str  # the document's title, or its source name when it has none
+    source_name: str
+    heading: str | None  # the heading of the section the best chunk is in
+    chunk_ordinal: int  # the document's best chunk for this query
+    score: float  # comparable within one result list only
+    snippet: str
+
+    def as_json(self) -> dict:
+        row = asdict(self)
+        row["document_id"] = str(self.document_id)
+        return row
