@@ -22,47 +22,55 @@ select pg_catalog.set_config('search_path',
                              true);
 
 -- name: hnsw_settings
--- For this transaction only. ef_search: the candidate list the graph walk keeps, at least
--- as long as the over-fetch (pgvector's maximum is 1000). iterative_scan (pgvector 0.8+):
--- keep walking when committed-generation filtering discards candidates, instead of
--- returning fewer rows than asked.
+-- For this transaction only. ef_search: the candidate list the graph walk keeps, as long as
+-- the over-fetch (pgvector's maximum is 1000). iterative_scan (pgvector 0.8+): keep walking
+-- past ef_search, in distance order, until the over-fetch is met.
 select pg_catalog.set_config('hnsw.ef_search', %(ef_search)s, true),
-       pg_catalog.set_config('hnsw.iterative_scan', %(iterative_scan)s, true);
+       pg_catalog.set_config('hnsw.iterative_scan', 'strict_order', true);
 
 -- name: hnsw_ef_search
 select pg_catalog.set_config('hnsw.ef_search', %(ef_search)s, true);
 
 -- name: nearest_documents_pgvector
--- The `candidates` nearest committed chunks by cosine distance, through the HNSW index of
--- this dimension when there is one; then each document's best chunk, best first.
-with candidates as (
-    select c.document_id, c.index_generation_id, c.ordinal, c.section_ordinal, c.content,
+-- The `candidates` nearest chunks of this dimension by cosine distance (the HNSW index:
+-- the plain table, so that nothing but the index's own order and LIMIT is asked of it);
+-- then those of committed generations (the view), each document's best chunk, best first.
+-- `fetched` says how many candidates there were (one row with null hits when none is
+-- committed): fewer than asked means every chunk was seen.
+with candidates as materialized (
+    select c.document_id, c.index_generation_id, c.ordinal,
            c.embedding_vector::vector({dimensions}) <=> %(query)s::vector({dimensions}) as distance
-    from committed_document_chunks c
+    from document_chunks c
     where vector_dims(c.embedding_vector) = {dimensions}
     order by c.embedding_vector::vector({dimensions}) <=> %(query)s::vector({dimensions})
     limit %(candidates)s
 ), best as (
-    select distinct on (document_id) *
-    from candidates
-    where distance <> 'NaN'  -- a zero vector has no direction: it is near nothing
-    order by document_id, distance, ordinal
+    select distinct on (k.document_id) k.*, cc.section_ordinal, cc.content
+    from candidates k
+    join committed_document_chunks cc using (document_id, index_generation_id, ordinal)
+    where k.distance <> 'NaN'  -- a zero vector has no direction: it is near nothing
+    order by k.document_id, k.distance, k.ordinal
 )
-select b.document_id,
-       coalesce(d.title, d.source_name) as title,
-       d.source_name,
-       s.heading,
-       b.ordinal as chunk_ordinal,
-       1 - b.distance as score,
-       b.content
-from best b
-join documents d on d.id = b.document_id
-left join document_sections s
-       on s.document_id = b.document_id
-      and s.index_generation_id = b.index_generation_id
-      and s.ordinal = b.section_ordinal
-order by b.distance, b.document_id
-limit %(limit)s;
+select f.fetched, h.*
+from (select count(*) as fetched from candidates) as f
+left join lateral (
+    select b.document_id,
+           coalesce(d.title, d.source_name) as title,
+           d.source_name,
+           s.heading,
+           b.ordinal as chunk_ordinal,
+           1 - b.distance as score,
+           b.content
+    from best b
+    join documents d on d.id = b.document_id
+    left join document_sections s
+           on s.document_id = b.document_id
+          and s.index_generation_id = b.index_generation_id
+          and s.ordinal = b.section_ordinal
+    order by b.distance, b.document_id
+    limit %(limit)s
+) as h on true
+order by h.score desc, h.document_id;
 
 -- name: nearest_documents_exact
 -- Every committed chunk with a vector of this dimension, scored by cosine similarity in
