@@ -528,6 +528,19 @@ CREATE FUNCTION public.document_chunks_embedding_vector() RETURNS trigger
     end
     $$;
 
+CREATE FUNCTION public.document_chunks_search_vector() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    new.content_tsv :=
+        setweight(to_tsvector('english', coalesce(new.title, '')), 'A')
+        || setweight(to_tsvector('english', coalesce(new.heading, '')), 'B')
+        || setweight(to_tsvector('english', new.content), 'D');
+    return new;
+end
+$$;
+
 CREATE FUNCTION public.drifted_import_batch_ids(p_limit integer DEFAULT 100) RETURNS SETOF uuid
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1344,7 +1357,9 @@ CREATE TABLE public.document_chunks (
     content text NOT NULL,
     token_count integer DEFAULT 0 NOT NULL,
     embedding real[],
-    content_tsv tsvector GENERATED ALWAYS AS (to_tsvector('english'::regconfig, content)) STORED,
+    content_tsv tsvector,
+    title text,
+    heading text,
     embedding_vector public.vector,
     CONSTRAINT document_chunks_ordinal_check CHECK ((ordinal >= 0))
 );
@@ -1382,6 +1397,8 @@ CREATE VIEW public.committed_document_chunks WITH (security_invoker='true') AS
     c.token_count,
     c.embedding,
     c.content_tsv,
+    c.title,
+    c.heading,
     c.embedding_vector
    FROM (public.document_chunks c
      JOIN public.documents d ON (((d.id = c.document_id) AND (d.index_generation_id = c.index_generation_id))))
@@ -1554,6 +1571,8 @@ CREATE UNIQUE INDEX ingestion_jobs_one_open_per_document ON public.ingestion_job
 CREATE TRIGGER document_chunks_artifact_fence AFTER INSERT ON public.document_chunks REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.enforce_artifact_fence();
 
 CREATE TRIGGER document_chunks_embedding_vector BEFORE INSERT OR UPDATE OF embedding ON public.document_chunks FOR EACH ROW EXECUTE FUNCTION public.document_chunks_embedding_vector();
+
+CREATE TRIGGER document_chunks_search_vector BEFORE INSERT OR UPDATE OF content, title, heading ON public.document_chunks FOR EACH ROW EXECUTE FUNCTION public.document_chunks_search_vector();
 
 CREATE TRIGGER document_pages_artifact_fence AFTER INSERT ON public.document_pages REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.enforce_artifact_fence();
 
