@@ -176,14 +176,3 @@ def fresh_db(vector_templates):
     yield make
     for generator in made:
         next(generator, None)
-
-
-@pytest.fixture
-def empty_vector_db(vector_server: Server, external_server: Server | None, request) -> Iterator[tuple[Server, str]]:
-    """An empty database on the embedded server: (server, url)."""
-    name = f"ingest_ve_{uuid.uuid4().hex[:12]}"
-    url = vector_server.create(name)
-    yield vector_server, url
-    vector_server.drop(name)
-
-

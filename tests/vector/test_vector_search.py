@@ -9,9 +9,11 @@ import json
 import pytest
 from psycopg import sql
 
+from ingestion_pipeline.cli import main as ingest
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.db.vector_index import ensure_hnsw_index, index_name
+from ingestion_pipeline.search import search
 from ingestion_pipeline.search.vector import pgvector_statement, snippet, vector_hits, vector_search_path
 from tests.helpers import start_reindex_build
 from tests.vector.corpus import DIMENSIONS, EMBEDDER, QUERIES, embed, expected_ranking, index_folder, write_corpus
@@ -175,3 +177,25 @@ def test_other_dimensions_and_empty_databases_give_no_hits(any_db, tmp_path):
 def test_bad_queries_are_refused_with_a_reason(pgvector_db, vector, limit, message):
     with connect(pgvector_db.url) as conn, pytest.raises(ValueError, match=message):
         vector_hits(conn, vector, limit)
+
+
+def test_hybrid_search_returns_results_on_both_paths(any_db, tmp_path):
+    index_folder(any_db.url, write_corpus(tmp_path / "corpus"))
+    ensure_hnsw_index(any_db.url, DIMENSIONS)
+    with connect(any_db.url) as conn:
+        for text, document in QUERIES.items():
+            hybrid = search(conn, text, mode="hybrid", limit=5, embedder=EMBEDDER)
+            vector = search(conn, text, mode="vector", limit=5, embedder=EMBEDDER)
+            assert hybrid and vector[0].source_name == document, (text, vector)
+            assert document in [hit.source_name for hit in hybrid[:2]], (text, hybrid)
+
+
+def test_cli_vector_and_hybrid_search(any_db, tmp_path, monkeypatch, capsys):
+    index_folder(any_db.url, write_corpus(tmp_path / "corpus"))
+    monkeypatch.setenv("INGEST_EMBEDDER", "hash")  # HashEmbedder() has the corpus's 64 dimensions
+    for mode in ("vector", "hybrid"):
+        capsys.readouterr()
+        assert ingest(["search", "lava from the volcano crater", "--mode", mode, "--json",
+                       "--database-url", any_db.url]) == 0
+        hits = json.loads(capsys.readouterr().out)
+        assert hits[0]["source_name"] == "volcano.txt", (mode, hits)
