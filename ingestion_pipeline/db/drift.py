@@ -54,7 +54,7 @@ def catalog_manifest(url: str) -> dict:
         for kind in KINDS:
             rows = conn.execute(query(kind, "catalog.sql")).fetchall()
             manifest[kind] = {row.pop("name"): row for row in rows}
-        manifest["extensions"] = [row["name"] for row in conn.execute(query("installed_extensions", "catalog.sql"))]
+        manifest["extensions"] = [row["name"] for row in conn.execute(query("installed_extensions"))]
     return manifest
 
 

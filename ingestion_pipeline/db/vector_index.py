@@ -23,7 +23,6 @@ from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.errors import MigrationError
 
-QUERIES = "vector_search.sql"
 # pgvector's HNSW limit for the `vector` type; larger vectors are searched without an index.
 HNSW_MAX_DIMENSIONS = 2000
 
@@ -43,7 +42,7 @@ class VectorColumn:
 
 def vector_column(conn: psycopg.Connection) -> VectorColumn | None:
     """The pgvector column, or None: the database searches real[] exactly."""
-    row = conn.execute(query("vector_column", QUERIES)).fetchone()
+    row = conn.execute(query("vector_column")).fetchone()
     return VectorColumn(row["extension_schema"], row["extension_version"]) if row else None
 
 
@@ -62,10 +61,10 @@ def ensure_hnsw_index(url: str, dimensions: int) -> str:
         if dimensions > HNSW_MAX_DIMENSIONS:
             return (f"vector index: none for {dimensions} dimensions (HNSW indexes at most "
                     f"{HNSW_MAX_DIMENSIONS}); vector search scans every vector")
-        if not conn.execute(query("hnsw_access_method", QUERIES)).fetchone()["present"]:
+        if not conn.execute(query("hnsw_access_method")).fetchone()["present"]:
             return f"vector index: none (pgvector {column.version} has no HNSW; 0.5.0 or later does)"
         name = index_name(dimensions)
-        state = conn.execute(query("hnsw_index_state", QUERIES), {"index": f"public.{name}"}).fetchone()
+        state = conn.execute(query("hnsw_index_state"), {"index": f"public.{name}"}).fetchone()
         if state and state["valid"]:
             return f"vector index: {name} present (HNSW, cosine, {dimensions} dimensions)"
         try:
@@ -88,12 +87,12 @@ def _create_statement(column: VectorColumn, name: str, dimensions: int) -> sql.C
 
 
 def _formatted(name: str, **parts: sql.Composable) -> sql.Composed:
-    return sql.SQL(query(name, QUERIES)).format(**parts)
+    return sql.SQL(query(name)).format(**parts)
 
 
 def hnsw_indexes(conn: psycopg.Connection) -> list[dict]:
     """The HNSW indexes on chunk vectors: name and validity."""
-    return conn.execute(query("hnsw_indexes", QUERIES)).fetchall()
+    return conn.execute(query("hnsw_indexes")).fetchall()
 
 
 def _version_tuple(version: str | None) -> tuple[int, ...]:

@@ -21,7 +21,7 @@ import psycopg
 from psycopg import sql
 
 from ingestion_pipeline.db.queries import query
-from ingestion_pipeline.db.vector_index import QUERIES, VectorColumn, vector_column
+from ingestion_pipeline.db.vector_index import VectorColumn, vector_column
 
 from .model import Hit
 
@@ -62,7 +62,7 @@ def _check(vector: list[float], limit: int) -> None:
 def _pgvector_rows(conn: psycopg.Connection, column: VectorColumn, vector: list[float], limit: int) -> list[dict]:
     """Over-fetch the nearest chunks, keep each document's best; when long documents took
     every candidate and fewer than `limit` documents came back, fetch twice as many."""
-    conn.execute(query("use_extension_schema", QUERIES), {"schema": column.schema})
+    conn.execute(query("use_extension_schema"), {"schema": column.schema})
     statement = pgvector_statement(len(vector))
     most = MAX_CANDIDATES if column.iterative_scans else EF_SEARCH_BOUNDS[1]
     candidates = min(limit * OVER_FETCH, most)
@@ -78,17 +78,17 @@ def _pgvector_rows(conn: psycopg.Connection, column: VectorColumn, vector: list[
 def _hnsw_settings(conn: psycopg.Connection, column: VectorColumn, candidates: int) -> None:
     ef_search = str(min(max(candidates, EF_SEARCH_BOUNDS[0]), EF_SEARCH_BOUNDS[1]))
     name = "hnsw_settings" if column.iterative_scans else "hnsw_ef_search"
-    conn.execute(query(name, QUERIES), {"ef_search": ef_search})
+    conn.execute(query(name), {"ef_search": ef_search})
 
 
 def pgvector_statement(dimensions: int) -> sql.Composed:
     """The pgvector query for one dimension (the tests EXPLAIN it)."""
-    return sql.SQL(query("nearest_documents_pgvector", QUERIES)).format(dimensions=sql.Literal(dimensions))
+    return sql.SQL(query("nearest_documents_pgvector")).format(dimensions=sql.Literal(dimensions))
 
 
 def _exact_rows(conn: psycopg.Connection, vector: list[float], limit: int) -> list[dict]:
     params = {"query": vector, "dimensions": len(vector), "limit": limit}
-    return conn.execute(query("nearest_documents_exact", QUERIES), params).fetchall()
+    return conn.execute(query("nearest_documents_exact"), params).fetchall()
 
 
 def _hit(row: dict) -> Hit:

@@ -73,7 +73,3 @@ cross join lateral aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
 where p.pronamespace = 'public'::regnamespace and p.prokind = 'f' and a.grantee <> p.proowner
   and not exists (select from pg_depend e where e.classid = 'pg_proc'::regclass and e.objid = p.oid and e.deptype = 'e')
 order by 1;
-
--- name: installed_extensions
--- Which variant of the schema the database should match (drift-manifest.json "variants").
-select extname as name from pg_extension order by 1;
