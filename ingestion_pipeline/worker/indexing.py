@@ -64,8 +64,10 @@ def _process_in_child(run: JobRun, content: bytes):
 
 def _write(run: JobRun, generation_id, parsed, chunks) -> None:
     try:
+        with_headings = run.ctx.rpc.chunks_have_headings  # before taking a connection: the probe takes one
         with run.ctx.pool.connection() as conn:
-            write_generation(conn, run.job.document_id, generation_id, parsed, chunks, run.lease.check)
+            write_generation(conn, run.job.document_id, generation_id, parsed, chunks, run.lease.check,
+                             with_headings=with_headings)
     except Exception as exc:
         if is_build_refused(exc):  # the database says this claim no longer holds the job
             run.lease.lost.set()
