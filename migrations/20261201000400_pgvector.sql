@@ -66,9 +66,11 @@ begin
     end
     $body$;
 
+    -- WHEN: rows without a vector (no embedder, the default) never enter plpgsql.
     create trigger document_chunks_embedding_vector
         before insert or update of embedding on public.document_chunks
-        for each row execute function public.document_chunks_embedding_vector();
+        for each row when (new.embedding is not null)
+        execute function public.document_chunks_embedding_vector();
 
     update public.document_chunks
     set embedding_vector = embedding, embedding = null

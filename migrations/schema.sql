@@ -1570,7 +1570,7 @@ CREATE UNIQUE INDEX ingestion_jobs_one_open_per_document ON public.ingestion_job
 
 CREATE TRIGGER document_chunks_artifact_fence AFTER INSERT ON public.document_chunks REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.enforce_artifact_fence();
 
-CREATE TRIGGER document_chunks_embedding_vector BEFORE INSERT OR UPDATE OF embedding ON public.document_chunks FOR EACH ROW EXECUTE FUNCTION public.document_chunks_embedding_vector();
+CREATE TRIGGER document_chunks_embedding_vector BEFORE INSERT OR UPDATE OF embedding ON public.document_chunks FOR EACH ROW WHEN ((new.embedding IS NOT NULL)) EXECUTE FUNCTION public.document_chunks_embedding_vector();
 
 CREATE TRIGGER document_chunks_search_vector BEFORE INSERT OR UPDATE OF content, title, heading ON public.document_chunks FOR EACH ROW EXECUTE FUNCTION public.document_chunks_search_vector();
 
