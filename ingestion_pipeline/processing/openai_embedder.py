@@ -92,7 +92,7 @@ class OpenAIEmbedder:
             response = self._http().embeddings.create(model=self.model, input=texts, encoding_format="float",
                                                       **options)
         except openai.APIStatusError as exc:
-            raise self._status_error(exc) from None
+            raise self._status_error(exc, len(texts)) from None
         except openai.APITimeoutError:
             raise EmbeddingUnavailable(
                 f"the embedding endpoint {self.base_url} did not answer within {self.timeout_seconds:g} s "
@@ -116,7 +116,7 @@ class OpenAIEmbedder:
         self.dimensions = wanted
         return vectors
 
-    def _status_error(self, exc: openai.APIStatusError) -> Exception:
+    def _status_error(self, exc: openai.APIStatusError, texts: int) -> Exception:
         status, said = exc.status_code, _server_message(exc)
         if status == 401:
             unset = "" if self.api_key else " (none is set)"
@@ -129,7 +129,7 @@ class OpenAIEmbedder:
             return EmbeddingRejected(f"the embedding endpoint does not know model {self.model!r} (404: {said}): "
                                      "check INGEST_OPENAI_MODEL and INGEST_OPENAI_BASE_URL")
         if status == 413:
-            return EmbeddingRejected(f"the embedding endpoint refused a request of {self.batch_size} texts as too "
+            return EmbeddingRejected(f"the embedding endpoint refused a request of {texts} texts as too "
                                      f"large (413: {said}): lower INGEST_OPENAI_BATCH_SIZE")
         if status in (400, 422):
             settings = "INGEST_OPENAI_DIMENSIONS" if self.requested_dimensions else "INGEST_OPENAI_MODEL"

@@ -132,7 +132,7 @@ def test_a_bad_key_model_or_request_is_permanent_and_names_the_setting(openai_se
 @pytest.mark.parametrize(("status", "message"), [
     (403, "the embedding endpoint refused the API key for model 'test-embedding' (403): check "
           "INGEST_OPENAI_API_KEY and INGEST_OPENAI_MODEL"),
-    (413, "the embedding endpoint refused a request of 32 texts as too large (413: injected 413): lower "
+    (413, "the embedding endpoint refused a request of 3 texts as too large (413: injected 413): lower "
           "INGEST_OPENAI_BATCH_SIZE"),
     (422, "the embedding endpoint rejected the request (422: injected 422): check INGEST_OPENAI_MODEL"),
     (405, "the embedding endpoint answered 405 (injected 405): check INGEST_OPENAI_BASE_URL"),
@@ -140,7 +140,7 @@ def test_a_bad_key_model_or_request_is_permanent_and_names_the_setting(openai_se
 def test_other_refusals_are_permanent_too(openai_server, make_embedder, status, message):
     openai_server.fail_next(1, status=status)
     with pytest.raises(EmbeddingRejected) as raised:
-        make_embedder(batch_size=32).embed(texts(1))
+        make_embedder(batch_size=32).embed(texts(3))
     assert one_line(raised.value) == message
 
 
