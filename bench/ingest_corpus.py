@@ -12,6 +12,13 @@ into two fresh databases on the same server: one migrated to head and one migrat
 up to VERSION (inclusive). Rounds alternate (head, VERSION, head, VERSION, ...), each
 database is created for its run and dropped after it, and a checkpoint precedes every
 run. Printed: every run, then the median per schema and the ratio head / VERSION.
+
+With --embedder openai the same corpus is drained by `ingest work --drain` (every default:
+parsing in children) without an embedder, with the hash embedder (in the children), and
+with INGEST_EMBEDDER=openai against the local OpenAI-compatible server of the tests
+(tests/fixtures/openai_server.py: a thread of this process, answering with the same hashed
+vectors), as it is and with --embed-latency-ms added per request (a model's own time);
+--rounds rounds interleaved, a fresh database each; medians, and the ratio to no embedder.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import os
 import random
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -104,9 +112,10 @@ def run_in_process(uri: str, concurrency: int, parse_processes: int | None = Non
     return report.as_dict()
 
 
-def run_cli(uri: str, concurrency: int | None, processes: int, parse_processes: int | None = None) -> dict:
+def run_cli(uri: str, concurrency: int | None, processes: int, parse_processes: int | None = None,
+            extra_env: dict | None = None) -> dict:
     """`processes` × `ingest work --drain`; concurrency None: the settings' default."""
-    env = {**os.environ, "DATABASE_URL": uri}
+    env = {**os.environ, "DATABASE_URL": uri, **(extra_env or {})}
     if concurrency is not None:
         env.update(INGEST_WORKER_CONCURRENCY=str(concurrency), INGEST_POOL_MAX_SIZE=str(2 * concurrency + 2))
     if parse_processes is not None:
@@ -157,7 +166,7 @@ def ingest(uri: str, folder: Path, args: argparse.Namespace) -> Run:
     enqueue_seconds = time.perf_counter() - started
     started = time.perf_counter()
     report = (run_in_process(uri, args.concurrency, args.parse_processes) if args.via == "worker"
-              else run_cli(uri, args.concurrency, args.processes, args.parse_processes))
+              else run_cli(uri, args.concurrency, args.processes, args.parse_processes, getattr(args, "env", None)))
     seconds = time.perf_counter() - started
 
     with connect(uri) as conn:
@@ -267,6 +276,58 @@ def compare_parsing(server_uri: str, folder: Path, args: argparse.Namespace) -> 
                   f"{median([r.docs_per_s for r in rs]) / base:.2f}"] for label, rs in runs.items()])
 
 
+def embedder_configurations(server_url: str, key: str, model: str, latencies_ms: list[float]) -> list[tuple]:
+    """(label, environment of `ingest work`, the local server's added latency per request)."""
+    openai = {"INGEST_EMBEDDER": "openai", "INGEST_OPENAI_BASE_URL": server_url, "INGEST_OPENAI_MODEL": model,
+              "INGEST_OPENAI_API_KEY": key}
+    configurations = [("no embedder", {"INGEST_EMBEDDER": "none"}, 0.0),
+                      ("hash, in the parsing children", {"INGEST_EMBEDDER": "hash"}, 0.0)]
+    for latency in latencies_ms:
+        label = "openai, local server" + (f" +{latency:g} ms/request" if latency else "")
+        configurations.append((label, openai, latency / 1000))
+    return configurations
+
+
+def compare_embedders(server_uri: str, folder: Path, args: argparse.Namespace) -> None:
+    """`ingest work --drain` (defaults) without an embedder, with hash, and with openai on the
+    local server; a fresh database each, --rounds rounds interleaved; medians."""
+    sys.path.insert(0, str(ROOT))
+    from tests.fixtures.openai_server import OpenAIServer
+
+    with OpenAIServer(api_key="bench-key") as server:
+        configurations = embedder_configurations(server.url, server.api_key, server.model, args.embed_latency_ms)
+        runs: dict[str, list[tuple[Run, int, float]]] = {label: [] for label, _, _ in configurations}
+        for number in range(1, args.rounds + 1):
+            for label, env, latency in configurations:
+                server.latency_seconds = latency
+                uri = create_database(server_uri, "bench_ingest_embedders", migrate=True)
+                with connect(uri) as conn:
+                    conn.execute("checkpoint")
+                requests, cpu = server.requests, time.process_time()  # the server is a thread of this process
+                run = ingest(uri, folder, argparse.Namespace(**{**vars(args), "via": "cli", "processes": 1,
+                                                                 "parse_processes": None, "concurrency": None,
+                                                                 "env": env}))
+                drop_database(server_uri, "bench_ingest_embedders")
+                runs[label].append((run, server.requests - requests, time.process_time() - cpu))
+                print(f"round {number}, {label}: {run.report['completed']}/{run.files} docs in {run.seconds:.2f}s, "
+                      f"{run.docs_per_s:.1f} docs/s, {server.requests - requests} requests", flush=True)
+    first = runs[configurations[0][0]][0][0]
+    base = median([r.docs_per_s for r, _, _ in runs[configurations[0][0]]])
+    print_table(f"`ingest work --drain` (defaults), {first.files} files, {first.mb:.2f} MB, {first.chunks} chunks, "
+                f"median of {args.rounds} round(s)",
+                ["configuration", "drain s", "docs/s", "MB/s", "failed", "requests", "embed p50 ms",
+                 "bench process CPU s", "vs no embedder"],
+                [[label, f"{median([r.seconds for r, _, _ in rs]):.2f}",
+                  f"{median([r.docs_per_s for r, _, _ in rs]):.1f}", f"{median([r.mb / r.seconds for r, _, _ in rs]):.2f}",
+                  sum(r.report["failed"] for r, _, _ in rs), median([n for _, n, _ in rs]),
+                  cell("{:.2f}", median([r.stage("embed", "p50") * 1000 for r, _, _ in rs])),
+                  f"{median([c for _, _, c in rs]):.2f}", f"{median([r.docs_per_s for r, _, _ in rs]) / base:.2f}"]
+                 for label, rs in runs.items()])
+    print("\nembed p50: the embed stage per job (in the job's thread for openai: requests of "
+          "INGEST_OPENAI_BATCH_SIZE=32 chunks; in the parsing children for hash). bench process CPU: this "
+          "process during the drain, i.e. the local server answering")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--folder", type=Path, help="ingest this folder instead of a generated corpus")
@@ -283,12 +344,19 @@ def main() -> None:
     parser.add_argument("--compare-parsing", action="store_true",
                         help="`ingest work --drain`: 1 process parsing in its threads, 2 such processes, and 1 "
                              "process parsing in its children; --rounds rounds each")
+    parser.add_argument("--embedder", choices=["openai"],
+                        help="openai: `ingest work --drain` without an embedder, with hash, and with "
+                             "INGEST_EMBEDDER=openai against a local OpenAI-compatible server; --rounds rounds each")
+    parser.add_argument("--embed-latency-ms", type=float, nargs="+", default=[0, 25], metavar="MS",
+                        help="with --embedder: one openai run per value, the local server waiting this long "
+                             "per request (default: 0 25)")
     parser.add_argument("--full", action="store_true", help="--docs 2000 --mean-kb 32")
     parser.add_argument("--compare-target", metavar="VERSION",
                         help="also run against a database migrated only up to this 14-digit migration version "
                              "and print head / VERSION (e.g. 20261130000700)")
     parser.add_argument("--rounds", type=int, default=3,
-                        help="with --compare-target or --compare-parsing: runs per configuration (default 3)")
+                        help="with --compare-target, --compare-parsing or --embedder: runs per configuration "
+                             "(default 3)")
     args = parser.parse_args()
     if args.full:
         args.docs, args.mean_kb = 2000, 32
@@ -312,6 +380,10 @@ def main() -> None:
             if args.compare_parsing:
                 print(f"corpus: {source}")
                 compare_parsing(server_uri, folder, args)
+                return
+            if args.embedder:
+                print(f"corpus: {source}")
+                compare_embedders(server_uri, folder, args)
                 return
             run = ingest(create_database(server_uri, "bench_ingest", migrate=True), folder, args)
             print(f"corpus: {source}; {run.files} files, {run.mb:.2f} MB")
