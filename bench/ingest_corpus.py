@@ -288,6 +288,13 @@ def embedder_configurations(server_url: str, key: str, model: str, latencies_ms:
     return configurations
 
 
+@dataclass
+class EmbedRun:
+    run: Run
+    requests: int  # answered by the local server during the drain, faults included
+    server_cpu: float  # this process's CPU during the drain: the local server answering
+
+
 def compare_embedders(server_uri: str, folder: Path, args: argparse.Namespace) -> None:
     """`ingest work --drain` (defaults) without an embedder, with hash, and with openai on the
     local server; a fresh database each, --rounds rounds interleaved; medians."""
@@ -296,36 +303,44 @@ def compare_embedders(server_uri: str, folder: Path, args: argparse.Namespace) -
 
     with OpenAIServer(api_key="bench-key") as server:
         configurations = embedder_configurations(server.url, server.api_key, server.model, args.embed_latency_ms)
-        runs: dict[str, list[tuple[Run, int, float]]] = {label: [] for label, _, _ in configurations}
+        runs: dict[str, list[EmbedRun]] = {label: [] for label, _, _ in configurations}
         for number in range(1, args.rounds + 1):
             for label, env, latency in configurations:
                 server.latency_seconds = latency
                 uri = create_database(server_uri, "bench_ingest_embedders", migrate=True)
                 with connect(uri) as conn:
                     conn.execute("checkpoint")
-                requests, cpu = server.requests, time.process_time()  # the server is a thread of this process
+                requests, cpu = server.requests, time.process_time()
                 run = ingest(uri, folder, argparse.Namespace(**{**vars(args), "via": "cli", "processes": 1,
                                                                  "parse_processes": None, "concurrency": None,
                                                                  "env": env}))
                 drop_database(server_uri, "bench_ingest_embedders")
-                runs[label].append((run, server.requests - requests, time.process_time() - cpu))
+                runs[label].append(EmbedRun(run, server.requests - requests, time.process_time() - cpu))
                 print(f"round {number}, {label}: {run.report['completed']}/{run.files} docs in {run.seconds:.2f}s, "
                       f"{run.docs_per_s:.1f} docs/s, {server.requests - requests} requests", flush=True)
-    first = runs[configurations[0][0]][0][0]
-    base = median([r.docs_per_s for r, _, _ in runs[configurations[0][0]]])
-    print_table(f"`ingest work --drain` (defaults), {first.files} files, {first.mb:.2f} MB, {first.chunks} chunks, "
-                f"median of {args.rounds} round(s)",
+    print_embedders(runs, args.rounds)
+
+
+def print_embedders(runs: dict[str, list[EmbedRun]], rounds: int) -> None:
+    first = next(iter(runs.values()))
+    base = median([e.run.docs_per_s for e in first])
+
+    def row(label: str, done: list[EmbedRun]) -> list:
+        docs_per_s = median([e.run.docs_per_s for e in done])
+        return [label, f"{median([e.run.seconds for e in done]):.2f}", f"{docs_per_s:.1f}",
+                f"{median([e.run.mb / e.run.seconds for e in done]):.2f}", sum(e.run.report["failed"] for e in done),
+                median([e.requests for e in done]),
+                cell("{:.2f}", median([e.run.stage("embed", "p50") * 1000 for e in done])),
+                f"{median([e.server_cpu for e in done]):.2f}", f"{docs_per_s / base:.2f}"]
+
+    print_table(f"`ingest work --drain` (defaults), {first[0].run.files} files, {first[0].run.mb:.2f} MB, "
+                f"{first[0].run.chunks} chunks, median of {rounds} round(s)",
                 ["configuration", "drain s", "docs/s", "MB/s", "failed", "requests", "embed p50 ms",
-                 "bench process CPU s", "vs no embedder"],
-                [[label, f"{median([r.seconds for r, _, _ in rs]):.2f}",
-                  f"{median([r.docs_per_s for r, _, _ in rs]):.1f}", f"{median([r.mb / r.seconds for r, _, _ in rs]):.2f}",
-                  sum(r.report["failed"] for r, _, _ in rs), median([n for _, n, _ in rs]),
-                  cell("{:.2f}", median([r.stage("embed", "p50") * 1000 for r, _, _ in rs])),
-                  f"{median([c for _, _, c in rs]):.2f}", f"{median([r.docs_per_s for r, _, _ in rs]) / base:.2f}"]
-                 for label, rs in runs.items()])
-    print("\nembed p50: the embed stage per job (in the job's thread for openai: requests of "
-          "INGEST_OPENAI_BATCH_SIZE=32 chunks; in the parsing children for hash). bench process CPU: this "
-          "process during the drain, i.e. the local server answering")
+                 "server CPU s", "vs no embedder"],
+                [row(label, done) for label, done in runs.items()])
+    print("\ndrain s: from the start of `ingest work` to its exit (start-up included). embed p50: the embed "
+          "stage of a job (openai: in the job's thread, requests of INGEST_OPENAI_BATCH_SIZE=32 chunks; hash: in "
+          "the parsing children). server CPU: this process's CPU during the drain, i.e. the local server")
 
 
 def main() -> None:

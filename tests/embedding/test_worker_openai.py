@@ -13,22 +13,14 @@ import pytest
 from ingestion_pipeline.cli import main as ingest
 from ingestion_pipeline.db.connection import make_pool
 from ingestion_pipeline.enqueue import enqueue_paths
-from ingestion_pipeline.processing import HashEmbedder
 from ingestion_pipeline.processing.openai_embedder import OpenAIEmbedder
 from ingestion_pipeline.worker import Worker, WorkerReport
-
-WORDS = "lantern harbour keeper tide signal ledger otter kettle archive beacon".split()
-
-
-def write_corpus(folder: Path, documents: int, paragraphs: int = 8) -> Path:
-    """Markdown files of several chunks each (about 600 characters a paragraph)."""
-    folder.mkdir()
-    for number in range(documents):
-        body = "\n\n".join(
-            f"## Part {p}\n\n" + " ".join(f"{WORDS[(number + p + i) % len(WORDS)]} {i}" for i in range(90))
-            for p in range(paragraphs))
-        (folder / f"doc-{number:02d}.md").write_text(f"# Document {number}\n\n{body}\n")
-    return folder
+from tests.embedding.corpus import (
+    assert_every_document_indexed_with_vectors,
+    embed_stage_errors,
+    jobs,
+    write_corpus,
+)
 
 
 def drain(settings, folder: Path, **worker_options) -> WorkerReport:
@@ -37,34 +29,6 @@ def drain(settings, folder: Path, **worker_options) -> WorkerReport:
         worker = Worker(pool, settings, **worker_options)
         assert isinstance(worker.context.embedder, OpenAIEmbedder)  # INGEST_EMBEDDER's, by default
         return worker.run(drain=True)
-
-
-def committed_chunks(conn) -> list[dict]:
-    return conn.execute(
-        "select c.document_id, c.content, c.embedding from document_chunks c join documents d "
-        "on d.id = c.document_id and d.index_generation_id = c.index_generation_id order by c.document_id, c.ordinal"
-    ).fetchall()
-
-
-def jobs(conn) -> list[dict]:
-    return conn.execute("select j.status, j.attempt_count, j.error_message, d.status as document_status "
-                        "from ingestion_jobs j join documents d on d.id = j.document_id").fetchall()
-
-
-def embed_stage_errors(conn) -> list[str]:
-    rows = conn.execute("select detail->>'error' as error from ingestion_job_stages "
-                        "where stage = 'embed' and detail ? 'error' order by id").fetchall()
-    return [row["error"] for row in rows]
-
-
-def assert_every_document_indexed_with_vectors(conn, documents: int, dimensions: int) -> list[dict]:
-    assert [(j["status"], j["document_status"]) for j in jobs(conn)] == [("completed", "indexed")] * documents
-    chunks = committed_chunks(conn)
-    assert len({c["document_id"] for c in chunks}) == documents
-    expected = HashEmbedder(dimensions).embed([c["content"] for c in chunks])  # what the server computes
-    for chunk, vector in zip(chunks, expected):
-        assert chunk["embedding"] == pytest.approx(vector, abs=1e-6)  # stored as real[]
-    return chunks
 
 
 def test_a_batch_indexes_with_vectors_embedded_in_the_jobs_threads(db_url, conn, tmp_path, openai_server,
@@ -104,7 +68,7 @@ def test_429s_and_timeouts_mid_batch_are_retried_until_every_document_is_indexed
     errors = embed_stage_errors(conn)
     assert errors.count("EmbeddingUnavailable: the embedding endpoint answered 429 in 1 try "
                         "(INGEST_OPENAI_MAX_RETRIES=0): injected 429") == 3
-    assert sum(f"did not answer within 2 s (INGEST_OPENAI_TIMEOUT_SECONDS)" in e for e in errors) >= 2
+    assert sum("did not answer within 2 s (INGEST_OPENAI_TIMEOUT_SECONDS)" in e for e in errors) >= 2
     assert openai_server.statuses[429] == 3
 
 
