@@ -514,6 +514,19 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.document_chunks_search_vector() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    new.content_tsv :=
+        setweight(to_tsvector('english', coalesce(new.title, '')), 'A')
+        || setweight(to_tsvector('english', coalesce(new.heading, '')), 'B')
+        || setweight(to_tsvector('english', new.content), 'D');
+    return new;
+end
+$$;
+
 CREATE FUNCTION public.drifted_import_batch_ids(p_limit integer DEFAULT 100) RETURNS SETOF uuid
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1330,7 +1343,9 @@ CREATE TABLE public.document_chunks (
     content text NOT NULL,
     token_count integer DEFAULT 0 NOT NULL,
     embedding real[],
-    content_tsv tsvector GENERATED ALWAYS AS (to_tsvector('english'::regconfig, content)) STORED,
+    content_tsv tsvector,
+    title text,
+    heading text,
     CONSTRAINT document_chunks_ordinal_check CHECK ((ordinal >= 0))
 );
 
@@ -1366,7 +1381,9 @@ CREATE VIEW public.committed_document_chunks WITH (security_invoker='true') AS
     c.content,
     c.token_count,
     c.embedding,
-    c.content_tsv
+    c.content_tsv,
+    c.title,
+    c.heading
    FROM (public.document_chunks c
      JOIN public.documents d ON (((d.id = c.document_id) AND (d.index_generation_id = c.index_generation_id))))
   WHERE (d.deleted_at IS NULL);
@@ -1536,6 +1553,8 @@ CREATE INDEX ingestion_jobs_lease_expiry ON public.ingestion_jobs USING btree (l
 CREATE UNIQUE INDEX ingestion_jobs_one_open_per_document ON public.ingestion_jobs USING btree (document_id) WHERE (status = ANY (ARRAY['pending'::text, 'processing'::text]));
 
 CREATE TRIGGER document_chunks_artifact_fence AFTER INSERT ON public.document_chunks REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.enforce_artifact_fence();
+
+CREATE TRIGGER document_chunks_search_vector BEFORE INSERT OR UPDATE OF content, title, heading ON public.document_chunks FOR EACH ROW EXECUTE FUNCTION public.document_chunks_search_vector();
 
 CREATE TRIGGER document_pages_artifact_fence AFTER INSERT ON public.document_pages REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.enforce_artifact_fence();
 

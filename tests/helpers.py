@@ -205,15 +205,15 @@ def document_rows(conn: psycopg.Connection, document_id: UUID) -> dict[str, int]
                                 (document_id,)).fetchone()["n"] for table in DOCUMENT_TABLES}
 
 
-def search_hits(conn: psycopg.Connection, text: str, limit: int = 100) -> list[dict]:
-    """What `ingest search` answers (its query, committed generations only)."""
-    from ingestion_pipeline.db.queries import query
+def search_hits(conn: psycopg.Connection, text: str, limit: int = 100) -> list:
+    """What `ingest search` answers (lexical mode, committed generations only)."""
+    from ingestion_pipeline.search import search
 
-    return conn.execute(query("search_chunks"), {"query": text, "limit": limit}).fetchall()
+    return search(conn, text, limit=limit)
 
 
 def searchable(conn: psycopg.Connection, document_id: UUID, text: str) -> bool:
-    return any(hit["document_id"] == document_id for hit in search_hits(conn, text))
+    return any(hit.document_id == document_id for hit in search_hits(conn, text))
 
 
 def failing_index_checks(url: str, conn: psycopg.Connection) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 
 def _whole_number(value: str, minimum: int) -> int:
@@ -31,3 +32,13 @@ def add_database_url(parser) -> None:
 
 def print_json(data) -> None:
     print(json.dumps(data, indent=2, default=str))
+
+
+# Exit statuses of the operator's commands (delete, cancel, retry, reindex).
+EXIT_NOTHING_DONE = 1  # nothing matched: unknown ids, nothing open, nothing indexed
+EXIT_USAGE = 2  # a missing or doubled form, an id that is not a UUID
+
+
+def usage_error(command: str, message: str) -> int:
+    print(f"ingest: error: {message} (ingest {command} -h)", file=sys.stderr)
+    return EXIT_USAGE

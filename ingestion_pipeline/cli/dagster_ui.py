@@ -13,7 +13,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from ingestion_pipeline.cli import documents
+from ingestion_pipeline.cli import documents, search
 from ingestion_pipeline.cli.common import add_database_url
 from ingestion_pipeline.cli.process_group import run_process_group
 from ingestion_pipeline.db import migrate as migrator
@@ -86,7 +86,7 @@ def cmd_demo(args, settings: Settings) -> int:
     print()
     documents.print_status(settings, batch_id=report.batch_id)
     print()
-    documents.print_search(settings, "lease fencing", limit=3)
+    search.print_search(settings, "lease fencing", limit=3)
     print("\nSee the run and the asset in the UI: `ingest ui`, then http://127.0.0.1:3000")
     return 0
 

@@ -1,4 +1,4 @@
-"""`ingest enqueue`, `ingest status`, `ingest search`."""
+"""`ingest enqueue`, `ingest status`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from uuid import UUID
 from tqdm import tqdm
 
 from ingestion_pipeline.cli.common import add_database_url, positive_int, print_json
-from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.enqueue import enqueue_paths
@@ -34,12 +33,7 @@ def register(commands) -> None:
     status.add_argument("--limit", type=positive_int, default=20, help="most recent batches shown (default 20)")
     status.set_defaults(handler=cmd_status)
 
-    search = commands.add_parser("search", help="full-text search over committed chunks")
-    search.add_argument("query", help='web-search syntax: words, "phrases", -excluded, or')
-    search.add_argument("--limit", type=positive_int, default=10, help="results (default 10)")
-    search.set_defaults(handler=cmd_search)
-
-    for sub in (enqueue, status, search):
+    for sub in (enqueue, status):
         sub.add_argument("--json", action="store_true", help="machine-readable output")
         add_database_url(sub)
 
@@ -103,23 +97,3 @@ def _age(seconds: int | None) -> str:
     minutes, secs = divmod(int(seconds), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
-
-
-def cmd_search(args, settings: Settings) -> int:
-    print_search(settings, args.query, limit=args.limit, as_json=args.json)
-    return 0
-
-
-def print_search(settings: Settings, text: str, *, limit: int = 10, as_json: bool = False) -> None:
-    if not text.strip():
-        raise IngestError("the search query is empty")
-    with migrated_pool(settings) as pool, pool.connection() as conn:
-        hits = conn.execute(query("search_chunks"), {"query": text, "limit": limit}).fetchall()
-    if as_json:
-        print_json(hits)
-    elif not hits:
-        print("no matches")
-    for hit in [] if as_json else hits:
-        heading = f" › {hit['heading']}" if hit["heading"] else ""
-        print(f"{hit['rank']:.3f}  {hit['title']}{heading}  ({hit['source_name']})")
-        print(f"       {' '.join(hit['snippet'].split())}")

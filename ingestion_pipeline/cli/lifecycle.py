@@ -6,19 +6,16 @@ usage errors (a missing or doubled form, an id that is not a UUID)."""
 
 from __future__ import annotations
 
-import sys
 from uuid import UUID
 
 from ingestion_pipeline import lifecycle
-from ingestion_pipeline.cli.common import add_database_url, print_json
+from ingestion_pipeline.cli.common import EXIT_NOTHING_DONE, add_database_url, print_json, usage_error
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.tables import render_table
 
-EXIT_NOTHING_DONE = 1
-EXIT_USAGE = 2
 ROWS_LISTED = 25
 
 
@@ -54,22 +51,17 @@ def register(commands) -> None:
         add_database_url(sub)
 
 
-def _usage_error(command: str, message: str) -> int:
-    print(f"ingest: error: {message} (ingest {command} -h)", file=sys.stderr)
-    return EXIT_USAGE
-
-
-def _uuids(values: list[str], what: str) -> list[UUID]:
+def uuids(values: list[str], what: str) -> list[UUID]:
     return [lifecycle.parse_uuid(value, what) for value in values]
 
 
 def cmd_delete(args, settings: Settings) -> int:
     if not args.document_ids and not args.source_names:
-        return _usage_error("delete", "give document ids or --source NAME")
+        return usage_error("delete", "give document ids or --source NAME")
     try:
-        document_ids = _uuids(args.document_ids, "document")
+        document_ids = uuids(args.document_ids, "document")
     except IngestError as exc:
-        return _usage_error("delete", str(exc))
+        return usage_error("delete", str(exc))
     with migrated_pool(settings) as pool:
         results = lifecycle.delete_documents(IngestionRpc(pool), document_ids, args.source_names)
     deleted = [r for r in results if r.get("ok")]
@@ -87,7 +79,7 @@ def cmd_cancel(args, settings: Settings) -> int:
     try:
         batch_id = lifecycle.parse_uuid(args.batch_id, "batch")
     except IngestError as exc:
-        return _usage_error("cancel", str(exc))
+        return usage_error("cancel", str(exc))
     with migrated_pool(settings) as pool:
         result = lifecycle.as_dict(IngestionRpc(pool).cancel_batch(batch_id))
     if args.json:
@@ -111,12 +103,12 @@ def cmd_cancel(args, settings: Settings) -> int:
 
 def cmd_retry(args, settings: Settings) -> int:
     if not lifecycle.one_retry_form(args.job_ids, args.batch_id, args.all_failed):
-        return _usage_error("retry", "give exactly one of: JOB_ID..., --batch BATCH_ID, --failed")
+        return usage_error("retry", "give exactly one of: JOB_ID..., --batch BATCH_ID, --failed")
     try:
-        job_ids = _uuids(args.job_ids, "job")
+        job_ids = uuids(args.job_ids, "job")
         batch_id = lifecycle.parse_uuid(args.batch_id, "batch") if args.batch_id is not None else None
     except IngestError as exc:
-        return _usage_error("retry", str(exc))
+        return usage_error("retry", str(exc))
     with migrated_pool(settings) as pool:
         result = lifecycle.retry_jobs(IngestionRpc(pool), job_ids=job_ids, batch_id=batch_id,
                                       all_failed=args.all_failed)

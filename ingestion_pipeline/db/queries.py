@@ -1,7 +1,7 @@
 """Load named SQL from the package's `.sql` files (one place for SQL, not Python strings).
 
 `query(name)` looks the name up in the application's query files: queries.sql (migrator,
-documents, search) and one file per part of the RPC client (leases, generations, acks,
+documents), search.sql (lexical search) and one file per part of the RPC client (leases, generations, acks,
 batches, lifecycle). A name defined twice, in one file or across them, is an error.
 """
 
@@ -12,7 +12,7 @@ from functools import cache
 from importlib import resources
 
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
-QUERY_FILES = ("queries.sql", "leases.sql", "generations.sql", "acks.sql", "batches.sql", "lifecycle.sql")
+QUERY_FILES = ("queries.sql", "search.sql", "leases.sql", "generations.sql", "acks.sql", "batches.sql", "lifecycle.sql")
 
 
 def sql_text(filename: str) -> str:

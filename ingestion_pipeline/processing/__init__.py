@@ -15,6 +15,7 @@ from .chunking import chunk_sections
 from .detect import SUPPORTED_TYPES, detect_type
 from .embedding import Embedder, HashEmbedder, NoEmbedder, embed_chunks, embedder_from_settings
 from .errors import EmbeddingRejected, EmbeddingUnavailable, ProcessingError
+from .headings import heading_paths
 from .model import Chunk, ChunkingOptions, Page, ParsedDocument, Section
 from .parse import parse
 from .pipeline import process_document
@@ -38,6 +39,7 @@ __all__ = [
     "detect_type",
     "embed_chunks",
     "embedder_from_settings",
+    "heading_paths",
     "parse",
     "process_document",
 ]

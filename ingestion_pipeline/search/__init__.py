@@ -1,5 +1,47 @@
-"""Searching the committed index: lexical (full text), vector (embeddings) and hybrid."""
+"""Searching the committed index: lexical (full text), vector (embeddings) and hybrid.
 
+Every mode returns one hit per document (its best chunk), best first, over committed
+generations of documents that are not deleted.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.processing import Embedder
+
+from .fusion import reciprocal_rank_fusion
+from .lexical import lexical_hits
 from .model import MODES, Hit, Mode
 
-__all__ = ["MODES", "Hit", "Mode"]
+__all__ = ["MODES", "Hit", "Mode", "search"]
+
+# Each list fused in hybrid mode is this many times longer than the result, so a page
+# ranked low by one method and high by the other still makes it in.
+FUSION_DEPTH = 5
+
+
+def search(conn: psycopg.Connection, text: str, *, mode: Mode = "lexical", limit: int = 10,
+           embedder: Embedder | None = None) -> list[Hit]:
+    if not text.strip():
+        raise IngestError("the search query is empty")
+    if mode not in MODES:
+        raise IngestError(f"unknown search mode {mode!r}; choose one of: {', '.join(MODES)}")
+    if mode == "lexical":
+        return lexical_hits(conn, text, limit)
+    vector = _query_vector(text, embedder, mode)
+    from .vector import vector_hits  # the vector path's SQL is only needed here
+
+    if mode == "vector":
+        return vector_hits(conn, vector, limit)
+    depth = limit * FUSION_DEPTH
+    return reciprocal_rank_fusion([lexical_hits(conn, text, depth), vector_hits(conn, vector, depth)])[:limit]
+
+
+def _query_vector(text: str, embedder: Embedder | None, mode: str) -> list[float]:
+    vectors = embedder.embed([text]) if embedder is not None else None
+    if not vectors:
+        raise IngestError(f"{mode} search needs an embedder: set INGEST_EMBEDDER to the one the"
+                          " documents were indexed with")
+    return vectors[0]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.processing import ProcessingError, chunk_sections, embed_chunks, parse
-from ingestion_pipeline.worker.artifacts import write_generation
+from ingestion_pipeline.worker.artifacts import EncodedArtifacts, encode_artifacts, write_encoded
 from ingestion_pipeline.worker.errors import LeaseLost, describe, is_build_refused
 from ingestion_pipeline.worker.job import Built, JobRun
 
@@ -22,19 +22,21 @@ def index_document(run: JobRun) -> Built:
             row = conn.execute(query("load_document_source"), {"document_id": job.document_id}).fetchone()
         if row is None:
             raise ProcessingError("the document's uploaded bytes are missing")
+    # Looked up once per worker, and before a connection is taken (the look-up takes one).
+    with_headings = ctx.rpc.chunks_have_headings
     if ctx.parse_pool is None:
-        parsed, chunks = _process_in_thread(run, bytes(row["content"]))
+        artifacts = _process_in_thread(run, bytes(row["content"]), with_headings)
     else:
-        parsed, chunks = _process_in_child(run, bytes(row["content"]))
-    with run.stage("write", 80, chunks=len(chunks)):
+        artifacts = _process_in_child(run, bytes(row["content"]), with_headings)
+    with run.stage("write", 80, chunks=artifacts.chunk_count):
         begun = run.fenced(ctx.rpc.begin_generation(job.job_id, job.document_id, ctx.worker_id,
                                                      lease_token=job.lease_token))
-        _write(run, begun.generation_id, parsed, chunks)
-    metadata = {"title": parsed.title, "mime_type": parsed.mime_type, "embedder": ctx.embedder.name}
-    return Built(begun.generation_id, {k: v for k, v in metadata.items() if v}, len(chunks))
+        _write(run, begun.generation_id, artifacts)
+    metadata = {"title": artifacts.title, "mime_type": artifacts.mime_type, "embedder": ctx.embedder.name}
+    return Built(begun.generation_id, {k: v for k, v in metadata.items() if v}, artifacts.chunk_count)
 
 
-def _process_in_thread(run: JobRun, content: bytes):
+def _process_in_thread(run: JobRun, content: bytes, with_headings: bool) -> EncodedArtifacts:
     job, ctx = run.job, run.ctx
     with run.stage("parse", 20):
         parsed = parse(content, job.source_name, max_bytes=ctx.max_bytes)
@@ -42,30 +44,32 @@ def _process_in_thread(run: JobRun, content: bytes):
         chunks = chunk_sections(parsed.sections, ctx.chunking)
     with run.stage("embed", 60, embedder=ctx.embedder.name):
         chunks = embed_chunks(chunks, ctx.embedder)
-    return parsed, chunks
+    return encode_artifacts(parsed, chunks, with_headings=with_headings)
 
 
-def _process_in_child(run: JobRun, content: bytes):
-    """Parse, chunk and embed in one task of the worker's parsing children (within their
-    time and memory limits); the stage log keeps the three stages, timed in the child. An
-    embedder that cannot be sent to a child embeds here, in the job's thread."""
+def _process_in_child(run: JobRun, content: bytes, with_headings: bool) -> EncodedArtifacts:
+    """Parse, chunk, embed and encode the rows in one task of the worker's parsing children
+    (within their time and memory limits); the stage log keeps the three stages, timed in
+    the child. An embedder that cannot be sent to a child embeds here, in the job's thread."""
     job, ctx = run.job, run.ctx
     in_child = ctx.parse_pool.accepts(ctx.embedder)
     with run.stage("parse", 20, isolated=True):
         processed = ctx.parse_pool.process(run.lease.lost, content, job.source_name, ctx.max_bytes, ctx.chunking,
-                                           ctx.embedder if in_child else None)
+                                           ctx.embedder if in_child else None, embed_here=in_child,
+                                           with_headings=with_headings)
     run.record_stage("chunk", processed.seconds["chunk"], isolated=True)
     if in_child:
-        run.record_stage("embed", processed.seconds["embed"], isolated=True, embedder=ctx.embedder.name)
-        return processed.document, processed.chunks
+        run.record_stage("embed", processed.seconds.get("embed", 0.0), isolated=True, embedder=ctx.embedder.name)
+        return processed.encoded
     with run.stage("embed", 60, embedder=ctx.embedder.name):
-        return processed.document, embed_chunks(processed.chunks, ctx.embedder)
+        chunks = embed_chunks(processed.chunks, ctx.embedder)
+    return encode_artifacts(processed.document, chunks, with_headings=with_headings)
 
 
-def _write(run: JobRun, generation_id, parsed, chunks) -> None:
+def _write(run: JobRun, generation_id, artifacts: EncodedArtifacts) -> None:
     try:
         with run.ctx.pool.connection() as conn:
-            write_generation(conn, run.job.document_id, generation_id, parsed, chunks, run.lease.check)
+            write_encoded(conn, run.job.document_id, generation_id, artifacts, run.lease.check)
     except Exception as exc:
         if is_build_refused(exc):  # the database says this claim no longer holds the job
             run.lease.lost.set()

@@ -45,6 +45,7 @@ from ingestion_pipeline.processing import (
     embed_chunks,
     parse,
 )
+from ingestion_pipeline.worker.artifacts import EncodedArtifacts, encode_artifacts
 from ingestion_pipeline.worker.errors import LeaseLost
 
 log = logging.getLogger(__name__)
@@ -63,17 +64,21 @@ class ParseLimits:
 
 @dataclass(frozen=True)
 class Processed:
-    """A document parsed, chunked and embedded in a child; the stages' seconds as measured there."""
+    """A document processed in a child, and the stages' seconds as measured there. Either
+    its rows, ready for COPY (`encoded`: the child embedded them, or there is nothing to
+    embed), or the parsed document and its chunks, for the job's thread to embed."""
 
-    document: ParsedDocument
-    chunks: list[Chunk]
     seconds: dict[str, float]
+    encoded: EncodedArtifacts | None = None
+    document: ParsedDocument | None = None
+    chunks: list[Chunk] | None = None
 
 
 def process_document_in_child(content: bytes, source_name: str, max_bytes: int, chunking: ChunkingOptions,
-                              embedder: Embedder | None) -> Processed:
+                              embedder: Embedder | None, *, embed_here: bool = True,
+                              with_headings: bool = True) -> Processed:
     """What a child runs (module level: the fork server's children import it by name).
-    Embeds too when given an embedder (one that could be sent to the child)."""
+    `embed_here=False`: the job's thread embeds (an embedder that cannot be sent here)."""
     seconds = {}
     began = time.perf_counter()
     document = parse(content, source_name, max_bytes=max_bytes)
@@ -81,11 +86,13 @@ def process_document_in_child(content: bytes, source_name: str, max_bytes: int, 
     began = time.perf_counter()
     chunks = chunk_sections(document.sections, chunking)
     seconds["chunk"] = time.perf_counter() - began
+    if not embed_here:
+        return Processed(seconds, document=document, chunks=chunks)
     if embedder is not None:
         began = time.perf_counter()
         chunks = embed_chunks(chunks, embedder)
         seconds["embed"] = time.perf_counter() - began
-    return Processed(document, chunks, seconds)
+    return Processed(seconds, encoded=encode_artifacts(document, chunks, with_headings=with_headings))
 
 
 def can_run_in_child(embedder: Embedder) -> bool:
@@ -164,10 +171,12 @@ class ParsePool:
             self._embedders[key] = can_run_in_child(embedder)
         return self._embedders[key]
 
-    def process(self, lost: threading.Event, *args) -> Processed:
-        """Run `target(*args)` in a child and wait for it, giving the task up (and its child)
-        when `lost` is set: the job's lease is gone, nothing it builds could be written."""
-        future = self._started().schedule(self.target, args=args, timeout=self.limits.timeout_seconds)
+    def process(self, lost: threading.Event, *args, **kwargs) -> Processed:
+        """Run `target(*args, **kwargs)` in a child and wait for it, giving the task up (and
+        its child) when `lost` is set: the job's lease is gone, nothing it builds could be
+        written."""
+        future = self._started().schedule(self.target, args=args, kwargs=kwargs,
+                                          timeout=self.limits.timeout_seconds)
         while True:
             try:
                 return future.result(timeout=POLL_SECONDS)

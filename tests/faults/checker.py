@@ -52,7 +52,7 @@ Violations (never expected), each under a rule name (`Report.by_rule`; RULES lis
   delete_document returned ok for it or the database says so: status `deleted` or
   deleted_at set)
     deleted_document_searchable  a deleted document with a row in committed_document_chunks
-                               or found by the search query (queries.sql search_chunks)
+                               or found by search (ingestion_pipeline.search)
     deleted_document_rows_left a deleted document with rows left in document_pages,
                                document_sections, document_chunks, index_generations or
                                document_sources after the final janitor pass (whose
@@ -92,8 +92,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from ingestion_pipeline.db.connection import connect
-from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.processing import chunk_sections, parse
+from ingestion_pipeline.search import search
 from tests.faults.rpc_log import JANITOR, LOGGED_JANITOR, OPERATOR_CALLS, read_history
 
 WRITES = {"commit", "complete", "commit_and_complete", "fail_or_retry", "heartbeat", "record_stage",
@@ -532,8 +532,7 @@ def _check_lifecycle(conn, history: list[dict], report: Report) -> None:
         committed = {str(r["document_id"]): r["n"] for r in conn.execute(
             "select document_id, count(*) as n from committed_document_chunks where document_id = any(%s::uuid[]) "
             "group by 1", (deleted,))}
-        found = {str(r["document_id"]) for r in conn.execute(query("search_chunks"),
-                                                             {"query": SEARCH_ALL, "limit": 10_000_000})}
+        found = {str(hit.document_id) for hit in search(conn, SEARCH_ALL, limit=10_000_000)}
         for document_id in deleted:
             if committed.get(document_id) or document_id in found:
                 report.flag("deleted_document_searchable",

@@ -191,7 +191,7 @@ def test_rows_refused_by_the_database_stop_the_job_as_lease_lost(build_cleaned_u
     report = enqueue_paths(pool, [corpus / "sample.txt"], max_bytes=settings.max_file_bytes)
     job_id, document_id = report.files[0].job_id, report.files[0].document_id
     stalled, resume = threading.Event(), threading.Event()
-    real_write = job_module.write_generation
+    real_write = job_module.write_encoded
 
     def stalling_write(*args, **kwargs):
         if not stalled.is_set():
@@ -199,7 +199,7 @@ def test_rows_refused_by_the_database_stop_the_job_as_lease_lost(build_cleaned_u
             assert resume.wait(30)
         return real_write(*args, **kwargs)
 
-    monkeypatch.setattr(job_module, "write_generation", stalling_write)
+    monkeypatch.setattr(job_module, "write_encoded", stalling_write)
     run_a = Background(lambda: Worker(pool, settings).run(drain=True))
     assert stalled.wait(30)
     make_lease_stale(conn, job_id)

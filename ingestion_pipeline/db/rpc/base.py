@@ -36,6 +36,7 @@ class RpcBase:
         self._db = db
         self.stale_after_seconds = stale_after_seconds
         self._fence_level: FenceLevel | None = None
+        self._chunk_headings: bool | None = None
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection]:
@@ -70,6 +71,15 @@ class RpcBase:
                 log.warning("this database's schema is older than this client's (%s): %s. Run `ingest db migrate`.",
                             self._fence_level.name.lower(), fences.MISSING[self._fence_level])
         return self._fence_level
+
+    @property
+    def chunks_have_headings(self) -> bool:
+        """Whether chunks carry their title and heading path (migration weighted_search): an
+        older database gets its chunks without them. Looked up once, like the fence level."""
+        if self._chunk_headings is None:
+            with self._connection() as conn:
+                self._chunk_headings = conn.execute(query("chunks_have_headings")).fetchone()["present"]
+        return self._chunk_headings
 
     def _reprobe_if_outdated(self) -> None:
         if self._fence_level is not None and self._fence_level < fences.NEWEST:

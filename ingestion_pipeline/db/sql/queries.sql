@@ -42,6 +42,11 @@ select current_setting('server_version') as version, current_database() as datab
 -- The schema generation the RPC client talks to (db/fences.py); the RPCs themselves are
 -- named in leases.sql, generations.sql, acks.sql and batches.sql.
 
+-- name: chunks_have_headings
+select exists (select 1 from pg_catalog.pg_attribute
+               where attrelid = to_regclass('document_chunks') and attname = 'heading' and not attisdropped
+) as present;
+
 -- name: rpc_fence_level
 -- Which generation of fenced signatures this database has (resolved like the calls are).
 select case
@@ -82,28 +87,14 @@ from stdin;
 
 -- name: copy_chunks
 copy document_chunks (document_id, index_generation_id, ordinal, section_ordinal, page_ordinal, content,
-                      token_count, embedding)
+                      token_count, embedding, title, heading)
 from stdin;
 
--- name: search_chunks
--- Committed generations only (the view), best first.
-select c.document_id,
-       coalesce(d.title, d.source_name) as title,
-       d.source_name,
-       s.heading,
-       c.ordinal as chunk_ordinal,
-       ts_rank_cd(c.content_tsv, q.query) as rank,
-       ts_headline('english', c.content, q.query,
-                   'MaxFragments=1, MinWords=8, MaxWords=30, StartSel=[, StopSel=]') as snippet
-from websearch_to_tsquery('english', %(query)s) as q(query)
-join committed_document_chunks c on c.content_tsv @@ q.query
-join documents d on d.id = c.document_id
-left join document_sections s
-       on s.document_id = c.document_id
-      and s.index_generation_id = c.index_generation_id
-      and s.ordinal = c.section_ordinal
-order by rank desc, c.document_id, c.ordinal
-limit %(limit)s;
+-- name: copy_chunks_without_headings
+-- A database older than migration weighted_search (no title or heading column).
+copy document_chunks (document_id, index_generation_id, ordinal, section_ordinal, page_ordinal, content,
+                      token_count, embedding)
+from stdin;
 
 -- name: index_validity
 -- The index `index` on table `table` (resolved as the migration resolved it): is it valid.
@@ -112,3 +103,12 @@ from pg_catalog.pg_index i
 join pg_catalog.pg_class c on c.oid = i.indexrelid
 join pg_catalog.pg_namespace n on n.oid = c.relnamespace
 where c.relname = %(index)s and i.indrelid = pg_catalog.to_regclass(%(table)s);
+
+-- name: indexed_document_ids
+-- Documents with a committed index, in id order from after `after` (keyset pages): what
+-- `ingest reindex --all` rebuilds.
+select id
+from documents
+where index_generation_id is not null and deleted_at is null and id > %(after)s
+order by id
+limit %(limit)s;

@@ -1,0 +1,49 @@
+"""`ingest search`: lexical, vector or hybrid search over the committed index."""
+
+from __future__ import annotations
+
+from ingestion_pipeline.cli.common import add_database_url, positive_int, print_json
+from ingestion_pipeline.db.ready import migrated_pool
+from ingestion_pipeline.processing import Embedder, embedder_from_settings
+from ingestion_pipeline.search import MODES, search
+from ingestion_pipeline.settings import Settings
+
+
+def register(commands) -> None:
+    parser = commands.add_parser(
+        "search", help="search the committed index: one result per document, best first",
+        description="Lexical mode ranks documents by how much of the query they cover (a missing word "
+                    "lowers a page, it does not drop it), title and headings above body text. Vector mode "
+                    "ranks by embedding similarity (needs INGEST_EMBEDDER, the one the documents were "
+                    "indexed with); hybrid fuses both lists by reciprocal rank.")
+    parser.add_argument("query", help='web-search syntax: words, "phrases", -excluded')
+    parser.add_argument("--mode", choices=MODES, default="lexical", help="default: lexical")
+    parser.add_argument("--limit", type=positive_int, default=10, help="results (default 10)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    add_database_url(parser)
+    parser.set_defaults(handler=cmd_search)
+
+
+def cmd_search(args, settings: Settings) -> int:
+    print_search(settings, args.query, mode=args.mode, limit=args.limit, as_json=args.json)
+    return 0
+
+
+def print_search(settings: Settings, text: str, *, mode: str = "lexical", limit: int = 10,
+                 as_json: bool = False) -> None:
+    embedder = _embedder(settings) if mode != "lexical" else None
+    with migrated_pool(settings) as pool, pool.connection() as conn:
+        hits = search(conn, text, mode=mode, limit=limit, embedder=embedder)
+    if as_json:
+        print_json([hit.as_json() for hit in hits])
+        return
+    if not hits:
+        print("no matches")
+    for hit in hits:
+        heading = f" › {hit.heading}" if hit.heading else ""
+        print(f"{hit.score:.3f}  {hit.title}{heading}  ({hit.source_name})")
+        print(f"       {' '.join(hit.snippet.split())}")
+
+
+def _embedder(settings: Settings) -> Embedder:
+    return embedder_from_settings(settings)

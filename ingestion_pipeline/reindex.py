@@ -1,0 +1,82 @@
+"""Index documents again from their stored bytes: after an upgrade that changes how the index
+is built (the weighted search vectors of migration weighted_search), or a parser fix.
+
+Each document gets a `reindex` job in one new import batch. Until its new generation
+commits, the document stays searchable with the index it has (the queue's rule: an indexed
+document stays indexed until the next generation commits). Pages of PAGE_SIZE documents are
+enqueued per transaction, so a million documents never hold one long transaction.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from uuid import UUID
+
+from psycopg_pool import ConnectionPool
+
+from ingestion_pipeline.db.queries import query
+from ingestion_pipeline.db.rpc import IngestionRpc
+
+PAGE_SIZE = 500
+FIRST_ID = UUID(int=0)
+
+
+@dataclass
+class ReindexReport:
+    batch_id: UUID | None = None  # None when no document was given or found
+    outcomes: dict[UUID, str] = field(default_factory=dict)  # reindex_queued | already_queued | not_found
+
+    @property
+    def queued(self) -> int:
+        return sum(1 for outcome in self.outcomes.values() if outcome == "reindex_queued")
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return dict(Counter(self.outcomes.values()))
+
+    def as_dict(self) -> dict:
+        return {"batch_id": str(self.batch_id) if self.batch_id else None, "counts": self.counts,
+                "documents": {str(doc): outcome for doc, outcome in self.outcomes.items()}}
+
+
+def reindex_documents(pool: ConnectionPool, document_ids: list[UUID] | None = None, *,
+                      batch_name: str | None = None, max_attempts: int = 3) -> ReindexReport:
+    """`document_ids`, or every indexed document when None."""
+    name = batch_name or f"reindex {datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S}"
+    report = ReindexReport()
+    pages = _pages_of(document_ids) if document_ids is not None else _indexed_pages(pool)
+    for page in pages:
+        with pool.connection() as conn, conn.transaction():
+            rpc = IngestionRpc(conn)
+            if report.batch_id is None:
+                report.batch_id = rpc.create_batch(name, {"reindex": True}).batch_id
+            for document_id in page:
+                result = rpc.enqueue(document_id, batch_id=report.batch_id, kind="reindex",
+                                     max_attempts=max_attempts)
+                report.outcomes[document_id] = "reindex_queued" if result.ok else _outcome(result.reason)
+    if report.batch_id is not None and not report.queued:
+        IngestionRpc(pool).refresh_batch(report.batch_id)  # no job will ever finish it
+    return report
+
+
+def _outcome(reason: str | None) -> str:
+    return "not_found" if reason == "document_not_found" else reason or "refused"
+
+
+def _pages_of(document_ids: list[UUID]):
+    unique = list(dict.fromkeys(document_ids))
+    for at in range(0, len(unique), PAGE_SIZE):
+        yield unique[at:at + PAGE_SIZE]
+
+
+def _indexed_pages(pool: ConnectionPool):
+    after = FIRST_ID
+    while True:
+        with pool.connection() as conn:
+            rows = conn.execute(query("indexed_document_ids"), {"after": after, "limit": PAGE_SIZE}).fetchall()
+        if not rows:
+            return
+        yield [row["id"] for row in rows]
+        after = rows[-1]["id"]

@@ -1,0 +1,43 @@
+"""Artifact rows in COPY's text format, built where the document was parsed.
+
+A parsing child returns its pages, sections and chunks as three COPY payloads instead of
+lists of objects: the worker then neither unpickles sixty objects per document nor formats
+their rows under its interpreter lock (that was most of its cost per document, measured in
+bench/README.md "Parsing in children"); it prefixes each row with the two ids it learns
+only later (the document's and the generation's) and sends the bytes.
+
+Text format: columns separated by tabs, rows by newlines, NULL as \\N, and backslash,
+tab, newline and carriage return escaped (PostgreSQL's COPY ... FROM STDIN, text format).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+NULL = "\\N"
+
+
+def copy_text(value) -> str:
+    """One value as a COPY text field: str, int, None, or a list of floats (real[])."""
+    if value is None:
+        return NULL
+    if isinstance(value, str):
+        return value.translate(_ESCAPES)
+    if isinstance(value, (list, tuple)):  # an embedding: real[] literal, no quoting needed
+        return "{" + ",".join(repr(float(x)) for x in value) + "}"
+    return str(value)
+
+
+def encode_rows(rows: Iterable[Sequence]) -> bytes:
+    """Rows without a trailing newline; empty when there are none."""
+    return "\n".join("\t".join(copy_text(v) for v in row) for row in rows).encode("utf-8")
+
+
+def with_leading_columns(payload: bytes, *values) -> bytes:
+    """`payload`'s rows with `values` as their first columns, ready for COPY. Newlines only
+    separate rows (a newline in a value is escaped), so one replace prefixes them all."""
+    if not payload:
+        return b""
+    prefix = "".join(copy_text(v) + "\t" for v in values).encode("utf-8")
+    return prefix + payload.replace(b"\n", b"\n" + prefix) + b"\n"
