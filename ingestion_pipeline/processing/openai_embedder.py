@@ -10,10 +10,19 @@ ProcessingError: the job fails for good with one line naming the setting to fix.
 It runs in the job's thread, never in a parsing child (`runs_in_child = False`): waiting on
 the network needs no core of its own, and a slow endpoint must not count against the
 parse timeout. The HTTP client is made on first use and left out of pickles.
+
+Vectors come as base64 (little-endian float32) by default, as the official client asks
+for them: decoding JSON floats costs the worker's process ~20x the CPU for a model's
+1536 numbers (docs/embeddings.md). INGEST_OPENAI_ENCODING_FORMAT=float for a server that
+refuses base64; a server that ignores it and sends floats is read as well.
 """
 
 from __future__ import annotations
 
+import array
+import base64
+import binascii
+import sys
 import threading
 from typing import TYPE_CHECKING
 
@@ -37,7 +46,8 @@ class OpenAIEmbedder:
     runs_in_child = False
 
     def __init__(self, *, model: str, base_url: str, api_key: SecretStr | None = None, dimensions: int | None = None,
-                 batch_size: int = 32, timeout_seconds: float = 60.0, max_retries: int = 2):
+                 batch_size: int = 32, timeout_seconds: float = 60.0, max_retries: int = 2,
+                 encoding_format: str = "base64"):
         self.model = model
         self.base_url = base_url
         self.api_key = api_key
@@ -48,6 +58,7 @@ class OpenAIEmbedder:
         self.batch_size = batch_size
         self.timeout_seconds = timeout_seconds
         self.max_retries = max_retries
+        self.encoding_format = encoding_format
         self._client: openai.OpenAI | None = None
         self._lock = threading.Lock()
 
@@ -58,7 +69,8 @@ class OpenAIEmbedder:
                               "(the embedding model's name, e.g. text-embedding-3-small)")
         return cls(model=settings.openai_model, base_url=settings.openai_base_url, api_key=settings.openai_api_key,
                    dimensions=settings.openai_dimensions, batch_size=settings.openai_batch_size,
-                   timeout_seconds=settings.openai_timeout_seconds, max_retries=settings.openai_max_retries)
+                   timeout_seconds=settings.openai_timeout_seconds, max_retries=settings.openai_max_retries,
+                   encoding_format=settings.openai_encoding_format)
 
     def __repr__(self) -> str:  # never the key
         return f"OpenAIEmbedder(model={self.model!r}, base_url={self.base_url!r}, dimensions={self.dimensions})"
@@ -88,9 +100,9 @@ class OpenAIEmbedder:
     def _request(self, texts: list[str]) -> list[list[float]]:
         options = {"dimensions": self.requested_dimensions} if self.requested_dimensions else {}
         try:
-            # float: not every compatible server speaks the client's default (base64)
-            response = self._http().embeddings.create(model=self.model, input=texts, encoding_format="float",
-                                                      **options)
+            # Asked for explicitly, base64 comes back undecoded: _vector decodes it.
+            response = self._http().embeddings.create(model=self.model, input=texts,
+                                                      encoding_format=self.encoding_format, **options)
         except openai.APIStatusError as exc:
             raise self._status_error(exc, len(texts)) from None
         except openai.APITimeoutError:
@@ -106,7 +118,7 @@ class OpenAIEmbedder:
         if len(data) != expected:
             raise EmbeddingRejected(f"the embedding endpoint returned {len(data)} vectors for {expected} texts: "
                                     "check INGEST_OPENAI_BASE_URL (is it an OpenAI-compatible embeddings API?)")
-        vectors = [[float(x) for x in item.embedding] for item in data]
+        vectors = [_vector(item.embedding) for item in data]
         sizes = {len(v) for v in vectors}
         wanted = self.dimensions or next(iter(sizes))
         if sizes != {wanted}:
@@ -132,7 +144,12 @@ class OpenAIEmbedder:
             return EmbeddingRejected(f"the embedding endpoint refused a request of {texts} texts as too "
                                      f"large (413: {said}): lower INGEST_OPENAI_BATCH_SIZE")
         if status in (400, 422):
-            settings = "INGEST_OPENAI_DIMENSIONS" if self.requested_dimensions else "INGEST_OPENAI_MODEL"
+            if self.requested_dimensions:
+                settings = "INGEST_OPENAI_DIMENSIONS"
+            elif self.encoding_format == "base64":
+                settings = "INGEST_OPENAI_MODEL and INGEST_OPENAI_ENCODING_FORMAT"
+            else:
+                settings = "INGEST_OPENAI_MODEL"
             return EmbeddingRejected(f"the embedding endpoint rejected the request ({status}: {said}): check "
                                      f"{settings}")
         if status in (408, 409, 429) or status >= 500:
@@ -142,6 +159,24 @@ class OpenAIEmbedder:
     def _tries(self) -> str:
         tries = self.max_retries + 1
         return f"{tries} tr{'y' if tries == 1 else 'ies'} (INGEST_OPENAI_MAX_RETRIES={self.max_retries})"
+
+
+def _vector(embedding: str | list) -> list[float]:
+    """One vector: base64 of little-endian float32 (as asked), or a list of numbers (a
+    server that ignores encoding_format)."""
+    if not isinstance(embedding, str):
+        return [float(x) for x in embedding]
+    try:
+        raw = base64.b64decode(embedding, validate=True)
+    except binascii.Error:
+        raw = None
+    if raw is None or len(raw) % 4:
+        raise EmbeddingRejected("the embedding endpoint sent a vector that is not base64 float32: set "
+                                "INGEST_OPENAI_ENCODING_FORMAT=float")
+    numbers = array.array("f", raw)
+    if sys.byteorder == "big":
+        numbers.byteswap()
+    return numbers.tolist()
 
 
 def _server_message(exc: openai.APIStatusError) -> str:

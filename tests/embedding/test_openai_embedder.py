@@ -26,6 +26,11 @@ def texts(count: int) -> list[str]:
     return [f"lantern number {i} by the harbour" for i in range(count)]
 
 
+def hashed(count: int, dimensions: int = NATIVE_DIMENSIONS) -> list:
+    """What the server computes for texts(count), to float32 precision (base64 carries float32)."""
+    return [pytest.approx(v, abs=1e-6) for v in HashEmbedder(dimensions).embed(texts(count))]
+
+
 def one_line(exc: BaseException) -> str:
     message = str(exc)
     assert "\n" not in message and message
@@ -40,7 +45,7 @@ def test_n_texts_go_out_in_ceil_n_over_batch_requests_in_order(openai_server, ma
 
     assert openai_server.batch_sizes == sizes and openai_server.requests == math.ceil(count / batch_size)
     assert openai_server.inputs == count
-    assert vectors == HashEmbedder(NATIVE_DIMENSIONS).embed(texts(count))  # each text's own vector, in order
+    assert vectors == hashed(count)  # each text's own vector, in order
 
 
 def test_embed_chunks_sends_one_request_per_batch_of_chunks(openai_server, make_embedder):
@@ -49,7 +54,7 @@ def test_embed_chunks_sends_one_request_per_batch_of_chunks(openai_server, make_
     embedded = embed_chunks(chunks, make_embedder(batch_size=32))
 
     assert openai_server.batch_sizes == [32, 32, 6]
-    assert [c.embedding for c in embedded] == HashEmbedder(NATIVE_DIMENSIONS).embed(texts(70))
+    assert [c.embedding for c in embedded] == hashed(70)
 
 
 def test_dimensions_are_sent_when_set_and_the_vectors_have_that_size(make_embedder):
@@ -63,6 +68,26 @@ def test_without_dimensions_nothing_is_sent_and_the_size_is_learned(make_embedde
     assert embedder.dimensions is None
     assert [len(v) for v in embedder.embed(texts(2))] == [NATIVE_DIMENSIONS] * 2
     assert embedder.dimensions == NATIVE_DIMENSIONS
+
+
+@pytest.mark.parametrize(("server_base64", "encoding_format"), [("yes", "base64"), ("ignore", "base64"),
+                                                                 ("refuse", "float"), ("yes", "float")])
+def test_vectors_arrive_as_base64_by_default_or_as_floats(openai_server, make_embedder, server_base64,
+                                                         encoding_format):
+    openai_server.base64 = server_base64  # "ignore": a server that always sends floats
+    vectors = make_embedder(encoding_format=encoding_format, dimensions=1536).embed(texts(3))
+    assert vectors == hashed(3, 1536)
+    if encoding_format == "float":  # JSON numbers: exactly the server's float64 values
+        assert vectors == HashEmbedder(1536).embed(texts(3))
+
+
+def test_a_server_that_refuses_base64_is_named_in_the_error(openai_server, make_embedder):
+    openai_server.base64 = "refuse"
+    with pytest.raises(EmbeddingRejected) as raised:
+        make_embedder().embed(texts(1))
+    assert one_line(raised.value) == ("the embedding endpoint rejected the request (400: unsupported "
+                                      "encoding_format 'base64'): check INGEST_OPENAI_MODEL and "
+                                      "INGEST_OPENAI_ENCODING_FORMAT")
 
 
 def test_the_clients_own_retries_absorb_429_and_500(openai_server, make_embedder):
@@ -134,7 +159,8 @@ def test_a_bad_key_model_or_request_is_permanent_and_names_the_setting(openai_se
           "INGEST_OPENAI_API_KEY and INGEST_OPENAI_MODEL"),
     (413, "the embedding endpoint refused a request of 3 texts as too large (413: injected 413): lower "
           "INGEST_OPENAI_BATCH_SIZE"),
-    (422, "the embedding endpoint rejected the request (422: injected 422): check INGEST_OPENAI_MODEL"),
+    (422, "the embedding endpoint rejected the request (422: injected 422): check INGEST_OPENAI_MODEL and "
+          "INGEST_OPENAI_ENCODING_FORMAT"),
     (405, "the embedding endpoint answered 405 (injected 405): check INGEST_OPENAI_BASE_URL"),
 ])
 def test_other_refusals_are_permanent_too(openai_server, make_embedder, status, message):

@@ -39,21 +39,23 @@ def test_defaults():
     assert s.embedder == "none"
     assert (s.openai_base_url, s.openai_model, s.openai_dimensions, s.openai_api_key) == (
         "https://api.openai.com/v1", None, None, None)
-    assert (s.openai_batch_size, s.openai_timeout_seconds, s.openai_max_retries) == (32, 60.0, 2)
+    assert (s.openai_batch_size, s.openai_timeout_seconds, s.openai_max_retries, s.openai_encoding_format) == (
+        32, 60.0, 2, "base64")
 
 
 def test_every_setting_is_read_from_the_environment(monkeypatch):
     for name, value in {"EMBEDDER": "openai", "OPENAI_BASE_URL": "http://127.0.0.1:11434/v1",
                         "OPENAI_MODEL": "nomic-embed-text", "OPENAI_DIMENSIONS": "256", "OPENAI_API_KEY": KEY,
                         "OPENAI_BATCH_SIZE": "64", "OPENAI_TIMEOUT_SECONDS": "12.5",
-                        "OPENAI_MAX_RETRIES": "4"}.items():
+                        "OPENAI_MAX_RETRIES": "4", "OPENAI_ENCODING_FORMAT": "float"}.items():
         monkeypatch.setenv(f"INGEST_{name}", value)
 
     embedder = embedder_from_settings(load_settings())
 
     assert isinstance(embedder, OpenAIEmbedder)
     assert (embedder.base_url, embedder.model, embedder.dimensions, embedder.batch_size, embedder.timeout_seconds,
-            embedder.max_retries) == ("http://127.0.0.1:11434/v1", "nomic-embed-text", 256, 64, 12.5, 4)
+            embedder.max_retries, embedder.encoding_format) == (
+        "http://127.0.0.1:11434/v1", "nomic-embed-text", 256, 64, 12.5, 4, "float")
     assert embedder.api_key.get_secret_value() == KEY
 
 
@@ -88,7 +90,8 @@ def test_a_base_url_that_is_not_http_is_named_and_not_echoed(monkeypatch, url):
 
 @pytest.mark.parametrize(("name", "value"), [("OPENAI_DIMENSIONS", "0"), ("OPENAI_DIMENSIONS", "-3"),
                                              ("OPENAI_BATCH_SIZE", "0"), ("OPENAI_TIMEOUT_SECONDS", "0"),
-                                             ("OPENAI_MAX_RETRIES", "-1"), ("EMBEDDER", "bert")])
+                                             ("OPENAI_MAX_RETRIES", "-1"), ("EMBEDDER", "bert"),
+                                             ("OPENAI_ENCODING_FORMAT", "binary")])
 def test_out_of_range_values_name_the_setting(monkeypatch, name, value):
     monkeypatch.setenv(f"INGEST_{name}", value)
     assert config_error().startswith(f"bad setting INGEST_{name}: ")
