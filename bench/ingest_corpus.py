@@ -14,11 +14,13 @@ database is created for its run and dropped after it, and a checkpoint precedes 
 run. Printed: every run, then the median per schema and the ratio head / VERSION.
 
 With --embedder openai the same corpus is drained by `ingest work --drain` (every default:
-parsing in children) without an embedder, with the hash embedder (in the children), and
-with INGEST_EMBEDDER=openai against the local OpenAI-compatible server of the tests
-(tests/fixtures/openai_server.py: a thread of this process, answering with the same hashed
-vectors), as it is and with --embed-latency-ms added per request (a model's own time);
---rounds rounds interleaved, a fresh database each; medians, and the ratio to no embedder.
+parsing in children) without an embedder, with the hash embedder (64 numbers, in the
+children), and with INGEST_EMBEDDER=openai against the local OpenAI-compatible server of
+the tests (tests/fixtures/openai_server.py: a thread of this process, answering with hashed
+vectors): with hash's 64 numbers (the same vectors, over HTTP), with --embed-dimensions
+(a real model's size), and with that size and --embed-latency-ms per request (a model's own
+time); --rounds rounds interleaved, a fresh database each; medians, and the ratio to no
+embedder.
 """
 
 from __future__ import annotations
@@ -276,16 +278,19 @@ def compare_parsing(server_uri: str, folder: Path, args: argparse.Namespace) -> 
                   f"{median([r.docs_per_s for r in rs]) / base:.2f}"] for label, rs in runs.items()])
 
 
-def embedder_configurations(server_url: str, key: str, model: str, latencies_ms: list[float]) -> list[tuple]:
+def embedder_configurations(server_url: str, key: str, model: str, args: argparse.Namespace) -> list[tuple]:
     """(label, environment of `ingest work`, the local server's added latency per request)."""
-    openai = {"INGEST_EMBEDDER": "openai", "INGEST_OPENAI_BASE_URL": server_url, "INGEST_OPENAI_MODEL": model,
-              "INGEST_OPENAI_API_KEY": key}
-    configurations = [("no embedder", {"INGEST_EMBEDDER": "none"}, 0.0),
-                      ("hash, in the parsing children", {"INGEST_EMBEDDER": "hash"}, 0.0)]
-    for latency in latencies_ms:
-        label = "openai, local server" + (f" +{latency:g} ms/request" if latency else "")
-        configurations.append((label, openai, latency / 1000))
-    return configurations
+    def openai(dimensions: int) -> dict:
+        return {"INGEST_EMBEDDER": "openai", "INGEST_OPENAI_BASE_URL": server_url, "INGEST_OPENAI_MODEL": model,
+                "INGEST_OPENAI_API_KEY": key, "INGEST_OPENAI_DIMENSIONS": str(dimensions),
+                "INGEST_OPENAI_ENCODING_FORMAT": args.embed_encoding}
+
+    size, latency = args.embed_dimensions, args.embed_latency_ms
+    return [("no embedder", {"INGEST_EMBEDDER": "none"}, 0.0),
+            ("hash (64), in the parsing children", {"INGEST_EMBEDDER": "hash"}, 0.0),
+            ("openai (64), local server", openai(64), 0.0),
+            (f"openai ({size}), local server", openai(size), 0.0),
+            (f"openai ({size}), local server +{latency:g} ms/request", openai(size), latency / 1000)]
 
 
 @dataclass
@@ -302,7 +307,7 @@ def compare_embedders(server_uri: str, folder: Path, args: argparse.Namespace) -
     from tests.fixtures.openai_server import OpenAIServer
 
     with OpenAIServer(api_key="bench-key") as server:
-        configurations = embedder_configurations(server.url, server.api_key, server.model, args.embed_latency_ms)
+        configurations = embedder_configurations(server.url, server.api_key, server.model, args)
         runs: dict[str, list[EmbedRun]] = {label: [] for label, _, _ in configurations}
         for number in range(1, args.rounds + 1):
             for label, env, latency in configurations:
@@ -318,10 +323,10 @@ def compare_embedders(server_uri: str, folder: Path, args: argparse.Namespace) -
                 runs[label].append(EmbedRun(run, server.requests - requests, time.process_time() - cpu))
                 print(f"round {number}, {label}: {run.report['completed']}/{run.files} docs in {run.seconds:.2f}s, "
                       f"{run.docs_per_s:.1f} docs/s, {server.requests - requests} requests", flush=True)
-    print_embedders(runs, args.rounds)
+    print_embedders(runs, args)
 
 
-def print_embedders(runs: dict[str, list[EmbedRun]], rounds: int) -> None:
+def print_embedders(runs: dict[str, list[EmbedRun]], args: argparse.Namespace) -> None:
     first = next(iter(runs.values()))
     base = median([e.run.docs_per_s for e in first])
 
@@ -334,13 +339,14 @@ def print_embedders(runs: dict[str, list[EmbedRun]], rounds: int) -> None:
                 f"{median([e.server_cpu for e in done]):.2f}", f"{docs_per_s / base:.2f}"]
 
     print_table(f"`ingest work --drain` (defaults), {first[0].run.files} files, {first[0].run.mb:.2f} MB, "
-                f"{first[0].run.chunks} chunks, median of {rounds} round(s)",
+                f"{first[0].run.chunks} chunks, median of {args.rounds} round(s)",
                 ["configuration", "drain s", "docs/s", "MB/s", "failed", "requests", "embed p50 ms",
                  "server CPU s", "vs no embedder"],
                 [row(label, done) for label, done in runs.items()])
     print("\ndrain s: from the start of `ingest work` to its exit (start-up included). embed p50: the embed "
           "stage of a job (openai: in the job's thread, requests of INGEST_OPENAI_BATCH_SIZE=32 chunks; hash: in "
-          "the parsing children). server CPU: this process's CPU during the drain, i.e. the local server")
+          "the parsing children). server CPU: this process's CPU during the drain, i.e. the local server. "
+          f"openai vectors as {args.embed_encoding}")
 
 
 def main() -> None:
@@ -362,9 +368,13 @@ def main() -> None:
     parser.add_argument("--embedder", choices=["openai"],
                         help="openai: `ingest work --drain` without an embedder, with hash, and with "
                              "INGEST_EMBEDDER=openai against a local OpenAI-compatible server; --rounds rounds each")
-    parser.add_argument("--embed-latency-ms", type=float, nargs="+", default=[0, 25], metavar="MS",
-                        help="with --embedder: one openai run per value, the local server waiting this long "
-                             "per request (default: 0 25)")
+    parser.add_argument("--embed-dimensions", type=int, default=768, metavar="N",
+                        help="with --embedder: the vector size of the openai runs after the 64-number one "
+                             "(default 768)")
+    parser.add_argument("--embed-latency-ms", type=float, default=25, metavar="MS",
+                        help="with --embedder: the local server's wait per request in the last run (default 25)")
+    parser.add_argument("--embed-encoding", choices=["base64", "float"], default="base64",
+                        help="with --embedder: INGEST_OPENAI_ENCODING_FORMAT of the openai runs (default base64)")
     parser.add_argument("--full", action="store_true", help="--docs 2000 --mean-kb 32")
     parser.add_argument("--compare-target", metavar="VERSION",
                         help="also run against a database migrated only up to this 14-digit migration version "
