@@ -12,7 +12,7 @@ the network needs no core of its own, and a slow endpoint must not count against
 parse timeout. The HTTP client is made on first use and left out of pickles.
 
 Vectors come as base64 (little-endian float32) by default, as the official client asks
-for them: decoding JSON floats costs the worker's process ~20x the CPU for a model's
+for them: decoding JSON floats costs the worker's process ~14x the CPU for a model's
 1536 numbers (docs/embeddings.md). INGEST_OPENAI_ENCODING_FORMAT=float for a server that
 refuses base64; a server that ignores it and sends floats is read as well.
 """
@@ -121,7 +121,7 @@ class OpenAIEmbedder:
         vectors = [_vector(item.embedding) for item in data]
         sizes = {len(v) for v in vectors}
         wanted = self.dimensions or next(iter(sizes))
-        if sizes != {wanted}:
+        if sizes != {wanted} or wanted == 0:
             got = ", ".join(str(n) for n in sorted(sizes))
             raise EmbeddingRejected(f"the embedding endpoint returned vectors of {got} dimensions, expected "
                                     f"{wanted}: check INGEST_OPENAI_DIMENSIONS and INGEST_OPENAI_MODEL")

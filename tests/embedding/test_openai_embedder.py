@@ -3,6 +3,7 @@ dimensions, the client's retries, transient and permanent errors, what it sends 
 
 from __future__ import annotations
 
+import base64
 import math
 import pickle
 
@@ -17,6 +18,7 @@ from ingestion_pipeline.processing import (
     ProcessingError,
     embed_chunks,
 )
+from ingestion_pipeline.processing.openai_embedder import _vector
 from ingestion_pipeline.worker.errors import describe, is_transient
 from ingestion_pipeline.worker.isolation import can_run_in_child
 from tests.fixtures.openai_server import FIXED_MODEL, NATIVE_DIMENSIONS
@@ -207,3 +209,10 @@ def test_it_embeds_in_the_jobs_thread_and_pickles_without_its_client(openai_serv
 def test_its_repr_never_shows_the_key(make_embedder):
     embedder = make_embedder(api_key=SecretStr("sk-very-secret"))
     assert "sk-very-secret" not in repr(embedder) and "sk-very-secret" not in str(vars(embedder))
+
+
+@pytest.mark.parametrize("garbled", ["not base64!", base64.b64encode(b"12345").decode()])
+def test_a_vector_that_is_not_base64_float32_is_permanent(garbled):
+    with pytest.raises(EmbeddingRejected, match=r"^the embedding endpoint sent a vector that is not base64 float32: "
+                                                r"set INGEST_OPENAI_ENCODING_FORMAT=float$"):
+        _vector(garbled)
