@@ -514,6 +514,20 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.document_chunks_embedding_vector() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    begin
+        -- A row that arrives with its vector already in embedding_vector keeps it.
+        if new.embedding is not null then
+            new.embedding_vector := new.embedding;  -- pgvector's assignment cast real[] -> vector
+            new.embedding := null;
+        end if;
+        return new;
+    end
+    $$;
+
 CREATE FUNCTION public.document_chunks_search_vector() RETURNS trigger
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1346,6 +1360,7 @@ CREATE TABLE public.document_chunks (
     content_tsv tsvector,
     title text,
     heading text,
+    embedding_vector public.vector,
     CONSTRAINT document_chunks_ordinal_check CHECK ((ordinal >= 0))
 );
 
@@ -1383,7 +1398,8 @@ CREATE VIEW public.committed_document_chunks WITH (security_invoker='true') AS
     c.embedding,
     c.content_tsv,
     c.title,
-    c.heading
+    c.heading,
+    c.embedding_vector
    FROM (public.document_chunks c
      JOIN public.documents d ON (((d.id = c.document_id) AND (d.index_generation_id = c.index_generation_id))))
   WHERE (d.deleted_at IS NULL);
@@ -1553,6 +1569,8 @@ CREATE INDEX ingestion_jobs_lease_expiry ON public.ingestion_jobs USING btree (l
 CREATE UNIQUE INDEX ingestion_jobs_one_open_per_document ON public.ingestion_jobs USING btree (document_id) WHERE (status = ANY (ARRAY['pending'::text, 'processing'::text]));
 
 CREATE TRIGGER document_chunks_artifact_fence AFTER INSERT ON public.document_chunks REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.enforce_artifact_fence();
+
+CREATE TRIGGER document_chunks_embedding_vector BEFORE INSERT OR UPDATE OF embedding ON public.document_chunks FOR EACH ROW WHEN ((new.embedding IS NOT NULL)) EXECUTE FUNCTION public.document_chunks_embedding_vector();
 
 CREATE TRIGGER document_chunks_search_vector BEFORE INSERT OR UPDATE OF content, title, heading ON public.document_chunks FOR EACH ROW EXECUTE FUNCTION public.document_chunks_search_vector();
 

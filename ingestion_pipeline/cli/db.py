@@ -6,10 +6,11 @@ import sys
 
 from ingestion_pipeline.cli import operations
 from ingestion_pipeline.cli.common import add_database_url
-from ingestion_pipeline.db import embedded
+from ingestion_pipeline.db import embedded, vector_index
 from ingestion_pipeline.db import migrate as migrator
 from ingestion_pipeline.db.connection import connect, direct_database_url, redact, resolve_database_url
 from ingestion_pipeline.db.queries import query
+from ingestion_pipeline.processing import embedder_from_settings
 from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.tables import render_table
 
@@ -67,6 +68,7 @@ def cmd_db_status(args, settings: Settings) -> int:
         server = conn.execute(query("server_version")).fetchone()
     print(f"server: PostgreSQL {server['version']}, database {server['database']}")
     _print_plan(migrator.plan(url))
+    print(_vector_search_line(url))
     return 0
 
 
@@ -84,6 +86,7 @@ def cmd_db_migrate(args, settings: Settings) -> int:
     plan = migrator.migrate(url, target=args.target, on_apply=report)
     applied = len(plan.newly_applied)
     print(f"{applied} migration(s) applied" if applied else "database is up to date")
+    print(_ensure_vector_index(url, settings))
     if plan.ahead:
         print(f"ingest: warning: the database is ahead of this release ({migrator.describe_ahead(plan.ahead)} "
               "applied by a newer release); nothing of this release was left to apply", file=sys.stderr)
@@ -99,3 +102,21 @@ def _print_plan(plan: migrator.Plan) -> None:
     print(render_table(["version", "name", "state", "applied at", "sha256"], rows))
     newer = f", {len(plan.ahead)} applied by a newer release" if plan.ahead else ""
     print(f"{len(plan.applied)} applied, {len(plan.pending)} pending{newer}")
+
+
+def _ensure_vector_index(url: str, settings: Settings) -> str:
+    """pgvector indexes one dimension: the configured embedder's (docs/vector-search.md)."""
+    dimensions = embedder_from_settings(settings).dimensions
+    if dimensions is None:
+        return f"vector index: none (INGEST_EMBEDDER={settings.embedder} gives no vector dimension)"
+    return vector_index.ensure_hnsw_index(url, dimensions)
+
+
+def _vector_search_line(url: str) -> str:
+    with connect(url) as conn:
+        column = vector_index.vector_column(conn)
+        if column is None:
+            return "vector search: exact (cosine in SQL over real[]; no pgvector column)"
+        indexes = [f"{row['name']}{'' if row['valid'] else ' (INVALID)'}" for row in vector_index.hnsw_indexes(conn)]
+    shown = ", ".join(indexes) or "none (`ingest db migrate` builds one for the embedder's dimension)"
+    return f"vector search: pgvector {column.version} in schema {column.schema}; HNSW indexes: {shown}"

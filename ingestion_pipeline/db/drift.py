@@ -4,6 +4,15 @@
 `migrations/drift-manifest.json` is for machines: a fingerprint of the catalog that
 `ingest db check-drift` compares a live database against. Both come from replaying every
 migration on a scratch embedded server (`ingest db manifest`).
+
+The schema has two variants: migration pgvector adds a vector column (and its trigger)
+only where the `vector` extension can be created. The replay runs twice, with pgvector
+and with it switched off (`ingest.pgvector = off`), and the manifest holds the schema
+without it plus, under "variants", what the extension changes; a live database is held to
+the variant of the extensions it has installed. The HNSW indexes, one per embedding
+dimension (db/vector_index.py), are configuration rather than schema: the manifest keeps
+one definition with a `{dimensions}` placeholder, and any index of that name pattern
+must match it.
 """
 
 from __future__ import annotations
@@ -15,7 +24,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ingestion_pipeline.db import embedded
+import psycopg
+
+from ingestion_pipeline.db import embedded, vector_index
 from ingestion_pipeline.db import migrate as migrator
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.db.queries import query
@@ -26,17 +37,24 @@ SINGULAR = {"tables": "table", "columns": "column", "constraints": "constraint",
             "functions": "function", "triggers": "trigger", "function_grants": "function grant"}
 MANIFEST_NAME = "drift-manifest.json"
 SCHEMA_NAME = "schema.sql"
+VARIANTS = "variants"
+PGVECTOR_OFF = "-c ingest.pgvector=off"  # read by migration pgvector
+# The dimension the replay builds an HNSW index for, to learn its definition; it is written
+# back as `{dimensions}` (no other part of that definition holds these digits).
+SAMPLE_DIMENSIONS = 1536
 # Lines of pg_dump output that vary by server, client or run, not by schema.
 _DUMP_NOISE = re.compile(r"^(--|SET |SELECT pg_catalog\.set_config|\\(un)?restrict )")
 
 
-def catalog_manifest(url: str) -> dict[str, dict[str, dict]]:
-    """{kind: {object name: {property: value}}} for the live database at `url`."""
+def catalog_manifest(url: str) -> dict:
+    """{kind: {object name: {property: value}}} for the live database at `url`, and
+    "extensions": the extensions it has installed (which variant it should match)."""
     with connect(url) as conn:
-        manifest = {}
+        manifest: dict = {}
         for kind in KINDS:
             rows = conn.execute(query(kind, "catalog.sql")).fetchall()
             manifest[kind] = {row.pop("name"): row for row in rows}
+        manifest["extensions"] = [row["name"] for row in conn.execute(query("installed_extensions"))]
     return manifest
 
 
@@ -71,14 +89,77 @@ class Snapshot:
 
 
 def replay_snapshot(migrations_dir: Path | None = None) -> Snapshot:
-    """Apply every migration on a throwaway embedded server and describe the result."""
+    """Apply every migration on a throwaway embedded server, with pgvector and without,
+    and describe the result (schema.sql shows the pgvector variant, the fuller one)."""
     with tempfile.TemporaryDirectory(prefix="ingest-replay-") as scratch:
         url = embedded.start(Path(scratch))
         try:
+            without = _scratch_database(url, "replay_without_pgvector")
+            migrator.migrate(psycopg.conninfo.make_conninfo(without, options=PGVECTOR_OFF), migrations_dir)
             migrator.migrate(url, migrations_dir)
-            return Snapshot(schema_dump(url), render_manifest(catalog_manifest(url)))
+            if "vector" not in catalog_manifest(url)["extensions"]:
+                raise IngestError("the embedded server could not create the vector extension, so the replay "
+                                  "cannot describe the pgvector variant of the schema")
+            schema_sql = schema_dump(url)  # before the sample index: that one is configuration
+            vector_index.ensure_hnsw_index(url, SAMPLE_DIMENSIONS)
+            manifest = _with_variant(catalog_manifest(without), catalog_manifest(url))
+            return Snapshot(schema_sql, render_manifest(manifest))
         finally:
             embedded.stop(Path(scratch))
+
+
+def _scratch_database(url: str, name: str) -> str:
+    with connect(url) as conn:
+        conn.execute(psycopg.sql.SQL("create database {}").format(psycopg.sql.Identifier(name)))
+    return psycopg.conninfo.make_conninfo(url, dbname=name)
+
+
+def _with_variant(base: dict, with_vector: dict) -> dict:
+    """The base schema, and what the vector extension changes: {kind: {name: properties,
+    or None when the object is absent there}}, with the HNSW index as a template."""
+    index = vector_index.index_name(SAMPLE_DIMENSIONS)
+    definition = with_vector["indexes"].pop(index)["definition"]
+    delta: dict = {"index_templates": {_template(index): _template(definition)}}
+    for kind in KINDS:
+        want, have = base[kind], with_vector[kind]
+        changed = {name: have.get(name) for name in want.keys() | have.keys() if want.get(name) != have.get(name)}
+        if changed:
+            delta[kind] = changed
+    return {**{kind: base[kind] for kind in KINDS}, VARIANTS: {"vector": delta}}
+
+
+def _template(text: str) -> str:
+    return text.replace(str(SAMPLE_DIMENSIONS), "{dimensions}")
+
+
+def expected_for(manifest: dict, extensions: list[str]) -> dict:
+    """The manifest's schema for a database with these extensions installed."""
+    expected = {kind: dict(manifest.get(kind, {})) for kind in KINDS}
+    for extension, delta in manifest.get(VARIANTS, {}).items():
+        if extension not in extensions:
+            continue
+        for kind in KINDS:
+            for name, properties in delta.get(kind, {}).items():
+                if properties is None:
+                    expected[kind].pop(name, None)
+                else:
+                    expected[kind][name] = properties
+    return expected
+
+
+def _configured_indexes(manifest: dict, actual: dict) -> set[str]:
+    """Indexes of the actual database that match an index template of its variants."""
+    matched = set()
+    for extension, delta in manifest.get(VARIANTS, {}).items():
+        if extension not in actual.get("extensions", []):
+            continue
+        for name_template, definition_template in delta.get("index_templates", {}).items():
+            pattern = re.compile(re.escape(name_template).replace(re.escape("{dimensions}"), r"(\d+)") + "$")
+            for name, properties in actual["indexes"].items():
+                found = pattern.match(name)
+                if found and properties["definition"] == definition_template.format(dimensions=found[1]):
+                    matched.add(name)
+    return matched
 
 
 def load_manifest(migrations_dir: Path | None = None) -> dict:
@@ -88,11 +169,14 @@ def load_manifest(migrations_dir: Path | None = None) -> dict:
     return json.loads(path.read_text("utf-8"))
 
 
-def differences(expected: dict, actual: dict) -> list[str]:
+def differences(manifest: dict, actual: dict) -> list[str]:
     """One line per difference: missing, unexpected, or changed (what and how)."""
+    expected = expected_for(manifest, actual.get("extensions", []))
+    configured = _configured_indexes(manifest, actual)
     lines = []
     for kind in KINDS:
-        want, have = expected.get(kind, {}), actual.get(kind, {})
+        want = expected[kind]
+        have = {name: p for name, p in actual.get(kind, {}).items() if kind != "indexes" or name not in configured}
         label = SINGULAR[kind]
         for name in sorted(want.keys() - have.keys()):
             lines.append(f"missing {label} {name}")

@@ -1,8 +1,9 @@
 """Load named SQL from the package's `.sql` files (one place for SQL, not Python strings).
 
 `query(name)` looks the name up in the application's query files: queries.sql (migrator,
-documents), search.sql (lexical search) and one file per part of the RPC client (leases, generations, acks,
-batches, lifecycle). A name defined twice, in one file or across them, is an error.
+documents), search.sql (lexical search), vector_search.sql (vector search and its index)
+and one file per part of the RPC client (leases, generations, acks, batches, lifecycle).
+A name defined twice, in one file or across them, is an error.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from functools import cache
 from importlib import resources
 
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
-QUERY_FILES = ("queries.sql", "search.sql", "leases.sql", "generations.sql", "acks.sql", "batches.sql", "lifecycle.sql")
+QUERY_FILES = ("queries.sql", "search.sql", "vector_search.sql", "leases.sql", "generations.sql", "acks.sql",
+               "batches.sql", "lifecycle.sql")
 
 
 def sql_text(filename: str) -> str:

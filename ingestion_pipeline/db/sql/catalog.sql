@@ -1,6 +1,8 @@
 -- Catalog queries behind the drift manifest (ingestion_pipeline/db/drift.py). They read
 -- the `public` schema only and print definitions with pg_get_*def, so the same schema
--- gives the same manifest on PostgreSQL 15 to 18.
+-- gives the same manifest on PostgreSQL 15 to 18. Objects of an extension (pgvector's
+-- functions, when it is installed in public) belong to the extension, not to our
+-- migrations: they are left out (pg_depend deptype 'e').
 
 -- name: tables
 select c.relname as name,
@@ -50,6 +52,7 @@ select p.oid::regprocedure::text as name,
 from pg_proc p
 join pg_language l on l.oid = p.prolang
 where p.pronamespace = 'public'::regnamespace and p.prokind = 'f'
+  and not exists (select from pg_depend e where e.classid = 'pg_proc'::regclass and e.objid = p.oid and e.deptype = 'e')
 order by 1;
 
 -- name: triggers
@@ -68,4 +71,5 @@ select p.oid::regprocedure::text || ' to ' ||
 from pg_proc p
 cross join lateral aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
 where p.pronamespace = 'public'::regnamespace and p.prokind = 'f' and a.grantee <> p.proowner
+  and not exists (select from pg_depend e where e.classid = 'pg_proc'::regclass and e.objid = p.oid and e.deptype = 'e')
 order by 1;

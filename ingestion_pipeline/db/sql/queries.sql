@@ -112,3 +112,7 @@ from documents
 where index_generation_id is not null and deleted_at is null and id > %(after)s
 order by id
 limit %(limit)s;
+
+-- name: installed_extensions
+-- Which variant of the schema the database should match (drift-manifest.json "variants").
+select extname as name from pg_extension order by 1;
