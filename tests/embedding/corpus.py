@@ -24,8 +24,14 @@ def write_corpus(folder: Path, documents: int, paragraphs: int = 8) -> Path:
 
 
 def committed_chunks(conn) -> list[dict]:
+    """Each committed chunk with its vector, wherever the schema keeps it: `embedding real[]`,
+    or the pgvector column a trigger moves it into (migration pgvector, where the server has
+    the extension)."""
+    pgvector = conn.execute("select 1 from information_schema.columns where table_schema = 'public' "
+                            "and table_name = 'document_chunks' and column_name = 'embedding_vector'").fetchone()
+    vector = "coalesce(c.embedding, c.embedding_vector::real[])" if pgvector else "c.embedding"
     return conn.execute(
-        "select c.document_id, c.content, c.embedding from document_chunks c join documents d "
+        f"select c.document_id, c.content, {vector} as embedding from document_chunks c join documents d "
         "on d.id = c.document_id and d.index_generation_id = c.index_generation_id order by c.document_id, c.ordinal"
     ).fetchall()
 

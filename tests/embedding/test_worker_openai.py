@@ -5,6 +5,7 @@ key or model fails each job for good with one line; a slow endpoint is not a par
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -108,15 +109,22 @@ def test_a_slow_endpoint_is_not_a_parse_timeout(db_url, conn, tmp_path, openai_s
     assert seconds > settings.parse_timeout_seconds
 
 
-def test_ingest_work_embeds_with_the_openai_embedder(db_url, conn, tmp_path, openai_server, monkeypatch, capsys):
+def test_ingest_work_embeds_and_ingest_search_finds_by_vector(db_url, conn, tmp_path, openai_server, monkeypatch,
+                                                              capsys):
     for name, value in {"EMBEDDER": "openai", "OPENAI_BASE_URL": openai_server.url,
-                        "OPENAI_MODEL": openai_server.model, "OPENAI_DIMENSIONS": "24"}.items():
+                        "OPENAI_MODEL": openai_server.model, "OPENAI_DIMENSIONS": "64"}.items():
         monkeypatch.setenv(f"INGEST_{name}", value)
     monkeypatch.setenv("OPENAI_API_KEY", openai_server.api_key)  # the conventional name works too
     folder = write_corpus(tmp_path / "corpus", 3)
+    (folder / "otters.md").write_text("# Otters\n\nAn otter sleeps in its holt on the riverbank, whiskers dry.\n")
 
     assert ingest(["enqueue", str(folder), "--database-url", db_url]) == 0
     assert ingest(["work", "--drain", "--json", "--database-url", db_url]) == 0
+    assert_every_document_indexed_with_vectors(conn, 4, dimensions=64)
 
-    assert_every_document_indexed_with_vectors(conn, 3, dimensions=24)
-    assert openai_server.api_key not in capsys.readouterr().err
+    printed = capsys.readouterr()
+    assert openai_server.api_key not in printed.out + printed.err
+    for mode in ("vector", "hybrid"):  # the query's vector comes from the same server
+        assert ingest(["search", "whiskers of an otter in a holt", "--mode", mode, "--json",
+                       "--database-url", db_url]) == 0
+        assert json.loads(capsys.readouterr().out)[0]["source_name"] == "otters.md"
