@@ -12,6 +12,15 @@ into two fresh databases on the same server: one migrated to head and one migrat
 up to VERSION (inclusive). Rounds alternate (head, VERSION, head, VERSION, ...), each
 database is created for its run and dropped after it, and a checkpoint precedes every
 run. Printed: every run, then the median per schema and the ratio head / VERSION.
+
+With --embedder openai the same corpus is drained by `ingest work --drain` (every default:
+parsing in children) without an embedder, with the hash embedder (64 numbers, in the
+children), and with INGEST_EMBEDDER=openai against the local OpenAI-compatible server of
+the tests (tests/fixtures/openai_server.py: a thread of this process, answering with hashed
+vectors): with hash's 64 numbers (the same vectors, over HTTP), with --embed-dimensions
+(a real model's size), and with that size and --embed-latency-ms per request (a model's own
+time); --rounds rounds interleaved, a fresh database each; medians, and the ratio to no
+embedder.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import os
 import random
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -104,9 +114,10 @@ def run_in_process(uri: str, concurrency: int, parse_processes: int | None = Non
     return report.as_dict()
 
 
-def run_cli(uri: str, concurrency: int | None, processes: int, parse_processes: int | None = None) -> dict:
+def run_cli(uri: str, concurrency: int | None, processes: int, parse_processes: int | None = None,
+            extra_env: dict | None = None) -> dict:
     """`processes` × `ingest work --drain`; concurrency None: the settings' default."""
-    env = {**os.environ, "DATABASE_URL": uri}
+    env = {**os.environ, "DATABASE_URL": uri, **(extra_env or {})}
     if concurrency is not None:
         env.update(INGEST_WORKER_CONCURRENCY=str(concurrency), INGEST_POOL_MAX_SIZE=str(2 * concurrency + 2))
     if parse_processes is not None:
@@ -157,7 +168,7 @@ def ingest(uri: str, folder: Path, args: argparse.Namespace) -> Run:
     enqueue_seconds = time.perf_counter() - started
     started = time.perf_counter()
     report = (run_in_process(uri, args.concurrency, args.parse_processes) if args.via == "worker"
-              else run_cli(uri, args.concurrency, args.processes, args.parse_processes))
+              else run_cli(uri, args.concurrency, args.processes, args.parse_processes, getattr(args, "env", None)))
     seconds = time.perf_counter() - started
 
     with connect(uri) as conn:
@@ -267,6 +278,77 @@ def compare_parsing(server_uri: str, folder: Path, args: argparse.Namespace) -> 
                   f"{median([r.docs_per_s for r in rs]) / base:.2f}"] for label, rs in runs.items()])
 
 
+def embedder_configurations(server_url: str, key: str, model: str, args: argparse.Namespace) -> list[tuple]:
+    """(label, environment of `ingest work`, the local server's added latency per request)."""
+    def openai(dimensions: int) -> dict:
+        return {"INGEST_EMBEDDER": "openai", "INGEST_OPENAI_BASE_URL": server_url, "INGEST_OPENAI_MODEL": model,
+                "INGEST_OPENAI_API_KEY": key, "INGEST_OPENAI_DIMENSIONS": str(dimensions),
+                "INGEST_OPENAI_ENCODING_FORMAT": args.embed_encoding}
+
+    size, latency = args.embed_dimensions, args.embed_latency_ms
+    return [("no embedder", {"INGEST_EMBEDDER": "none"}, 0.0),
+            ("hash (64), in the parsing children", {"INGEST_EMBEDDER": "hash"}, 0.0),
+            ("openai (64), local server", openai(64), 0.0),
+            (f"openai ({size}), local server", openai(size), 0.0),
+            (f"openai ({size}), local server +{latency:g} ms/request", openai(size), latency / 1000)]
+
+
+@dataclass
+class EmbedRun:
+    run: Run
+    requests: int  # answered by the local server during the drain, faults included
+    server_cpu: float  # this process's CPU during the drain: the local server answering
+
+
+def compare_embedders(server_uri: str, folder: Path, args: argparse.Namespace) -> None:
+    """`ingest work --drain` (defaults) without an embedder, with hash, and with openai on the
+    local server; a fresh database each, --rounds rounds interleaved; medians."""
+    sys.path.insert(0, str(ROOT))
+    from tests.fixtures.openai_server import OpenAIServer
+
+    with OpenAIServer(api_key="bench-key") as server:
+        configurations = embedder_configurations(server.url, server.api_key, server.model, args)
+        runs: dict[str, list[EmbedRun]] = {label: [] for label, _, _ in configurations}
+        for number in range(1, args.rounds + 1):
+            for label, env, latency in configurations:
+                server.latency_seconds = latency
+                uri = create_database(server_uri, "bench_ingest_embedders", migrate=True)
+                with connect(uri) as conn:
+                    conn.execute("checkpoint")
+                requests, cpu = server.requests, time.process_time()
+                run = ingest(uri, folder, argparse.Namespace(**{**vars(args), "via": "cli", "processes": 1,
+                                                                 "parse_processes": None, "concurrency": None,
+                                                                 "env": env}))
+                drop_database(server_uri, "bench_ingest_embedders")
+                runs[label].append(EmbedRun(run, server.requests - requests, time.process_time() - cpu))
+                print(f"round {number}, {label}: {run.report['completed']}/{run.files} docs in {run.seconds:.2f}s, "
+                      f"{run.docs_per_s:.1f} docs/s, {server.requests - requests} requests", flush=True)
+    print_embedders(runs, args)
+
+
+def print_embedders(runs: dict[str, list[EmbedRun]], args: argparse.Namespace) -> None:
+    first = next(iter(runs.values()))
+    base = median([e.run.docs_per_s for e in first])
+
+    def row(label: str, done: list[EmbedRun]) -> list:
+        docs_per_s = median([e.run.docs_per_s for e in done])
+        return [label, f"{median([e.run.seconds for e in done]):.2f}", f"{docs_per_s:.1f}",
+                f"{median([e.run.mb / e.run.seconds for e in done]):.2f}", sum(e.run.report["failed"] for e in done),
+                median([e.requests for e in done]),
+                cell("{:.2f}", median([e.run.stage("embed", "p50") * 1000 for e in done])),
+                f"{median([e.server_cpu for e in done]):.2f}", f"{docs_per_s / base:.2f}"]
+
+    print_table(f"`ingest work --drain` (defaults), {first[0].run.files} files, {first[0].run.mb:.2f} MB, "
+                f"{first[0].run.chunks} chunks, median of {args.rounds} round(s)",
+                ["configuration", "drain s", "docs/s", "MB/s", "failed", "requests", "embed p50 ms",
+                 "server CPU s", "vs no embedder"],
+                [row(label, done) for label, done in runs.items()])
+    print("\ndrain s: from the start of `ingest work` to its exit (start-up included). embed p50: the embed "
+          "stage of a job (openai: in the job's thread, requests of INGEST_OPENAI_BATCH_SIZE=32 chunks; hash: in "
+          "the parsing children). server CPU: this process's CPU during the drain, i.e. the local server. "
+          f"openai vectors as {args.embed_encoding}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--folder", type=Path, help="ingest this folder instead of a generated corpus")
@@ -283,12 +365,23 @@ def main() -> None:
     parser.add_argument("--compare-parsing", action="store_true",
                         help="`ingest work --drain`: 1 process parsing in its threads, 2 such processes, and 1 "
                              "process parsing in its children; --rounds rounds each")
+    parser.add_argument("--embedder", choices=["openai"],
+                        help="openai: `ingest work --drain` without an embedder, with hash, and with "
+                             "INGEST_EMBEDDER=openai against a local OpenAI-compatible server; --rounds rounds each")
+    parser.add_argument("--embed-dimensions", type=int, default=768, metavar="N",
+                        help="with --embedder: the vector size of the openai runs after the 64-number one "
+                             "(default 768)")
+    parser.add_argument("--embed-latency-ms", type=float, default=25, metavar="MS",
+                        help="with --embedder: the local server's wait per request in the last run (default 25)")
+    parser.add_argument("--embed-encoding", choices=["base64", "float"], default="base64",
+                        help="with --embedder: INGEST_OPENAI_ENCODING_FORMAT of the openai runs (default base64)")
     parser.add_argument("--full", action="store_true", help="--docs 2000 --mean-kb 32")
     parser.add_argument("--compare-target", metavar="VERSION",
                         help="also run against a database migrated only up to this 14-digit migration version "
                              "and print head / VERSION (e.g. 20261130000700)")
     parser.add_argument("--rounds", type=int, default=3,
-                        help="with --compare-target or --compare-parsing: runs per configuration (default 3)")
+                        help="with --compare-target, --compare-parsing or --embedder: runs per configuration "
+                             "(default 3)")
     args = parser.parse_args()
     if args.full:
         args.docs, args.mean_kb = 2000, 32
@@ -312,6 +405,10 @@ def main() -> None:
             if args.compare_parsing:
                 print(f"corpus: {source}")
                 compare_parsing(server_uri, folder, args)
+                return
+            if args.embedder:
+                print(f"corpus: {source}")
+                compare_embedders(server_uri, folder, args)
                 return
             run = ingest(create_database(server_uri, "bench_ingest", migrate=True), folder, args)
             print(f"corpus: {source}; {run.files} files, {run.mb:.2f} MB")

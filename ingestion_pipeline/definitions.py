@@ -14,7 +14,6 @@ from ingestion_pipeline.orchestration.jobs import (
 from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
 from ingestion_pipeline.orchestration.schedules import janitor_schedule
 from ingestion_pipeline.orchestration.sensors import batch_status_sensor, failed_drain_run_sensor, import_batch_sensor
-from ingestion_pipeline.settings import get_settings
 
 
 def make_definitions(database: DatabaseResource | None = None,
@@ -28,7 +27,7 @@ def make_definitions(database: DatabaseResource | None = None,
         schedules=[janitor_schedule],
         resources={
             "database": database or DatabaseResource(),
-            "processing": processing or ProcessingResource(embedder=get_settings().embedder),
+            "processing": processing or ProcessingResource(),
         },
     )
 

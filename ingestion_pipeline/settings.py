@@ -11,9 +11,10 @@ import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Self
+from urllib.parse import urlsplit
 
 import psycopg
-from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ingestion_pipeline.errors import ConfigError
@@ -75,7 +76,25 @@ class Settings(BaseSettings):
     max_attempts: int = Field(default=3, ge=1, le=100)
     retry_backoff_seconds: float = Field(default=5.0, ge=0)
     retry_backoff_max_seconds: float = Field(default=300.0, ge=0)
-    embedder: str = Field(default="none", pattern="^(none|hash)$")
+    embedder: str = Field(default="none", pattern="^(none|hash|openai)$")
+    # INGEST_EMBEDDER=openai: any OpenAI-compatible /embeddings endpoint (docs/embeddings.md).
+    openai_base_url: str = Field(default="https://api.openai.com/v1")
+    openai_model: str | None = None
+    # Sent as `dimensions` only when set (models that shorten their vectors); every vector
+    # returned is checked against it.
+    openai_dimensions: int | None = Field(default=None, ge=1, le=65_536)
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("INGEST_OPENAI_API_KEY", "OPENAI_API_KEY"))
+    # Chunks per request. 32 fits the smallest common server limit
+    # (text-embeddings-inference's --max-client-batch-size); OpenAI takes up to 2048.
+    openai_batch_size: int = Field(default=32, ge=1, le=2048)
+    openai_timeout_seconds: float = Field(default=60.0, gt=0)
+    # The client's own retries of 408/409/429/5xx, timeouts and connection errors, with its
+    # backoff (Retry-After honoured); after them the job is retried by the queue.
+    openai_max_retries: int = Field(default=2, ge=0, le=10)
+    # How vectors travel: base64 (what the official client asks for; ~20x cheaper to decode
+    # than JSON floats at 1536 dimensions) or float, for a server that refuses base64.
+    openai_encoding_format: str = Field(default="base64", pattern="^(base64|float)$")
     # Parsing (and chunking, embedding) in child processes of the worker (worker/isolation.py):
     # how many (default: one per core; 0 parses in the worker's own threads), and the limits
     # past which a document fails for good with the reason.
@@ -121,8 +140,25 @@ class Settings(BaseSettings):
             ) from None
         return value
 
+    @field_validator("openai_model")
+    @classmethod
+    def _blank_is_unset(cls, value: str | None) -> str | None:
+        return value.strip() or None if value is not None else None
+
+    @field_validator("openai_base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("not an http(s) URL (expected e.g. https://api.openai.com/v1 or "
+                             "http://127.0.0.1:11434/v1)")
+        return value.strip()
+
     @model_validator(mode="after")
     def _coherent(self) -> Self:
+        if self.embedder == "openai" and not self.openai_model:
+            raise ValueError(f"{ENV_PREFIX}OPENAI_MODEL must be set when {ENV_PREFIX}EMBEDDER=openai "
+                             "(the embedding model's name, e.g. text-embedding-3-small)")
         if self.worker_concurrency is None:
             self.worker_concurrency = min(4 + 4 * self.parse_processes, 64)
         if self.pool_max_size is None:
@@ -161,8 +197,8 @@ def load_settings(**overrides) -> Settings:
         if name == "settings":
             raise ConfigError(f"bad settings: {message}") from None
         shown = err.get("input")
-        # Never echo a URL back: it may carry a password.
-        echo = name != "DATABASE_URL" and isinstance(shown, (str, int, float))
+        # Never echo a URL or a key back: a URL may carry a password.
+        echo = not name.endswith(("_URL", "_KEY")) and isinstance(shown, (str, int, float))
         got = f" (got {shown!r})" if echo else ""
         raise ConfigError(f"bad setting {name}: {message}{got}") from None
 

@@ -104,7 +104,7 @@ def _drain_with_dagster(settings: Settings, root: Path) -> tuple[str, dict]:
 
         logging.getLogger("dagster").setLevel(logging.WARNING)
         job = make_definitions(DatabaseResource(database_url=settings.database_url),
-                               ProcessingResource(embedder=settings.embedder)).resolve_job_def("ingest_documents")
+                               ProcessingResource()).resolve_job_def("ingest_documents")
         home = settings.data_dir.resolve() / "dagster"
         with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home), config_dir=str(root))) as instance:
             result = job.execute_in_process(

@@ -10,7 +10,7 @@ from ingestion_pipeline.db import embedded, vector_index
 from ingestion_pipeline.db import migrate as migrator
 from ingestion_pipeline.db.connection import connect, direct_database_url, redact, resolve_database_url
 from ingestion_pipeline.db.queries import query
-from ingestion_pipeline.processing.embedding import get_embedder
+from ingestion_pipeline.processing import embedder_from_settings
 from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.tables import render_table
 
@@ -106,7 +106,7 @@ def _print_plan(plan: migrator.Plan) -> None:
 
 def _ensure_vector_index(url: str, settings: Settings) -> str:
     """pgvector indexes one dimension: the configured embedder's (docs/vector-search.md)."""
-    dimensions = get_embedder(settings.embedder).dimensions
+    dimensions = embedder_from_settings(settings).dimensions
     if dimensions is None:
         return f"vector index: none (INGEST_EMBEDDER={settings.embedder} gives no vector dimension)"
     return vector_index.ensure_hnsw_index(url, dimensions)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ingestion_pipeline.cli.common import add_database_url, positive_int, print_json
 from ingestion_pipeline.db.ready import migrated_pool
-from ingestion_pipeline.processing import Embedder, get_embedder
+from ingestion_pipeline.processing import Embedder, embedder_from_settings
 from ingestion_pipeline.search import MODES, search
 from ingestion_pipeline.settings import Settings
 
@@ -46,4 +46,4 @@ def print_search(settings: Settings, text: str, *, mode: str = "lexical", limit:
 
 
 def _embedder(settings: Settings) -> Embedder:
-    return get_embedder(settings.embedder)
+    return embedder_from_settings(settings)

@@ -11,7 +11,7 @@ from tqdm import tqdm
 
 from ingestion_pipeline.cli.common import add_database_url, non_negative_int, positive_int, print_json
 from ingestion_pipeline.db.ready import migrated_pool
-from ingestion_pipeline.processing import get_embedder
+from ingestion_pipeline.processing import embedder_from_settings
 from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.tables import render_table
 from ingestion_pipeline.worker import Outcome, Worker, WorkerReport
@@ -26,7 +26,8 @@ def register(commands) -> None:
     work.add_argument("--parse-processes", type=non_negative_int, metavar="N",
                       help="child processes that parse (INGEST_PARSE_PROCESSES, default one per core; "
                            "0 parses in the worker's threads)")
-    work.add_argument("--embedder", choices=["none", "hash"], help="embedding model (INGEST_EMBEDDER)")
+    work.add_argument("--embedder", choices=["none", "hash", "openai"],
+                      help="embedding model (INGEST_EMBEDDER; openai reads INGEST_OPENAI_*)")
     work.add_argument("--json", action="store_true", help="machine-readable summary")
     add_database_url(work)
     work.set_defaults(handler=cmd_work)
@@ -49,10 +50,10 @@ def cmd_work(args, settings: Settings) -> int:
 
     signal.signal(signal.SIGINT, interrupt)
     signal.signal(signal.SIGTERM, interrupt)
+    embedder = embedder_from_settings(settings, args.embedder)  # a bad configuration stops here, in one line
     try:
         with migrated_pool(settings) as pool:
-            worker = Worker(pool, settings, label="cli", concurrency=args.concurrency,
-                            embedder=get_embedder(args.embedder or settings.embedder),
+            worker = Worker(pool, settings, label="cli", concurrency=args.concurrency, embedder=embedder,
                             parse_processes=args.parse_processes)
             progress = tqdm(unit="doc", desc="work", disable=args.json or not sys.stderr.isatty(), file=sys.stderr)
             with progress:

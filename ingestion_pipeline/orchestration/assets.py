@@ -40,7 +40,7 @@ def document_index(context: dg.AssetExecutionContext, config: DrainConfig, datab
     try:
         with database.pool() as pool:
             worker = Worker(pool, settings, label=f"dagster-{context.run.run_id[:8]}",
-                            concurrency=config.concurrency, embedder=processing.make_embedder(),
+                            concurrency=config.concurrency, embedder=processing.make_embedder(settings),
                             chunking=processing.chunking(), parse_processes=parse_processes_per_run(settings))
             report = worker.run(drain=True, max_jobs=max_jobs, max_seconds=max_seconds,
                                 on_result=DrainProgress(context.log.info))

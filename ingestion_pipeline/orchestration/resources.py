@@ -12,7 +12,7 @@ from psycopg_pool import ConnectionPool
 from ingestion_pipeline.db.connection import connect, resolve_database_url
 from ingestion_pipeline.db.ready import migrated_pool, require_migrated
 from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.processing import ChunkingOptions, Embedder, get_embedder
+from ingestion_pipeline.processing import ChunkingOptions, Embedder, embedder_from_settings
 from ingestion_pipeline.settings import Settings, load_settings
 
 
@@ -49,14 +49,16 @@ class DatabaseResource(dg.ConfigurableResource):
 
 
 class ProcessingResource(dg.ConfigurableResource):
-    """How documents are cut and embedded."""
+    """How documents are cut and embedded. `embedder` unset: INGEST_EMBEDDER; the embedder's
+    own settings (INGEST_OPENAI_*, the key among them) come from the environment only, never
+    from run config, which the UI shows."""
 
-    embedder: str = "none"
+    embedder: str | None = None
     max_chunk_chars: int = 1200
     chunk_overlap_chars: int = 150
 
-    def make_embedder(self) -> Embedder:
-        return get_embedder(self.embedder)
+    def make_embedder(self, settings: Settings) -> Embedder:
+        return embedder_from_settings(settings, self.embedder)
 
     def chunking(self) -> ChunkingOptions:
         return ChunkingOptions(max_chars=self.max_chunk_chars, overlap_chars=self.chunk_overlap_chars)

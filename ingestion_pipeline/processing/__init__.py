@@ -13,8 +13,8 @@ retry it.
 
 from .chunking import chunk_sections
 from .detect import SUPPORTED_TYPES, detect_type
-from .embedding import Embedder, HashEmbedder, NoEmbedder, embed_chunks, get_embedder
-from .errors import ProcessingError
+from .embedding import Embedder, HashEmbedder, NoEmbedder, embed_chunks, embedder_from_settings
+from .errors import EmbeddingRejected, EmbeddingUnavailable, ProcessingError
 from .headings import heading_paths
 from .model import Chunk, ChunkingOptions, Page, ParsedDocument, Section
 from .parse import parse
@@ -26,6 +26,8 @@ __all__ = [
     "Chunk",
     "ChunkingOptions",
     "Embedder",
+    "EmbeddingRejected",
+    "EmbeddingUnavailable",
     "HashEmbedder",
     "NoEmbedder",
     "Page",
@@ -36,7 +38,7 @@ __all__ = [
     "decode_text",
     "detect_type",
     "embed_chunks",
-    "get_embedder",
+    "embedder_from_settings",
     "heading_paths",
     "parse",
     "process_document",

@@ -1,21 +1,32 @@
-"""Optional embeddings for chunks. Only local, dependency-free embedders live here: a real
-model can be added later behind the same Embedder protocol."""
+"""Optional embeddings for chunks, chosen by INGEST_EMBEDDER (`embedder_from_settings`):
+`none`, `hash` (local and dependency-free, for tests and demos) and `openai` (any
+OpenAI-compatible endpoint, processing/openai_embedder.py)."""
 
 from __future__ import annotations
 
 import hashlib
 import math
 import re
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+from ingestion_pipeline.errors import ConfigError
 
 from .model import Chunk
 
+if TYPE_CHECKING:
+    from ingestion_pipeline.settings import Settings
+
 _TOKEN = re.compile(r"\w+")
-_BATCH = 256  # texts per embed() call: bounds memory (and request size for remote models)
+_BATCH = 256  # texts per embed() call unless the embedder says (`batch_size`): bounds memory
 
 
 class Embedder(Protocol):
+    """Optional attributes, read with getattr: `runs_in_child` (default True: the worker may
+    embed in its parsing children, under their time limit; False for an embedder that waits
+    on the network) and `batch_size` (texts per embed() call)."""
+
     name: str
     dimensions: int | None
 
@@ -29,6 +40,7 @@ class NoEmbedder:
 
     name = "none"
     dimensions: int | None = None
+    runs_in_child = True
 
     def embed(self, texts: list[str]) -> list[list[float]] | None:
         return None
@@ -40,6 +52,7 @@ class HashEmbedder:
     share words get similar vectors, nothing more."""
 
     name = "hash"
+    runs_in_child = True  # pure CPU: the parsing children give it cores of their own
 
     def __init__(self, dimensions: int = 64) -> None:
         if dimensions < 1:
@@ -60,22 +73,36 @@ class HashEmbedder:
         return [x / norm for x in vector] if norm else vector
 
 
-_EMBEDDERS = {"none": NoEmbedder, "hash": HashEmbedder}
+def _openai(settings: Settings) -> Embedder:
+    from .openai_embedder import OpenAIEmbedder  # the client library is imported only when used
+
+    return OpenAIEmbedder.from_settings(settings)
 
 
-def get_embedder(name: str) -> Embedder:
-    factory = _EMBEDDERS.get(name.strip().lower())
+_EMBEDDERS: dict[str, Callable[[Settings], Embedder]] = {
+    "none": lambda settings: NoEmbedder(),
+    "hash": lambda settings: HashEmbedder(),
+    "openai": _openai,
+}
+
+
+def embedder_from_settings(settings: Settings, name: str | None = None) -> Embedder:
+    """The embedder INGEST_EMBEDDER names, or `name` (`ingest work --embedder`), configured
+    from the settings. A bad choice or configuration raises ConfigError naming the setting."""
+    chosen = (name or settings.embedder).strip().lower()
+    factory = _EMBEDDERS.get(chosen)
     if factory is None:
         choices = ", ".join(sorted(_EMBEDDERS))
-        raise ValueError(f"unknown embedder {name!r}; choose one of: {choices}")
-    return factory()
+        raise ConfigError(f"bad setting INGEST_EMBEDDER: unknown embedder {chosen!r}; choose one of: {choices}")
+    return factory(settings)
 
 
 def embed_chunks(chunks: list[Chunk], embedder: Embedder) -> list[Chunk]:
     """The chunks with `embedding` filled in; unchanged when the embedder returns None."""
     embedded: list[Chunk] = []
-    for at in range(0, len(chunks), _BATCH):
-        batch = chunks[at:at + _BATCH]
+    size = getattr(embedder, "batch_size", _BATCH)
+    for at in range(0, len(chunks), size):
+        batch = chunks[at:at + size]
         vectors = embedder.embed([chunk.text for chunk in batch])
         if vectors is None:
             return list(chunks)

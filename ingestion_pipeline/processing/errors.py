@@ -9,3 +9,14 @@ class ProcessingError(Exception):
     Anything else raised from processing is a bug or a transient problem, which the
     worker may retry.
     """
+
+
+class EmbeddingRejected(ProcessingError):
+    """The embedding endpoint refused the request for a reason a retry does not change (a bad
+    key, an unknown model, a request it cannot serve) or answered something unusable (the
+    wrong number or size of vectors). The message names the setting to fix."""
+
+
+class EmbeddingUnavailable(Exception):
+    """The embedding endpoint could not answer now (rate limited, overloaded, unreachable,
+    too slow), after the client's own retries: the job is retried later by the queue."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import psycopg
 
+from ingestion_pipeline.processing import EmbeddingUnavailable
+
 
 class LeaseLost(Exception):
     """The claim is over: another worker holds the job now, or an operator cancelled it
@@ -33,6 +35,7 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     psycopg.errors.QueryCanceled,  # statement_timeout
     TimeoutError,
     ConnectionError,
+    EmbeddingUnavailable,  # rate limited, overloaded or unreachable after the client's own retries
 )
 
 

@@ -97,7 +97,11 @@ def process_document_in_child(content: bytes, source_name: str, max_bytes: int, 
 
 def can_run_in_child(embedder: Embedder) -> bool:
     """An embedder is sent to the children when it pickles (the built-in ones do); one
-    holding threads, locks or sockets embeds in the job's thread instead."""
+    holding threads, locks or sockets embeds in the job's thread instead, and so does one
+    that waits on the network (`runs_in_child = False`): a slow endpoint must not count
+    against the parse timeout, and waiting needs no core of its own."""
+    if not getattr(embedder, "runs_in_child", True):
+        return False
     try:
         pickle.dumps(embedder)
     except Exception:

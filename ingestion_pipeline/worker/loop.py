@@ -14,7 +14,7 @@ from psycopg_pool import ConnectionPool
 
 from ingestion_pipeline.db.fences import FenceLevel
 from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.processing import ChunkingOptions, Embedder, NoEmbedder
+from ingestion_pipeline.processing import ChunkingOptions, Embedder, embedder_from_settings
 from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.worker.acks import AckBuffer
 from ingestion_pipeline.worker.errors import TRANSIENT_ERRORS, describe
@@ -80,7 +80,8 @@ class Worker:
     heartbeat thread renews all their leases, and jobs that finish close together are
     acknowledged in one statement. `processor` is what a job builds (default: the
     document's index generation), parsing in the worker's children (`parse_processes`,
-    default INGEST_PARSE_PROCESSES: one per core; 0 parses in the jobs' threads)."""
+    default INGEST_PARSE_PROCESSES: one per core; 0 parses in the jobs' threads), embedding
+    with `embedder` (default: INGEST_EMBEDDER's, `embedder_from_settings`)."""
 
     def __init__(self, pool: ConnectionPool, settings: Settings, *, label: str = "worker",
                  concurrency: int | None = None, embedder: Embedder | None = None,
@@ -115,7 +116,7 @@ class Worker:
                               max_items=settings.ack_max_jobs)
         self.context = JobContext(
             pool=pool, rpc=self.rpc, worker_id=self.worker_id, leases=self.leases, acks=self.acks,
-            processor=processor, embedder=embedder or NoEmbedder(), chunking=chunking or ChunkingOptions(),
+            processor=processor, embedder=embedder or embedder_from_settings(settings), chunking=chunking or ChunkingOptions(),
             max_bytes=settings.max_file_bytes, retry_backoff_seconds=settings.retry_backoff_seconds,
             retry_backoff_max_seconds=settings.retry_backoff_max_seconds, parse_pool=self.parse_pool,
             job_timeout_seconds=settings.job_timeout_seconds)

@@ -1,4 +1,4 @@
-"""Embedders (none, hash), embed_chunks, and process_document end to end."""
+"""Embedders (none, hash; openai in tests/embedding/), embed_chunks, and process_document end to end."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ingestion_pipeline.errors import ConfigError
 from ingestion_pipeline.processing import (
     Chunk,
     ChunkingOptions,
@@ -14,9 +15,10 @@ from ingestion_pipeline.processing import (
     NoEmbedder,
     ProcessingError,
     embed_chunks,
-    get_embedder,
+    embedder_from_settings,
     process_document,
 )
+from ingestion_pipeline.settings import load_settings
 from tests.fixtures.pdf import make_pdf
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -96,15 +98,17 @@ def test_no_embedder():
     assert embedder.embed(["text"]) is None
 
 
-def test_get_embedder():
-    assert isinstance(get_embedder("none"), NoEmbedder)
-    assert isinstance(get_embedder("hash"), HashEmbedder)
-    assert isinstance(get_embedder(" Hash "), HashEmbedder)
+def test_embedder_from_settings():
+    settings = load_settings(embedder="none")
+    assert isinstance(embedder_from_settings(settings), NoEmbedder)
+    assert isinstance(embedder_from_settings(load_settings(embedder="hash")), HashEmbedder)
+    assert isinstance(embedder_from_settings(settings, " Hash "), HashEmbedder)  # `ingest work --embedder`
 
 
-def test_get_embedder_unknown_lists_the_choices():
-    with pytest.raises(ValueError, match=r"unknown embedder 'openai'; choose one of: hash, none"):
-        get_embedder("openai")
+def test_embedder_from_settings_unknown_lists_the_choices():
+    with pytest.raises(ConfigError, match=r"^bad setting INGEST_EMBEDDER: unknown embedder 'bert'; "
+                                          r"choose one of: hash, none, openai$"):
+        embedder_from_settings(load_settings(embedder="none"), "bert")
 
 
 def test_embed_chunks_fills_embeddings():
