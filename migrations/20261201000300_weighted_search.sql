@@ -35,6 +35,10 @@ begin
 end
 $$;
 
+-- Like every function of ours: owner's rights, pinned search_path, executable by no one
+-- (a trigger function runs without an EXECUTE check).
+select public.secure_rpc('public.document_chunks_search_vector()', false);
+
 create trigger document_chunks_search_vector
     before insert or update of content, title, heading on public.document_chunks
     for each row execute function public.document_chunks_search_vector();

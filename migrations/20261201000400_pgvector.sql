@@ -66,6 +66,8 @@ begin
     end
     $body$;
 
+    perform public.secure_rpc('public.document_chunks_embedding_vector()', false);
+
     -- WHEN: rows without a vector (no embedder, the default) never enter plpgsql.
     create trigger document_chunks_embedding_vector
         before insert or update of embedding on public.document_chunks

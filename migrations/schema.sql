@@ -515,7 +515,7 @@ end;
 $$;
 
 CREATE FUNCTION public.document_chunks_embedding_vector() RETURNS trigger
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     begin
@@ -529,7 +529,7 @@ CREATE FUNCTION public.document_chunks_embedding_vector() RETURNS trigger
     $$;
 
 CREATE FUNCTION public.document_chunks_search_vector() RETURNS trigger
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 begin
@@ -1649,6 +1649,10 @@ GRANT ALL ON FUNCTION public.create_import_batch(p_name text, p_metadata jsonb) 
 
 REVOKE ALL ON FUNCTION public.delete_document(p_document_id uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.delete_document(p_document_id uuid) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.document_chunks_embedding_vector() FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.document_chunks_search_vector() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.drifted_import_batch_ids(p_limit integer) FROM PUBLIC;
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import psycopg
 
 from ingestion_pipeline.errors import IngestError
-from ingestion_pipeline.processing import Embedder
+from ingestion_pipeline.processing import Embedder, ProcessingError
+from ingestion_pipeline.processing.errors import EmbeddingUnavailable
 
 from .fusion import reciprocal_rank_fusion
 from .lexical import lexical_hits
@@ -40,7 +41,10 @@ def search(conn: psycopg.Connection, text: str, *, mode: Mode = "lexical", limit
 
 
 def _query_vector(text: str, embedder: Embedder | None, mode: str) -> list[float]:
-    vectors = embedder.embed([text]) if embedder is not None else None
+    try:
+        vectors = embedder.embed([text]) if embedder is not None else None
+    except (ProcessingError, EmbeddingUnavailable) as exc:  # one line, as for a document
+        raise IngestError(f"could not embed the query: {exc}") from None
     if not vectors:
         raise IngestError(f"{mode} search needs an embedder: set INGEST_EMBEDDER to the one the"
                           " documents were indexed with")

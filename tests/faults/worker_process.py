@@ -189,19 +189,19 @@ def stall_before_acknowledging(worker: Worker, rpc: FaultRpc, switch: StallSwitc
 
 def log_artifact_writes(rpc: LoggedRpc) -> None:
     """Every artifact write of this process goes into the history (worker/indexing.py calls
-    the module-level `write_generation`; only this process's copy is wrapped)."""
-    original = indexing_module.write_generation
+    the module-level `write_encoded`; only this process's copy is wrapped)."""
+    original = indexing_module.write_encoded
 
-    def write_generation(conn, document_id, generation_id, parsed, chunks, check_lease):
+    def write_encoded(conn, document_id, generation_id, artifacts, check_lease):
         started = time.time()
         try:
-            original(conn, document_id, generation_id, parsed, chunks, check_lease)
+            original(conn, document_id, generation_id, artifacts, check_lease)
         except BaseException as exc:
             rpc.record_write(generation_id, started, exc)
             raise
         rpc.record_write(generation_id, started, None)
 
-    indexing_module.write_generation = write_generation
+    indexing_module.write_encoded = write_encoded
 
 
 def main(url: str, history_path: str, label: str, slow_seconds: float = 0.0, stall_seconds: float = 0.0,
