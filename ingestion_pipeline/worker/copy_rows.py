@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 NULL = "\\N"
 
 
@@ -23,7 +22,8 @@ def copy_text(value) -> str:
     if value is None:
         return NULL
     if isinstance(value, str):
-        return value.translate(_ESCAPES)
+        # Four C-level passes: str.translate with a table is ten times slower on long text.
+        return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
     if isinstance(value, (list, tuple)):  # an embedding: real[] literal, no quoting needed
         return "{" + ",".join(repr(float(x)) for x in value) + "}"
     return str(value)
