@@ -3,7 +3,6 @@ the setting (from the environment, `ingest work --embedder`, and the Dagster res
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
@@ -13,25 +12,9 @@ from ingestion_pipeline.orchestration.resources import ProcessingResource
 from ingestion_pipeline.processing import HashEmbedder, NoEmbedder, embedder_from_settings
 from ingestion_pipeline.processing.openai_embedder import OpenAIEmbedder
 from ingestion_pipeline.settings import load_settings
+from tests.settings_env import clean_env, config_error  # noqa: F401 - clean_env is an autouse fixture
 
 KEY = "sk-test-0123456789"
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch, tmp_path):
-    """No INGEST_* from the caller's shell, and no stray .env file."""
-    for name in list(os.environ):
-        if name.upper() == "DATABASE_URL" or name.upper().startswith("INGEST_"):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-
-
-def config_error(**overrides) -> str:
-    with pytest.raises(ConfigError) as raised:
-        load_settings(**overrides)
-    message = str(raised.value)
-    assert "\n" not in message
-    return message
 
 
 def test_defaults():

@@ -9,25 +9,9 @@ import pytest
 
 from ingestion_pipeline.errors import ConfigError
 from ingestion_pipeline.settings import load_settings
+from tests.settings_env import clean_env, config_error  # noqa: F401 - clean_env is an autouse fixture
 
 SECRET_URL = "postgresql://app:s3cret@db.example:5432/app?bogus=1"  # unparseable: unknown parameter
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch, tmp_path):
-    """No DATABASE_URL / INGEST_* from the caller's shell, and no stray .env file."""
-    for name in list(os.environ):
-        if name.upper() == "DATABASE_URL" or name.upper().startswith("INGEST_"):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-
-
-def config_error(**overrides) -> str:
-    with pytest.raises(ConfigError) as raised:
-        load_settings(**overrides)
-    message = str(raised.value)
-    assert "\n" not in message
-    return message
 
 
 def test_defaults(tmp_path, monkeypatch):
