@@ -3,7 +3,6 @@ the setting (from the environment, `ingest work --embedder`, and the Dagster res
 
 from __future__ import annotations
 
-
 import pytest
 
 from ingestion_pipeline.cli import main as ingest
