@@ -15,6 +15,7 @@ from ingestion_pipeline.processing.errors import EmbeddingUnavailable
 from .fusion import reciprocal_rank_fusion
 from .lexical import lexical_hits
 from .model import MODES, Hit, Mode
+from .vector import vector_hits
 
 __all__ = ["MODES", "Hit", "Mode", "search"]
 
@@ -32,8 +33,6 @@ def search(conn: psycopg.Connection, text: str, *, mode: Mode = "lexical", limit
     if mode == "lexical":
         return lexical_hits(conn, text, limit)
     vector = _query_vector(text, embedder, mode)
-    from .vector import vector_hits  # the vector path's SQL is only needed here
-
     if mode == "vector":
         return vector_hits(conn, vector, limit)
     depth = limit * FUSION_DEPTH
