@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ingestion_pipeline.cli.common import add_database_url, positive_int, print_json
 from ingestion_pipeline.db.ready import migrated_pool
-from ingestion_pipeline.processing import Embedder, embedder_from_settings
+from ingestion_pipeline.processing import embedder_from_settings
 from ingestion_pipeline.search import MODES, search
 from ingestion_pipeline.settings import Settings
 
@@ -31,7 +31,7 @@ def cmd_search(args, settings: Settings) -> int:
 
 def print_search(settings: Settings, text: str, *, mode: str = "lexical", limit: int = 10,
                  as_json: bool = False) -> None:
-    embedder = _embedder(settings) if mode != "lexical" else None
+    embedder = embedder_from_settings(settings) if mode != "lexical" else None
     with migrated_pool(settings) as pool, pool.connection() as conn:
         hits = search(conn, text, mode=mode, limit=limit, embedder=embedder)
     if as_json:
@@ -44,6 +44,3 @@ def print_search(settings: Settings, text: str, *, mode: str = "lexical", limit:
         print(f"{hit.score:.3f}  {hit.title}{heading}  ({hit.source_name})")
         print(f"       {' '.join(hit.snippet.split())}")
 
-
-def _embedder(settings: Settings) -> Embedder:
-    return embedder_from_settings(settings)
