@@ -386,6 +386,7 @@ CREATE FUNCTION public.complete_ingestion_jobs(p_items jsonb) RETURNS jsonb
 declare
     v_item record;
     v_answer jsonb;
+    v_commit_began timestamptz;
     v_results jsonb := '[]'::jsonb;
     v_job_ids uuid[] := '{}';
     v_document_ids uuid[] := '{}';
@@ -396,14 +397,17 @@ begin
     end if;
     for v_item in
         select * from rows from (jsonb_to_recordset(p_items)
-                 as (job_id uuid, document_id uuid, lease_token bigint, generation_id uuid, metadata jsonb, stage text))
-                 with ordinality as x(job_id, document_id, lease_token, generation_id, metadata, stage, item)
+                 as (job_id uuid, document_id uuid, lease_token bigint, generation_id uuid, metadata jsonb, stage text,
+                     worker_id text, stages jsonb))
+                 with ordinality as x(job_id, document_id, lease_token, generation_id, metadata, stage, worker_id,
+                                      stages, item)
          order by x.job_id, x.item
     loop
         if v_item.job_id is null or v_item.document_id is null or v_item.lease_token is null then
             raise exception 'complete_ingestion_jobs: every item needs job_id, document_id and lease_token'
                 using errcode = '22023';
         end if;
+        v_commit_began := clock_timestamp();
         if v_item.generation_id is not null then
             v_answer := public.commit_document_index_generation(
                 p_job_id => v_item.job_id, p_document_id => v_item.document_id,
@@ -423,6 +427,16 @@ begin
             v_document_ids := v_document_ids || v_item.document_id;
             v_stages := v_stages || v_item.stage;
             v_answer := v_answer || jsonb_build_object('committed', v_item.generation_id is not null);
+            if v_item.stages is not null then
+                if v_item.generation_id is not null then
+                    v_item.stages := v_item.stages || jsonb_build_array(jsonb_build_object(
+                        'stage', 'commit', 'started_at', v_commit_began, 'finished_at', clock_timestamp(),
+                        'detail', jsonb_build_object('seconds', round(extract(epoch from
+                            clock_timestamp() - v_commit_began)::numeric, 4), 'completes_job', true)));
+                end if;
+                perform public.insert_ingestion_job_stages(v_item.job_id, v_item.document_id, v_item.worker_id,
+                                                           v_item.stages);
+            end if;
         end if;
         v_results := v_results || jsonb_build_array(v_answer || jsonb_build_object(
             'job_id', v_item.job_id, 'lease_token', v_item.lease_token, 'item', v_item.item));
@@ -719,9 +733,10 @@ begin
     for v_item in
         select * from rows from (jsonb_to_recordset(p_items)
                  as (job_id uuid, document_id uuid, lease_token bigint, retry boolean, error_message text,
-                     stage text, document_status text, retry_delay_seconds double precision))
+                     stage text, document_status text, retry_delay_seconds double precision, worker_id text,
+                     stages jsonb))
                  with ordinality as x(job_id, document_id, lease_token, retry, error_message, stage, document_status,
-                                      retry_delay_seconds, item)
+                                      retry_delay_seconds, worker_id, stages, item)
          order by x.job_id, x.item
     loop
         if v_item.job_id is null or v_item.document_id is null or v_item.lease_token is null then
@@ -733,6 +748,10 @@ begin
             v_results := v_results || jsonb_build_array(v_refusal || jsonb_build_object(
                 'lease_token', v_item.lease_token, 'item', v_item.item));
             continue;
+        end if;
+        if v_item.stages is not null then
+            perform public.insert_ingestion_job_stages(v_item.job_id, v_item.document_id, v_item.worker_id,
+                                                       v_item.stages);
         end if;
         v_settled := public.settle_failed_ingestion_job(
             v_item.job_id, v_item.document_id, v_item.retry, v_item.document_status, v_item.stage,
@@ -959,6 +978,29 @@ CREATE FUNCTION public.ingestion_sensor_state(p_stale_after_seconds integer DEFA
         'stuck_batch_ids', coalesce((select jsonb_agg(id order by id)
                                        from public.stuck_import_batch_ids(p_limit) as id), '[]'::jsonb)
     );
+$$;
+
+CREATE FUNCTION public.insert_ingestion_job_stages(p_job_id uuid, p_document_id uuid, p_worker_id text, p_stages jsonb) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if jsonb_typeof(p_stages) is distinct from 'array' then
+        raise exception 'stages of job % must be a json array', p_job_id using errcode = '22023';
+    end if;
+    if exists (select 1 from jsonb_array_elements(p_stages) as s(row)
+                where jsonb_typeof(s.row) <> 'object' or s.row ->> 'stage' is null
+                   or s.row ->> 'started_at' is null) then
+        raise exception 'every stage row of job % needs stage and started_at', p_job_id using errcode = '22023';
+    end if;
+    insert into public.ingestion_job_stages (job_id, document_id, worker_id, stage, started_at, finished_at, detail)
+    select p_job_id, p_document_id, p_worker_id, s.stage, s.started_at, coalesce(s.finished_at, now()),
+           coalesce(s.detail, '{}')
+      from rows from (jsonb_to_recordset(p_stages)
+               as (stage text, started_at timestamptz, finished_at timestamptz, detail jsonb))
+               with ordinality as s(stage, started_at, finished_at, detail, n)
+     order by s.n;
+end;
 $$;
 
 CREATE FUNCTION public.lock_fenced_ingestion_job(p_job_id uuid, p_document_id uuid, p_worker_id text, p_lease_token bigint) RETURNS jsonb
@@ -1690,6 +1732,8 @@ GRANT ALL ON FUNCTION public.ingestion_queue_health(p_stale_after_seconds intege
 
 REVOKE ALL ON FUNCTION public.ingestion_sensor_state(p_stale_after_seconds integer, p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.ingestion_sensor_state(p_stale_after_seconds integer, p_limit integer) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.insert_ingestion_job_stages(p_job_id uuid, p_document_id uuid, p_worker_id text, p_stages jsonb) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.lock_fenced_ingestion_job(p_job_id uuid, p_document_id uuid, p_worker_id text, p_lease_token bigint) FROM PUBLIC;
 

@@ -1,7 +1,7 @@
 """Which fence the database offers, learned from the catalog, and which named query each
 fenced RPC uses at that level.
 
-Five generations of the schema are in the field (docs/state-machine.md):
+Six generations of the schema are in the field (docs/state-machine.md):
 
 - NONE: before the hardening migration; no heartbeat, no stage log, state RPCs unfenced.
 - WORKER_ID: fenced by the lease holder's worker id.
@@ -10,6 +10,8 @@ Five generations of the schema are in the field (docs/state-machine.md):
   (the server computes next_run_at on its own clock).
 - BULK_ACK: O(1) batch counters, and bulk acknowledgement (many jobs completed, failed or
   heartbeated in one statement, each item fenced by its own token).
+- STAGES_IN_ACKS: a job's stage-log rows ride its bulk acknowledgement (written only if
+  its fence holds) instead of one fenced call per stage.
 
 The client looks the level up in the catalog (not by calling and catching SQLSTATE
 42883: on a hardened database an undefined function is a bug to surface, never a reason
@@ -31,9 +33,10 @@ class FenceLevel(IntEnum):
     LEASE_TOKEN = 2
     SERVER_RETRY_DELAY = 3
     BULK_ACK = 4
+    STAGES_IN_ACKS = 5
 
 
-NEWEST = FenceLevel.BULK_ACK
+NEWEST = FenceLevel.STAGES_IN_ACKS
 
 # What a client at NEWEST does differently on an older (lease-token) schema, for its warning.
 MISSING = {
@@ -41,6 +44,7 @@ MISSING = {
                             "one call each",
     FenceLevel.SERVER_RETRY_DELAY: "jobs are acknowledged one call each (no bulk acknowledgement), and each "
                                    "completion counts its whole batch",
+    FenceLevel.BULK_ACK: "each stage-log row is written by a call of its own",
 }
 
 # RPC -> named query per level; None: the RPC does not exist at that level (a no-op).

@@ -174,8 +174,22 @@ class LeaseBeat:
 
 
 @dataclass(frozen=True)
+class StageRow:
+    """One row of a job's stage log, sent with the job's acknowledgement."""
+    stage: str
+    started_at: datetime
+    finished_at: datetime
+    detail: dict
+
+    def as_json(self) -> dict:
+        return {"stage": self.stage, "started_at": self.started_at.isoformat(),
+                "finished_at": self.finished_at.isoformat(), "detail": self.detail}
+
+
+@dataclass(frozen=True)
 class CompleteItem:
-    """Complete a job; with a generation, commit it in the same transaction first."""
+    """Complete a job; with a generation, commit it in the same transaction first.
+    `stages`: its stage-log rows, written only if the completion is accepted."""
     job_id: UUID
     document_id: UUID
     lease_token: int | None
@@ -183,6 +197,8 @@ class CompleteItem:
     metadata: dict | None = None
     batch_id: UUID | None = None
     stage: str = "indexed"
+    worker_id: str | None = None
+    stages: tuple[StageRow, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -197,6 +213,8 @@ class FailItem:
     document_status: str = "failed"
     retry_delay_seconds: float | None = None
     batch_id: UUID | None = None
+    worker_id: str | None = None
+    stages: tuple[StageRow, ...] = ()
 
 
 # -- lifecycle: delete, cancel, retry (db/rpc/lifecycle.py) -------------------------------

@@ -16,7 +16,7 @@ from uuid import UUID
 
 from psycopg_pool import ConnectionPool
 
-from ingestion_pipeline.db.models import ClaimedJob, CompleteItem, FailItem, RpcResult
+from ingestion_pipeline.db.models import ClaimedJob, CompleteItem, FailItem, RpcResult, StageRow
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.processing import ChunkingOptions, Embedder, ProcessingError
 from ingestion_pipeline.worker.acks import AckBuffer
@@ -69,6 +69,10 @@ class JobRun:
         self.ctx = ctx
         self.job = job
         self.started = time.monotonic()
+        # Where the schema takes them, stage rows wait here and ride the job's acknowledgement
+        # (one transaction, fenced by the same token) instead of a fenced call each.
+        self._stage_rows: list[StageRow] | None = (
+            [] if job.lease_token is not None and ctx.rpc.stages_ride_acks else None)
 
     def run(self) -> JobResult:
         """Build and acknowledge. The loop counted this job into the acknowledgement buffer
@@ -98,7 +102,7 @@ class JobRun:
         self.lease.release()
         self.lease.check()
         item = CompleteItem(job.job_id, job.document_id, job.lease_token, built.generation_id,
-                            built.metadata, job.batch_id)
+                            built.metadata, job.batch_id, worker_id=self.ctx.worker_id, stages=self._stages())
         if built.generation_id is None:
             self.fenced(self.ctx.acks.complete(item))
         else:
@@ -112,10 +116,12 @@ class JobRun:
 
     @contextmanager
     def stage(self, stage: str, progress: int, completes_job: bool = False, **detail) -> Iterator[None]:
-        """Check the lease, run the stage, log it with its duration. The log row is written
-        through a fenced RPC, so after a takeover nothing more is written. A stage that
-        completes the job has released the lease when it is logged: a schema that refuses
-        that row (worker-id fences) costs the row, not the job."""
+        """Check the lease, run the stage, log it with its duration. The log row rides the
+        job's acknowledgement, or (older schemas) is written through a fenced RPC at once;
+        either way, after a takeover nothing more is written. The stage that completes the
+        job is timed by the acknowledgement itself where rows ride it; elsewhere it has
+        released the lease when it is logged: a schema that refuses that row (worker-id
+        fences) costs the row, not the job."""
         self.lease.check()
         self.lease.report(stage, progress)
         started_at = datetime.now(timezone.utc)
@@ -128,7 +134,8 @@ class JobRun:
             raise
         detail["seconds"] = round(time.monotonic() - began, 4)
         if completes_job:  # the job is done: its stage row is a metric now, not a write to fence
-            self._log_stage_best_effort(stage, started_at, detail)
+            if self._stage_rows is None:
+                self._log_stage_best_effort(stage, started_at, detail)
             return
         self._log_stage_fenced(stage, started_at, detail)
 
@@ -148,7 +155,18 @@ class JobRun:
 
     # -- internals ------------------------------------------------------------------
 
+    def _stages(self) -> tuple[StageRow, ...]:
+        return tuple(self._stage_rows or ())
+
+    def _held_for_ack(self, stage: str, started_at: datetime, detail: dict) -> bool:
+        if self._stage_rows is None:
+            return False
+        self._stage_rows.append(StageRow(stage, started_at, datetime.now(timezone.utc), detail))
+        return True
+
     def _log_stage_best_effort(self, stage: str, started_at: datetime, detail: dict) -> None:
+        if self._held_for_ack(stage, started_at, detail):
+            return
         try:
             self._log_stage(stage, started_at, detail)
         except Exception as log_exc:
@@ -157,8 +175,9 @@ class JobRun:
     def _log_stage_fenced(self, stage: str, started_at: datetime, detail: dict) -> None:
         """Log a stage row; a refusal (the lease is gone) stops the job here. A database
         error is raised as it is (transient)."""
-        if self._log_stage(stage, started_at, detail).lease_lost:
-            self.lease.lost.set()
+        if not self._held_for_ack(stage, started_at, detail):
+            if self._log_stage(stage, started_at, detail).lease_lost:
+                self.lease.lost.set()
         self.lease.check()
 
     def _log_stage(self, stage: str, started_at: datetime, detail: dict) -> RpcResult:
@@ -172,7 +191,8 @@ class JobRun:
         try:
             outcome = ctx.acks.fail(FailItem(job.job_id, job.document_id, job.lease_token, retry=retry,
                                              error_message=message, stage="retry_wait" if retry else "failed",
-                                             retry_delay_seconds=delay if retry else None, batch_id=job.batch_id))
+                                             retry_delay_seconds=delay if retry else None, batch_id=job.batch_id,
+                                             worker_id=ctx.worker_id, stages=self._stages()))
         except Exception as exc:
             log.error("job %s: could not record failure (%s); its lease will expire", job.job_id, describe(exc))
             return self._result(Outcome.ABANDONED, f"{message}; then: {describe(exc)}")

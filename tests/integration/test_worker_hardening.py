@@ -143,18 +143,18 @@ def test_janitor_command_runs_the_janitor_passes_without_dagster(db_url, conn, c
     assert "expired stale final attempts" in capsys.readouterr().out
 
 
-class TransientStageLog(IngestionRpc):
-    """The stage-log write of the first 'load' stage hits a dropped connection."""
+class TransientBegin(IngestionRpc):
+    """The first generation begun hits a dropped connection."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.failed_once = False
 
-    def record_stage(self, job_id, worker_id, stage, **kwargs):
-        if stage == "load" and not self.failed_once:
+    def begin_generation(self, *args, **kwargs):
+        if not self.failed_once:
             self.failed_once = True
             raise psycopg.OperationalError("server closed the connection unexpectedly (test)")
-        return super().record_stage(job_id, worker_id, stage, **kwargs)
+        return super().begin_generation(*args, **kwargs)
 
 
 class SkewedClock(datetime):
@@ -173,7 +173,7 @@ def test_a_retry_backs_off_on_the_servers_clock_whatever_the_workers_clock(db_ur
     monkeypatch.setattr(rpc_module, "datetime", SkewedClock)
     settings = load_settings(database_url=db_url, retry_backoff_seconds=60)
     _, job_id = seed_job(conn, max_attempts=3)
-    rpc = TransientStageLog(pool, stale_after_seconds=settings.stale_after_seconds)
+    rpc = TransientBegin(pool, stale_after_seconds=settings.stale_after_seconds)
 
     report = Worker(pool, settings, rpc=rpc).run(drain=True)
 
@@ -228,6 +228,12 @@ class PostCommitTrouble(IngestionRpc):
     def __init__(self, *args, trouble: str, **kwargs):
         super().__init__(*args, **kwargs)
         self.trouble = trouble
+
+    @property
+    def stages_ride_acks(self) -> bool:
+        """The log troubles need the commit stage's row to be a call of its own, as it is on
+        schemas before stage rows rode the acknowledgement (migration 20261201000500)."""
+        return self.trouble == "answer_lost" and super().stages_ride_acks
 
     def record_stage(self, job_id, worker_id, stage, **kwargs):
         if stage == "commit" and self.trouble == "log_raises":

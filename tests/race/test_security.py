@@ -39,6 +39,7 @@ WORKER_RPCS = {
 INTERNAL = {"lock_fenced_ingestion_job", "refresh_import_batches", "stuck_import_batch_ids",
             "enforce_artifact_fence", "secure_rpc", "move_import_batch_counters", "import_batch_status_of",
             "settle_completed_ingestion_jobs", "settle_failed_ingestion_job", "drifted_import_batch_ids",
+            "insert_ingestion_job_stages",
             "import_batch_counters_of", "cancel_import_batch_counters", "cancel_locked_ingestion_jobs",
             # trigger functions: the weighted search vector (20261201000300), and the move of
             # a chunk's vector into pgvector's column where the extension is (20261201000400)

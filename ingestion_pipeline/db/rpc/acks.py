@@ -64,16 +64,27 @@ class AckRpc(GenerationRpc):
     def _bulk(self, items: Sequence[CompleteItem | FailItem]) -> bool:
         return self.fence_level >= FenceLevel.BULK_ACK and all(item.lease_token is not None for item in items)
 
+    @property
+    def stages_ride_acks(self) -> bool:
+        """Whether a bulk acknowledgement writes its items' stage rows (else each stage row
+        is a record_stage call of its own)."""
+        return self.fence_level >= FenceLevel.STAGES_IN_ACKS
+
+    def _with_stages(self, item: CompleteItem | FailItem, fields: dict) -> dict:
+        if item.stages and self.stages_ride_acks:
+            fields.update(worker_id=item.worker_id, stages=[row.as_json() for row in item.stages])
+        return fields
+
     def complete_many(self, worker_id: str, items: Sequence[CompleteItem]) -> list[CommitResult]:
         """Complete every item's job (committing its generation first, when it has one);
         a refused item (`lease_lost`, `generation_not_owned`, ...) changes nothing."""
         if not items:
             return []
         if self._bulk(items):
-            answer = self._result(CompletedJobs, "rpc_complete_many", {"items": Jsonb([
-                {"job_id": str(i.job_id), "document_id": str(i.document_id), "lease_token": i.lease_token,
-                 "generation_id": str(i.generation_id) if i.generation_id else None,
-                 "metadata": i.metadata or {}, "stage": i.stage} for i in items])})
+            answer = self._result(CompletedJobs, "rpc_complete_many", {"items": Jsonb([self._with_stages(i, {
+                "job_id": str(i.job_id), "document_id": str(i.document_id), "lease_token": i.lease_token,
+                "generation_id": str(i.generation_id) if i.generation_id else None,
+                "metadata": i.metadata or {}, "stage": i.stage}) for i in items])})
             return _in_order(items, answer.results)
         return [self._complete_one(worker_id, item) for item in items]
 
@@ -91,10 +102,10 @@ class AckRpc(GenerationRpc):
         if not items:
             return []
         if self._bulk(items):
-            answer = self._result(FailedJobs, "rpc_fail_or_retry_many", {"items": Jsonb([
-                {"job_id": str(i.job_id), "document_id": str(i.document_id), "lease_token": i.lease_token,
-                 "retry": i.retry, "error_message": i.error_message, "stage": i.stage,
-                 "document_status": i.document_status, "retry_delay_seconds": i.retry_delay_seconds}
+            answer = self._result(FailedJobs, "rpc_fail_or_retry_many", {"items": Jsonb([self._with_stages(i, {
+                "job_id": str(i.job_id), "document_id": str(i.document_id), "lease_token": i.lease_token,
+                "retry": i.retry, "error_message": i.error_message, "stage": i.stage,
+                "document_status": i.document_status, "retry_delay_seconds": i.retry_delay_seconds})
                 for i in items])})
             return _in_order(items, answer.results)
         return [self.fail_or_retry(i.job_id, i.document_id, worker_id=worker_id, lease_token=i.lease_token,

@@ -50,6 +50,7 @@ select exists (select 1 from pg_catalog.pg_attribute
 -- name: rpc_fence_level
 -- Which generation of fenced signatures this database has (resolved like the calls are).
 select case
+    when to_regprocedure('insert_ingestion_job_stages(uuid,uuid,text,jsonb)') is not null then 5
     when to_regprocedure('complete_ingestion_jobs(jsonb)') is not null then 4
     when to_regprocedure('fail_or_retry_ingestion_job(uuid,uuid,uuid,boolean,text,text,text,timestamptz,text,bigint,'
                          'double precision)') is not null then 3
