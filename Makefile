@@ -22,9 +22,13 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/ingest demo
 
+# One pytest process per core (at most 4): each has its own embedded server and its own
+# databases on TEST_DATABASE_URL's. `make test PYTEST_XDIST=` runs the suite in one process.
+PYTEST_XDIST ?= -n auto --maxprocesses 4
+
 test: $(STAMP)
 	$(BIN)/squawk --config .squawk.toml migrations/2*.sql
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info
