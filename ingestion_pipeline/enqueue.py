@@ -29,7 +29,7 @@ from psycopg_pool import ConnectionPool
 
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.errors import BatchWasCancelled, IngestError
 
 MAX_PROBLEMS_SHOWN = 5
 QUEUED = {"queued", "reindex_queued"}  # outcomes that put a job in this batch
@@ -154,7 +154,7 @@ def enqueue_paths(
     for path in files:
         try:
             entry = _enqueue_file(pool, path, batch, max_bytes, reindex, max_attempts)
-        except (OSError, EnqueueRefused) as exc:
+        except (OSError, EnqueueRefused, BatchWasCancelled) as exc:
             batch.rolled_back_unless(report.files)
             # Changed on disk after the check. Files before it stay enqueued (each is atomic).
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)

@@ -13,5 +13,9 @@ class DatabaseUnavailable(IngestError):
     """The database could not be reached or the URL is unusable."""
 
 
+class BatchWasCancelled(IngestError):
+    """The import batch was cancelled: it takes no new files (SQLSTATE IF002)."""
+
+
 class MigrationError(IngestError):
     """The migration plan is unsafe to apply (changed, missing or out-of-order files)."""

@@ -652,6 +652,14 @@ begin
      where id = p_document_id;
 
     v_batches := public.move_import_batch_counters(array[row(p_batch_id, 1, 1, 0, 0)::public.import_batch_delta]);
+    -- Checked after the batch row is updated (so locked until commit, and a cancel still
+    -- running was waited for): a new statement sees a cancel that committed before.
+    if p_batch_id is not null
+       and exists (select 1 from public.import_batches where id = p_batch_id and cancelled_at is not null) then
+        raise exception 'import batch % was cancelled: it takes no new files', p_batch_id
+            using errcode = 'IF002',
+                  hint = 'Enqueue into a new batch; the files added before the cancel stay as they are.';
+    end if;
     return jsonb_build_object('ok', true, 'job_id', v_job_id, 'batch', v_batches -> 0);
 end;
 $$;

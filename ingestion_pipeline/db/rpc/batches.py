@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
+import psycopg
 from psycopg.types.json import Jsonb
 
 from ingestion_pipeline.db.fences import FenceLevel
@@ -17,6 +18,9 @@ from ingestion_pipeline.db.models import (
     SensorState,
 )
 from ingestion_pipeline.db.rpc.base import RpcBase
+from ingestion_pipeline.errors import BatchWasCancelled
+
+BATCH_CANCELLED_SQLSTATE = "IF002"
 
 
 class BatchRpc(RpcBase):
@@ -25,8 +29,15 @@ class BatchRpc(RpcBase):
 
     def enqueue(self, document_id: UUID, *, batch_id: UUID | None = None, kind: str = "index",
                 max_attempts: int = 3) -> EnqueueResult:
-        return self._result(EnqueueResult, "rpc_enqueue", {
-            "document_id": document_id, "batch_id": batch_id, "kind": kind, "max_attempts": max_attempts})
+        """Raises BatchWasCancelled when `batch_id` was cancelled (the caller's transaction is then
+        aborted: roll it back)."""
+        try:
+            return self._result(EnqueueResult, "rpc_enqueue", {
+                "document_id": document_id, "batch_id": batch_id, "kind": kind, "max_attempts": max_attempts})
+        except psycopg.Error as exc:
+            if exc.sqlstate == BATCH_CANCELLED_SQLSTATE:
+                raise BatchWasCancelled(f"import batch {batch_id} was cancelled: it takes no new files") from None
+            raise
 
     # The repair path: recount a batch's jobs under its row lock and store the counters.
 
