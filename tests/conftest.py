@@ -28,6 +28,8 @@ LEASE_TOKENS_NAME = "lease_tokens"
 RETRY_DELAY_NAME = "server_retry_delay"
 BULK_ACK_NAME = "batch_counters_and_bulk_acks"
 LIFECYCLE_NAME = "document_lifecycle"
+STAGE_ROWS_NAME = "stage_rows_in_acks"
+CANCELLED_BATCH_NAME = "cancelled_batches_take_no_files"
 
 
 def version_before(name: str) -> str:
@@ -226,6 +228,23 @@ def lifecycle_schema(request, pg_server: PgServer, templates: Templates, templat
     batch): each runs just before it (where it must observe the bug, with what an operator
     could do there instead) and at head (where it must pass)."""
     template = templates.head if request.param == "head" else template_before(LIFECYCLE_NAME)
+    for url in _fresh_database(pg_server, template):
+        yield Schema(url=url, hardened=request.param == "head")
+
+
+@pytest.fixture(params=["pre_stage_rows", "head"])
+def stage_rows_schema(request, pg_server: PgServer, templates: Templates, template_before) -> Iterator[Schema]:
+    """Just before stage rows rode the acknowledgement (one call per stage row), and at head."""
+    template = templates.head if request.param == "head" else template_before(STAGE_ROWS_NAME)
+    for url in _fresh_database(pg_server, template):
+        yield Schema(url=url, hardened=request.param == "head")
+
+
+@pytest.fixture(params=["pre_fix", "head"])
+def cancelled_batch_schema(request, pg_server: PgServer, templates: Templates, template_before) -> Iterator[Schema]:
+    """For the race tests of enqueues into a cancelled batch: just before the migration
+    (where they observe the bug) and at head."""
+    template = templates.head if request.param == "head" else template_before(CANCELLED_BATCH_NAME)
     for url in _fresh_database(pg_server, template):
         yield Schema(url=url, hardened=request.param == "head")
 

@@ -5,9 +5,8 @@ commits a generation adds its own `commit` row, timed by the server. On the sche
 the migration the worker writes each row with a fenced call of its own, as it did.
 """
 
-import uuid
-from pathlib import Path
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -119,15 +118,6 @@ def test_malformed_stage_rows_refuse_the_whole_call_and_change_nothing(conn):
     assert snapshot(conn) == before
 
 
-@pytest.fixture(params=["pre_stage_rows", "head"])
-def stage_schema(request, pg_server, templates, template_before):
-    template = templates.head if request.param == "head" else template_before("stage_rows_in_acks")
-    name = f"ingest_t_stage_{uuid.uuid4().hex[:12]}"
-    url = pg_server.create_database(name, template=template)
-    yield url, request.param == "head"
-    pg_server.drop_database(name)
-
-
 class CountingStages(IngestionRpc):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -138,8 +128,9 @@ class CountingStages(IngestionRpc):
         return super().record_stage(*args, **kwargs)
 
 
-def test_the_worker_logs_every_stage_on_either_schema_with_one_call_each_only_before(stage_schema, new_conn):
-    url, at_head = stage_schema
+def test_the_worker_logs_every_stage_on_either_schema_with_one_call_each_only_before(stage_rows_schema,
+                                                                                      new_conn):
+    url, at_head = stage_rows_schema.url, stage_rows_schema.hardened
     settings = load_settings(database_url=url, parse_processes=0)
     with make_pool(url, settings) as pool:
         enqueue_paths(pool, [FIXTURES / "sample.md"], max_bytes=settings.max_file_bytes)

@@ -11,7 +11,6 @@ the cancel's open transaction, observed through pg_blocking_pids.
 from __future__ import annotations
 
 import hashlib
-import uuid
 
 import pytest
 
@@ -21,19 +20,7 @@ from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.enqueue import EnqueueRefused, enqueue_paths
 from ingestion_pipeline.errors import BatchWasCancelled
 from ingestion_pipeline.settings import load_settings
-from tests.conftest import Schema
 from tests.helpers import Background, backend_pid, batch, seed_batch, wait_until_blocked
-
-MIGRATION = "cancelled_batches_take_no_files"
-
-
-@pytest.fixture(params=["pre_fix", "head"])
-def cancel_schema(request, pg_server, templates, template_before):
-    template = templates.head if request.param == "head" else template_before(MIGRATION)
-    name = f"ingest_t_cancel_{uuid.uuid4().hex[:12]}"
-    url = pg_server.create_database(name, template=template)
-    yield Schema(url=url, hardened=request.param == "head")
-    pg_server.drop_database(name)
 
 
 def enqueue_into(conn, batch_id, text: str):
@@ -57,13 +44,13 @@ def documents_of(conn, batch_id) -> int:
     return conn.execute("select count(*) as n from documents where batch_id = %s", (batch_id,)).fetchone()["n"]
 
 
-def test_a_file_enqueued_after_the_cancel_is_refused(cancel_schema, new_conn):
-    conn = new_conn(cancel_schema.url)
+def test_a_file_enqueued_after_the_cancel_is_refused(cancelled_batch_schema, new_conn):
+    conn = new_conn(cancelled_batch_schema.url)
     batch_id = seed_batch(conn)
     enqueue_into(conn, batch_id, "first file")
     assert IngestionRpc(conn).cancel_batch(batch_id).ok
 
-    if cancel_schema.hardened:
+    if cancelled_batch_schema.hardened:
         with pytest.raises(BatchWasCancelled, match="was cancelled: it takes no new files"):
             enqueue_into(conn, batch_id, "second file")
         assert (batch(conn, batch_id)["status"], open_jobs(conn, batch_id)) == ("cancelled", 0)
@@ -73,8 +60,8 @@ def test_a_file_enqueued_after_the_cancel_is_refused(cancel_schema, new_conn):
         assert (batch(conn, batch_id)["status"], open_jobs(conn, batch_id)) == ("processing", 1)
 
 
-def test_an_enqueue_waiting_on_the_cancel_is_refused_once_it_commits(cancel_schema, new_conn):
-    setup, canceller, uploader = (new_conn(cancel_schema.url) for _ in range(3))
+def test_an_enqueue_waiting_on_the_cancel_is_refused_once_it_commits(cancelled_batch_schema, new_conn):
+    setup, canceller, uploader = (new_conn(cancelled_batch_schema.url) for _ in range(3))
     batch_id = seed_batch(setup)
     enqueue_into(setup, batch_id, "first file")
     uploader_pid = backend_pid(uploader)
@@ -83,7 +70,7 @@ def test_an_enqueue_waiting_on_the_cancel_is_refused_once_it_commits(cancel_sche
         upload = Background(lambda: enqueue_into(uploader, batch_id, "second file"))
         wait_until_blocked(setup, uploader_pid, by=backend_pid(canceller))
 
-    if cancel_schema.hardened:
+    if cancelled_batch_schema.hardened:
         with pytest.raises(BatchWasCancelled):
             upload.join()
         assert (batch(setup, batch_id)["status"], open_jobs(setup, batch_id)) == ("cancelled", 0)
@@ -92,18 +79,18 @@ def test_an_enqueue_waiting_on_the_cancel_is_refused_once_it_commits(cancel_sche
         assert (batch(setup, batch_id)["status"], open_jobs(setup, batch_id)) == ("processing", 1)
 
 
-def test_ingest_enqueue_stops_at_the_first_file_after_the_cancel(cancel_schema, tmp_path):
+def test_ingest_enqueue_stops_at_the_first_file_after_the_cancel(cancelled_batch_schema, tmp_path):
     folder = tmp_path / "folder"
     folder.mkdir()
     for name in ("a.txt", "b.txt", "c.txt"):
         (folder / name).write_text(f"the file called {name}")
-    settings = load_settings(database_url=cancel_schema.url)
-    with make_pool(cancel_schema.url, settings) as pool:
+    settings = load_settings(database_url=cancelled_batch_schema.url)
+    with make_pool(cancelled_batch_schema.url, settings) as pool:
         def cancel_after_the_first(entry):
             if entry.path.endswith("a.txt"):
                 assert IngestionRpc(pool).cancel_batch(entry_batch(pool, entry)).ok
 
-        if cancel_schema.hardened:
+        if cancelled_batch_schema.hardened:
             with pytest.raises(EnqueueRefused) as refused:
                 enqueue_paths(pool, [folder], max_bytes=1_000_000, on_file=cancel_after_the_first)
             assert "b.txt: import batch" in str(refused.value)
