@@ -213,40 +213,34 @@ def template_before(pg_server: PgServer) -> Iterator:
         pg_server.drop_database(template)
 
 
-@pytest.fixture(params=["pre_bulk", "head"])
-def bulk_schema(request, pg_server: PgServer, templates: Templates, template_before) -> Iterator[Schema]:
-    """For the tests of the batch-counter and bulk-acknowledgement migration: each runs just
-    before it (the client's one-call-per-item fallback) and at head."""
-    template = templates.head if request.param == "head" else template_before(BULK_ACK_NAME)
-    for url in _fresh_database(pg_server, template):
-        yield Schema(url=url, hardened=request.param == "head")
+def before_and_head(migration: str, before: str, doc: str):
+    """A fixture that runs a test twice: on a fresh database migrated to just before the
+    migration called `migration` (param `before`) and on one at head. `hardened` says
+    which; the templates are built on first use."""
+
+    @pytest.fixture(params=[before, "head"])
+    def fixture(request, pg_server: PgServer, templates: Templates, template_before) -> Iterator[Schema]:
+        template = templates.head if request.param == "head" else template_before(migration)
+        for url in _fresh_database(pg_server, template):
+            yield Schema(url=url, hardened=request.param == "head")
+
+    fixture.__doc__ = doc
+    return fixture
 
 
-@pytest.fixture(params=["pre_lifecycle", "head"])
-def lifecycle_schema(request, pg_server: PgServer, templates: Templates, template_before) -> Iterator[Schema]:
-    """For the race tests of the document-lifecycle migration (delete a document, cancel a
-    batch): each runs just before it (where it must observe the bug, with what an operator
-    could do there instead) and at head (where it must pass)."""
-    template = templates.head if request.param == "head" else template_before(LIFECYCLE_NAME)
-    for url in _fresh_database(pg_server, template):
-        yield Schema(url=url, hardened=request.param == "head")
-
-
-@pytest.fixture(params=["pre_stage_rows", "head"])
-def stage_rows_schema(request, pg_server: PgServer, templates: Templates, template_before) -> Iterator[Schema]:
-    """Just before stage rows rode the acknowledgement (one call per stage row), and at head."""
-    template = templates.head if request.param == "head" else template_before(STAGE_ROWS_NAME)
-    for url in _fresh_database(pg_server, template):
-        yield Schema(url=url, hardened=request.param == "head")
-
-
-@pytest.fixture(params=["pre_fix", "head"])
-def cancelled_batch_schema(request, pg_server: PgServer, templates: Templates, template_before) -> Iterator[Schema]:
-    """For the race tests of enqueues into a cancelled batch: just before the migration
-    (where they observe the bug) and at head."""
-    template = templates.head if request.param == "head" else template_before(CANCELLED_BATCH_NAME)
-    for url in _fresh_database(pg_server, template):
-        yield Schema(url=url, hardened=request.param == "head")
+bulk_schema = before_and_head(
+    BULK_ACK_NAME, "pre_bulk", "The batch-counter and bulk-acknowledgement migration: before it (the client's "
+    "one-call-per-item fallback) and at head.")
+lifecycle_schema = before_and_head(
+    LIFECYCLE_NAME, "pre_lifecycle", "The race tests of the document-lifecycle migration (delete a document, "
+    "cancel a batch): before it, where they observe the bug with what an operator could do there instead, and "
+    "at head, where they must pass.")
+stage_rows_schema = before_and_head(
+    STAGE_ROWS_NAME, "pre_stage_rows", "Before stage rows rode the acknowledgement (one call per stage row), "
+    "and at head.")
+cancelled_batch_schema = before_and_head(
+    CANCELLED_BATCH_NAME, "pre_fix", "The race tests of enqueues into a cancelled batch: before the migration, "
+    "where they observe the bug, and at head.")
 
 
 @pytest.fixture
