@@ -156,7 +156,8 @@ def enqueue_paths(
             entry = _enqueue_file(pool, path, batch, max_bytes, reindex, max_attempts)
         except (OSError, EnqueueRefused, BatchWasCancelled) as exc:
             batch.rolled_back_unless(report.files)
-            # Changed on disk after the check. Files before it stay enqueued (each is atomic).
+            # Changed on disk after the check, or its batch was cancelled meanwhile. Files before
+            # it stay enqueued (each is atomic).
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             where = (f"{len(report.files)} file(s) before it remain in batch {batch.id}" if report.files
                      else "nothing was written")
