@@ -17,7 +17,6 @@ configurations within one invocation, with --rounds > 1.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import tempfile
@@ -28,17 +27,13 @@ from pathlib import Path
 
 import psutil
 from common import ROOT, command_line, connect, create_database, drop_database, embedded_server, print_table
-from ingest_corpus import generate_corpus
+from ingest_corpus import PARSING, generate_corpus, run_cli
 
 DATABASE = "bench_drain_profile"
 INGEST = str(ROOT / ".venv" / "bin" / "ingest")
-# (label, processes, extra environment of each `ingest work`)
-# The last one's run is the one whose statements and functions are printed.
-CONFIGURATIONS = {
-    "threads2": ("2 processes, parsing in their threads", 2,
-                 {"INGEST_PARSE_PROCESSES": "0", "INGEST_WORKER_CONCURRENCY": "4", "INGEST_POOL_MAX_SIZE": "10"}),
-    "children": ("1 process, parsing in its children (defaults)", 1, {}),
-}
+# ingest_corpus.py's two configurations that use the whole machine: (label, processes,
+# INGEST_PARSE_PROCESSES, INGEST_WORKER_CONCURRENCY). The last one's statements are printed.
+CONFIGURATIONS = PARSING[1:]
 
 
 def kind_of(process: psutil.Process) -> str | None:
@@ -92,7 +87,7 @@ class CpuSampler:
         return totals
 
 
-def drain(uri: str, folder: Path, configuration: str) -> tuple[int, float, dict[str, float]]:
+def drain(uri: str, folder: Path, configuration: tuple) -> tuple[int, float, dict[str, float]]:
     env = {**os.environ, "DATABASE_URL": uri}
     subprocess.run([INGEST, "enqueue", str(folder), "--batch", "drain profile"], env=env, check=True,
                    capture_output=True)
@@ -103,12 +98,10 @@ def drain(uri: str, folder: Path, configuration: str) -> tuple[int, float, dict[
             conn.execute("create extension if not exists pg_stat_statements")
             conn.execute("select pg_stat_statements_reset()")
         conn.execute("select pg_stat_reset()")
-    _, processes, extra = CONFIGURATIONS[configuration]
+    _, processes, parse_processes, concurrency = configuration
     began = time.monotonic()
     with CpuSampler() as sampler:
-        workers = [subprocess.Popen([INGEST, "work", "--drain", "--json"], env={**env, **extra},
-                                    stdout=subprocess.PIPE, text=True) for _ in range(processes)]
-        completed = sum(json.loads(worker.communicate()[0])["completed"] for worker in workers)
+        completed = run_cli(uri, concurrency, processes, parse_processes)["completed"]
     return completed, time.monotonic() - began, sampler.by_kind()
 
 
@@ -155,7 +148,8 @@ def main() -> None:
         with server as server_uri:
             rows, uri = [], None
             for number in range(1, args.rounds + 1):
-                for configuration, (label, _, _) in CONFIGURATIONS.items():
+                for configuration in CONFIGURATIONS:
+                    label = configuration[0]
                     uri = create_database(server_uri, DATABASE, migrate=True)
                     completed, seconds, cpu = drain(uri, folder, configuration)
                     per_1000 = {kind: 1000 * value / completed for kind, value in cpu.items()}
@@ -163,7 +157,7 @@ def main() -> None:
                                  *(f"{per_1000.get(kind, 0.0):.1f}" for kind in ("server", "worker", "children")),
                                  f"{sum(per_1000.values()):.1f}"])
                     print(f"round {number}, {label}: {completed} docs in {seconds:.2f}s", flush=True)
-                    if not (number == args.rounds and configuration == list(CONFIGURATIONS)[-1]):
+                    if not (number == args.rounds and configuration is CONFIGURATIONS[-1]):
                         drop_database(server_uri, DATABASE)
             print_table(f"{args.docs} documents of {args.mean_kb:g} KiB; CPU-seconds per 1,000 documents",
                         ["round", "configuration", "docs", "drain s", "docs/s", "server", "worker", "children",
