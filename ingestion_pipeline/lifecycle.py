@@ -25,6 +25,7 @@ REASONS = {
     "already_queued": "already queued (its document has an open job)",
     "cancelled": "cancelled jobs are not retried (enqueue the file again)",
     "document_deleted": "its document was deleted",
+    "batch_cancelled": "its import batch was cancelled (enqueue the file again, into a new batch)",
 }
 
 

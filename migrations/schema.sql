@@ -12,6 +12,42 @@ CREATE TYPE public.import_batch_delta AS (
 	failed integer
 );
 
+CREATE FUNCTION public.apply_generation_commit(p_document_id uuid, p_generation_id uuid, p_metadata jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_pages integer;
+    v_sections integer;
+    v_chunks integer;
+begin
+    select count(*) into v_pages from public.document_pages
+     where document_id = p_document_id and index_generation_id = p_generation_id;
+    select count(*) into v_sections from public.document_sections
+     where document_id = p_document_id and index_generation_id = p_generation_id;
+    select count(*) into v_chunks from public.document_chunks
+     where document_id = p_document_id and index_generation_id = p_generation_id;
+
+    update public.index_generations set status = 'superseded'
+     where document_id = p_document_id and status = 'committed';
+    update public.index_generations
+       set status = 'committed', committed_at = now(),
+           page_count = v_pages, section_count = v_sections, chunk_count = v_chunks
+     where id = p_generation_id;
+    update public.documents
+       set index_generation_id = p_generation_id,
+           status = 'indexed',
+           error_message = null,
+           page_count = v_pages, section_count = v_sections, chunk_count = v_chunks,
+           title = coalesce(nullif(p_metadata ->> 'title', ''), title),
+           metadata = metadata || coalesce(p_metadata, '{}'),
+           updated_at = now()
+     where id = p_document_id;
+    return jsonb_build_object('ok', true, 'generation_id', p_generation_id,
+        'page_count', v_pages, 'section_count', v_sections, 'chunk_count', v_chunks);
+end;
+$$;
+
 CREATE FUNCTION public.begin_document_index_generation(p_job_id uuid, p_document_id uuid, p_worker_id text, p_lease_token bigint DEFAULT NULL::bigint) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -39,29 +75,26 @@ CREATE FUNCTION public.cancel_import_batch(p_batch_id uuid) RETURNS jsonb
 declare
     v_job_ids uuid[];
     v_in_flight integer;
-    v_status text;
     v_cancelled integer;
+    v_batch jsonb;
 begin
-    select status into v_status from public.import_batches where id = p_batch_id;
+    perform 1 from public.import_batches where id = p_batch_id;
     if not found then
         return jsonb_build_object('ok', false, 'reason', 'batch_not_found', 'batch_id', p_batch_id);
     end if;
-    -- The open jobs first (a claim holding one is waited for, then its job is cancelled).
+    -- THE LOCK ORDER. The open jobs first (a claim holding one is waited for, then its job is cancelled).
     select coalesce(array_agg(id order by id), '{}'), count(*) filter (where status = 'processing')
       into v_job_ids, v_in_flight
       from (select id, status from public.ingestion_jobs
              where batch_id = p_batch_id and status in ('pending', 'processing')
              order by id
                for no key update) open_jobs;
-    if cardinality(v_job_ids) = 0 then
-        return jsonb_build_object('ok', false, 'reason', 'nothing_open', 'batch_id', p_batch_id,
-                                  'status', v_status);
-    end if;
     select coalesce(sum(c.cancelled), 0) into v_cancelled
       from public.cancel_locked_ingestion_jobs(v_job_ids, 'import batch cancelled') c;
+    v_batch := public.cancel_import_batch_counters(p_batch_id, v_cancelled, true);
     return jsonb_build_object('ok', true, 'batch_id', p_batch_id, 'cancelled', v_cancelled,
-        'in_flight', v_in_flight, 'job_ids', to_jsonb(v_job_ids),
-        'batch', public.cancel_import_batch_counters(p_batch_id, v_cancelled, true));
+        'in_flight', v_in_flight, 'job_ids', to_jsonb(v_job_ids), 'nothing_open', cardinality(v_job_ids) = 0,
+        'status', v_batch ->> 'status', 'batch', v_batch);
 end;
 $$;
 
@@ -101,6 +134,8 @@ begin
      where g.job_id = any (p_job_ids) and g.status = 'building'
      order by g.id
        for no key update;
+    perform public.lock_documents(array(select j.document_id from public.ingestion_jobs j
+                                         where j.id = any (p_job_ids)));
     update public.index_generations g set status = 'abandoned'
      where g.job_id = any (p_job_ids) and g.status = 'building';
     -- R15: a document with a committed generation keeps it (and stays `indexed`).
@@ -207,18 +242,17 @@ declare
     v_generations bigint := 0;
     v_sources bigint := 0;
 begin
-    select coalesce(array_agg(candidate.document_id), '{}') into v_documents
-      from (select distinct d.id as document_id
-              from public.documents d
-             where (p_document_id is null or d.id = p_document_id)
-               and (exists (select 1 from public.index_generations g
-                             where g.document_id = d.id and g.status <> 'committed'
-                               and g.id is distinct from d.index_generation_id)
-                    or (d.deleted_at is not null
-                        and exists (select 1 from public.document_sources s where s.document_id = d.id)))
-               and not exists (select 1 from public.ingestion_jobs j
-                                where j.document_id = d.id and j.status in ('pending', 'processing'))
-             order by d.id
+    select coalesce(array_agg(candidate.document_id order by candidate.document_id), '{}') into v_documents
+      from (select owed.document_id
+              from (select g.document_id from public.index_generations g
+                     where g.status <> 'committed' and (p_document_id is null or g.document_id = p_document_id)
+                    union
+                    select d.id from public.documents d
+                     where d.deleted_at is not null and d.purged_at is null
+                       and (p_document_id is null or d.id = p_document_id)) owed
+             where not exists (select 1 from public.ingestion_jobs j
+                                where j.document_id = owed.document_id and j.status in ('pending', 'processing'))
+             order by owed.document_id
              limit greatest(p_limit, 0)) candidate;
 
     if p_dry_run then
@@ -263,6 +297,13 @@ begin
            and not exists (select 1 from public.ingestion_jobs j
                             where j.document_id = s.document_id and j.status in ('pending', 'processing'));
         get diagnostics v_sources = row_count;
+        -- A deleted document whose bytes are gone leaves the index the janitor reads (THE LOCK
+        -- ORDER: documents after the generations deleted above).
+        update public.documents d set purged_at = now()
+         where d.id = any (v_documents) and d.deleted_at is not null and d.purged_at is null
+           and not exists (select 1 from public.document_sources s where s.document_id = d.id)
+           and not exists (select 1 from public.ingestion_jobs j
+                            where j.document_id = d.id and j.status in ('pending', 'processing'));
     end if;
 
     return jsonb_build_object('ok', true, 'dry_run', p_dry_run,
@@ -277,26 +318,16 @@ CREATE FUNCTION public.commit_and_complete_ingestion_job(p_job_id uuid, p_docume
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    v_committed jsonb;
-    v_completed jsonb;
+    v_answer jsonb;
 begin
     if p_lease_token is null then
         raise exception 'commit_and_complete_ingestion_job: p_lease_token is required' using errcode = '22023';
     end if;
-    v_committed := public.commit_document_index_generation(
-        p_job_id => p_job_id, p_document_id => p_document_id, p_generation_id => p_generation_id,
-        p_worker_id => null, p_metadata => p_metadata, p_lease_token => p_lease_token);
-    if not (v_committed ->> 'ok')::boolean then
-        return v_committed;
-    end if;
-    -- The job row is locked by this transaction since the commit's fence: this cannot refuse.
-    v_completed := public.complete_ingestion_job(
-        p_job_id => p_job_id, p_document_id => p_document_id, p_batch_id => p_batch_id,
-        p_stage => p_stage, p_worker_id => null, p_lease_token => p_lease_token);
-    if not (v_completed ->> 'ok')::boolean then
-        raise exception 'commit_and_complete_ingestion_job: completion refused after commit: %', v_completed;
-    end if;
-    return v_committed || v_completed;
+    -- p_batch_id is kept for callers of earlier releases: the counters of the job's own batch move.
+    v_answer := public.complete_ingestion_jobs(jsonb_build_array(jsonb_build_object(
+        'job_id', p_job_id, 'document_id', p_document_id, 'lease_token', p_lease_token,
+        'generation_id', p_generation_id, 'metadata', coalesce(p_metadata, '{}'), 'stage', p_stage)));
+    return (v_answer -> 'results' -> 0) - 'item' || jsonb_build_object('batches', v_answer -> 'batches');
 end;
 $$;
 
@@ -306,57 +337,19 @@ CREATE FUNCTION public.commit_document_index_generation(p_job_id uuid, p_documen
     AS $$
 declare
     v_refusal jsonb;
-    v_generation public.index_generations%rowtype;
-    v_pages integer;
-    v_sections integer;
-    v_chunks integer;
 begin
+    -- THE LOCK ORDER: the job, the generations, the document.
     v_refusal := public.lock_fenced_ingestion_job(p_job_id, p_document_id, p_worker_id, p_lease_token);
     if v_refusal is not null then
         return v_refusal;
     end if;
-
-    select * into v_generation from public.index_generations
-     where id = p_generation_id and document_id = p_document_id
-       for no key update;
-    if not found then
-        return jsonb_build_object('ok', false, 'reason', 'generation_not_found');
+    perform public.lock_commit_generations(array[p_document_id], array[p_generation_id]);
+    v_refusal := public.generation_refusal(p_job_id, p_document_id, p_generation_id);
+    if v_refusal is not null then
+        return v_refusal;
     end if;
-    if v_generation.job_id is distinct from p_job_id
-       or v_generation.lease_token <> (select j.lease_token from public.ingestion_jobs j where j.id = p_job_id) then
-        return jsonb_build_object('ok', false, 'reason', 'generation_not_owned');
-    end if;
-    if v_generation.status <> 'building' then
-        return jsonb_build_object('ok', false, 'reason', 'generation_not_building',
-            'status', v_generation.status);
-    end if;
-    perform 1 from public.documents where id = p_document_id for no key update;
-
-    select count(*) into v_pages from public.document_pages
-     where document_id = p_document_id and index_generation_id = p_generation_id;
-    select count(*) into v_sections from public.document_sections
-     where document_id = p_document_id and index_generation_id = p_generation_id;
-    select count(*) into v_chunks from public.document_chunks
-     where document_id = p_document_id and index_generation_id = p_generation_id;
-
-    update public.index_generations set status = 'superseded'
-     where document_id = p_document_id and status = 'committed';
-    update public.index_generations
-       set status = 'committed', committed_at = now(),
-           page_count = v_pages, section_count = v_sections, chunk_count = v_chunks
-     where id = p_generation_id;
-    update public.documents
-       set index_generation_id = p_generation_id,
-           status = 'indexed',
-           error_message = null,
-           page_count = v_pages, section_count = v_sections, chunk_count = v_chunks,
-           title = coalesce(nullif(p_metadata ->> 'title', ''), title),
-           metadata = metadata || coalesce(p_metadata, '{}'),
-           updated_at = now()
-     where id = p_document_id;
-
-    return jsonb_build_object('ok', true, 'generation_id', p_generation_id,
-        'page_count', v_pages, 'section_count', v_sections, 'chunk_count', v_chunks);
+    perform public.lock_documents(array[p_document_id]);
+    return public.apply_generation_commit(p_document_id, p_generation_id, p_metadata);
 end;
 $$;
 
@@ -366,16 +359,19 @@ CREATE FUNCTION public.complete_ingestion_job(p_job_id uuid, p_document_id uuid,
     AS $$
 declare
     v_refusal jsonb;
-    v_deltas public.import_batch_delta[];
 begin
     -- p_batch_id is kept for callers of earlier releases: the counters of the job's own batch move.
+    perform public.require_fence('complete_ingestion_job', p_worker_id, p_lease_token);
+    -- THE LOCK ORDER: the job and the failed siblings it settles, the document, the batches.
+    perform public.lock_settling_ingestion_jobs(array[p_job_id]);
     v_refusal := public.lock_fenced_ingestion_job(p_job_id, p_document_id, p_worker_id, p_lease_token);
     if v_refusal is not null then
         return v_refusal;
     end if;
-    v_deltas := public.settle_completed_ingestion_jobs(array[p_job_id], array[p_document_id], array[p_stage]);
+    perform public.lock_documents(array[p_document_id]);
     return jsonb_build_object('ok', true, 'job_id', p_job_id,
-        'batches', public.move_import_batch_counters(v_deltas));
+        'batches', public.move_import_batch_counters(
+            public.settle_completed_ingestion_jobs(array[p_job_id], array[p_document_id], array[p_stage])));
 end;
 $$;
 
@@ -384,67 +380,114 @@ CREATE FUNCTION public.complete_ingestion_jobs(p_items jsonb) RETURNS jsonb
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    v_item record;
-    v_answer jsonb;
+    v_job_ids uuid[];
+    v_document_ids uuid[];
+    v_tokens bigint[];
+    v_generation_ids uuid[];
+    v_metadata jsonb[];
+    v_stages text[];
+    v_worker_ids text[];
+    v_stage_rows jsonb[];
+    v_positions integer[];
+    v_answers jsonb[];
+    v_accepted boolean[];
+    v_refusal jsonb;
+    v_last_accepted uuid;
     v_commit_began timestamptz;
-    v_results jsonb := '[]'::jsonb;
-    v_job_ids uuid[] := '{}';
-    v_document_ids uuid[] := '{}';
-    v_stages text[] := '{}';
+    v_job public.ingestion_jobs%rowtype;
+    v_settled_jobs uuid[] := '{}';
+    v_settled_documents uuid[] := '{}';
+    v_settled_stages text[] := '{}';
+    v_count integer;
+    v_missing integer;
 begin
-    if p_items is null or jsonb_typeof(p_items) <> 'array' then
-        raise exception 'complete_ingestion_jobs: p_items must be a json array' using errcode = '22023';
+    perform public.require_ack_items('complete_ingestion_jobs', p_items);
+    select coalesce(array_agg(x.job_id order by x.job_id, x.item), '{}'),
+           coalesce(array_agg(x.document_id order by x.job_id, x.item), '{}'),
+           coalesce(array_agg(x.lease_token order by x.job_id, x.item), '{}'),
+           coalesce(array_agg(x.generation_id order by x.job_id, x.item), '{}'),
+           coalesce(array_agg(coalesce(x.metadata, '{}') order by x.job_id, x.item), '{}'),
+           coalesce(array_agg(x.stage order by x.job_id, x.item), '{}'),
+           coalesce(array_agg(x.worker_id order by x.job_id, x.item), '{}'),
+           coalesce(array_agg(x.stages order by x.job_id, x.item), '{}'),
+           coalesce(array_agg(x.item::integer order by x.job_id, x.item), '{}'),
+           count(*) filter (where x.job_id is null or x.document_id is null or x.lease_token is null)
+      into v_job_ids, v_document_ids, v_tokens, v_generation_ids, v_metadata, v_stages, v_worker_ids,
+           v_stage_rows, v_positions, v_missing
+      from rows from (jsonb_to_recordset(p_items)
+               as (job_id uuid, document_id uuid, lease_token bigint, generation_id uuid, metadata jsonb,
+                   stage text, worker_id text, stages jsonb))
+               with ordinality as x(job_id, document_id, lease_token, generation_id, metadata, stage, worker_id,
+                                    stages, item);
+    if v_missing > 0 then
+        raise exception 'complete_ingestion_jobs: every item needs job_id, document_id and lease_token'
+            using errcode = '22023';
     end if;
-    for v_item in
-        select * from rows from (jsonb_to_recordset(p_items)
-                 as (job_id uuid, document_id uuid, lease_token bigint, generation_id uuid, metadata jsonb, stage text,
-                     worker_id text, stages jsonb))
-                 with ordinality as x(job_id, document_id, lease_token, generation_id, metadata, stage, worker_id,
-                                      stages, item)
-         order by x.job_id, x.item
-    loop
-        if v_item.job_id is null or v_item.document_id is null or v_item.lease_token is null then
-            raise exception 'complete_ingestion_jobs: every item needs job_id, document_id and lease_token'
-                using errcode = '22023';
-        end if;
-        v_commit_began := clock_timestamp();
-        if v_item.generation_id is not null then
-            v_answer := public.commit_document_index_generation(
-                p_job_id => v_item.job_id, p_document_id => v_item.document_id,
-                p_generation_id => v_item.generation_id, p_worker_id => null,
-                p_metadata => coalesce(v_item.metadata, '{}'), p_lease_token => v_item.lease_token);
-        else
-            v_answer := coalesce(public.lock_fenced_ingestion_job(v_item.job_id, v_item.document_id, null,
-                                                                  v_item.lease_token),
-                                 jsonb_build_object('ok', true));
-        end if;
-        -- A second item of a job already accepted here is refused: the job is settled once.
-        if (v_answer ->> 'ok')::boolean and v_item.job_id = any (v_job_ids) then
-            v_answer := jsonb_build_object('ok', false, 'reason', 'lease_lost');
-        end if;
-        if (v_answer ->> 'ok')::boolean then
-            v_job_ids := v_job_ids || v_item.job_id;
-            v_document_ids := v_document_ids || v_item.document_id;
-            v_stages := v_stages || v_item.stage;
-            v_answer := v_answer || jsonb_build_object('committed', v_item.generation_id is not null);
-            if v_item.stages is not null then
-                if v_item.generation_id is not null then
-                    v_item.stages := v_item.stages || jsonb_build_array(jsonb_build_object(
-                        'stage', 'commit', 'started_at', v_commit_began, 'finished_at', clock_timestamp(),
-                        'detail', jsonb_build_object('seconds', round(extract(epoch from
-                            clock_timestamp() - v_commit_began)::numeric, 4), 'completes_job', true)));
-                end if;
-                perform public.insert_ingestion_job_stages(v_item.job_id, v_item.document_id, v_item.worker_id,
-                                                           v_item.stages);
-            end if;
-        end if;
-        v_results := v_results || jsonb_build_array(v_answer || jsonb_build_object(
-            'job_id', v_item.job_id, 'lease_token', v_item.lease_token, 'item', v_item.item));
+    v_count := cardinality(v_job_ids);
+    v_answers := array_fill(null::jsonb, array[v_count]);
+    v_accepted := array_fill(false, array[v_count]);
+
+    -- Phase 1: every item's job, and the failed siblings the completions settle.
+    perform public.lock_settling_ingestion_jobs(v_job_ids);
+    for i in 1..v_count loop
+        select * into v_job from public.ingestion_jobs where id = v_job_ids[i];
+        v_answers[v_positions[i]] := public.fence_refusal(v_job, v_job_ids[i], v_document_ids[i], null, v_tokens[i]);
+        v_accepted[i] := v_answers[v_positions[i]] is null;
     end loop;
-    -- The accepted items' jobs are locked (their fences held): settle them all at once.
-    return jsonb_build_object('ok', true, 'results', v_results,
+
+    -- Phase 2: the generations of the items that hold their lease (and those they supersede).
+    perform public.lock_commit_generations(
+        array(select v_document_ids[i] from generate_subscripts(v_job_ids, 1) i
+               where v_accepted[i] and v_generation_ids[i] is not null),
+        array(select v_generation_ids[i] from generate_subscripts(v_job_ids, 1) i
+               where v_accepted[i] and v_generation_ids[i] is not null));
+    for i in 1..v_count loop
+        continue when not v_accepted[i];
+        v_refusal := case when v_job_ids[i] = v_last_accepted
+                          then jsonb_build_object('ok', false, 'reason', 'duplicate_item', 'job_id', v_job_ids[i])
+                          when v_generation_ids[i] is not null
+                          then public.generation_refusal(v_job_ids[i], v_document_ids[i], v_generation_ids[i]) end;
+        if v_refusal is not null then
+            v_answers[v_positions[i]] := v_refusal;
+            v_accepted[i] := false;
+        else
+            v_last_accepted := v_job_ids[i];
+        end if;
+    end loop;
+
+    -- Phase 3: the documents of the accepted items. Then the writes, every row already locked.
+    perform public.lock_documents(array(select v_document_ids[i] from generate_subscripts(v_job_ids, 1) i
+                                         where v_accepted[i]));
+    for i in 1..v_count loop
+        continue when not v_accepted[i];
+        v_commit_began := clock_timestamp();
+        v_answers[v_positions[i]] := case
+            when v_generation_ids[i] is null then jsonb_build_object('ok', true, 'committed', false)
+            else public.apply_generation_commit(v_document_ids[i], v_generation_ids[i], v_metadata[i])
+                 || jsonb_build_object('committed', true) end;
+        if v_stage_rows[i] is not null then
+            if v_generation_ids[i] is not null then
+                v_stage_rows[i] := v_stage_rows[i] || jsonb_build_array(jsonb_build_object(
+                    'stage', 'commit', 'started_at', v_commit_began, 'finished_at', clock_timestamp(),
+                    'detail', jsonb_build_object('seconds', round(extract(epoch from
+                        clock_timestamp() - v_commit_began)::numeric, 4), 'completes_job', true)));
+            end if;
+            perform public.insert_ingestion_job_stages(v_job_ids[i], v_document_ids[i], v_worker_ids[i],
+                                                       v_stage_rows[i]);
+        end if;
+        v_settled_jobs := array_append(v_settled_jobs, v_job_ids[i]);
+        v_settled_documents := array_append(v_settled_documents, v_document_ids[i]);
+        v_settled_stages := array_append(v_settled_stages, v_stages[i]);
+    end loop;
+    for i in 1..v_count loop
+        v_answers[v_positions[i]] := v_answers[v_positions[i]] || jsonb_build_object(
+            'job_id', v_job_ids[i], 'lease_token', v_tokens[i], 'item', v_positions[i]);
+    end loop;
+
+    -- Phase 4: the batch rows, once each, last.
+    return jsonb_build_object('ok', true, 'results', to_jsonb(v_answers),
         'batches', public.move_import_batch_counters(
-            public.settle_completed_ingestion_jobs(v_job_ids, v_document_ids, v_stages)));
+            public.settle_completed_ingestion_jobs(v_settled_jobs, v_settled_documents, v_settled_stages)));
 end;
 $$;
 
@@ -471,32 +514,46 @@ CREATE FUNCTION public.delete_document(p_document_id uuid) RETURNS jsonb
 declare
     v_document public.documents%rowtype;
     v_job public.ingestion_jobs%rowtype;
+    v_open_now uuid;
+    v_settled boolean := false;
     v_in_flight boolean;
     v_batch jsonb;
 begin
-    -- Lock order as commit's: the open job, the generations, the document, the batch last.
-    select * into v_job from public.ingestion_jobs
-     where document_id = p_document_id and status in ('pending', 'processing')
-       for no key update;
-    perform 1 from public.index_generations
-     where document_id = p_document_id and status in ('building', 'committed')
-     order by id
-       for no key update;
-    select * into v_document from public.documents where id = p_document_id for no key update;
-    if not found then
+    -- THE LOCK ORDER: the open job, the generations, the document, the batch last.
+    for attempt in 1..5 loop
+        begin
+            select * into v_job from public.ingestion_jobs
+             where document_id = p_document_id and status in ('pending', 'processing')
+               for no key update;
+            perform 1 from public.index_generations
+             where document_id = p_document_id and status in ('building', 'committed')
+             order by id
+               for no key update;
+            select * into v_document from public.documents where id = p_document_id for no key update;
+            -- An enqueue in flight when we looked for the open job has committed by now (its
+            -- lock on the document is what we waited for). Locking its job now would take a
+            -- job after a document: undo this attempt's locks (the block's subtransaction)
+            -- and start again, the new job in sight.
+            select id into v_open_now from public.ingestion_jobs
+             where document_id = p_document_id and status in ('pending', 'processing');
+            if v_open_now is distinct from v_job.id then
+                raise exception 'open job changed' using errcode = 'IF003';
+            end if;
+            v_settled := true;
+            exit;
+        exception when sqlstate 'IF003' then
+            v_job := null;
+        end;
+    end loop;
+    if not v_settled then
+        return jsonb_build_object('ok', false, 'reason', 'contended', 'document_id', p_document_id);
+    end if;
+    if v_document.id is null then
         return jsonb_build_object('ok', false, 'reason', 'not_found', 'document_id', p_document_id);
     end if;
     if v_document.deleted_at is not null then
         return jsonb_build_object('ok', false, 'reason', 'already_deleted', 'document_id', p_document_id,
                                   'deleted_at', v_document.deleted_at);
-    end if;
-    -- An enqueue that was in flight when we looked for the open job has committed by now
-    -- (its update of the document is what we waited for): look again. No claim can hold
-    -- that job (a claim locks the document too, and skips it while we hold it).
-    if v_job.id is null then
-        select * into v_job from public.ingestion_jobs
-         where document_id = p_document_id and status in ('pending', 'processing')
-           for no key update;
     end if;
 
     v_in_flight := v_job.id is not null and v_job.status = 'processing';
@@ -507,7 +564,8 @@ begin
      where document_id = p_document_id and status in ('building', 'committed');
     update public.documents
        set deleted_at = now(), status = 'deleted', index_generation_id = null,
-           page_count = 0, section_count = 0, chunk_count = 0, updated_at = now()
+           page_count = 0, section_count = 0, chunk_count = 0, updated_at = now(),
+           purged_at = case when v_in_flight then null else now() end
      where id = p_document_id;
 
     -- Nothing in flight: nobody writes its rows, so they go now. Otherwise the building
@@ -555,26 +613,28 @@ begin
 end
 $$;
 
-CREATE FUNCTION public.drifted_import_batch_ids(p_limit integer DEFAULT 100) RETURNS SETOF uuid
+CREATE FUNCTION public.drifted_import_batch_ids(p_limit integer DEFAULT 100, p_finished_within interval DEFAULT '01:00:00'::interval) RETURNS SETOF uuid
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     select b.id
       from public.import_batches b
-      left join (select j.batch_id,
-                        count(*) as total,
-                        count(*) filter (where j.status = 'completed') as completed,
-                        count(*) filter (where j.status = 'failed') as failed,
-                        count(*) filter (where j.status = 'cancelled') as cancelled,
-                        count(*) filter (where j.status in ('pending', 'processing')) as open
-                   from public.ingestion_jobs j
-                  where j.batch_id is not null
-                  group by j.batch_id) c on c.batch_id = b.id
-     where (b.total_files, b.completed_files, b.failed_files, b.cancelled_files, b.open_files)
-               is distinct from (coalesce(c.total, 0), coalesce(c.completed, 0), coalesce(c.failed, 0),
-                                 coalesce(c.cancelled, 0), coalesce(c.open, 0))
-        or (coalesce(c.total, 0) > 0
-            and b.status is distinct from public.import_batch_status_of(c.open, c.failed, b.cancelled_at))
+      cross join lateral (
+          select count(*) as total,
+                 count(*) filter (where j.status = 'completed') as completed,
+                 count(*) filter (where j.status = 'failed') as failed,
+                 count(*) filter (where j.status = 'cancelled') as cancelled,
+                 count(*) filter (where j.status in ('pending', 'processing')) as open
+            from public.ingestion_jobs j
+           where j.batch_id = b.id) c
+     where b.id in (select o.id from public.import_batches o where o.status in ('pending', 'processing')
+                    union
+                    select f.id from public.import_batches f
+                     where p_finished_within is null or f.completed_at >= now() - p_finished_within)
+       and ((b.total_files, b.completed_files, b.failed_files, b.cancelled_files, b.open_files)
+                is distinct from (c.total, c.completed, c.failed, c.cancelled, c.open)
+            or (c.total > 0 and b.status is distinct from public.import_batch_status_of(c.open, c.failed,
+                                                                                        b.cancelled_at)))
      order by b.id
      limit greatest(p_limit, 1);
 $$;
@@ -672,21 +732,21 @@ declare
     v_job_ids uuid[];
     v_deltas public.import_batch_delta[];
 begin
-    with stale as (
-        select id from public.ingestion_jobs
-         where status = 'processing'
-           and lease_expires_at < now()
-           and attempt_count >= max_attempts
-         order by id
-           for update skip locked
-    ), expired as (
+    -- p_stale_after_seconds is kept for callers of earlier releases: the deadline is on the row.
+    v_job_ids := array(select j.id from public.ingestion_jobs j
+                        where j.status = 'processing' and j.lease_expires_at < now()
+                          and j.attempt_count >= j.max_attempts
+                        order by j.id
+                          for update of j skip locked);
+    perform public.lock_documents(array(select j.document_id from public.ingestion_jobs j
+                                         where j.id = any (v_job_ids)));
+    with expired as (
         update public.ingestion_jobs j
            set status = 'failed', stage = 'dead_letter', completed_at = now(),
                locked_by = null, locked_at = null, lease_expires_at = null,
                error_message = coalesce(j.error_message, 'lease expired on the final attempt'),
                updated_at = now()
-          from stale
-         where j.id = stale.id
+         where j.id = any (v_job_ids)
         returning j.id, j.document_id, j.batch_id
     ), demoted as (
         update public.documents d
@@ -695,11 +755,9 @@ begin
          where d.id = e.document_id and d.index_generation_id is null
         returning d.id
     )
-    select array_agg(id), array_agg(row(batch_id, 0, -1, 0, 1)::public.import_batch_delta)
-      into v_job_ids, v_deltas from expired;
+    select array_agg(row(e.batch_id, 0, -1, 0, 1)::public.import_batch_delta) into v_deltas from expired e;
 
-    return jsonb_build_object('ok', true, 'expired', coalesce(array_length(v_job_ids, 1), 0),
-        'job_ids', to_jsonb(coalesce(v_job_ids, '{}')),
+    return jsonb_build_object('ok', true, 'expired', cardinality(v_job_ids), 'job_ids', to_jsonb(v_job_ids),
         'batches', public.move_import_batch_counters(coalesce(v_deltas, '{}')));
 end;
 $$;
@@ -712,6 +770,8 @@ declare
     v_refusal jsonb;
     v_settled record;
 begin
+    perform public.require_failed_document_status('fail_or_retry_ingestion_job', p_document_status);
+    -- THE LOCK ORDER: the job, the document (settle_failed_ingestion_job), the batch.
     v_refusal := public.lock_fenced_ingestion_job(p_job_id, p_document_id, p_worker_id, p_lease_token);
     if v_refusal is not null then
         return v_refusal;
@@ -730,49 +790,148 @@ CREATE FUNCTION public.fail_or_retry_ingestion_jobs(p_items jsonb) RETURNS jsonb
     AS $$
 declare
     v_item record;
+    v_job public.ingestion_jobs%rowtype;
+    v_answers jsonb[];
     v_refusal jsonb;
+    v_last_accepted uuid;
     v_settled record;
-    v_results jsonb := '[]'::jsonb;
     v_deltas public.import_batch_delta[] := '{}';
+    v_bad_status text;
 begin
-    if p_items is null or jsonb_typeof(p_items) <> 'array' then
-        raise exception 'fail_or_retry_ingestion_jobs: p_items must be a json array' using errcode = '22023';
+    perform public.require_ack_items('fail_or_retry_ingestion_jobs', p_items);
+    if exists (select 1 from jsonb_to_recordset(p_items) as x(job_id uuid, document_id uuid, lease_token bigint)
+                where x.job_id is null or x.document_id is null or x.lease_token is null) then
+        raise exception 'fail_or_retry_ingestion_jobs: every item needs job_id, document_id and lease_token'
+            using errcode = '22023';
     end if;
+    select x.document_status into v_bad_status
+      from jsonb_to_recordset(p_items) as x(document_status text)
+     where x.document_status is distinct from 'failed' and x.document_status is not null
+     limit 1;
+    perform public.require_failed_document_status('fail_or_retry_ingestion_jobs', v_bad_status);
+    v_answers := array_fill(null::jsonb, array[jsonb_array_length(p_items)]);
+
+    -- Phase 1: the jobs. Then each item's fence; a second item of an accepted job is refused.
+    perform 1 from public.ingestion_jobs j
+     where j.id in (select x.job_id from jsonb_to_recordset(p_items) as x(job_id uuid))
+     order by j.id
+       for update of j;
     for v_item in
-        select * from rows from (jsonb_to_recordset(p_items)
-                 as (job_id uuid, document_id uuid, lease_token bigint, retry boolean, error_message text,
-                     stage text, document_status text, retry_delay_seconds double precision, worker_id text,
-                     stages jsonb))
-                 with ordinality as x(job_id, document_id, lease_token, retry, error_message, stage, document_status,
-                                      retry_delay_seconds, worker_id, stages, item)
+        select x.job_id, x.document_id, x.lease_token, x.item::integer as item
+          from rows from (jsonb_to_recordset(p_items) as (job_id uuid, document_id uuid, lease_token bigint))
+               with ordinality as x(job_id, document_id, lease_token, item)
          order by x.job_id, x.item
     loop
-        if v_item.job_id is null or v_item.document_id is null or v_item.lease_token is null then
-            raise exception 'fail_or_retry_ingestion_jobs: every item needs job_id, document_id and lease_token'
-                using errcode = '22023';
+        select * into v_job from public.ingestion_jobs where id = v_item.job_id;
+        v_refusal := coalesce(
+            public.fence_refusal(v_job, v_item.job_id, v_item.document_id, null, v_item.lease_token),
+            case when v_item.job_id = v_last_accepted
+                 then jsonb_build_object('ok', false, 'reason', 'duplicate_item', 'job_id', v_item.job_id) end);
+        if v_refusal is null then
+            v_last_accepted := v_item.job_id;
+            v_answers[v_item.item] := jsonb_build_object('ok', true);
+        else
+            v_answers[v_item.item] := v_refusal;
         end if;
-        v_refusal := public.lock_fenced_ingestion_job(v_item.job_id, v_item.document_id, null, v_item.lease_token);
-        if v_refusal is not null then
-            v_results := v_results || jsonb_build_array(v_refusal || jsonb_build_object(
-                'lease_token', v_item.lease_token, 'item', v_item.item));
-            continue;
-        end if;
-        if v_item.stages is not null then
-            perform public.insert_ingestion_job_stages(v_item.job_id, v_item.document_id, v_item.worker_id,
-                                                       v_item.stages);
-        end if;
-        v_settled := public.settle_failed_ingestion_job(
-            v_item.job_id, v_item.document_id, v_item.retry, v_item.document_status, v_item.stage,
-            v_item.error_message, null, coalesce(v_item.retry_delay_seconds, 0));
-        v_deltas := v_deltas || v_settled.deltas;
-        v_results := v_results || jsonb_build_array(jsonb_build_object(
-            'ok', true, 'job_id', v_item.job_id, 'lease_token', v_item.lease_token, 'item', v_item.item,
-            'retried', v_settled.retried,
-            'attempts_exhausted', coalesce(v_item.retry, false) and not v_settled.retried));
     end loop;
-    return jsonb_build_object('ok', true, 'results', v_results,
+
+    -- Phase 3: the documents of the accepted items; then the writes.
+    perform public.lock_documents(array(
+        select x.document_id from rows from (jsonb_to_recordset(p_items) as (document_id uuid))
+               with ordinality as x(document_id, item)
+         where (v_answers[x.item::integer] ->> 'ok')::boolean));
+    for v_item in
+        select x.*, x.item::integer as position
+          from rows from (jsonb_to_recordset(p_items)
+                   as (job_id uuid, document_id uuid, lease_token bigint, retry boolean, error_message text,
+                       stage text, document_status text, retry_delay_seconds double precision, worker_id text,
+                       stages jsonb))
+               with ordinality as x(job_id, document_id, lease_token, retry, error_message, stage,
+                                    document_status, retry_delay_seconds, worker_id, stages, item)
+         order by x.job_id, x.item
+    loop
+        if (v_answers[v_item.position] ->> 'ok')::boolean then
+            if v_item.stages is not null then
+                perform public.insert_ingestion_job_stages(v_item.job_id, v_item.document_id, v_item.worker_id,
+                                                           v_item.stages);
+            end if;
+            v_settled := public.settle_failed_ingestion_job(
+                v_item.job_id, v_item.document_id, v_item.retry, v_item.document_status, v_item.stage,
+                v_item.error_message, null, coalesce(v_item.retry_delay_seconds, 0));
+            if cardinality(v_settled.deltas) > 0 then
+                v_deltas := array_append(v_deltas, v_settled.deltas[1]);  -- in place: linear
+            end if;
+            v_answers[v_item.position] := jsonb_build_object('ok', true, 'retried', v_settled.retried,
+                'attempts_exhausted', coalesce(v_item.retry, false) and not v_settled.retried);
+        end if;
+        v_answers[v_item.position] := v_answers[v_item.position] || jsonb_build_object(
+            'job_id', v_item.job_id, 'lease_token', v_item.lease_token, 'item', v_item.position);
+    end loop;
+
+    -- Phase 4: the batch rows, once each, last.
+    return jsonb_build_object('ok', true, 'results', to_jsonb(v_answers),
         'batches', public.move_import_batch_counters(v_deltas));
 end;
+$$;
+
+CREATE TABLE public.ingestion_jobs (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    document_id uuid NOT NULL,
+    batch_id uuid,
+    kind text DEFAULT 'index'::text NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    stage text DEFAULT 'queued'::text NOT NULL,
+    progress integer DEFAULT 0 NOT NULL,
+    attempt_count integer DEFAULT 0 NOT NULL,
+    max_attempts integer DEFAULT 3 NOT NULL,
+    locked_by text,
+    locked_at timestamp with time zone,
+    next_run_at timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    completed_at timestamp with time zone,
+    error_message text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    lease_token bigint DEFAULT 0 NOT NULL,
+    lease_expires_at timestamp with time zone,
+    lease_seconds integer,
+    CONSTRAINT ingestion_jobs_attempt_count_check CHECK ((attempt_count >= 0)),
+    CONSTRAINT ingestion_jobs_kind_check CHECK ((kind = ANY (ARRAY['index'::text, 'reindex'::text]))),
+    CONSTRAINT ingestion_jobs_max_attempts_check CHECK ((max_attempts >= 1)),
+    CONSTRAINT ingestion_jobs_progress_check CHECK (((progress >= 0) AND (progress <= 100))),
+    CONSTRAINT ingestion_jobs_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'processing'::text, 'completed'::text, 'failed'::text, 'cancelled'::text])))
+)
+WITH (fillfactor='80');
+
+CREATE FUNCTION public.fence_refusal(p_job public.ingestion_jobs, p_job_id uuid, p_document_id uuid, p_worker_id text, p_lease_token bigint) RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select case
+        when p_job.id is null then jsonb_build_object('ok', false, 'reason', 'not_found', 'job_id', p_job_id)
+        when p_job.status <> 'processing'
+          or (p_lease_token is not null and p_job.lease_token <> p_lease_token)
+          or (p_lease_token is null and p_job.locked_by is distinct from p_worker_id)
+            then jsonb_build_object('ok', false, 'reason', 'lease_lost', 'job_id', p_job_id)
+        when p_job.document_id <> p_document_id
+            then jsonb_build_object('ok', false, 'reason', 'document_mismatch', 'job_id', p_job_id)
+    end;
+$$;
+
+CREATE FUNCTION public.generation_refusal(p_job_id uuid, p_document_id uuid, p_generation_id uuid) RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select case
+        when g.id is null then jsonb_build_object('ok', false, 'reason', 'generation_not_found')
+        when g.job_id is distinct from p_job_id or g.lease_token is distinct from j.lease_token
+            then jsonb_build_object('ok', false, 'reason', 'generation_not_owned')
+        when g.status <> 'building'
+            then jsonb_build_object('ok', false, 'reason', 'generation_not_building', 'status', g.status)
+    end
+      from (select 1) one
+      left join public.index_generations g on g.id = p_generation_id and g.document_id = p_document_id
+      left join public.ingestion_jobs j on j.id = p_job_id;
 $$;
 
 CREATE FUNCTION public.heartbeat_ingestion_job(p_job_id uuid, p_worker_id text, p_progress integer DEFAULT NULL::integer, p_stage text DEFAULT NULL::text, p_lease_token bigint DEFAULT NULL::bigint) RETURNS jsonb
@@ -950,7 +1109,7 @@ CREATE FUNCTION public.ingestion_queue_health(p_stale_after_seconds integer DEFA
         'stale_leases', (select count(*) from public.ingestion_jobs
                           where status = 'processing' and lease_expires_at < now()),
         'stuck_batches', (select count(*) from public.stuck_import_batch_ids(1000000)),
-        'batch_counter_drift', (select count(*) from public.drifted_import_batch_ids(1000000)),
+        'batch_counter_drift', (select count(*) from public.drifted_import_batch_ids(1000000, null)),
         'count_mismatches', (select count(*) from public.documents d
                               where d.index_generation_id is not null
                                 and (d.page_count, d.section_count, d.chunk_count) is distinct from (
@@ -1011,6 +1170,30 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.lock_commit_generations(p_document_ids uuid[], p_generation_ids uuid[]) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    perform 1 from public.index_generations g
+     where g.id in (select wanted.id from unnest(p_generation_ids) as wanted(id)
+                    union
+                    select c.id from public.index_generations c
+                     where c.document_id = any (p_document_ids) and c.status = 'committed')
+     order by g.id
+       for no key update of g;
+end;
+$$;
+
+CREATE FUNCTION public.lock_documents(p_document_ids uuid[]) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    perform 1 from public.documents d where d.id = any (p_document_ids) order by d.id for no key update;
+end;
+$$;
+
 CREATE FUNCTION public.lock_fenced_ingestion_job(p_job_id uuid, p_document_id uuid, p_worker_id text, p_lease_token bigint) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1018,25 +1201,34 @@ CREATE FUNCTION public.lock_fenced_ingestion_job(p_job_id uuid, p_document_id uu
 declare
     v_job public.ingestion_jobs%rowtype;
 begin
+    perform public.require_fence('fenced call', p_worker_id, p_lease_token);
     select * into v_job from public.ingestion_jobs where id = p_job_id for update;
-    if not found then
-        return jsonb_build_object('ok', false, 'reason', 'not_found', 'job_id', p_job_id);
-    end if;
-    if (p_lease_token is not null
-        and (v_job.status <> 'processing' or v_job.lease_token <> p_lease_token))
-       or (p_lease_token is null and p_worker_id is not null
-        and (v_job.status <> 'processing' or v_job.locked_by is distinct from p_worker_id)) then
-        return jsonb_build_object('ok', false, 'reason', 'lease_lost', 'job_id', p_job_id);
-    end if;
-    if v_job.status not in ('pending', 'processing') then
-        return jsonb_build_object('ok', false, 'reason', 'not_open', 'job_id', p_job_id, 'status', v_job.status);
-    end if;
-    if v_job.document_id <> p_document_id then
-        return jsonb_build_object('ok', false, 'reason', 'document_mismatch', 'job_id', p_job_id);
-    end if;
-    return null;
+    return public.fence_refusal(v_job, p_job_id, p_document_id, p_worker_id, p_lease_token);
 end;
 $$;
+
+CREATE FUNCTION public.lock_settling_ingestion_jobs(p_job_ids uuid[]) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    perform 1 from public.ingestion_jobs j
+     where j.id in (select wanted.id from unnest(p_job_ids) as wanted(id)
+                    union
+                    select sibling.id
+                      from public.ingestion_jobs own
+                      join public.ingestion_jobs sibling
+                        on sibling.document_id = own.document_id and sibling.status = 'failed'
+                     where own.id = any (p_job_ids))
+     order by j.id
+       for update of j;
+end;
+$$;
+
+CREATE FUNCTION public.max_ack_items() RETURNS integer
+    LANGUAGE sql IMMUTABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$ select 1000 $$;
 
 CREATE FUNCTION public.move_import_batch_counters(p_deltas public.import_batch_delta[]) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
@@ -1083,10 +1275,9 @@ declare
     v_document_id uuid;
 begin
     select document_id into v_document_id from public.ingestion_jobs
-     where id = p_job_id
-       and case when p_lease_token is not null
-                then lease_token = p_lease_token and status in ('processing', 'completed')
-                else status = 'processing' and locked_by = p_worker_id end
+     where id = p_job_id and status = 'processing'
+       and case when p_lease_token is not null then lease_token = p_lease_token
+                else locked_by = p_worker_id end
        for key share;
     if not found then
         return jsonb_build_object('ok', false, 'reason', 'lease_lost', 'job_id', p_job_id);
@@ -1097,14 +1288,15 @@ begin
 end;
 $$;
 
-CREATE FUNCTION public.refresh_drifted_import_batches(p_limit integer DEFAULT 100) RETURNS jsonb
+CREATE FUNCTION public.refresh_drifted_import_batches(p_limit integer DEFAULT 100, p_finished_within interval DEFAULT '01:00:00'::interval) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
     v_ids uuid[];
 begin
-    select coalesce(array_agg(id order by id), '{}') into v_ids from public.drifted_import_batch_ids(p_limit) as id;
+    select coalesce(array_agg(id order by id), '{}') into v_ids
+      from public.drifted_import_batch_ids(p_limit, p_finished_within) as id;
     return jsonb_build_object('ok', true, 'refreshed', coalesce(array_length(v_ids, 1), 0),
         'batches', public.refresh_import_batches(v_ids));
 end;
@@ -1182,42 +1374,127 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.require_ack_items(p_function text, p_items jsonb) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if p_items is null or jsonb_typeof(p_items) <> 'array' then
+        raise exception '%: p_items must be a json array', p_function using errcode = '22023';
+    end if;
+    if jsonb_array_length(p_items) > public.max_ack_items() then
+        raise exception '%: % items, at most % per call', p_function, jsonb_array_length(p_items),
+                public.max_ack_items()
+            using errcode = '22023', hint = 'Split the acknowledgement into calls of at most that many items.';
+    end if;
+end;
+$$;
+
+CREATE FUNCTION public.require_failed_document_status(p_function text, p_status text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if p_status is not null and p_status <> 'failed' then
+        raise exception '%: document_status must be ''failed'' (got %)', p_function, quote_literal(p_status)
+            using errcode = '22023';
+    end if;
+end;
+$$;
+
+CREATE FUNCTION public.require_fence(p_function text, p_worker_id text, p_lease_token bigint) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if p_worker_id is null and p_lease_token is null then
+        raise exception '%: a lease token (or, from older workers, a worker id) is required', p_function
+            using errcode = '22023',
+                  hint = 'Claim the job first (claim_ingestion_jobs) and pass its lease_token.';
+    end if;
+end;
+$$;
+
 CREATE FUNCTION public.retry_failed_ingestion_jobs(p_job_ids uuid[] DEFAULT NULL::uuid[], p_batch_id uuid DEFAULT NULL::uuid) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    v_job_id uuid;
-    v_answer jsonb;
-    v_retried uuid[] := '{}';
-    v_refused jsonb := '[]'::jsonb;
+    v_chosen uuid[];
+    v_retried uuid[];
+    v_refused jsonb;
+    v_deltas public.import_batch_delta[];
 begin
-    for v_job_id in
+    -- Read without locks; everything is decided again below, under them.
+    v_chosen := array(
         select j.id from public.ingestion_jobs j
          where (p_job_ids is not null and j.id = any (p_job_ids))
             or (p_job_ids is null and j.status = 'failed'
                 and (p_batch_id is null or j.batch_id = p_batch_id)
-                and exists (select 1 from public.documents d where d.id = j.document_id and d.deleted_at is null))
-         order by j.id
-    loop
-        v_answer := public.retry_ingestion_job(v_job_id);
-        if (v_answer ->> 'ok')::boolean then
-            v_retried := v_retried || v_job_id;
-        else
-            v_refused := v_refused || jsonb_build_array(jsonb_build_object(
-                'job_id', v_job_id, 'reason', v_answer ->> 'reason'));
-        end if;
-    end loop;
+                and exists (select 1 from public.documents d where d.id = j.document_id and d.deleted_at is null)
+                and not exists (select 1 from public.import_batches b
+                                 where b.id = j.batch_id and b.cancelled_at is not null))
+         order by j.id);
+
+    perform 1 from public.ingestion_jobs j where j.id = any (v_chosen) order by j.id for update of j;
+    perform public.lock_documents(array(select j.document_id from public.ingestion_jobs j
+                                         where j.id = any (v_chosen)));
+    perform 1 from public.import_batches b
+     where b.id in (select j.batch_id from public.ingestion_jobs j where j.id = any (v_chosen))
+     order by b.id
+       for no key update of b;
+
+    with decided as (
+        select j.id, j.document_id, j.batch_id,
+               case when j.status = 'completed' then 'completed'
+                    when j.status = 'processing' then 'lease_live'
+                    when j.status = 'pending' then 'already_queued'
+                    when j.status = 'cancelled' then 'cancelled'
+                    when d.deleted_at is not null then 'document_deleted'
+                    when b.cancelled_at is not null then 'batch_cancelled'
+                    when exists (select 1 from public.ingestion_jobs o
+                                  where o.document_id = j.document_id and o.status in ('pending', 'processing'))
+                        then 'already_queued'
+               end as reason
+          from public.ingestion_jobs j
+          join public.documents d on d.id = j.document_id
+          left join public.import_batches b on b.id = j.batch_id
+         where j.id = any (v_chosen)
+    ), one_per_document as (
+        -- Two failed jobs of one document: the oldest id is retried, the other is queued behind it.
+        select dd.id, dd.batch_id,
+               case when dd.reason is null
+                         and row_number() over (partition by dd.document_id, dd.reason is null order by dd.id) > 1
+                    then 'already_queued' else dd.reason end as reason
+          from decided dd
+    )
+    select coalesce(array_agg(o.id order by o.id) filter (where o.reason is null), '{}'),
+           coalesce(jsonb_agg(jsonb_build_object('job_id', o.id, 'reason', o.reason) order by o.id)
+                        filter (where o.reason is not null), '[]'::jsonb),
+           coalesce(array_agg(row(o.batch_id, 0, 1, 0, -1)::public.import_batch_delta) filter (where o.reason is null),
+                    '{}')
+      into v_retried, v_refused, v_deltas
+      from one_per_document o;
+
+    update public.ingestion_jobs
+       set status = 'pending', stage = 'queued', progress = 0, attempt_count = 0,
+           next_run_at = now(), completed_at = null, error_message = null, updated_at = now()
+     where id = any (v_retried);
+    update public.documents d
+       set status = case when d.index_generation_id is null then 'queued' else d.status end,
+           updated_at = now()
+     where d.id in (select j.document_id from public.ingestion_jobs j where j.id = any (v_retried));
+
     -- Ids that name no job at all.
     if p_job_ids is not null then
         select v_refused || coalesce(jsonb_agg(jsonb_build_object('job_id', missing, 'reason', 'not_found')
                                                order by missing), '[]'::jsonb)
           into v_refused
           from unnest(p_job_ids) as missing
-         where not exists (select 1 from public.ingestion_jobs j where j.id = missing);
+         where missing <> all (v_chosen);
     end if;
     return jsonb_build_object('ok', true, 'retried', cardinality(v_retried), 'job_ids', to_jsonb(v_retried),
-                              'refused', v_refused);
+                              'refused', v_refused, 'batches', public.move_import_batch_counters(v_deltas));
 end;
 $$;
 
@@ -1226,53 +1503,13 @@ CREATE FUNCTION public.retry_ingestion_job(p_job_id uuid) RETURNS jsonb
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    v_job public.ingestion_jobs%rowtype;
-    v_open uuid;
+    v_answer jsonb;
 begin
-    select * into v_job from public.ingestion_jobs where id = p_job_id for update;
-    if not found then
-        return jsonb_build_object('ok', false, 'reason', 'not_found', 'job_id', p_job_id);
+    v_answer := public.retry_failed_ingestion_jobs(array[p_job_id], null);
+    if (v_answer ->> 'retried')::integer = 1 then
+        return jsonb_build_object('ok', true, 'job_id', p_job_id, 'batches', v_answer -> 'batches');
     end if;
-    if v_job.status = 'completed' then
-        return jsonb_build_object('ok', false, 'reason', 'completed', 'job_id', p_job_id);
-    end if;
-    if v_job.status = 'processing' then
-        return jsonb_build_object('ok', false, 'reason', 'lease_live', 'job_id', p_job_id,
-                                  'locked_by', v_job.locked_by);
-    end if;
-    if v_job.status = 'pending' then
-        return jsonb_build_object('ok', false, 'reason', 'already_queued', 'job_id', p_job_id);
-    end if;
-    if v_job.status = 'cancelled' then
-        return jsonb_build_object('ok', false, 'reason', 'cancelled', 'job_id', p_job_id);
-    end if;
-    perform 1 from public.documents where id = v_job.document_id and deleted_at is null for no key update;
-    if not found then
-        return jsonb_build_object('ok', false, 'reason', 'document_deleted', 'job_id', p_job_id);
-    end if;
-    select id into v_open from public.ingestion_jobs
-     where document_id = v_job.document_id and status in ('pending', 'processing');
-    if v_open is not null then
-        return jsonb_build_object('ok', false, 'reason', 'already_queued', 'job_id', v_open);
-    end if;
-
-    begin
-        update public.ingestion_jobs
-           set status = 'pending', stage = 'queued', progress = 0, attempt_count = 0,
-               next_run_at = now(), completed_at = null, error_message = null, updated_at = now()
-         where id = p_job_id;
-    exception when unique_violation then
-        -- an enqueue for the same document committed since the check above
-        return jsonb_build_object('ok', false, 'reason', 'already_queued', 'job_id', p_job_id);
-    end;
-    update public.documents
-       set status = case when index_generation_id is null then 'queued' else status end,
-           updated_at = now()
-     where id = v_job.document_id;
-
-    return jsonb_build_object('ok', true, 'job_id', p_job_id,
-        'batches', public.move_import_batch_counters(
-            array[row(v_job.batch_id, 0, 1, 0, -1)::public.import_batch_delta]));
+    return jsonb_build_object('ok', false) || (v_answer -> 'refused' -> 0);
 end;
 $$;
 
@@ -1340,6 +1577,7 @@ CREATE FUNCTION public.settle_failed_ingestion_job(p_job_id uuid, p_document_id 
 declare
     v_job public.ingestion_jobs%rowtype;
 begin
+    perform public.require_failed_document_status('fail_or_retry_ingestion_job', p_document_status);
     if p_retry_delay_seconds is not null and (p_retry_delay_seconds < 0 or p_retry_delay_seconds = 'NaN'::float8
                                               or p_retry_delay_seconds = 'Infinity'::float8) then
         raise exception 'fail_or_retry_ingestion_job: p_retry_delay_seconds must be a finite number >= 0'
@@ -1371,7 +1609,7 @@ begin
        set status = case
                when index_generation_id is not null then 'indexed'
                when retried then 'queued'
-               else coalesce(p_document_status, 'failed')
+               else 'failed'
            end,
            error_message = case when index_generation_id is not null then error_message else p_error_message end,
            updated_at = now()
@@ -1432,6 +1670,7 @@ CREATE TABLE public.documents (
     deleted_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    purged_at timestamp with time zone,
     CONSTRAINT documents_byte_size_check CHECK ((byte_size >= 0)),
     CONSTRAINT documents_content_sha256_check CHECK ((content_sha256 ~ '^[0-9a-f]{64}$'::text)),
     CONSTRAINT documents_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'processing'::text, 'indexed'::text, 'failed'::text, 'deleted'::text, 'cancelled'::text])))
@@ -1525,35 +1764,6 @@ ALTER TABLE public.ingestion_job_stages ALTER COLUMN id ADD GENERATED ALWAYS AS 
     CACHE 1
 );
 
-CREATE TABLE public.ingestion_jobs (
-    id uuid DEFAULT gen_random_uuid() NOT NULL,
-    document_id uuid NOT NULL,
-    batch_id uuid,
-    kind text DEFAULT 'index'::text NOT NULL,
-    status text DEFAULT 'pending'::text NOT NULL,
-    stage text DEFAULT 'queued'::text NOT NULL,
-    progress integer DEFAULT 0 NOT NULL,
-    attempt_count integer DEFAULT 0 NOT NULL,
-    max_attempts integer DEFAULT 3 NOT NULL,
-    locked_by text,
-    locked_at timestamp with time zone,
-    next_run_at timestamp with time zone DEFAULT now() NOT NULL,
-    started_at timestamp with time zone,
-    completed_at timestamp with time zone,
-    error_message text,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    lease_token bigint DEFAULT 0 NOT NULL,
-    lease_expires_at timestamp with time zone,
-    lease_seconds integer,
-    CONSTRAINT ingestion_jobs_attempt_count_check CHECK ((attempt_count >= 0)),
-    CONSTRAINT ingestion_jobs_kind_check CHECK ((kind = ANY (ARRAY['index'::text, 'reindex'::text]))),
-    CONSTRAINT ingestion_jobs_max_attempts_check CHECK ((max_attempts >= 1)),
-    CONSTRAINT ingestion_jobs_progress_check CHECK (((progress >= 0) AND (progress <= 100))),
-    CONSTRAINT ingestion_jobs_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'processing'::text, 'completed'::text, 'failed'::text, 'cancelled'::text])))
-)
-WITH (fillfactor='80');
-
 ALTER TABLE ONLY public.document_chunks
     ADD CONSTRAINT document_chunks_pkey PRIMARY KEY (document_id, index_generation_id, ordinal);
 
@@ -1592,11 +1802,15 @@ CREATE INDEX document_pages_generation ON public.document_pages USING btree (ind
 
 CREATE INDEX document_sections_generation ON public.document_sections USING btree (index_generation_id);
 
+CREATE INDEX documents_awaiting_purge ON public.documents USING btree (id) WHERE ((deleted_at IS NOT NULL) AND (purged_at IS NULL));
+
 CREATE INDEX documents_batch_id ON public.documents USING btree (batch_id);
 
 CREATE INDEX documents_index_generation_id ON public.documents USING btree (index_generation_id);
 
 CREATE UNIQUE INDEX documents_live_content_sha256 ON public.documents USING btree (content_sha256) WHERE (deleted_at IS NULL);
+
+CREATE INDEX import_batches_completed_at ON public.import_batches USING btree (completed_at);
 
 CREATE INDEX import_batches_open ON public.import_batches USING btree (created_at) WHERE (status = ANY (ARRAY['pending'::text, 'processing'::text]));
 
@@ -1666,6 +1880,8 @@ ALTER TABLE ONLY public.ingestion_jobs
 
 GRANT USAGE ON SCHEMA public TO ingestion_worker;
 
+REVOKE ALL ON FUNCTION public.apply_generation_commit(p_document_id uuid, p_generation_id uuid, p_metadata jsonb) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION public.begin_document_index_generation(p_job_id uuid, p_document_id uuid, p_worker_id text, p_lease_token bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.begin_document_index_generation(p_job_id uuid, p_document_id uuid, p_worker_id text, p_lease_token bigint) TO ingestion_worker;
 
@@ -1704,7 +1920,7 @@ REVOKE ALL ON FUNCTION public.document_chunks_embedding_vector() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.document_chunks_search_vector() FROM PUBLIC;
 
-REVOKE ALL ON FUNCTION public.drifted_import_batch_ids(p_limit integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION public.drifted_import_batch_ids(p_limit integer, p_finished_within interval) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.enforce_artifact_fence() FROM PUBLIC;
 
@@ -1719,6 +1935,12 @@ GRANT ALL ON FUNCTION public.fail_or_retry_ingestion_job(p_job_id uuid, p_docume
 
 REVOKE ALL ON FUNCTION public.fail_or_retry_ingestion_jobs(p_items jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.fail_or_retry_ingestion_jobs(p_items jsonb) TO ingestion_worker;
+
+GRANT SELECT ON TABLE public.ingestion_jobs TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.fence_refusal(p_job public.ingestion_jobs, p_job_id uuid, p_document_id uuid, p_worker_id text, p_lease_token bigint) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.generation_refusal(p_job_id uuid, p_document_id uuid, p_generation_id uuid) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.heartbeat_ingestion_job(p_job_id uuid, p_worker_id text, p_progress integer, p_stage text, p_lease_token bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.heartbeat_ingestion_job(p_job_id uuid, p_worker_id text, p_progress integer, p_stage text, p_lease_token bigint) TO ingestion_worker;
@@ -1743,15 +1965,23 @@ GRANT ALL ON FUNCTION public.ingestion_sensor_state(p_stale_after_seconds intege
 
 REVOKE ALL ON FUNCTION public.insert_ingestion_job_stages(p_job_id uuid, p_document_id uuid, p_worker_id text, p_stages jsonb) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION public.lock_commit_generations(p_document_ids uuid[], p_generation_ids uuid[]) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.lock_documents(p_document_ids uuid[]) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION public.lock_fenced_ingestion_job(p_job_id uuid, p_document_id uuid, p_worker_id text, p_lease_token bigint) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.lock_settling_ingestion_jobs(p_job_ids uuid[]) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.max_ack_items() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.move_import_batch_counters(p_deltas public.import_batch_delta[]) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.record_ingestion_job_stage(p_job_id uuid, p_worker_id text, p_stage text, p_started_at timestamp with time zone, p_finished_at timestamp with time zone, p_detail jsonb, p_lease_token bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.record_ingestion_job_stage(p_job_id uuid, p_worker_id text, p_stage text, p_started_at timestamp with time zone, p_finished_at timestamp with time zone, p_detail jsonb, p_lease_token bigint) TO ingestion_worker;
 
-REVOKE ALL ON FUNCTION public.refresh_drifted_import_batches(p_limit integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.refresh_drifted_import_batches(p_limit integer) TO ingestion_worker;
+REVOKE ALL ON FUNCTION public.refresh_drifted_import_batches(p_limit integer, p_finished_within interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.refresh_drifted_import_batches(p_limit integer, p_finished_within interval) TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.refresh_import_batch_status(p_batch_id uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.refresh_import_batch_status(p_batch_id uuid) TO ingestion_worker;
@@ -1760,6 +1990,12 @@ REVOKE ALL ON FUNCTION public.refresh_import_batches(p_batch_ids uuid[]) FROM PU
 
 REVOKE ALL ON FUNCTION public.refresh_stuck_import_batches(p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.refresh_stuck_import_batches(p_limit integer) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.require_ack_items(p_function text, p_items jsonb) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.require_failed_document_status(p_function text, p_status text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.require_fence(p_function text, p_worker_id text, p_lease_token bigint) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.retry_failed_ingestion_jobs(p_job_ids uuid[], p_batch_id uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.retry_failed_ingestion_jobs(p_job_ids uuid[], p_batch_id uuid) TO ingestion_worker;
@@ -1790,5 +2026,3 @@ GRANT SELECT ON TABLE public.document_sources TO ingestion_worker;
 GRANT SELECT ON TABLE public.index_generations TO ingestion_worker;
 
 GRANT SELECT ON TABLE public.ingestion_job_stages TO ingestion_worker;
-
-GRANT SELECT ON TABLE public.ingestion_jobs TO ingestion_worker;

@@ -30,6 +30,7 @@ BULK_ACK_NAME = "batch_counters_and_bulk_acks"
 LIFECYCLE_NAME = "document_lifecycle"
 STAGE_ROWS_NAME = "stage_rows_in_acks"
 CANCELLED_BATCH_NAME = "cancelled_batches_take_no_files"
+LOCK_ORDER_NAME = "one_lock_order"
 
 
 def version_before(name: str) -> str:
@@ -241,6 +242,9 @@ stage_rows_schema = before_and_head(
 cancelled_batch_schema = before_and_head(
     CANCELLED_BATCH_NAME, "pre_fix", "The race tests of enqueues into a cancelled batch: before the migration, "
     "where they observe the bug, and at head.")
+lock_order_schema = before_and_head(
+    LOCK_ORDER_NAME, "pre_lock_order", "The third review's deadlocks and fence holes (migration "
+    "…_one_lock_order.sql): before it, where each test observes its defect, and at head, where it must pass.")
 
 
 @pytest.fixture

@@ -90,10 +90,13 @@ def cmd_cancel(args, settings: Settings) -> int:
             (result.get("batch_id"), counters.get("status", result.get("status")), counters.get("total"),
              counters.get("completed"), counters.get("failed"), counters.get("cancelled"), counters.get("open"))]))
         in_flight = result.get("in_flight") or 0
-        print(f"cancelled {result.get('cancelled', 0)} job(s)"
-              + (f"; {in_flight} of them were being processed: their workers are refused from now on, and the "
-                 "janitor removes what they wrote" if in_flight else "")
-              + "; documents already indexed stay indexed")
+        if result.get("nothing_open"):
+            print("no job of it was open: the batch is marked cancelled all the same, so it takes no new files")
+        else:
+            print(f"cancelled {result.get('cancelled', 0)} job(s)"
+                  + (f"; {in_flight} of them were being processed: their workers are refused from now on, and "
+                     "the janitor removes what they wrote" if in_flight else "")
+                  + "; documents already indexed stay indexed")
     else:
         words = lifecycle.reason_words(result.get("reason"), "batch")
         status = f" (the batch is {result['status']})" if result.get("status") else ""

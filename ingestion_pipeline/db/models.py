@@ -237,7 +237,10 @@ class BatchCancelled(RpcResult):
     cancelled: int = 0
     in_flight: int = 0
     job_ids: list[UUID] = []
-    status: str | None = None  # the batch's status when nothing was open
+    status: str | None = None  # the batch's status after the call
+    # True when no job was open: the batch is marked cancelled all the same (from migration
+    # …_one_lock_order.sql; earlier schemas refuse with reason `nothing_open`).
+    nothing_open: bool = False
     batch: BatchStatus | None = None
 
 

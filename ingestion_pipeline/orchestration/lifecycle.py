@@ -80,6 +80,7 @@ def cancel_batch_jobs(context: dg.OpExecutionContext, config: CancelBatchConfig,
     context.add_output_metadata({
         "cancelled": result.get("cancelled", 0),
         "in_flight": result.get("in_flight", 0),
+        "nothing_open": bool(result.get("nothing_open")),
         "status": str((result.get("batch") or {}).get("status") or result.get("status")),
         "batch": dg.MetadataValue.json(result.get("batch") or {}),
         "job_ids": dg.MetadataValue.json(result.get("job_ids") or []),

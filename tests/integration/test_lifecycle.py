@@ -211,22 +211,25 @@ def test_cancel_of_a_batch_with_indexed_and_pending_documents(db_url, conn):
     assert_healthy(db_url, conn)
 
     again = rpc.cancel_batch(batch_id)
-    assert (again.ok, again.reason, again.status) == (False, "nothing_open", "cancelled"), again
+    assert (again.ok, again.nothing_open, again.cancelled, again.status) == (True, True, 0, "cancelled"), again
     assert counters(conn, batch_id) == expect("cancelled", 4, completed=1, cancelled=3)
     missing = rpc.cancel_batch(uuid4())
     assert (missing.ok, missing.reason) == (False, "batch_not_found"), missing
     assert_healthy(db_url, conn)
 
 
-def test_cancel_of_a_finished_batch_changes_nothing(db_url, conn):
+def test_cancel_of_a_finished_batch_marks_it_cancelled_and_nothing_else(db_url, conn):
+    """Nothing open: no job or document changes, but the batch is marked cancelled, so the
+    rest of a folder still being enqueued into it is refused (…_one_lock_order.sql)."""
     rpc = IngestionRpc(conn)
     batch_id = seed_batch(conn)
-    seed_job(conn, batch_id)
+    document_id, job_id = seed_job(conn, batch_id)
     index_next(rpc, conn)
     answer = rpc.cancel_batch(batch_id)
-    assert (answer.ok, answer.reason, answer.status) == (False, "nothing_open", "completed"), answer
-    assert counters(conn, batch_id) == expect("completed", 1, completed=1)
-    assert batch(conn, batch_id)["cancelled_at"] is None
+    assert (answer.ok, answer.nothing_open, answer.cancelled, answer.status) == (True, True, 0, "cancelled"), answer
+    assert counters(conn, batch_id) == expect("cancelled", 1, completed=1)
+    assert batch(conn, batch_id)["cancelled_at"] is not None
+    assert (job(conn, job_id)["status"], document(conn, document_id)["status"]) == ("completed", "indexed")
     assert_healthy(db_url, conn)
 
 

@@ -113,12 +113,17 @@ def test_an_undefined_function_is_an_error_never_an_unfenced_fallback(level, db_
         assert job(conn, job_id)["status"] == "processing"
         assert job(conn, job_id)["locked_by"] == "worker-1"
 
-        # What the old fallback called next: the unfenced form, which (kept for earlier
-        # releases) completes a job another worker holds. Observed, then rolled back.
+        # What the old fallback called next: the unfenced form. Before the lease tokens it
+        # completes a job another worker holds (observed, then rolled back); from
+        # …_one_lock_order.sql a call with neither token nor worker id is refused (22023).
+        legacy = {"job_id": job_id, "document_id": document_id, "batch_id": None, "stage": "indexed"}
         with conn.transaction(force_rollback=True):
-            conn.execute(query("rpc_complete_legacy"), {"job_id": job_id, "document_id": document_id,
-                                                        "batch_id": None, "stage": "indexed"})
-            assert job(conn, job_id)["status"] == "completed"
+            if level == "lease_token":
+                with pytest.raises(psycopg.errors.InvalidParameterValue, match="lease token"):
+                    conn.execute(query("rpc_complete_legacy"), legacy)
+            else:
+                conn.execute(query("rpc_complete_legacy"), legacy)
+                assert job(conn, job_id)["status"] == "completed"
         assert job(conn, job_id)["status"] == "processing"
 
 

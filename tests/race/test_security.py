@@ -43,7 +43,11 @@ INTERNAL = {"lock_fenced_ingestion_job", "refresh_import_batches", "stuck_import
             "import_batch_counters_of", "cancel_import_batch_counters", "cancel_locked_ingestion_jobs",
             # trigger functions: the weighted search vector (20261201000300), and the move of
             # a chunk's vector into pgvector's column where the extension is (20261201000400)
-            "document_chunks_search_vector", "document_chunks_embedding_vector"}
+            "document_chunks_search_vector", "document_chunks_embedding_vector",
+            # the lock order's phases, the fences and the checks before effects (20261202000100)
+            "max_ack_items", "require_fence", "require_failed_document_status", "require_ack_items",
+            "lock_settling_ingestion_jobs", "fence_refusal", "lock_commit_generations", "lock_documents",
+            "generation_refusal", "apply_generation_commit"}
 # Created only where the server has pgvector.
 OPTIONAL = {"document_chunks_embedding_vector"}
 # secure_rpc is run only by the migrations, as the owner of the functions it alters: it

@@ -13,6 +13,10 @@ from ingestion_pipeline.db.fences import FenceLevel
 from ingestion_pipeline.db.models import CommitResult, CompletedJobs, CompleteItem, FailedJobs, FailItem, JobOutcome
 from ingestion_pipeline.db.rpc.generations import GenerationRpc
 
+# The most items the server takes in one bulk acknowledgement (`max_ack_items()`, from
+# migration …_one_lock_order.sql; more is refused with 22023): longer lists go in several calls.
+MAX_ACK_ITEMS = 1000
+
 
 class AckRpc(GenerationRpc):
     def complete(self, job_id: UUID, document_id: UUID, *, worker_id: str | None, lease_token: int | None = None,
@@ -58,8 +62,9 @@ class AckRpc(GenerationRpc):
             "retry_delay_seconds": retry_delay_seconds})
 
     # -- bulk acknowledgement ---------------------------------------------------------
-    # One statement for many jobs when the schema has it and every item carries a token;
-    # otherwise one call per item. Either way: one answer per item, in the order given.
+    # One statement for many jobs (at most MAX_ACK_ITEMS each) when the schema has it and
+    # every item carries a token; otherwise one call per item. Either way: one answer per
+    # item, in the order given.
 
     def _bulk(self, items: Sequence[CompleteItem | FailItem]) -> bool:
         return self.fence_level >= FenceLevel.BULK_ACK and all(item.lease_token is not None for item in items)
@@ -81,12 +86,15 @@ class AckRpc(GenerationRpc):
         if not items:
             return []
         if self._bulk(items):
-            answer = self._result(CompletedJobs, "rpc_complete_many", {"items": Jsonb([self._with_stages(i, {
-                "job_id": str(i.job_id), "document_id": str(i.document_id), "lease_token": i.lease_token,
-                "generation_id": str(i.generation_id) if i.generation_id else None,
-                "metadata": i.metadata or {}, "stage": i.stage}) for i in items])})
-            return _in_order(items, answer.results)
+            return [result for part in _parts(items) for result in self._complete_part(part)]
         return [self._complete_one(worker_id, item) for item in items]
+
+    def _complete_part(self, items: Sequence[CompleteItem]) -> list[CommitResult]:
+        answer = self._result(CompletedJobs, "rpc_complete_many", {"items": Jsonb([self._with_stages(i, {
+            "job_id": str(i.job_id), "document_id": str(i.document_id), "lease_token": i.lease_token,
+            "generation_id": str(i.generation_id) if i.generation_id else None,
+            "metadata": i.metadata or {}, "stage": i.stage}) for i in items])})
+        return _in_order(items, answer.results)
 
     def _complete_one(self, worker_id: str, item: CompleteItem) -> CommitResult:
         if item.generation_id is not None:
@@ -102,20 +110,28 @@ class AckRpc(GenerationRpc):
         if not items:
             return []
         if self._bulk(items):
-            answer = self._result(FailedJobs, "rpc_fail_or_retry_many", {"items": Jsonb([self._with_stages(i, {
-                "job_id": str(i.job_id), "document_id": str(i.document_id), "lease_token": i.lease_token,
-                "retry": i.retry, "error_message": i.error_message, "stage": i.stage,
-                "document_status": i.document_status, "retry_delay_seconds": i.retry_delay_seconds})
-                for i in items])})
-            return _in_order(items, answer.results)
+            return [result for part in _parts(items) for result in self._fail_part(part)]
         return [self.fail_or_retry(i.job_id, i.document_id, worker_id=worker_id, lease_token=i.lease_token,
                                    retry=i.retry, error_message=i.error_message, batch_id=i.batch_id,
                                    document_status=i.document_status, stage=i.stage,
                                    retry_delay_seconds=i.retry_delay_seconds) for i in items]
 
+    def _fail_part(self, items: Sequence[FailItem]) -> list[JobOutcome]:
+        answer = self._result(FailedJobs, "rpc_fail_or_retry_many", {"items": Jsonb([self._with_stages(i, {
+            "job_id": str(i.job_id), "document_id": str(i.document_id), "lease_token": i.lease_token,
+            "retry": i.retry, "error_message": i.error_message, "stage": i.stage,
+            "document_status": i.document_status, "retry_delay_seconds": i.retry_delay_seconds})
+            for i in items])})
+        return _in_order(items, answer.results)
+
     def retry(self, job_id: UUID) -> JobOutcome:
         """The operator's retry of a failed job (refuses completed jobs and live leases)."""
         return self._result(JobOutcome, "rpc_retry", {"job_id": job_id})
+
+
+def _parts(items):
+    """The items in calls of at most MAX_ACK_ITEMS, in order."""
+    return [items[start:start + MAX_ACK_ITEMS] for start in range(0, len(items), MAX_ACK_ITEMS)]
 
 
 def _in_order(items, results):

@@ -21,8 +21,9 @@ class LifecycleRpc(RpcBase):
         return self._result(DocumentDeleted, "rpc_delete_document", {"document_id": document_id})
 
     def cancel_batch(self, batch_id: UUID) -> BatchCancelled:
-        """Cancel every open job of the batch; indexed documents stay indexed. `nothing_open`
-        when no job of it is pending or processing."""
+        """Cancel every open job of the batch and mark it cancelled (it takes no new files);
+        indexed documents stay indexed. `nothing_open` says no job of it was pending or
+        processing (schemas before …_one_lock_order.sql refuse that case instead)."""
         return self._result(BatchCancelled, "rpc_cancel_batch", {"batch_id": batch_id})
 
     def retry_failed(self, *, job_ids: Sequence[UUID] | None = None, batch_id: UUID | None = None) -> JobsRetried:
