@@ -1,6 +1,7 @@
 """Soak: the fault harness for as long as you like (tests/faults runs a bounded minute).
 
     .venv/bin/python bench/soak.py --minutes 10
+    .venv/bin/python bench/soak.py --minutes 2 --migrate-to 20261201000600   # the schema before a migration
 
 Worker processes drain waves of tiny documents while a chaos loop SIGKILLs them,
 terminates their backends, pauses them past the stale window (zombies) and stalls one job
@@ -9,18 +10,22 @@ then writes and commits with its old token), SIGKILLs workers that hold a job on
 final attempt (every 8th document has max_attempts=1: the job must be dead-lettered) and
 restarts the embedded server under the fleet (every pooled connection left dead and idle),
 and plays the operator: deletes random documents (indexed, queued, or being built right
-now) and cancels random import batches, its calls logged; a janitor runs alongside (its
-calls logged). At the end everything drains, a last janitor pass cleans up until nothing
-is left, and the checker reads the client-side histories and the database. Prints the
-totals, among them the deletes (in flight, purged at once), the cancels and the jobs they
-cancelled (by the answers and in the database), the refusals of workers whose job was
-cancelled, the
-writes accepted from superseded lease tokens (must be 0), the zombies refused by a fence,
+now), cancels random import batches and retries failed jobs in bulk (a batch's while its
+other jobs are being acknowledged, several batches' by id, every failed one; every 15th
+document fails on every attempt, so there are always some), its calls logged; a janitor
+runs alongside (its calls logged). At the end everything drains, a last janitor pass
+cleans up until nothing is left, and the checker reads the client-side histories and the
+database. Prints the totals, among them the deletes (in flight, purged at once), the
+cancels and the jobs they cancelled (by the answers and in the database), the retries and
+the jobs they put back, the refusals of workers whose job was cancelled, the deadlocks
+(40P01) and serialization failures of anyone's calls (workers', janitor's, operator's:
+each a violation), the writes accepted from superseded lease tokens (must be 0), the
+zombies refused by a fence,
 the janitor's passes and errors, the deletion audit, the final-attempt kills and how their
 jobs ended, the server restarts, the bulk acknowledgements, the batches whose counters the
 janitor had to recount (must be 0) and the jobs still open at the end; exits 1 on any
 violation, janitor error, operator call that raised, job left open, final-attempt job not
-dead-lettered or worker that exited on its own."""
+dead-lettered, deadlock or worker that exited on its own."""
 
 from __future__ import annotations
 
@@ -45,26 +50,30 @@ def main() -> int:
     parser.add_argument("--documents", type=int, default=1000, help="documents per wave (default 1000)")
     parser.add_argument("--workers", type=int, default=3, help="worker processes (default 3)")
     parser.add_argument("--seed", type=int, default=7, help="chaos random seed")
+    parser.add_argument("--migrate-to", metavar="VERSION", default=None,
+                        help="migrate only up to this version (default: head), e.g. to soak the schema before a fix")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="ingest-soak-") as scratch:
         folder = Path(scratch)
         url = embedded.start(folder / "pg")
         try:
-            migrator.migrate(url)
+            migrator.migrate(url, target=args.migrate_to)
             started = time.monotonic()
             stats = run_faults(url, folder, documents=args.documents, workers=args.workers,
                                chaos_seconds=args.minutes * 60, drain_timeout=600, seed=args.seed, refill=True,
                                server=ServerControl(url, folder / "pg"))
             report = check(url, stats.histories)
             still_open = open_jobs(url)
-            final_outcomes = final_attempt_outcomes(url, stats.final_attempt_jobs)
+            final_outcomes = final_attempt_outcomes(url, stats.final_attempt_jobs, stats.final_attempt_seen)
         finally:
             embedded.stop(folder / "pg")
     jobs = report.stats.get("jobs", {})
     documents = report.stats.get("documents", {})
     audit = report.stats.get("audit") or {}
     lifecycle = report.stats.get("lifecycle") or {}
+    deadlocks = report.stats.get("deadlocks", 0)
+    rollbacks = ", ".join(f"{caller}: {n}" for caller, n in sorted(report.stats.get("rollbacks_by_caller", {}).items()))
     rows = [("jobs", sum(jobs.values())), ("completed", jobs.get("completed", 0)), ("failed", jobs.get("failed", 0)),
             ("cancelled", jobs.get("cancelled", 0)),
             ("documents indexed / failed / cancelled / deleted", f"{documents.get('indexed', 0)} / "
@@ -86,11 +95,15 @@ def main() -> int:
             ("deletes refused (already deleted)", stats.events.get("delete_refused_already_deleted", 0)),
             ("batch cancels ok (jobs in flight)", f"{stats.cancels} ({stats.cancels_in_flight})"),
             ("batch cancels refused (nothing open)", stats.events.get("cancel_refused_nothing_open", 0)),
+            ("retries ok (batch in flight / by ids / all)", "{} ({} / {} / {})".format(
+                stats.retries, *(stats.retries_by_mode.get(mode, 0) for mode in ("batch_in_flight", "jobs", "all")))),
+            ("jobs retried: by the answers / refused (by reason)", f"{stats.jobs_retried} / "
+             + (", ".join(f"{reason}: {n}" for reason, n in sorted(stats.retry_refused.items())) or "0")),
             ("jobs cancelled: by the answers / in the database", f"{stats.jobs_cancelled} / "
                                                                   f"{jobs.get('cancelled', 0)}"),
             ("cancelled jobs' calls refused: begun after / during the cancel",
              f"{report.stats.get('cancel_refusals', 0)} / {report.stats.get('cancel_refusals_during', 0)}"),
-            ("operator calls that raised", len(stats.operator_errors)),
+            ("operator calls that raised (deadlocks)", f"{len(stats.operator_errors)} ({stats.operator_deadlocks})"),
             ("janitor passes", stats.janitor_passes), ("janitor errors", len(stats.janitor_errors)),
             ("final cleanup calls (after the drain)", stats.final_cleanup_calls),
             ("janitor calls logged / failed", f"{report.stats.get('janitor_calls', 0)} / "
@@ -108,6 +121,8 @@ def main() -> int:
                                                             f"{audit.get('artifact_rows_deleted', 0)}"),
             ("deleted while a job of the document was open", audit.get("under_open_job", 0)),
             ("jobs open at the end", still_open),
+            ("deadlocks", f"{deadlocks}" + (f" ({rollbacks})" if deadlocks else "")),
+            ("serialization failures", report.stats.get("serialization_failures", 0)),
             ("violations", f"{len(report.violations)}"
              + (f" ({', '.join(f'{rule}: {n}' for rule, n in sorted(report.by_rule.items()))})"
                 if report.by_rule else "")),
@@ -126,8 +141,8 @@ def main() -> int:
         print(f"FINAL-ATTEMPT JOBS NOT DEAD-LETTERED: {final_outcomes}")
     for label in stats.worker_exits:
         print(f"WORKER EXITED: {label} (see its .err)")
-    failed = (report.violations or stats.janitor_errors or stats.operator_errors or still_open or stats.worker_exits
-              or dead_lettered != len(stats.final_attempt_jobs))
+    failed = (report.violations or deadlocks or stats.janitor_errors or stats.operator_errors or still_open
+              or stats.worker_exits or dead_lettered != len(stats.final_attempt_jobs))
     return 1 if failed else 0
 
 if __name__ == "__main__":

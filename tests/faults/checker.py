@@ -17,6 +17,16 @@ Violations (never expected), each under a rule name (`Report.by_rule`; RULES lis
     write_after_cancel         a write accepted (or a claim returned) for a job after an
                                operator's delete_document or cancel_batch that cancelled
                                it had returned (`cancelled` is terminal: nothing reopens it)
+    retry_reopened_cancelled_batch  an operator's retry_failed that put back in the queue
+                               a job of a batch whose cancel_batch had returned ok before
+                               the retry began (a retry refuses a cancelled batch's jobs)
+  rollbacks (any caller: a worker, the janitor, the operator; rpc_log `rollback` entries
+  and artifact writes, each with its SQLSTATE: the server rolled the statement back)
+    deadlock                   a statement that got 40P01 (deadlock_detected): the lock
+                               order is one, so no two calls may deadlock; a worker
+                               retries its acknowledgement, which hides it everywhere else
+    serialization_failure      a statement that got any other SQLSTATE of class 40
+                               (40001 serialization_failure, ...)
   jobs and batches
     lost_job                   a job not terminal (completed, failed, cancelled) after draining
     batch_mismatch             a batch not terminal, or its counts unlike its jobs
@@ -48,7 +58,7 @@ Violations (never expected), each under a rule name (`Report.by_rule`; RULES lis
                                generation, or not pointing at it
     counts_mismatch            its counts differ from its committed rows
     lost_chunks                its committed chunks differ from a re-parse of its source
-  the operator's deletes and cancels (operator.jsonl; a document is deleted when a
+  the operator's deletes, cancels and retries (operator.jsonl; a document is deleted when a
   delete_document returned ok for it or the database says so: status `deleted` or
   deleted_at set)
     deleted_document_searchable  a deleted document with a row in committed_document_chunks
@@ -61,7 +71,9 @@ Violations (never expected), each under a rule name (`Report.by_rule`; RULES lis
                                `cancelled` at the end (nothing in the chaos reopens one)
   deletion audit (the harness's test-only triggers, harness.install_deletion_audit)
     generation_deleted_under_open_job  a generation deleted while the job that began it
-                               was open under that claim (R23)
+                               was `processing` under that claim (R23; a job put back
+                               in the queue keeps its last token until its next claim,
+                               and a pending job is under no claim)
     artifacts_deleted_under_open_job   artifact rows of such a build deleted (direct
                                deletes; rows going by cascade with their generation are
                                covered by the generation's entry)
@@ -71,7 +83,8 @@ as one entry per item, named as the single call it replaces (rpc_log.py), so eve
 reads it as it reads those calls.
 
 Redeliveries (a job claimed more than once) are expected under faults and reported apart,
-as are the refusals of a worker whose job an operator cancelled (`cancel_refusals`: a
+as are the operator's retries (`lifecycle`: calls, jobs retried, refusals by reason),
+the refusals of a worker whose job an operator cancelled (`cancel_refusals`: a
 `lease_lost` answer or a refused artifact write begun after the cancel returned;
 `cancel_refusals_during`: under way while it ran), the zombie refusals
 (`zombie_refusals`: a `lease_lost` answer, or an artifact write refused by the fence
@@ -94,7 +107,16 @@ from dataclasses import dataclass, field
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.processing import chunk_sections, parse
 from ingestion_pipeline.search import search
-from tests.faults.rpc_log import JANITOR, LOGGED_JANITOR, OPERATOR_CALLS, read_history
+from tests.faults.rpc_log import (
+    DEADLOCK,
+    JANITOR,
+    LOGGED_JANITOR,
+    OPERATOR,
+    OPERATOR_CALLS,
+    OPERATOR_CANCELS,
+    ROLLBACK_CLASS,
+    read_history,
+)
 
 WRITES = {"commit", "complete", "commit_and_complete", "fail_or_retry", "heartbeat", "record_stage",
           "begin_generation", "write"}
@@ -123,7 +145,7 @@ RULES = ("double_completion", "write_after_takeover", "superseded_token_write", 
          "failed_document_committed", "committed_by_unfinished_job", "indexed_generations", "counts_mismatch",
          "lost_chunks", "generation_deleted_under_open_job", "artifacts_deleted_under_open_job",
          "write_after_cancel", "deleted_document_searchable", "deleted_document_rows_left",
-         "cancelled_batch_not_cancelled")
+         "cancelled_batch_not_cancelled", "retry_reopened_cancelled_batch", "deadlock", "serialization_failure")
 
 
 @dataclass
@@ -235,6 +257,8 @@ def _check_history(history: list[dict], report: Report) -> None:
     report.stats["zombie_refusals"] = refusals
     _check_writes_after_expiry(history, claims_by_job, expiries, report)
     _check_writes_after_cancel(history, report)
+    _check_retries_after_cancel(history, report)
+    _check_rollbacks(history, report)
     for entry in history:
         if entry["call"] in COMMITS and entry["ok"] is False and entry.get("reason") == "generation_not_found":
             report.flag("generation_not_found", f"build of job {entry['job_id']} was deleted under an open job")
@@ -304,7 +328,7 @@ def _cancellations(history: list[dict]) -> dict[str, list[dict]]:
     returned ok, its `job_ids`)."""
     cancels: dict[str, list[dict]] = defaultdict(list)
     for entry in history:
-        if entry["call"] in OPERATOR_CALLS and entry["ok"]:
+        if entry["call"] in OPERATOR_CANCELS and entry["ok"]:
             for job_id in entry.get("job_ids") or []:
                 cancels[str(job_id)].append(entry)
     return cancels
@@ -338,6 +362,43 @@ def _check_writes_after_cancel(history: list[dict], report: Report) -> None:
                     f"{cancel['call']} of {cancel.get('document_id') or cancel.get('batch_id')} had cancelled it")
     report.stats["cancel_refusals"] = refusals
     report.stats["cancel_refusals_during"] = during
+
+
+def _check_retries_after_cancel(history: list[dict], report: Report) -> None:
+    """A batch cancelled ok stays cancelled: no retry puts its jobs back in the queue (the
+    retry's `retried_batches` names each retried job's batch). A cancel that returned
+    before the retry began; the operator makes one call at a time."""
+    cancelled_at: dict[str, float] = {}
+    for entry in history:
+        if entry["call"] == "cancel_batch" and entry["ok"]:
+            cancelled_at.setdefault(str(entry["batch_id"]), entry["t1"])
+    for entry in history:
+        if entry["call"] != "retry_failed" or not entry["ok"]:
+            continue
+        for job_id, batch_id in (entry.get("retried_batches") or {}).items():
+            if batch_id is not None and cancelled_at.get(batch_id, entry["t0"]) < entry["t0"]:
+                report.flag("retry_reopened_cancelled_batch",
+                            f"retry_failed ({entry.get('mode')}) put job {job_id} back in the queue, of batch "
+                            f"{batch_id} which cancel_batch had cancelled before")
+
+
+def _check_rollbacks(history: list[dict], report: Report) -> None:
+    """Every statement the server rolled back (SQLSTATE class 40), whoever sent it: the
+    history has one entry with its `sqlstate` per such statement (rpc_log.py)."""
+    by_caller: Counter = Counter()
+    for entry in history:
+        sqlstate = entry.get("sqlstate") or ""
+        if not sqlstate.startswith(ROLLBACK_CLASS):
+            continue
+        caller = entry["worker"] if entry["worker"] in (JANITOR, OPERATOR) else "worker"
+        by_caller[f"{caller} {sqlstate}"] += 1
+        jobs = entry.get("job_ids") or ([entry["job_id"]] if entry.get("job_id") else [])
+        what = (f"{entry.get('rpc') or entry['call']} by {entry['worker']}"
+                + (f" (jobs {', '.join(map(str, jobs))})" if jobs else "") + f" got {sqlstate}: {entry.get('error')}")
+        report.flag("deadlock" if sqlstate == DEADLOCK else "serialization_failure", what)
+    report.stats["deadlocks"] = sum(n for key, n in by_caller.items() if key.endswith(DEADLOCK))
+    report.stats["serialization_failures"] = sum(n for key, n in by_caller.items() if not key.endswith(DEADLOCK))
+    report.stats["rollbacks_by_caller"] = dict(by_caller)
 
 
 def _batch_status(open_: int, failed: int, cancelled_at) -> str:
@@ -500,7 +561,7 @@ def _check_deletion_audit(conn, report: Report) -> None:
                open_job_id, open_job_status, open_job_token
           from fault_audit_deletions order by id""").fetchall()
     for r in rows:
-        if r["open_job_id"] is None or r["job_id"] != r["open_job_id"] or (
+        if r["open_job_id"] is None or r["job_id"] != r["open_job_id"] or r["open_job_status"] != "processing" or (
                 r["generation_token"] is not None and r["open_job_token"] is not None
                 and r["generation_token"] != r["open_job_token"]):
             continue
@@ -554,9 +615,13 @@ def _check_lifecycle(conn, history: list[dict], report: Report) -> None:
                 report.flag("cancelled_batch_not_cancelled",
                             f"batch {b['id']} was cancelled ok but is {b['status']} at the end")
     operator = [e for e in history if e["call"] in OPERATOR_CALLS]
+    retries = [e for e in operator if e["call"] == "retry_failed" and e["ok"]]
     report.stats["lifecycle"] = {
         "deleted_documents": len(deleted),
         "deletes_ok": sum(1 for e in operator if e["call"] == "delete_document" and e["ok"]),
         "cancels_ok": len(cancelled_ok),
         "jobs_cancelled_by_answers": sum(len(e.get("job_ids") or []) for e in operator if e["ok"]),
+        "retries_ok": len(retries),
+        "jobs_retried_by_answers": sum(len(e.get("retried_job_ids") or []) for e in retries),
+        "retries_refused": dict(Counter(r["reason"] for e in retries for r in e.get("refused") or [])),
         "operator_call_errors": sum(1 for e in operator if e["ok"] is None)}

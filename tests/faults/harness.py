@@ -10,11 +10,16 @@ dead and idle; on a server the harness must not restart, every backend of the da
 terminated instead), and a janitor runs alongside, its calls in a history of their own
 (janitor.jsonl). The chaos also plays the operator (`delete_document`: a random document,
 indexed, queued or, part of the time, one being built right now; `cancel_batch`: a random
-import batch, part of the time one with open jobs), its calls in a history of their own
-(operator.jsonl). At the end, once everything drained, a last janitor pass runs the
-cleanup until it finds nothing more, so no row of a deleted document is left for the
-checker. Before the run the harness installs a test-only deletion audit in the scratch
-database (`install_deletion_audit`, not a migration), which the checker reads.
+import batch, part of the time one with open jobs; `retry_failed`: a bulk retry of the
+failed jobs of a batch whose jobs are being acknowledged right now, of failed jobs of
+several batches named by id, or of every failed job), its calls in a history of their own
+(operator.jsonl), racing the workers' acknowledgements of the same batches and documents.
+Every PERMANENT_FAILURE_EVERY-th document cannot be parsed (NUL bytes): its job fails at
+once, each time it is retried, so the retries always have targets. At the end, once
+everything drained, a last janitor pass runs the cleanup until it finds nothing more, so
+no row of a deleted document is left for the checker. Before the run the harness installs
+a test-only deletion audit in the scratch database (`install_deletion_audit`, not a
+migration), which the checker reads.
 Used by tests/faults (bounded) and bench/soak.py."""
 
 from __future__ import annotations
@@ -37,16 +42,24 @@ from ingestion_pipeline.db import embedded
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.worker.errors import describe
-from tests.faults.rpc_log import OPERATOR, HistoryFile, LoggedRpc, read_history
+from tests.faults.rpc_log import DEADLOCK, OPERATOR, HistoryFile, LoggedRpc, read_history, rolled_back
 from tests.faults.worker_process import FAULT_SETTINGS, TAKEOVER_WAIT_SECONDS
 
 ROOT = Path(__file__).resolve().parents[2]
 STALE = FAULT_SETTINGS["stale_after_seconds"]
 FAULTS = ("kill", "terminate_backends", "pause", "stall", "final_attempt_kill", "server_restart",
-          "delete_document", "cancel_batch")
+          "delete_document", "cancel_batch", "retry_failed")
+OPERATOR_ACTIONS = ("delete_document", "cancel_batch", "retry_failed")
 # Every FINAL_ATTEMPT_EVERY-th document of a fault run is seeded with max_attempts=1: each of
 # its claims is a final attempt (a kill, a pause or a stall under it ends in the dead letter).
 FINAL_ATTEMPT_EVERY = 8
+# Every PERMANENT_FAILURE_EVERY-th document (n % N == PERMANENT_FAILURE_OFFSET % N, unless
+# it is a final-attempt one) holds NUL bytes: its parse fails (ProcessingError), so its job
+# fails at once (stage `failed`, its document `failed`), on every attempt: the retries'
+# targets. N is odd, so they fall in every batch (documents go to batches round-robin).
+PERMANENT_FAILURE_EVERY = 15
+PERMANENT_FAILURE_OFFSET = 5
+BROKEN_MARK = "-broken"  # in the source name of such a document (doc-<n>-broken.txt)
 JANITOR_HISTORY = "janitor.jsonl"
 OPERATOR_HISTORY = "operator.jsonl"
 # How a delete picks its document: one whose job is being built right now (this share of
@@ -56,6 +69,13 @@ DELETE_IN_FLIGHT_SHARE = 0.4
 DELETE_QUEUED_SHARE = 0.2
 # How a cancel picks its batch: one with open jobs this often (when there is one), else any.
 CANCEL_OPEN_SHARE = 0.5
+# How a retry picks its targets, each mode as often: the failed jobs of a batch with jobs
+# in flight (`batch_in_flight`), failed jobs of several batches by id (`jobs`: up to
+# RETRY_JOBS_PER_BATCH of each of up to RETRY_BATCHES batches, those with jobs in flight
+# first), every failed job (`all`).
+RETRY_MODES = ("batch_in_flight", "jobs", "all")
+RETRY_BATCHES = 3
+RETRY_JOBS_PER_BATCH = 3
 # The final cleanup: calls of this size until one deletes nothing (at most this many calls).
 FINAL_CLEANUP_LIMIT = 500
 FINAL_CLEANUP_MAX_CALLS = 200
@@ -133,10 +153,24 @@ def install_deletion_audit(url: str) -> None:
         conn.execute(AUDIT_SQL)
 
 
+def is_final_attempt(n: int, final_attempt_every: int) -> bool:
+    """Whether the n-th seeded document gets max_attempts=1 (seed_documents)."""
+    return bool(final_attempt_every) and n % final_attempt_every == 0
+
+
+def is_broken(n: int, permanent_failure_every: int, final_attempt_every: int = 0) -> bool:
+    """Whether the n-th seeded document is one whose every attempt fails (seed_documents)."""
+    every = permanent_failure_every
+    return bool(every) and n % every == PERMANENT_FAILURE_OFFSET % every and not is_final_attempt(
+        n, final_attempt_every)
+
+
 def seed_documents(url: str, count: int, batches: int, max_attempts: int = 10, run_tag: str = "",
-                   final_attempt_every: int = 0) -> None:
+                   final_attempt_every: int = 0, permanent_failure_every: int = 0) -> None:
     """Tiny text documents with distinct bytes, spread over several batches; with
-    `final_attempt_every` N, every N-th one (n % N == 0) gets max_attempts=1."""
+    `final_attempt_every` N, every N-th one (n % N == 0) gets max_attempts=1; with
+    `permanent_failure_every` M, every M-th one (is_broken: never a max_attempts=1 one)
+    holds NUL bytes, so its parse fails on every attempt (named doc-<n>-broken.txt)."""
     with connect(url) as conn:
         rpc = IngestionRpc(conn)
         batch_ids = [rpc.create_batch(f"fault batch {run_tag}{i}").batch_id for i in range(batches)]
@@ -144,16 +178,17 @@ def seed_documents(url: str, count: int, batches: int, max_attempts: int = 10, r
             rng = random.Random(f"{run_tag}{n}")
             text = (f"Document {run_tag}{n}\n\n" + " ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 400)))
                     + ".\n")
-            content = text.encode()
+            broken = is_broken(n, permanent_failure_every, final_attempt_every)
+            content = text.encode() + (b"\x00" * 16 if broken else b"")
             with conn.transaction():
                 row = conn.execute(
                     "insert into documents (batch_id, source_name, mime_type, content_sha256, byte_size) "
                     "values (%s, %s, 'text/plain', %s, %s) returning id",
-                    (batch_ids[n % batches], f"doc-{run_tag}{n}.txt", hashlib.sha256(content).hexdigest(),
-                     len(content))).fetchone()
+                    (batch_ids[n % batches], f"doc-{run_tag}{n}{BROKEN_MARK if broken else ''}.txt",
+                     hashlib.sha256(content).hexdigest(), len(content))).fetchone()
                 conn.execute("insert into document_sources (document_id, content) values (%s, %s)",
                              (row["id"], content))
-                attempts = 1 if final_attempt_every and n % final_attempt_every == 0 else max_attempts
+                attempts = 1 if is_final_attempt(n, final_attempt_every) else max_attempts
                 assert rpc.enqueue(row["id"], batch_id=batch_ids[n % batches], max_attempts=attempts).ok
 
 
@@ -183,8 +218,20 @@ class ChaosStats:
     deletes_purged: int = 0  # nothing in flight: its rows went in the delete's own transaction
     cancels: int = 0
     cancels_in_flight: int = 0  # jobs being built when their batch was cancelled
+    cancelled_batches: set = field(default_factory=set)  # the batches they cancelled (one may be cancelled twice)
     jobs_cancelled: int = 0  # by deletes and cancels, as their answers say
+    # Bulk retries that returned ok (by mode), the jobs they put back in the queue and the
+    # jobs they refused, by reason (as their answers say)
+    retries: int = 0
+    retries_by_mode: Counter = field(default_factory=Counter)
+    jobs_retried: int = 0
+    retry_refused: Counter = field(default_factory=Counter)
+    # How each final-attempt job had ended when a retry that could take it was about to run
+    # (job id -> (status, stage)): final_attempt_outcomes reads it for a job retried since.
+    final_attempt_seen: dict = field(default_factory=dict)
     operator_errors: list[str] = field(default_factory=list)  # every lifecycle call that raised, and why
+    operator_deadlocks: int = 0  # of those, the calls that got 40P01 (also in the history: the checker's rule)
+    janitor_deadlocks: int = 0  # janitor passes that failed on 40P01 (among janitor_errors)
     histories: list[Path] = field(default_factory=list)  # the workers' and the janitor's, for the checker
     events: Counter = field(default_factory=Counter)
 
@@ -202,7 +249,9 @@ class ChaosStats:
     def lifecycle_summary(self) -> str:
         return (f"deletes={self.deletes} (in_flight={self.deletes_in_flight} purged={self.deletes_purged}) "
                 f"cancels={self.cancels} (in_flight={self.cancels_in_flight}) jobs_cancelled={self.jobs_cancelled} "
-                f"operator_errors={len(self.operator_errors)}"
+                f"retries={self.retries} {dict(self.retries_by_mode)} jobs_retried={self.jobs_retried} "
+                f"retry_refused={dict(self.retry_refused)} "
+                f"operator_errors={len(self.operator_errors)} (deadlocks={self.operator_deadlocks})"
                 + (f" {self.operator_errors[:5]}" if self.operator_errors else ""))
 
 
@@ -382,6 +431,7 @@ class Janitor:
                 self.stats.final_cleanup_calls += janitor_pass(self.url, self.history, final=final)
         except Exception as exc:
             self.stats.janitor_errors.append(describe(exc))
+            self.stats.janitor_deadlocks += rolled_back(exc) == DEADLOCK
             return False
         self.stats.janitor_passes += 1
         return True
@@ -500,13 +550,37 @@ SPARED_JOB = """(j.status in ('pending', 'processing')
                       or reverse(split_part(reverse(coalesce(j.locked_by, '')), ':', 2)) = any(%(labels)s::text[])))"""
 
 
+# A retry's targets: a batch with jobs in flight and failed jobs; failed jobs (never a
+# final-attempt one, %(final)s) of up to %(batches)s batches, those with jobs in flight
+# first, up to %(per_batch)s of each.
+BATCH_IN_FLIGHT_WITH_FAILED = """
+    select b.id from import_batches b
+     where exists (select 1 from ingestion_jobs j where j.batch_id = b.id and j.status = 'processing')
+       and exists (select 1 from ingestion_jobs j where j.batch_id = b.id and j.status = 'failed')
+     order by random() limit 1"""
+FAILED_JOBS_OF_SEVERAL_BATCHES = """
+    with failed as (
+        select j.id, j.batch_id, row_number() over (partition by j.batch_id order by random()) as nth
+          from ingestion_jobs j
+         where j.status = 'failed' and j.batch_id is not null and not j.id = any(%(final)s::uuid[])),
+    batches as (
+        select f.batch_id from failed f group by f.batch_id
+         order by exists (select 1 from ingestion_jobs o where o.batch_id = f.batch_id and o.status = 'processing')
+                  desc, random()
+         limit %(batches)s)
+    select f.id from failed f join batches using (batch_id) where f.nth <= %(per_batch)s"""
+
+
 class Operator:
     """The operator's lifecycle calls made by the chaos: each logged in its own history
     (rpc_log.LoggedRpc, worker `operator`) on a fresh connection, counted in the stats;
-    a call that raised is recorded (stats.operator_errors, and in the history), never
-    swallowed silently. A call never touches an open job of another fault's (SPARED_JOB):
-    the final-attempt kills' jobs and those of stalling workers (`spared_labels`), so the
-    other faults still prove what they are there for."""
+    a call that raised is recorded (stats.operator_errors, those that got 40P01 also in
+    stats.operator_deadlocks, and in the history), never swallowed silently. A call never
+    touches an open job of another fault's (SPARED_JOB): the final-attempt kills' jobs and
+    those of stalling workers (`spared_labels`), so the other faults still prove what they
+    are there for; a retry by ids never names a final-attempt job, and one by batch or of
+    every failed job runs only once each final-attempt job it could take has ended (its
+    end recorded first: stats.final_attempt_seen)."""
 
     def __init__(self, url: str, history_path: Path, stats: ChaosStats):
         self.url, self.stats, self.history_path = url, stats, history_path
@@ -540,7 +614,7 @@ class Operator:
                 self.stats.events[f"delete_target_{want}"] += 1
                 result = LoggedRpc(conn, self.history, caller=OPERATOR).delete_document(row["id"])
         except Exception as exc:
-            self.stats.operator_errors.append(f"delete_document: {describe(exc)}")
+            self._raised("delete_document", exc)
             return
         if not result.ok:
             self.stats.events[f"delete_refused_{result.reason}"] += 1
@@ -571,14 +645,77 @@ class Operator:
                     return
                 result = LoggedRpc(conn, self.history, caller=OPERATOR).cancel_batch(row["id"])
         except Exception as exc:
-            self.stats.operator_errors.append(f"cancel_batch: {describe(exc)}")
+            self._raised("cancel_batch", exc)
             return
         if not result.ok:
             self.stats.events[f"cancel_refused_{result.reason}"] += 1
             return
         self.stats.cancels += 1
+        self.stats.cancelled_batches.add(str(row["id"]))
         self.stats.cancels_in_flight += result.in_flight or 0
         self.stats.jobs_cancelled += result.cancelled or 0
+
+    def retry_failed(self, rng: random.Random, mode: str | None = None) -> None:
+        """A bulk retry (retry_failed_ingestion_jobs) racing the workers' acknowledgements:
+        `batch_in_flight`, the failed jobs of a batch that has jobs being built (and so
+        acknowledged) right now; `jobs`, failed jobs of several batches by id (batches with
+        jobs in flight first, so the retry and an acknowledgement lock rows of the same
+        batches); `all`, every failed job. A mode with no target (or whose final-attempt
+        jobs have not all ended) falls back to `jobs`."""
+        try:
+            with connect(self.url) as conn:
+                target = self._retry_target(conn, rng, mode or rng.choice(RETRY_MODES))
+                if target is None:
+                    return
+                mode, kwargs = target
+                self.stats.events[f"retry_target_{mode}"] += 1
+                result = LoggedRpc(conn, self.history, caller=OPERATOR).retry_failed(mode=mode, **kwargs)
+        except Exception as exc:
+            self._raised("retry_failed", exc)
+            return
+        if not result.ok:
+            self.stats.events[f"retry_refused_{result.reason}"] += 1
+            return
+        self.stats.retries += 1
+        self.stats.retries_by_mode[mode] += 1
+        self.stats.jobs_retried += result.retried
+        self.stats.retry_refused.update(refusal.reason for refusal in result.refused)
+
+    def _retry_target(self, conn, rng: random.Random, mode: str) -> tuple[str, dict] | None:
+        """The retry's mode and arguments (None: no failed job to name)."""
+        if mode == "batch_in_flight":
+            row = conn.execute(BATCH_IN_FLIGHT_WITH_FAILED).fetchone()
+            if row is not None and self._final_attempts_ended(conn, row["id"]):
+                return mode, {"batch_id": row["id"]}
+        elif mode == "all" and self._final_attempts_ended(conn, None):
+            return mode, {}
+        job_ids = [r["id"] for r in conn.execute(FAILED_JOBS_OF_SEVERAL_BATCHES, {
+            "final": list(self.stats.final_attempt_jobs), "batches": RETRY_BATCHES, "per_batch": RETRY_JOBS_PER_BATCH})]
+        if not job_ids:
+            return None
+        rng.shuffle(job_ids)
+        return "jobs", {"job_ids": job_ids}
+
+    def _final_attempts_ended(self, conn, batch_id) -> bool:
+        """Whether every final-attempt job (of `batch_id`, or all) has ended; each one that
+        has is recorded as it ended (stats.final_attempt_seen), before a retry may take it.
+        Nothing but the operator's retries moves a job out of `failed`, and the operator
+        makes one call at a time: what is seen here is how the job ended."""
+        unseen = [job for job in self.stats.final_attempt_jobs if job not in self.stats.final_attempt_seen]
+        if not unseen:
+            return True
+        ended = True
+        for row in conn.execute("select id, batch_id, status, stage from ingestion_jobs where id = any(%s::uuid[])",
+                                (unseen,)):
+            if row["status"] in ("pending", "processing"):
+                ended = ended and batch_id is not None and row["batch_id"] != batch_id
+            else:
+                self.stats.final_attempt_seen[str(row["id"])] = (row["status"], row["stage"])
+        return ended
+
+    def _raised(self, call: str, exc: BaseException) -> None:
+        self.stats.operator_errors.append(f"{call}: {describe(exc)}")
+        self.stats.operator_deadlocks += rolled_back(exc) == DEADLOCK
 
 
 def chaos_step(url: str, fleet: WorkerFleet, stats: ChaosStats, rng: random.Random,
@@ -595,14 +732,17 @@ def chaos_step(url: str, fleet: WorkerFleet, stats: ChaosStats, rng: random.Rand
     now = time.monotonic()
     for label in [label for label, until in stalling.items() if until < now]:
         del stalling[label]
-    if action in ("delete_document", "cancel_batch"):
+    if action in OPERATOR_ACTIONS:
         operator = operator or Operator(url, fleet.folder / OPERATOR_HISTORY, stats)
         if action == "delete_document":
             # Until one delete caught a build in flight, every delete looks for one.
             operator.delete_document(rng, in_flight=True if not stats.deletes_in_flight else None,
                                      spared_labels=set(stalling))
-        else:
+        elif action == "cancel_batch":
             operator.cancel_batch(rng, open_only=True if not stats.cancels else None, spared_labels=set(stalling))
+        else:
+            # Until one retry put a job back, every retry is one of a batch in flight.
+            operator.retry_failed(rng, mode="batch_in_flight" if not stats.jobs_retried else None)
         stats.events[action] += 1
         return
     alive = [label for label in fleet.alive() if label not in stalling]
@@ -649,10 +789,10 @@ def chaos_step(url: str, fleet: WorkerFleet, stats: ChaosStats, rng: random.Rand
 
 # A short run gets each of these early, in this order (a final-attempt kill is tried this
 # often before the random chaos takes over).
-FIRST_FAULTS = ("stall", "final_attempt_kill", "server_restart", "delete_document", "cancel_batch")
+FIRST_FAULTS = ("stall", "final_attempt_kill", "server_restart", "delete_document", "retry_failed", "cancel_batch")
 FINAL_ATTEMPT_KILL_TRIES = 12
-# A delete of a document in flight and a batch cancel that cancelled something are tried
-# this often before the random chaos takes over.
+# A delete of a document in flight, a batch cancel that cancelled something and a retry
+# that put a job back in the queue are tried this often before the random chaos takes over.
 FIRST_LIFECYCLE_TRIES = 8
 
 
@@ -667,6 +807,9 @@ def _first_fault(stats: ChaosStats, faults) -> str | None:
     if ("delete_document" in faults and not stats.deletes_in_flight
             and stats.events["delete_document"] < FIRST_LIFECYCLE_TRIES):
         return "delete_document"
+    if ("retry_failed" in faults and not stats.jobs_retried
+            and stats.events["retry_failed"] < FIRST_LIFECYCLE_TRIES):
+        return "retry_failed"
     if "cancel_batch" in faults and not stats.cancels and stats.events["cancel_batch"] < FIRST_LIFECYCLE_TRIES:
         return "cancel_batch"
     return None
@@ -684,7 +827,8 @@ def _replace_exited(fleet: WorkerFleet, stats: ChaosStats, workers: int) -> None
 def run_faults(url: str, folder: Path, *, documents: int, workers: int = 3, batches: int = 4,
                chaos_seconds: float = 30, drain_timeout: float = 120, seed: int = 7,
                refill: bool = False, faults=FAULTS, server: ServerControl | None = None,
-               final_attempt_every: int = FINAL_ATTEMPT_EVERY, worker_url: str | None = None) -> ChaosStats:
+               final_attempt_every: int = FINAL_ATTEMPT_EVERY, permanent_failure_every: int = PERMANENT_FAILURE_EVERY,
+               worker_url: str | None = None) -> ChaosStats:
     """Seed, start the fleet, apply chaos for `chaos_seconds`, then let everything drain.
     The first faults are FIRST_FAULTS (those among `faults`), so even a short run has each.
     `server` restarts the database (found from the URL when not given: the embedded
@@ -695,7 +839,8 @@ def run_faults(url: str, folder: Path, *, documents: int, workers: int = 3, batc
     install_deletion_audit(url)
     if server is None and "server_restart" in faults:
         server = ServerControl.for_url(url)
-    seed_documents(url, documents, batches, final_attempt_every=final_attempt_every)
+    seed_documents(url, documents, batches, final_attempt_every=final_attempt_every,
+                   permanent_failure_every=permanent_failure_every)
     fleet = WorkerFleet(url, folder, workers, worker_url=worker_url)
     stats = ChaosStats()
     operator = Operator(url, folder / OPERATOR_HISTORY, stats)
@@ -715,7 +860,8 @@ def run_faults(url: str, folder: Path, *, documents: int, workers: int = 3, batc
             if refill and open_jobs(url) < documents // 4:
                 wave += 1
                 seed_documents(url, documents, batches, run_tag=f"wave{wave}-",
-                               final_attempt_every=final_attempt_every)
+                               final_attempt_every=final_attempt_every,
+                               permanent_failure_every=permanent_failure_every)
         deadline = time.monotonic() + drain_timeout
         while open_jobs(url) and time.monotonic() < deadline:
             _replace_exited(fleet, stats, workers)
@@ -731,11 +877,16 @@ def run_faults(url: str, folder: Path, *, documents: int, workers: int = 3, batc
     return stats
 
 
-def final_attempt_outcomes(url: str, job_ids) -> dict:
-    """How the jobs of the final-attempt kills ended: (status, stage) -> count."""
-    if not job_ids:
-        return {}
-    with connect(url) as conn:
-        rows = conn.execute("select status, stage, count(*) as n from ingestion_jobs where id = any(%s::uuid[]) "
-                            "group by 1, 2", (list(job_ids),)).fetchall()
-    return {(r["status"], r["stage"]): r["n"] for r in rows}
+def final_attempt_outcomes(url: str, job_ids, seen: dict | None = None) -> dict:
+    """How the jobs of the final-attempt kills ended: (status, stage) -> count. `seen`
+    (ChaosStats.final_attempt_seen): how some had ended before a retry could take them;
+    the others are read from the database."""
+    seen = seen or {}
+    outcomes: Counter = Counter(tuple(seen[str(job)]) for job in job_ids if str(job) in seen)
+    rest = [str(job) for job in job_ids if str(job) not in seen]
+    if rest:
+        with connect(url) as conn:
+            for r in conn.execute("select status, stage, count(*) as n from ingestion_jobs "
+                                  "where id = any(%s::uuid[]) group by 1, 2", (rest,)):
+                outcomes[(r["status"], r["stage"])] += r["n"]
+    return dict(outcomes)

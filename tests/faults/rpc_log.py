@@ -26,12 +26,26 @@ the batch counters) and
 `cleanup` (with what it deleted). A janitor call that raised is logged with `ok` null and
 the `error` (its outcome is unknown), then re-raised.
 
-The operator's lifecycle calls (the chaos loop's deletes and batch cancels, worker
+The operator's lifecycle calls (the chaos loop's deletes, batch cancels and retries, worker
 `operator`, in a history of their own) are logged the same way: `delete_document` (its
 `document_id`, and from the answer `in_flight`, `purged`, `cancelled_job_id`, the batch
-counters) and `cancel_batch` (its `batch_id`, and `cancelled`, `in_flight`, `status`, the
-batch); both carry `job_ids`, the jobs the call cancelled (none when it was refused), and
-`job_id` null, so no job rule reads them as a call of a job's own claim."""
+counters), `cancel_batch` (its `batch_id`, and `cancelled`, `in_flight`, `status`, the
+batch) and `retry_failed` (the bulk retry: its `mode`, the `requested_job_ids` and/or
+`batch_id` it was given, and from the answer `retried`, `retried_job_ids` with
+`retried_batches`, each retried job's batch, and `refused`, each refused job with its
+reason); all carry `job_ids`, the jobs the call cancelled (none when it was refused, and
+none for a retry), and `job_id` null, so no job rule reads them as a call of a job's own
+claim.
+
+A statement rolled back by the server with a SQLSTATE of class 40 (transaction rollback:
+40P01 deadlock_detected, 40001 serialization_failure, ...) is logged, whoever sent it (a
+worker's RPC or claim, in bulk or not, the janitor's, the operator's), as call `rollback`:
+the `rpc` it was, its `sqlstate` and `error`, the worker (or `janitor`, `operator`), the
+job (`job_id`, or `job_ids`, the items of a bulk statement) and t0/t1; then the error goes
+on to the caller as before (a worker retries it as transient, the janitor and the operator
+record it as an error of theirs, in an entry without a `sqlstate`, so each rollback is in
+the history once). An artifact write rolled back so is its `write` entry with that
+`sqlstate`. The checker counts every entry with a class-40 `sqlstate` as a violation."""
 
 from __future__ import annotations
 
@@ -42,6 +56,8 @@ import threading
 import time
 from collections import Counter, defaultdict
 from contextlib import contextmanager
+
+import psycopg
 
 from ingestion_pipeline.db.models import BatchesRefreshed
 from ingestion_pipeline.db.rpc import IngestionRpc
@@ -58,7 +74,19 @@ LOGGED_JANITOR = {"rpc_expire_stale": "expire_stale", "rpc_refresh_stuck_batches
 JANITOR = "janitor"
 # The operator's lifecycle calls (worker "operator"): what each returned, or the error it raised.
 OPERATOR = "operator"
-OPERATOR_CALLS = ("delete_document", "cancel_batch")
+# The operator's calls that cancel jobs (their `job_ids`), and all of its calls.
+OPERATOR_CANCELS = ("delete_document", "cancel_batch")
+OPERATOR_CALLS = (*OPERATOR_CANCELS, "retry_failed")
+# SQLSTATE class 40, transaction rollback: the server rolled the statement back (a deadlock
+# victim, 40P01; a serialization failure, 40001; ...). Each is logged as call `rollback`.
+ROLLBACK_CLASS = "40"
+DEADLOCK = "40P01"
+
+
+def rolled_back(exc: BaseException) -> str | None:
+    """The SQLSTATE of a class-40 error (the server rolled the transaction back), else None."""
+    sqlstate = getattr(exc, "sqlstate", None) if isinstance(exc, psycopg.Error) else None
+    return sqlstate if sqlstate and sqlstate.startswith(ROLLBACK_CLASS) else None
 REFRESHED_BATCH = {"batch_id", "status", "total", "open", "completed", "failed"}
 
 
@@ -180,6 +208,31 @@ class LoggedRpc(IngestionRpc):
         self.history.write({"call": "stall", "point": point, "woke": woke, "pid": os.getpid(), "worker": worker_id,
                             "job_id": job_id, "token": lease_token, "t0": started, "t1": time.time(), "ok": True})
 
+    def _value(self, name, params):
+        """Every statement the client sends goes through here: one rolled back by the server
+        (class 40) is logged as a `rollback`, then raised on."""
+        started = time.time()
+        try:
+            return super()._value(name, params)
+        except BaseException as exc:
+            if rolled_back(exc):
+                self.record_rollback(name, params, started, exc)
+            raise
+
+    def record_rollback(self, rpc: str, params: dict, started: float, exc: BaseException) -> None:
+        """A statement the server rolled back (SQLSTATE class 40): who sent it, for which jobs."""
+        items = getattr(params.get("items"), "obj", None)
+        if items is not None:  # a bulk acknowledgement
+            job_ids = [str(item["job_id"]) for item in items]
+        else:
+            job_ids = [str(job_id) for job_id in params.get("job_ids") or ()]
+        worker = getattr(self._bulk_caller, "worker_id", None) or params.get("worker_id") or self.caller
+        self.history.write({
+            "call": "rollback", "rpc": rpc, "pid": os.getpid(), "worker": worker,
+            "job_id": None if params.get("job_id") is None else str(params["job_id"]), "job_ids": job_ids,
+            "token": params.get("lease_token"), "t0": started, "t1": time.time(), "ok": None, "reason": None,
+            "sqlstate": rolled_back(exc), "error": describe(exc)})
+
     def _result(self, model, name, params):
         started = time.time()
         if name in LOGGED_JANITOR:
@@ -214,6 +267,15 @@ class LoggedRpc(IngestionRpc):
         return self._operator_call("cancel_batch", {"batch_id": str(batch_id)},
                                    lambda: super(LoggedRpc, self).cancel_batch(batch_id))
 
+    def retry_failed(self, *, job_ids=None, batch_id=None, mode: str | None = None):
+        """The bulk retry (`retry_failed_ingestion_jobs`): the given jobs, a batch's failed
+        ones, or (neither given) every failed job. `mode` names the harness's pick."""
+        target = {"mode": mode or ("jobs" if job_ids is not None else "batch" if batch_id is not None else "all"),
+                  "requested_job_ids": None if job_ids is None else [str(job_id) for job_id in job_ids],
+                  "batch_id": None if batch_id is None else str(batch_id)}
+        return self._operator_call("retry_failed", target,
+                                   lambda: super(LoggedRpc, self).retry_failed(job_ids=job_ids, batch_id=batch_id))
+
     def _operator_call(self, call: str, target: dict, send):
         """One lifecycle call, logged with its answer and `job_ids`, the jobs it cancelled."""
         entry = {"call": call, "pid": os.getpid(), "worker": self.caller, "job_id": None, **target,
@@ -228,15 +290,37 @@ class LoggedRpc(IngestionRpc):
         answer = result.model_dump(mode="json", exclude={"ok", "reason", "fenced"})
         if call == "delete_document":
             cancelled = [answer["cancelled_job_id"]] if result.ok and answer.get("cancelled_job_id") else []
+        elif call == "retry_failed":  # it cancels nothing: its job_ids are the jobs it put back in the queue
+            answer["retried_job_ids"] = [str(job_id) for job_id in answer.pop("job_ids", None) or []]
+            answer["retried_batches"] = self._batches_of(answer["retried_job_ids"])
+            cancelled = []
         else:
             cancelled = list(answer.get("job_ids") or []) if result.ok else []
         self.history.write({**entry, **answer, **target, "t1": ended, "ok": result.ok, "reason": result.reason,
                             "job_ids": [str(job_id) for job_id in cancelled]})
         return result
 
+    def _batches_of(self, job_ids: list[str]) -> dict[str, str | None] | None:
+        """Each job's batch (a job never changes batch), for the history; None when the
+        look-up failed (the call is logged all the same)."""
+        if not job_ids:
+            return {}
+        try:
+            with self._connection() as conn:
+                rows = conn.execute("select id, batch_id from ingestion_jobs where id = any(%s::uuid[])",
+                                    (job_ids,)).fetchall()
+        except psycopg.Error:
+            return None
+        return {str(r["id"]): None if r["batch_id"] is None else str(r["batch_id"]) for r in rows}
+
     def claim(self, worker_id, limit=1, stale_after_seconds=None):
         started = time.time()
-        jobs = super().claim(worker_id, limit, stale_after_seconds)
+        try:
+            jobs = super().claim(worker_id, limit, stale_after_seconds)
+        except BaseException as exc:  # the claim is no _value statement: its rollbacks are logged here
+            if rolled_back(exc):
+                self.record_rollback("rpc_claim", {"worker_id": worker_id}, started, exc)
+            raise
         for job in jobs:
             self.history.write({"call": "claim", "pid": os.getpid(), "worker": worker_id, "job_id": str(job.job_id),
                                 "t0": started, "t1": time.time(), "ok": True, "attempt": job.attempt_count,

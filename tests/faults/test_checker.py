@@ -2,10 +2,15 @@
 fires on a history with exactly its violation (a write accepted from a superseded token,
 the worker-id rule where the history has no tokens, a double completion, a write accepted
 after the janitor expired the job, a build gone at commit, a batch the janitor had to
-recount), and refusals, writes before the takeover and writes of a later claim are not
-flagged. The database-side rules: test_checker_mutations.py."""
+recount, a retry that reopened a cancelled batch, a statement rolled back by a deadlock or
+a serialization failure), and refusals, writes before the takeover and writes of a later
+claim are not flagged. The database-side rules: test_checker_mutations.py."""
+
+import psycopg
+import pytest
 
 from tests.faults.checker import Report, _check_history
+from tests.faults.rpc_log import rolled_back
 
 JOB = "job-1"
 
@@ -180,3 +185,69 @@ def test_a_call_under_way_while_the_cancel_ran_is_a_refusal_during_it_never_a_vi
                      write("heartbeat", "w1", 1, 6, ok=False))
     assert report.violations == []
     assert (report.stats["cancel_refusals"], report.stats["cancel_refusals_during"]) == (1, 1)
+
+
+# -- the operator's retries ------------------------------------------------------------------
+
+def retry(t0, retried_batches, mode="all"):
+    return {"call": "retry_failed", "worker": "operator", "job_id": None, "token": None, "t0": t0, "t1": t0 + 0.01,
+            "ok": True, "reason": None, "mode": mode, "batch_id": None, "requested_job_ids": None,
+            "retried": len(retried_batches), "retried_job_ids": list(retried_batches),
+            "retried_batches": retried_batches, "refused": [], "job_ids": []}
+
+
+def test_a_retry_that_reopened_a_cancelled_batch_is_flagged():
+    report = checked(retry(1, {"job-0": "batch-1"}),  # before the cancel: fine
+                     cancel("cancel_batch", 5, job_ids=("job-2",)),
+                     retry(6, {JOB: "batch-1", "job-3": "batch-2"}, mode="jobs"),
+                     cancel("cancel_batch", 8, ok=False))  # refused: cancelled nothing more
+    assert report.by_rule == {"retry_reopened_cancelled_batch": 1}, report.violations
+    assert report.violations == [f"retry_failed (jobs) put job {JOB} back in the queue, of batch batch-1 which "
+                                 f"cancel_batch had cancelled before"]
+    # A retry cancels nothing: its jobs are no cancelled jobs (no write_after_cancel).
+    assert report.stats["cancel_refusals"] == 0
+
+
+# -- rollbacks: deadlocks and serialization failures --------------------------------------------
+
+def rollback(worker, sqlstate, t0, rpc="rpc_complete_many", job_ids=(JOB,)):
+    return {"call": "rollback", "rpc": rpc, "worker": worker, "job_id": None, "job_ids": list(job_ids),
+            "token": None, "t0": t0, "t1": t0 + 0.1, "ok": None, "reason": None, "sqlstate": sqlstate,
+            "error": "DeadlockDetected: deadlock detected" if sqlstate == "40P01" else "SerializationFailure: x"}
+
+
+def test_every_rollback_of_anyone_is_a_violation_and_counted():
+    """A worker's acknowledgement, the operator's retry and the janitor's expiry rolled back
+    by a deadlock, an artifact write by a serialization failure: four violations. The
+    operator's own error entry for its call (no sqlstate) is the same rollback: not counted
+    again."""
+    operator_error = {**retry(2, {}), "ok": None, "error": "DeadlockDetected: deadlock detected"}
+    report = checked(claim("w1", 1, 0), rollback("w1", "40P01", 1),
+                     rollback("operator", "40P01", 2, rpc="rpc_retry_failed", job_ids=()), operator_error,
+                     rollback("janitor", "40P01", 3, rpc="rpc_expire_stale", job_ids=()),
+                     write("write", "w1", 1, 4, ok=False, reason="SerializationFailure: x", sqlstate="40001"),
+                     write("write", "w1", 1, 5, ok=False, sqlstate="IF001"))  # the fence: no rollback
+    assert report.by_rule == {"deadlock": 3, "serialization_failure": 1}, report.violations
+    assert (report.stats["deadlocks"], report.stats["serialization_failures"]) == (3, 1)
+    assert report.stats["rollbacks_by_caller"] == {"worker 40P01": 1, "operator 40P01": 1, "janitor 40P01": 1,
+                                                   "worker 40001": 1}
+    assert report.violations[0] == (f"rpc_complete_many by w1 (jobs {JOB}) got 40P01: DeadlockDetected: "
+                                    "deadlock detected")
+    assert report.violations[1] == "rpc_retry_failed by operator got 40P01: DeadlockDetected: deadlock detected"
+
+
+def test_a_history_without_rollbacks_counts_none():
+    report = checked(claim("w1", 1, 0), write("commit_and_complete", "w1", 1, 1))
+    assert report.violations == []
+    assert (report.stats["deadlocks"], report.stats["serialization_failures"]) == (0, 0)
+
+
+@pytest.mark.parametrize(("error", "sqlstate"), [
+    (psycopg.errors.DeadlockDetected("deadlock detected"), "40P01"),
+    (psycopg.errors.SerializationFailure("could not serialize access"), "40001"),
+    (psycopg.errors.LockNotAvailable("could not obtain lock"), None),  # 55P03: no rollback of the server's
+    (psycopg.OperationalError("server closed the connection"), None),
+    (TimeoutError(), None),
+])
+def test_which_errors_are_rollbacks(error, sqlstate):
+    assert rolled_back(error) == sqlstate

@@ -1,9 +1,10 @@
 """Mutation runs: the checker against a real database with exactly one fault injected, by
 a direct SQL write from the test, a sequence of real RPC calls that a schema before the
-fix accepts, or (for the deletion audit) the R23 race on the pre-hardening schema. Each
-test asserts the rule it targets fires (and which others the fault drags along); a
-control run finds nothing (one for the operator's deletes and batch cancels too). The
-history-only rules: test_checker.py."""
+fix accepts, or (for the deletion audit) the R23 race on the pre-hardening schema, or (for
+the rollback rules) a deadlock forced on a logged worker's acknowledgement by row locks
+taken from the test. Each test asserts the rule it targets fires (and which others the
+fault drags along); a control run finds nothing (one for the operator's deletes and batch
+cancels, one for its retries too). The history-only rules: test_checker.py."""
 
 import time
 from pathlib import Path
@@ -20,7 +21,7 @@ from ingestion_pipeline.worker import Worker
 from ingestion_pipeline.worker.artifacts import write_generation
 from tests.faults.checker import check
 from tests.faults.harness import ChaosStats, Janitor, install_deletion_audit, seed_documents
-from tests.faults.rpc_log import OPERATOR, HistoryFile, LoggedRpc, read_history
+from tests.faults.rpc_log import DEADLOCK, OPERATOR, HistoryFile, LoggedRpc, read_history
 from tests.helpers import (
     Background,
     backend_pid,
@@ -573,19 +574,25 @@ def test_control_deletes_and_cancels_done_right_have_no_violation(run):
     # The deleted documents are not among the documents counted (those not deleted).
     assert report.stats["documents"] == {"indexed": 1, "cancelled": 2}, report.summary()
     assert report.stats["lifecycle"] == {"deleted_documents": 2, "deletes_ok": 2, "cancels_ok": 1,
-                                         "jobs_cancelled_by_answers": 3, "operator_call_errors": 0}
+                                         "jobs_cancelled_by_answers": 3, "retries_ok": 0,
+                                         "jobs_retried_by_answers": 0, "retries_refused": {},
+                                         "operator_call_errors": 0}
     assert report.stats["cancel_refusals"] == 2  # the heartbeat and the artifact write
     assert report.stats["batches_cancelled"] == 1
     operator = [e for e in read_history(run.histories()) if e["worker"] == OPERATOR]
     assert [(e["call"], e["ok"], len(e["job_ids"])) for e in operator] == [
         ("delete_document", True, 0), ("delete_document", True, 1), ("cancel_batch", True, 2)]
     assert operator[1]["job_ids"] == [str(scene["first"].job_id)] and operator[1]["in_flight"] is True
-    # A refused call is logged with its reason and cancels nothing.
+    # A refused call is logged with its reason and cancels nothing; so does a cancel of a
+    # batch with nothing open (answered ok since issue 29's migration: the batch is marked
+    # cancelled all the same), and the batch is counted once.
     assert run.operator.delete_document(scene["indexed"]).reason == "already_deleted"
-    assert run.operator.cancel_batch(scene["batch_id"]).reason == "nothing_open"
+    again = run.operator.cancel_batch(scene["batch_id"])
+    assert (again.ok, again.nothing_open, again.cancelled, again.job_ids) == (True, True, 0, []), again
     report = run.check()
     assert report.violations == [], report.summary()
     assert report.stats["lifecycle"]["jobs_cancelled_by_answers"] == 3
+    assert report.stats["lifecycle"]["cancels_ok"] == 1 and report.stats["batches_cancelled"] == 1
 
 
 def test_a_deleted_document_left_in_search(run):
@@ -669,3 +676,104 @@ def test_a_drifted_cancelled_counter(run):
     assert fired(report) == {"batch_counter_drift": 1}, report.summary()
     assert report.violations[0] == (f"batch {batch_id} says cancelled total/open/completed/failed/cancelled "
                                     f"2/0/0/0/1 but its job rows say cancelled 2/0/0/0/2"), report.violations
+
+
+# -- the operator's retries ---------------------------------------------------------------
+
+def test_control_retries_by_ids_by_batch_and_of_everything_are_logged_and_clean(run):
+    """Three failed jobs of one batch put back by a retry of one by id, one of the batch,
+    one of every failed job (nothing left by then), and one of a job already queued (refused):
+    each logged with what it retried, each retried job's batch and what it refused; after a
+    drain the run is clean."""
+    run.seed(3)
+    a, b, c = sorted(run.rpc.claim("w1", limit=3), key=lambda job: str(job.job_id))
+    for job in (a, b, c):
+        run.fail(job)
+    assert run.operator.retry_failed(job_ids=[a.job_id]).job_ids == [a.job_id]
+    assert run.operator.retry_failed(batch_id=a.batch_id).retried == 2
+    assert run.operator.retry_failed().retried == 0
+    refused = run.operator.retry_failed(job_ids=[a.job_id])
+    assert refused.ok and [(r.job_id, r.reason) for r in refused.refused] == [(a.job_id, "already_queued")]
+    run.drain()
+    report = run.check()
+    assert report.violations == [], report.summary()
+    assert report.stats["jobs"] == {"completed": 3}, report.summary()
+    retries = [e for e in read_history(run.histories()) if e["call"] == "retry_failed"]
+    assert [(e["mode"], len(e["retried_job_ids"]), e["job_ids"]) for e in retries] == [
+        ("jobs", 1, []), ("batch", 2, []), ("all", 0, []), ("jobs", 0, [])]
+    assert retries[0]["retried_batches"] == {str(a.job_id): str(a.batch_id)}
+    assert retries[1]["batch_id"] == str(a.batch_id) and retries[0]["requested_job_ids"] == [str(a.job_id)]
+    lifecycle = report.stats["lifecycle"]
+    assert (lifecycle["retries_ok"], lifecycle["jobs_retried_by_answers"], lifecycle["retries_refused"],
+            lifecycle["jobs_cancelled_by_answers"]) == (4, 3, {"already_queued": 1}, 0), lifecycle
+
+
+def test_a_retry_that_reopens_a_cancelled_batch(lock_order_schema, tmp_path):
+    """Issue 29 item 3 as the checker sees it: a batch with one failed and one queued job
+    is cancelled, then every failed job is retried (`ingest retry --failed`). Before the
+    migration the failed one is put back in the queue (and built by the drain): the retry
+    reopened a cancelled batch. At head the retry leaves it out and the run is clean."""
+    run = Run(lock_order_schema.url, tmp_path)
+    try:
+        run.seed(2)
+        [job] = run.rpc.claim("w1")
+        run.fail(job)
+        cancelled = run.operator.cancel_batch(job.batch_id)
+        assert cancelled.ok and cancelled.cancelled == 1, cancelled
+        retried = run.operator.retry_failed()
+        run.drain()
+        report = run.check()
+    finally:
+        run.close()
+    if lock_order_schema.hardened:
+        assert retried.retried == 0 and retried.refused == [], retried
+        assert report.violations == [], report.summary()
+    else:
+        assert retried.job_ids == [job.job_id], retried
+        assert fired(report) == {"retry_reopened_cancelled_batch": 1}, report.summary()
+        assert report.violations[0] == (f"retry_failed (all) put job {job.job_id} back in the queue, of batch "
+                                        f"{job.batch_id} which cancel_batch had cancelled before")
+
+
+# -- rollbacks: deadlocks and serialization failures ----------------------------------------
+
+def test_a_deadlocked_acknowledgement_is_a_violation(run, new_conn):
+    """A worker's bulk acknowledgement is the victim of a deadlock, forced with row locks:
+    its transaction holds the job's batch row, another holds the job row and waits for the
+    batch row (observed through pg_blocking_pids), then the acknowledgement asks for the job
+    row. Its backend (deadlock_timeout 100ms, the other's 10s) finds the cycle and is
+    rolled back with 40P01; the worker sends the acknowledgement again and it goes through,
+    so the end state is clean and only the history's `rollback` entry tells. The checker
+    counts it as a violation (`deadlock`) and in stats["deadlocks"]."""
+    run.seed(1)
+    job = run.claim()
+    generation_id = run.begin(job)
+    assert run.write_parsed(job, generation_id) is None
+    holder, victim = new_conn(run.url, autocommit=False), new_conn(run.url, autocommit=False)
+    holder_pid, victim_pid = backend_pid(holder), backend_pid(victim)
+    holder.execute("set local deadlock_timeout = '10s'")
+    holder.execute("select 1 from ingestion_jobs where id = %s for update", (job.job_id,))
+    victim.execute("set local deadlock_timeout = '100ms'")
+    victim.execute("select 1 from import_batches where id = %s for update", (job.batch_id,))
+    waiting = Background(lambda: holder.execute("select 1 from import_batches where id = %s for update",
+                                                (job.batch_id,)).fetchone())
+    wait_until_blocked(run.conn, holder_pid, by=victim_pid)
+    worker = LoggedRpc(victim, HistoryFile(str(run.folder / "w3.jsonl")))
+    item = CompleteItem(job.job_id, job.document_id, job.lease_token, generation_id)
+    with pytest.raises(psycopg.errors.DeadlockDetected):
+        worker.complete_many("w1", [item])
+    victim.rollback()
+    waiting.join()
+    holder.rollback()
+    [done] = run.rpc.complete_many("w1", [item])  # the worker's retry of a transient error
+    assert done.ok, done
+
+    report = run.check()
+    assert fired(report) == {"deadlock": 1}, report.summary()
+    assert (report.stats["deadlocks"], report.stats["serialization_failures"]) == (1, 0)
+    assert report.stats["rollbacks_by_caller"] == {f"worker {DEADLOCK}": 1}
+    assert report.stats["jobs"] == {"completed": 1} and report.stats["documents"] == {"indexed": 1}
+    [rollback] = [e for e in read_history(run.histories()) if e["call"] == "rollback"]
+    assert (rollback["rpc"], rollback["worker"], rollback["job_ids"], rollback["sqlstate"]) == (
+        "rpc_complete_many", "w1", [str(job.job_id)], DEADLOCK), rollback
+    assert report.violations[0].startswith(f"rpc_complete_many by w1 (jobs {job.job_id}) got 40P01: DeadlockDetected")

@@ -35,7 +35,11 @@ default both):
                     one claim often finish together and are sent together.)
 
 The history records each stall (call `stall`, with its point) and every artifact write
-(call `write`)."""
+(call `write`). The worker treats a deadlock (40P01) or a serialization failure (40001) as
+transient: it retries the call (a claim, a heartbeat) or fails the job for a retry (an
+acknowledgement), so nothing else would show it; every statement of this process the
+server rolled back so is in the history (call `rollback`, or the `write` entry's
+`sqlstate` for an artifact write: rpc_log.py), for the checker to count."""
 
 from __future__ import annotations
 
