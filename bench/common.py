@@ -68,6 +68,15 @@ def create_database(server_uri: str, name: str, *, migrate: bool = False, target
     return uri
 
 
+def clone_database(server_uri: str, template: str, name: str) -> str:
+    """A fresh database `name` copied from the database `template` (dropped first if left
+    over); its URI."""
+    drop_database(server_uri, name)
+    with psycopg.connect(server_uri, autocommit=True) as conn:
+        conn.execute(f'create database "{name}" template "{template}"')
+    return db_uri(server_uri, name)
+
+
 def drop_database(server_uri: str, name: str) -> None:
     with psycopg.connect(server_uri, autocommit=True) as conn:
         conn.execute(f'drop database if exists "{name}" with (force)')
@@ -75,6 +84,14 @@ def drop_database(server_uri: str, name: str) -> None:
 
 def connect(uri: str, **kwargs) -> psycopg.Connection:
     return psycopg.connect(uri, autocommit=True, row_factory=dict_row, **kwargs)
+
+
+def schema_version(uri: str) -> str:
+    """The newest migration applied to the database (its version and name)."""
+    with connect(uri) as conn:
+        row = conn.execute("select version, name from ingest_schema_migrations order by version desc limit 1"
+                           ).fetchone()
+    return f"{row['version']} ({row['name']})" if row else "none"
 
 
 def server_settings(uri: str) -> dict[str, str]:
