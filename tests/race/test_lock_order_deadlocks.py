@@ -395,47 +395,30 @@ def assert_commit_and_retry_settled(schema, setup, seeded: RebuildWithFailedSibl
 
 
 COMMITS = pytest.mark.parametrize("how", ["commit_and_complete", "complete_many"])
+# Which side takes its first contested row first, by what a third transaction holds:
+# - "generation" (G0, the committed generation the commit supersedes): the commit stops
+#   there (before: holding its job, G and D; head: its job and D's failed job, no document);
+#   the retry of the failed job starts (before: locks it, waits on D; head: waits on the
+#   failed job); released, the commit goes on to settle the failed job (before: held by the
+#   retry: 40P01).
+# - "document" (D): the commit stops on it (before: holding its job and G, first in D's
+#   queue; head: also the failed job); the retry starts (before: locks the failed job,
+#   queues on D behind the commit; head: waits on the failed job); released, the commit gets
+#   D and goes on to the failed job (before: held by the retry, which waits on D: 40P01).
+HELD = {"generation": ("select 1 from index_generations where id = %s for no key update", "committed_generation_id"),
+        "document": ("select 1 from documents where id = %s for no key update", "document_id")}
 
 
 @COMMITS
-def test_commit_holding_the_document_against_a_retry_of_its_failed_job(lock_order_schema, new_conn, how):
-    """Forces the commit to take D first: a third transaction holds G0 (the committed
-    generation the commit supersedes), so the commit stops there (before: holding its job,
-    G and D; head: its job and D's failed job, no document). The retry of the failed job starts
-    (before: locks it, waits on D; head: waits on the failed job). Released, the commit
-    goes on to settle the failed job (before: held by the retry: 40P01). Head: the commit
-    goes through, the retry is refused, D is indexed at G with no job open."""
+@pytest.mark.parametrize("held", list(HELD))
+def test_a_commit_and_a_retry_of_its_documents_failed_job(lock_order_schema, new_conn, how, held):
+    """Item 2, forced in both orders (HELD). Head: the commit goes through, the retry is
+    refused, D is indexed at G with no job open."""
     url = lock_order_schema.url
     setup = new_conn(url)
     seeded = rebuild_with_failed_sibling(setup)
-    blocker, blocker_pid = hold(new_conn, url, "select 1 from index_generations where id = %s for no key update",
-                                seeded.committed_generation_id)
-    worker, worker_pid = racer(new_conn, url)
-    operator, operator_pid = racer(new_conn, url)
-
-    committing = Background(lambda: commit(worker, seeded, how))
-    wait_until_blocked(setup, worker_pid, by=blocker_pid)
-    retrying = Background(lambda: IngestionRpc(operator).retry(seeded.failed.id))
-    retry_waited = wait_until_blocked_or_finished(setup, operator_pid, retrying, by=worker_pid)
-    blocker.commit()
-
-    outcomes = joined(commit=committing, retry=retrying)
-    assert_commit_and_retry_settled(lock_order_schema, setup, seeded, outcomes, retry_waited)
-
-
-@COMMITS
-def test_retry_holding_the_failed_job_against_a_commit(lock_order_schema, new_conn, how):
-    """Forces the retry to take the failed job first: a third transaction holds D; the
-    commit stops on it (before: holding its job and G, first in D's queue; head: also the
-    failed job). The retry starts (before: locks the failed job, queues on D behind the
-    commit; head: waits on the failed job). Released, the commit gets D and goes on to the
-    failed job (before: held by the retry, which waits on D: 40P01). Head: the commit goes
-    through, then the retry, refused (`completed`)."""
-    url = lock_order_schema.url
-    setup = new_conn(url)
-    seeded = rebuild_with_failed_sibling(setup)
-    blocker, blocker_pid = hold(new_conn, url, "select 1 from documents where id = %s for no key update",
-                                seeded.document_id)
+    statement, row = HELD[held]
+    blocker, blocker_pid = hold(new_conn, url, statement, getattr(seeded, row))
     worker, worker_pid = racer(new_conn, url)
     operator, operator_pid = racer(new_conn, url)
 
