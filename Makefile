@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test install clean
+.PHONY: demo test lint install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +26,16 @@ demo: $(STAMP)
 # databases on TEST_DATABASE_URL's. `make test PYTEST_XDIST=` runs the suite in one process.
 PYTEST_XDIST ?= -n auto --maxprocesses 4
 
-test: $(STAMP)
+# Lint first (seconds), then the suite: ruff (lint and format; pyproject.toml), import-linter
+# (the layers), squawk (migrations; .squawk.toml), and no tracked file over 1 MB.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 	$(BIN)/squawk --config .squawk.toml migrations/2*.sql
+	$(BIN)/python tools/check_file_sizes.py
+
+test: lint
 	$(BIN)/python -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 clean:

@@ -82,17 +82,30 @@ def run_cell(server_uri: str, ack: str, layout: str, per_batch: int, workers: in
     if not args.keep:
         drop_db(server_uri, name)
     seconds = span(results)
-    print(f"  {ack:<6} {layout:<6} W={workers}: {args.jobs} jobs in {seconds:.2f}s (seed {seeded:.1f}s), "
-          f"{checked['batches']} batch(es) completed, counters exact", flush=True)
-    return {"ack": ack, "layout": layout, "workers": workers, "batches": checked["batches"], "seconds": seconds,
-            "rate": args.jobs / seconds, "calls": len(calls), "p50": percentile(calls, 50),
-            "p99": percentile(calls, 99), "refresh": refresh}
+    print(
+        f"  {ack:<6} {layout:<6} W={workers}: {args.jobs} jobs in {seconds:.2f}s (seed {seeded:.1f}s), "
+        f"{checked['batches']} batch(es) completed, counters exact",
+        flush=True,
+    )
+    return {
+        "ack": ack,
+        "layout": layout,
+        "workers": workers,
+        "batches": checked["batches"],
+        "seconds": seconds,
+        "rate": args.jobs / seconds,
+        "calls": len(calls),
+        "p50": percentile(calls, 50),
+        "p99": percentile(calls, 99),
+        "refresh": refresh,
+    }
 
 
 def time_refresh(conn, samples: int) -> float:
     """p50 of refresh_import_batch_status on the largest batch (all its jobs completed)."""
-    batch_id = conn.execute("select batch_id from ingestion_jobs group by batch_id order by count(*) desc limit 1"
-                            ).fetchone()["batch_id"]
+    batch_id = conn.execute(
+        "select batch_id from ingestion_jobs group by batch_id order by count(*) desc limit 1"
+    ).fetchone()["batch_id"]
     latencies = []
     for _ in range(samples):
         started = time.perf_counter()
@@ -107,11 +120,19 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2", help="worker process counts W (default 1,2)")
     parser.add_argument("--spread", type=int, default=1, help="jobs per batch in the spread layout (default 1)")
     parser.add_argument("--claim-batch", type=int, default=10, help="k, jobs per claim (default 10)")
-    parser.add_argument("--ack", choices=["bulk", "single", "both"], default="bulk",
-                        help="bulk: one complete_many per claim (the worker now); single: one complete per job "
-                             "(before); both: both loops, one table each (default bulk)")
-    parser.add_argument("--no-heartbeat", dest="heartbeat", action="store_false",
-                        help="skip heartbeats (bulk: one heartbeat_many per claim; single: one per job)")
+    parser.add_argument(
+        "--ack",
+        choices=["bulk", "single", "both"],
+        default="bulk",
+        help="bulk: one complete_many per claim (the worker now); single: one complete per job "
+        "(before); both: both loops, one table each (default bulk)",
+    )
+    parser.add_argument(
+        "--no-heartbeat",
+        dest="heartbeat",
+        action="store_false",
+        help="skip heartbeats (bulk: one heartbeat_many per claim; single: one per job)",
+    )
     parser.add_argument("--samples", type=int, default=50, help="timed refresh calls per cell (default 50)")
     parser.add_argument("--full", action="store_true", help="--jobs 100000 --workers 1,2,4")
     parser.add_argument("--keep", action="store_true", help="keep each cell's database until the end of the run")
@@ -136,23 +157,55 @@ def main() -> None:
         one = {(c["ack"], c["workers"]): c["rate"] for c in cells if c["layout"] == "one"}
         heartbeats = "heartbeats on" if args.heartbeat else "no heartbeats"
         for ack in acks:
-            loop = (f"claim k, {'heartbeat_many + ' if args.heartbeat else ''}one complete_many per claim"
-                    if ack == "bulk" else
-                    f"claim k, per job {'heartbeat + ' if args.heartbeat else ''}complete")
-            print_table(f"{ack} acks ({loop}): completing {args.jobs} jobs, one batch vs {args.spread} job(s) per "
-                        f"batch, k={args.claim_batch}, {heartbeats}",
-                        ["layout", "W", "batches", "seconds", "jobs/s", "one / spread", "ack calls", "ack p50 ms",
-                         "ack p99 ms", "refresh alone p50 ms"],
-                        [[c["layout"], c["workers"], c["batches"], f"{c['seconds']:.2f}", f"{c['rate']:.0f}",
-                          f"{c['rate'] / spread[(ack, c['workers'])]:.2f}", c["calls"], ms(c["p50"]), ms(c["p99"]),
-                          ms(c["refresh"])]
-                         for c in cells if c["ack"] == ack])
-        print_table(f"one batch / spread, jobs/s ratio per W ({args.jobs} jobs)",
-                    ["W", *[f"{ack}: one / spread" for ack in acks],
-                     *(["one batch: bulk / single"] if len(acks) == 2 else [])],
-                    [[w, *[f"{one[(ack, w)] / spread[(ack, w)]:.2f}" for ack in acks],
-                      *([f"{one[('bulk', w)] / one[('single', w)]:.2f}"] if len(acks) == 2 else [])]
-                     for w in worker_counts])
+            loop = (
+                f"claim k, {'heartbeat_many + ' if args.heartbeat else ''}one complete_many per claim"
+                if ack == "bulk"
+                else f"claim k, per job {'heartbeat + ' if args.heartbeat else ''}complete"
+            )
+            print_table(
+                f"{ack} acks ({loop}): completing {args.jobs} jobs, one batch vs {args.spread} job(s) per "
+                f"batch, k={args.claim_batch}, {heartbeats}",
+                [
+                    "layout",
+                    "W",
+                    "batches",
+                    "seconds",
+                    "jobs/s",
+                    "one / spread",
+                    "ack calls",
+                    "ack p50 ms",
+                    "ack p99 ms",
+                    "refresh alone p50 ms",
+                ],
+                [
+                    [
+                        c["layout"],
+                        c["workers"],
+                        c["batches"],
+                        f"{c['seconds']:.2f}",
+                        f"{c['rate']:.0f}",
+                        f"{c['rate'] / spread[(ack, c['workers'])]:.2f}",
+                        c["calls"],
+                        ms(c["p50"]),
+                        ms(c["p99"]),
+                        ms(c["refresh"]),
+                    ]
+                    for c in cells
+                    if c["ack"] == ack
+                ],
+            )
+        print_table(
+            f"one batch / spread, jobs/s ratio per W ({args.jobs} jobs)",
+            ["W", *[f"{ack}: one / spread" for ack in acks], *(["one batch: bulk / single"] if len(acks) == 2 else [])],
+            [
+                [
+                    w,
+                    *[f"{one[(ack, w)] / spread[(ack, w)]:.2f}" for ack in acks],
+                    *([f"{one[('bulk', w)] / one[('single', w)]:.2f}"] if len(acks) == 2 else []),
+                ]
+                for w in worker_counts
+            ],
+        )
 
 
 if __name__ == "__main__":

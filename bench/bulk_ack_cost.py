@@ -26,8 +26,6 @@ import argparse
 import time
 
 import psycopg
-from psycopg.types.json import Jsonb
-
 from common import (
     check_batches_completed,
     clone_database,
@@ -43,6 +41,7 @@ from common import (
     seed_jobs,
     vacuum_analyze,
 )
+from psycopg.types.json import Jsonb
 
 WORKER_ID = "bench-bulk-ack"
 
@@ -63,11 +62,15 @@ select (select count(*) from ingestion_jobs where status = 'failed') as failed_j
 
 def claimed_items(conn: psycopg.Connection, size: int, function: str) -> list[dict]:
     """Claim all `size` pending jobs in one call; one acknowledgement item per job."""
-    jobs = conn.execute("select job_id, document_id, lease_token from claim_ingestion_jobs("
-                        "p_worker_id => %s, p_claim_limit => %s)", (WORKER_ID, size)).fetchall()
+    jobs = conn.execute(
+        "select job_id, document_id, lease_token from claim_ingestion_jobs(p_worker_id => %s, p_claim_limit => %s)",
+        (WORKER_ID, size),
+    ).fetchall()
     assert len(jobs) == size, (len(jobs), size)
-    items = [{"job_id": str(j["job_id"]), "document_id": str(j["document_id"]), "lease_token": j["lease_token"]}
-             for j in jobs]
+    items = [
+        {"job_id": str(j["job_id"]), "document_id": str(j["document_id"]), "lease_token": j["lease_token"]}
+        for j in jobs
+    ]
     if function == "fail_or_retry_ingestion_jobs":
         for item in items:
             item.update(retry=False, stage="failed", error_message="bench: failed on purpose")
@@ -92,8 +95,9 @@ def one_cell(server_uri: str, template: str, function: str, size: int, per_batch
                 answer, refused = None, error.sqlstate
             seconds = time.perf_counter() - began
             if refused:
-                still = conn.execute("select count(*) as n from ingestion_jobs where status = 'processing'"
-                                     ).fetchone()["n"]
+                still = conn.execute("select count(*) as n from ingestion_jobs where status = 'processing'").fetchone()[
+                    "n"
+                ]
                 assert still == size, (function, size, still)
             else:
                 results = answer["results"]
@@ -110,13 +114,19 @@ def one_cell(server_uri: str, template: str, function: str, size: int, per_batch
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="1000,2000,4000,10000",
-                        help="items per call, comma-separated, smallest first (default 1000,2000,4000,10000)")
+    parser.add_argument(
+        "--sizes",
+        default="1000,2000,4000,10000",
+        help="items per call, comma-separated, smallest first (default 1000,2000,4000,10000)",
+    )
     parser.add_argument("--per-batch", type=int, default=1000, help="jobs per import batch (default 1000)")
-    parser.add_argument("--rounds", type=int, default=1, help="timed calls per cell, each in a fresh database "
-                                                              "(default 1); the medians are printed")
-    parser.add_argument("--target", default=None,
-                        help="migrate only up to this migration version (default: head)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="timed calls per cell, each in a fresh database (default 1); the medians are printed",
+    )
+    parser.add_argument("--target", default=None, help="migrate only up to this migration version (default: head)")
     args = parser.parse_args()
     sizes = [int(n) for n in args.sizes.split(",")]
 
@@ -141,12 +151,17 @@ def main() -> None:
                 per_item = seconds / size * 1e6
                 base = base or per_item
                 rows.append([function, size, f"{seconds * 1000:.1f}", f"{per_item:.1f}", f"{per_item / base:.2f}"])
-                print(f"{function} {size} items: " + ", ".join(f"{c['seconds'] * 1000:.1f}" for c in cells) + " ms",
-                      flush=True)
-        print_table(f"one bulk acknowledgement call of M items (no generation, each with its lease token; "
-                    f"{args.per_batch} jobs per batch), fresh database per call, client-timed, "
-                    f"median of {args.rounds} round(s)",
-                    ["function", "items", "ms", "µs per item", "per item / first accepted size"], rows)
+                print(
+                    f"{function} {size} items: " + ", ".join(f"{c['seconds'] * 1000:.1f}" for c in cells) + " ms",
+                    flush=True,
+                )
+        print_table(
+            f"one bulk acknowledgement call of M items (no generation, each with its lease token; "
+            f"{args.per_batch} jobs per batch), fresh database per call, client-timed, "
+            f"median of {args.rounds} round(s)",
+            ["function", "items", "ms", "µs per item", "per item / first accepted size"],
+            rows,
+        )
     print(f"\n{time.perf_counter() - started:.0f} s in all")
 
 

@@ -85,8 +85,14 @@ def explain_claim(rpc, conn, worker_id: str, limit: int) -> str:
     notices: list[str] = []
     conn.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
     conn.execute("load 'auto_explain'")
-    for setting, value in [("log_min_duration", "0"), ("log_nested_statements", "on"), ("log_analyze", "on"),
-                           ("log_buffers", "on"), ("log_timing", "on"), ("log_level", "notice")]:
+    for setting, value in [
+        ("log_min_duration", "0"),
+        ("log_nested_statements", "on"),
+        ("log_analyze", "on"),
+        ("log_buffers", "on"),
+        ("log_timing", "on"),
+        ("log_level", "notice"),
+    ]:
         conn.execute(f"set auto_explain.{setting} = {value}")
     try:
         jobs = rpc.claim(worker_id, limit=limit)
@@ -110,10 +116,13 @@ def timed_select(conn, sql: str, params: dict, samples: int) -> list[float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="1000,10000,100000",
-                        help="pending-job counts, increasing (default 1000,10000,100000)")
+    parser.add_argument(
+        "--sizes", default="1000,10000,100000", help="pending-job counts, increasing (default 1000,10000,100000)"
+    )
     parser.add_argument("--finished", type=int, default=100000, help="completed jobs present (default 100000)")
-    parser.add_argument("--limit", type=int, default=10, help="k, jobs per claim (default 10 = INGEST_CLAIM_BATCH_SIZE)")
+    parser.add_argument(
+        "--limit", type=int, default=10, help="k, jobs per claim (default 10 = INGEST_CLAIM_BATCH_SIZE)"
+    )
     parser.add_argument("--samples", type=int, default=200, help="claims timed per size (default 200)")
     parser.add_argument("--full", action="store_true", help="--sizes 1000,100000,1000000 --finished 1000000")
     parser.add_argument("--no-plans", dest="plans", action="store_false", help="do not print the plans")
@@ -147,20 +156,46 @@ def main() -> None:
                 claim = sample_claims(rpc, side, worker_id, args.limit, args.samples)
                 params = {"limit": args.limit, "worker_id": worker_id}
                 split = timed_select(side, SPLIT_CANDIDATES, params, args.samples)
-                rows.append([size, args.finished, pending_count(side), f"{seeded:.1f}", ms(percentile(claim, 50)),
-                             ms(percentile(claim, 99)), ms(max(claim)), ms(percentile(split, 50))])
+                rows.append(
+                    [
+                        size,
+                        args.finished,
+                        pending_count(side),
+                        f"{seeded:.1f}",
+                        ms(percentile(claim, 50)),
+                        ms(percentile(claim, 99)),
+                        ms(max(claim)),
+                        ms(percentile(split, 50)),
+                    ]
+                )
                 if args.plans:
                     with side.transaction(force_rollback=True):
-                        split_plan = "\n".join(r["QUERY PLAN"] for r in side.execute(
-                            "explain (analyze, buffers, costs off) " + SPLIT_CANDIDATES, params))
+                        split_plan = "\n".join(
+                            r["QUERY PLAN"]
+                            for r in side.execute("explain (analyze, buffers, costs off) " + SPLIT_CANDIDATES, params)
+                        )
                     plans.append((size, explain_claim(rpc, conn, worker_id, args.limit), split_plan))
 
-        print_table(f"claim(limit={args.limit}) latency, {args.samples} samples per size (ms, client side)",
-                    ["pending", "finished", "pending after", "seed s", "claim p50", "claim p99", "claim max",
-                     "split-select p50"], rows)
+        print_table(
+            f"claim(limit={args.limit}) latency, {args.samples} samples per size (ms, client side)",
+            [
+                "pending",
+                "finished",
+                "pending after",
+                "seed s",
+                "claim p50",
+                "claim p99",
+                "claim max",
+                "split-select p50",
+            ],
+            rows,
+        )
         base = float(rows[0][4])
-        print_table("claim p50 relative to the smallest size",
-                    ["pending", "claim p50 / first"], [[r[0], f"{float(r[4]) / base:.2f}"] for r in rows])
+        print_table(
+            "claim p50 relative to the smallest size",
+            ["pending", "claim p50 / first"],
+            [[r[0], f"{float(r[4]) / base:.2f}"] for r in rows],
+        )
         for size, plan, split_plan in plans:
             print(f"\n## plan of the claim statement (auto_explain), {size} pending\n\n{plan}")
             print(f"\n## plan of the split candidate select (bench-only alternative), {size} pending\n\n{split_plan}")

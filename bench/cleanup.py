@@ -137,9 +137,16 @@ def window(conn, start, end) -> dict:
     stages = {r["stage"]: r for r in conn.execute(WINDOW_SQL, {"start": start, "end": end}).fetchall()}
     seconds = (end - start).total_seconds()
     commits = stages.get("commit", {}).get("n", 0)
-    return {"seconds": seconds, "docs": commits, "rate": commits / seconds if seconds else 0.0, **{
-        f"{stage}_{q}": stages[stage][q] if stage in stages else float("nan")
-        for stage in ("write", "commit") for q in ("p50", "p99")}}
+    return {
+        "seconds": seconds,
+        "docs": commits,
+        "rate": commits / seconds if seconds else 0.0,
+        **{
+            f"{stage}_{q}": stages[stage][q] if stage in stages else float("nan")
+            for stage in ("write", "commit")
+            for q in ("p50", "p99")
+        },
+    }
 
 
 def run_indexing(args) -> None:
@@ -163,8 +170,10 @@ def run_indexing(args) -> None:
                 for table in ("documents", "index_generations", "document_chunks"):
                     conn.execute(f"vacuum (analyze) {table}")
                 seeded = conn.execute("select count(*) as n from document_chunks").fetchone()["n"]
-                print(f"seeded {seeded} abandoned chunk rows ({documents} documents) in "
-                      f"{time.perf_counter() - started:.1f}s")
+                print(
+                    f"seeded {seeded} abandoned chunk rows ({documents} documents) in "
+                    f"{time.perf_counter() - started:.1f}s"
+                )
 
                 ctx = mp.get_context("spawn")
                 stop, ready = ctx.Event(), ctx.Event()
@@ -198,25 +207,68 @@ def run_indexing(args) -> None:
                     worker.join(120)
                     if worker.is_alive():
                         worker.terminate()
-                left = conn.execute("select count(*) as n from document_chunks c join documents d on d.id = c.document_id"
-                                    " where d.source_name like 'abandoned-%%'").fetchone()["n"]
+                left = conn.execute(
+                    "select count(*) as n from document_chunks c join documents d on d.id = c.document_id"
+                    " where d.source_name like 'abandoned-%%'"
+                ).fetchone()["n"]
                 base, during = window(conn, t0, t1), window(conn, t1, t2)
 
             total = (t2 - t1).total_seconds()
-            print_table(f"cleanup of {seeded} abandoned chunk rows, limit={args.limit} documents/pass "
-                        f"({args.limit * args.chunks_per_doc} chunks/pass) while indexing",
-                        ["passes", "chunks deleted", "seeded left", "seconds", "chunks/s", "pass p50 ms",
-                         "pass p99 ms", "pass max ms (max lock hold)", "lock waiters seen"],
-                        [[len(passes), deleted, left, f"{total:.1f}", f"{deleted / total:.0f}",
-                          ms(percentile(passes, 50)), ms(percentile(passes, 99)), ms(max(passes)),
-                          f"{sum(1 for w in waiters if w)}/{len(waiters)} samples"]])
-            print_table(f"indexer (1 process, concurrency {args.concurrency}, {args.corpus_docs}-doc corpus, reindexed "
-                        "in a loop)",
-                        ["window", "seconds", "docs", "docs/s", "write p50 ms", "write p99 ms", "commit p50 ms",
-                         "commit p99 ms"],
-                        [[name, f"{w['seconds']:.1f}", w["docs"], f"{w['rate']:.1f}", ms(w["write_p50"]),
-                          ms(w["write_p99"]), ms(w["commit_p50"]), ms(w["commit_p99"])]
-                         for name, w in (("baseline (no cleanup)", base), ("during cleanup", during))])
+            print_table(
+                f"cleanup of {seeded} abandoned chunk rows, limit={args.limit} documents/pass "
+                f"({args.limit * args.chunks_per_doc} chunks/pass) while indexing",
+                [
+                    "passes",
+                    "chunks deleted",
+                    "seeded left",
+                    "seconds",
+                    "chunks/s",
+                    "pass p50 ms",
+                    "pass p99 ms",
+                    "pass max ms (max lock hold)",
+                    "lock waiters seen",
+                ],
+                [
+                    [
+                        len(passes),
+                        deleted,
+                        left,
+                        f"{total:.1f}",
+                        f"{deleted / total:.0f}",
+                        ms(percentile(passes, 50)),
+                        ms(percentile(passes, 99)),
+                        ms(max(passes)),
+                        f"{sum(1 for w in waiters if w)}/{len(waiters)} samples",
+                    ]
+                ],
+            )
+            print_table(
+                f"indexer (1 process, concurrency {args.concurrency}, {args.corpus_docs}-doc corpus, reindexed "
+                "in a loop)",
+                [
+                    "window",
+                    "seconds",
+                    "docs",
+                    "docs/s",
+                    "write p50 ms",
+                    "write p99 ms",
+                    "commit p50 ms",
+                    "commit p99 ms",
+                ],
+                [
+                    [
+                        name,
+                        f"{w['seconds']:.1f}",
+                        w["docs"],
+                        f"{w['rate']:.1f}",
+                        ms(w["write_p50"]),
+                        ms(w["write_p99"]),
+                        ms(w["commit_p50"]),
+                        ms(w["commit_p99"]),
+                    ]
+                    for name, w in (("baseline (no cleanup)", base), ("during cleanup", during))
+                ],
+            )
     finally:
         shutil.rmtree(corpus, ignore_errors=True)
 
@@ -333,35 +385,71 @@ select (select count(*) from index_generations where status <> 'committed') as u
        (select count(*) from documents where index_generation_id is null) as documents_without_generation
 """
 
-TABLES_READ = ("documents", "index_generations", "ingestion_jobs", "document_pages", "document_sections",
-               "document_chunks")
+TABLES_READ = (
+    "documents",
+    "index_generations",
+    "ingestion_jobs",
+    "document_pages",
+    "document_sections",
+    "document_chunks",
+)
 
 
-def seed_scale(uri: str, live: int, *, abandoned: int, live_chunks: int, abandoned_chunks: int,
-               per_batch: int | None = None, sources: bool = False) -> dict:
+def seed_scale(
+    uri: str,
+    live: int,
+    *,
+    abandoned: int,
+    live_chunks: int,
+    abandoned_chunks: int,
+    per_batch: int | None = None,
+    sources: bool = False,
+) -> dict:
     """`live` indexed documents (+ `abandoned` with abandoned work), one batch per `per_batch`
     documents (default: one batch for all), with their stored bytes if `sources`; seeded
     and checked."""
     total = live + abandoned
     per_batch = per_batch or total
-    params = {"live": live, "abandoned": abandoned, "live_chunks": live_chunks,
-              "abandoned_chunks": abandoned_chunks, "per_batch": per_batch}
+    params = {
+        "live": live,
+        "abandoned": abandoned,
+        "live_chunks": live_chunks,
+        "abandoned_chunks": abandoned_chunks,
+        "per_batch": per_batch,
+    }
     with connect(uri) as conn:
         began = time.perf_counter()
         with conn.transaction():
             for sql in SCALE_SEED_SQL + ([SCALE_SOURCES_SQL] if sources else []):
                 conn.execute(sql, params)
-        for table in ("import_batches", "documents", "index_generations", "document_pages", "document_sections",
-                      "document_chunks", "ingestion_jobs", "document_sources"):
+        for table in (
+            "import_batches",
+            "documents",
+            "index_generations",
+            "document_pages",
+            "document_sections",
+            "document_chunks",
+            "ingestion_jobs",
+            "document_sources",
+        ):
             conn.execute(f"vacuum (analyze) {table}")
         conn.execute("checkpoint")
         seconds = time.perf_counter() - began
         check = conn.execute(SCALE_CHECK_SQL).fetchone()
-    expected = {"documents": total, "committed": total, "uncommitted": abandoned,
-                "chunks": total * live_chunks + abandoned * abandoned_chunks,
-                "pages_sections": 2 * (total + abandoned),
-                "bad_documents": 0, "bad_chunks": 0, "bad_jobs": 0, "bad_pages_sections": 0,
-                "sources": total if sources else 0, "batches": -(-total // per_batch), "bad_batches": 0}
+    expected = {
+        "documents": total,
+        "committed": total,
+        "uncommitted": abandoned,
+        "chunks": total * live_chunks + abandoned * abandoned_chunks,
+        "pages_sections": 2 * (total + abandoned),
+        "bad_documents": 0,
+        "bad_chunks": 0,
+        "bad_jobs": 0,
+        "bad_pages_sections": 0,
+        "sources": total if sources else 0,
+        "batches": -(-total // per_batch),
+        "bad_batches": 0,
+    }
     assert check == expected, (check, expected)
     return {"seconds": seconds, **check}
 
@@ -372,9 +460,16 @@ def load_auto_explain(conn, fmt: str, notices: list[str]) -> None:
     to 0 (it starts off: -1)."""
     conn.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
     conn.execute("load 'auto_explain'")
-    for setting, value in [("log_nested_statements", "on"), ("log_analyze", "on"), ("log_buffers", "on"),
-                           ("log_timing", "on"), ("log_triggers", "on"), ("log_format", fmt),
-                           ("log_level", "notice"), ("log_min_duration", "-1")]:
+    for setting, value in [
+        ("log_nested_statements", "on"),
+        ("log_analyze", "on"),
+        ("log_buffers", "on"),
+        ("log_timing", "on"),
+        ("log_triggers", "on"),
+        ("log_format", fmt),
+        ("log_level", "notice"),
+        ("log_min_duration", "-1"),
+    ]:
         conn.execute(f"set auto_explain.{setting} = {value}")
 
 
@@ -420,8 +515,14 @@ def plan_reads(notice: str, tables: tuple[str, ...] = TABLES_READ) -> dict:
         if relation in reads:
             loops = node.get("Actual Loops", 1)
             reads[relation] += int(node.get("Actual Rows", 0) * loops)
-            examined[relation] += int((node.get("Actual Rows", 0) + node.get("Rows Removed by Filter", 0)
-                                       + node.get("Rows Removed by Index Recheck", 0)) * loops)
+            examined[relation] += int(
+                (
+                    node.get("Actual Rows", 0)
+                    + node.get("Rows Removed by Filter", 0)
+                    + node.get("Rows Removed by Index Recheck", 0)
+                )
+                * loops
+            )
             if node.get("Node Type") == "Seq Scan":
                 seq.add(relation)
         elif node.get("Node Type") == "Seq Scan" and relation:
@@ -431,8 +532,14 @@ def plan_reads(notice: str, tables: tuple[str, ...] = TABLES_READ) -> dict:
 
     walk(plan["Plan"])
     text = " ".join(plan.get("Query Text", "").split())
-    return {"query": text, "ms": plan.get("Execution Time", plan["Plan"].get("Actual Total Time", 0.0)),
-            "reads": reads, "examined": examined, "seq": sorted(seq), "seq_run": sorted(seq_run)}
+    return {
+        "query": text,
+        "ms": plan.get("Execution Time", plan["Plan"].get("Actual Total Time", 0.0)),
+        "reads": reads,
+        "examined": examined,
+        "seq": sorted(seq),
+        "seq_run": sorted(seq_run),
+    }
 
 
 def statement_label(text: str) -> str:
@@ -452,17 +559,26 @@ def run_scale(args) -> None:
     with embedded_server() as server_uri:
         print(machine_line(server_uri))
         template = "bench_cleanup_scale_template"
-        print(f"schema: migrated up to "
-              f"{schema_version(create_database(server_uri, template, migrate=True, target=args.target))}")
+        print(
+            f"schema: migrated up to "
+            f"{schema_version(create_database(server_uri, template, migrate=True, target=args.target))}"
+        )
         uris = {}
         seeds = {}
         for live in sizes:
             uris[live] = clone_database(server_uri, template, f"bench_cleanup_live_{live}")
-            seeds[live] = seed_scale(uris[live], live, abandoned=args.abandoned, live_chunks=args.live_chunks,
-                                     abandoned_chunks=args.abandoned_chunks)
-            print(f"seeded {live} live documents + {args.abandoned} with abandoned work ({seeds[live]['chunks']} "
-                  f"chunk rows, {args.abandoned * args.abandoned_chunks} abandoned) in {seeds[live]['seconds']:.1f}s",
-                  flush=True)
+            seeds[live] = seed_scale(
+                uris[live],
+                live,
+                abandoned=args.abandoned,
+                live_chunks=args.live_chunks,
+                abandoned_chunks=args.abandoned_chunks,
+            )
+            print(
+                f"seeded {live} live documents + {args.abandoned} with abandoned work ({seeds[live]['chunks']} "
+                f"chunk rows, {args.abandoned * args.abandoned_chunks} abandoned) in {seeds[live]['seconds']:.1f}s",
+                flush=True,
+            )
 
         # Plans first (rolled back: the work to clean stays the same).
         plan_rows, plan_texts = [], []
@@ -473,8 +589,9 @@ def run_scale(args) -> None:
                     read = plan_reads(notice)
                     if read["query"].lower().startswith("select cleanup_abandoned"):
                         continue  # the top-level call: its nested statements are listed one by one
-                    seen = statements.setdefault(read["query"], {"calls": 0, "ms": 0.0, "seq": set(),
-                                                                 "reads": dict.fromkeys(TABLES_READ, 0)})
+                    seen = statements.setdefault(
+                        read["query"], {"calls": 0, "ms": 0.0, "seq": set(), "reads": dict.fromkeys(TABLES_READ, 0)}
+                    )
                     seen["calls"] += 1
                     seen["ms"] += read["ms"]
                     seen["seq"] |= set(read["seq"])
@@ -483,9 +600,18 @@ def run_scale(args) -> None:
                 total = live + args.abandoned
                 for query, seen in statements.items():
                     whole = [t for t in ("documents", "index_generations") if seen["reads"][t] >= total]
-                    plan_rows.append([live, number, statement_label(query), seen["calls"], f"{seen['ms']:.2f}",
-                                      *[seen["reads"][t] for t in TABLES_READ],
-                                      ",".join(sorted(seen["seq"])) or "-", ",".join(whole) or "-"])
+                    plan_rows.append(
+                        [
+                            live,
+                            number,
+                            statement_label(query),
+                            seen["calls"],
+                            f"{seen['ms']:.2f}",
+                            *[seen["reads"][t] for t in TABLES_READ],
+                            ",".join(sorted(seen["seq"])) or "-",
+                            ",".join(whole) or "-",
+                        ]
+                    )
             if args.plans:
                 for number, notices in explain_passes(uris[live], args, "text").items():
                     texts: dict[str, str] = {}
@@ -520,31 +646,78 @@ def run_scale(args) -> None:
                 conn.close()
         for live in sizes:
             total = live + args.abandoned
-            assert after[live] == {"uncommitted": 0, "stray_artifacts": 0, "pages_sections": 2 * total,
-                                   "committed": total, "chunks": total * args.live_chunks,
-                                   "documents_without_generation": 0}, after[live]
+            assert after[live] == {
+                "uncommitted": 0,
+                "stray_artifacts": 0,
+                "pages_sections": 2 * total,
+                "committed": total,
+                "chunks": total * args.live_chunks,
+                "documents_without_generation": 0,
+            }, after[live]
             assert cleaned[live]["generations"] == args.abandoned, cleaned[live]
             assert cleaned[live]["chunks"] == args.abandoned * args.abandoned_chunks, cleaned[live]
 
         base = percentile(passes[sizes[0]], 50)
-        print_table(f"cleanup pass with N live documents present, the same abandoned work in each: {args.abandoned} "
-                    f"documents x {args.abandoned_chunks} chunks, limit={args.limit} documents/pass, passes "
-                    "alternating between the databases",
-                    ["live documents", "documents", "chunk rows", "passes", "generations deleted", "chunks deleted",
-                     "pass p50 ms", "pass p99 ms", "pass max ms", "p50 / first", "passes 1-5 p50 ms",
-                     "passes 6+ p50 ms"],
-                    [[live, live + args.abandoned, seeds[live]["chunks"], len(passes[live]),
-                      cleaned[live]["generations"], cleaned[live]["chunks"], ms(percentile(passes[live], 50)),
-                      ms(percentile(passes[live], 99)), ms(max(passes[live])),
-                      f"{percentile(passes[live], 50) / base:.2f}", ms(percentile(passes[live][:5], 50)),
-                      ms(percentile(passes[live][5:], 50))] for live in sizes])
-        print("(plpgsql plans a statement afresh for its first five runs on a connection, then may keep a generic "
-              "plan: the last two columns split the passes there)")
-        print_table("statements of passes " + args.explain_passes + " (auto_explain, ANALYZE, one connection, "
-                    "rolled back): rows read per table (actual rows x loops over the plan's nodes)",
-                    ["live documents", "pass", "statement", "calls", "ms", "documents rows", "generations rows",
-                     "jobs rows", "pages rows", "sections rows", "chunks rows", "seq scans", "read >= all docs"],
-                    plan_rows)
+        print_table(
+            f"cleanup pass with N live documents present, the same abandoned work in each: {args.abandoned} "
+            f"documents x {args.abandoned_chunks} chunks, limit={args.limit} documents/pass, passes "
+            "alternating between the databases",
+            [
+                "live documents",
+                "documents",
+                "chunk rows",
+                "passes",
+                "generations deleted",
+                "chunks deleted",
+                "pass p50 ms",
+                "pass p99 ms",
+                "pass max ms",
+                "p50 / first",
+                "passes 1-5 p50 ms",
+                "passes 6+ p50 ms",
+            ],
+            [
+                [
+                    live,
+                    live + args.abandoned,
+                    seeds[live]["chunks"],
+                    len(passes[live]),
+                    cleaned[live]["generations"],
+                    cleaned[live]["chunks"],
+                    ms(percentile(passes[live], 50)),
+                    ms(percentile(passes[live], 99)),
+                    ms(max(passes[live])),
+                    f"{percentile(passes[live], 50) / base:.2f}",
+                    ms(percentile(passes[live][:5], 50)),
+                    ms(percentile(passes[live][5:], 50)),
+                ]
+                for live in sizes
+            ],
+        )
+        print(
+            "(plpgsql plans a statement afresh for its first five runs on a connection, then may keep a generic "
+            "plan: the last two columns split the passes there)"
+        )
+        print_table(
+            "statements of passes " + args.explain_passes + " (auto_explain, ANALYZE, one connection, "
+            "rolled back): rows read per table (actual rows x loops over the plan's nodes)",
+            [
+                "live documents",
+                "pass",
+                "statement",
+                "calls",
+                "ms",
+                "documents rows",
+                "generations rows",
+                "jobs rows",
+                "pages rows",
+                "sections rows",
+                "chunks rows",
+                "seq scans",
+                "read >= all docs",
+            ],
+            plan_rows,
+        )
         for live, number, notices in plan_texts:
             for notice in notices:
                 print(f"\n## plan, {live} live documents, pass {number}\n\n{notice}")
@@ -556,21 +729,30 @@ def run_scale(args) -> None:
 # the cleanup's dry run, which finds nothing and stops), and the cleanup itself with nothing
 # to delete. Each: its SQL, and the answer's key that must be 0.
 ZERO_CALLS = {
-    "expire_stale_ingestion_jobs(300)":
-        ("select expire_stale_ingestion_jobs(p_stale_after_seconds => 300) as r", "expired"),
-    "refresh_stuck_import_batches(L)":
-        ("select refresh_stuck_import_batches(p_limit => %(limit)s) as r", "refreshed"),
-    "refresh_drifted_import_batches(L)":
-        ("select refresh_drifted_import_batches(p_limit => %(limit)s) as r", "refreshed"),
-    "cleanup(L, dry run)":
-        ("select cleanup_abandoned_document_index_generations(p_limit => %(limit)s, p_dry_run => true) as r",
-         "documents"),
-    "cleanup(L, not dry run)":
-        ("select cleanup_abandoned_document_index_generations(p_limit => %(limit)s, p_dry_run => false) as r",
-         "documents"),
+    "expire_stale_ingestion_jobs(300)": (
+        "select expire_stale_ingestion_jobs(p_stale_after_seconds => 300) as r",
+        "expired",
+    ),
+    "refresh_stuck_import_batches(L)": ("select refresh_stuck_import_batches(p_limit => %(limit)s) as r", "refreshed"),
+    "refresh_drifted_import_batches(L)": (
+        "select refresh_drifted_import_batches(p_limit => %(limit)s) as r",
+        "refreshed",
+    ),
+    "cleanup(L, dry run)": (
+        "select cleanup_abandoned_document_index_generations(p_limit => %(limit)s, p_dry_run => true) as r",
+        "documents",
+    ),
+    "cleanup(L, not dry run)": (
+        "select cleanup_abandoned_document_index_generations(p_limit => %(limit)s, p_dry_run => false) as r",
+        "documents",
+    ),
 }
-JANITOR_PASS = ("expire_stale_ingestion_jobs(300)", "refresh_stuck_import_batches(L)",
-                "refresh_drifted_import_batches(L)", "cleanup(L, dry run)")
+JANITOR_PASS = (
+    "expire_stale_ingestion_jobs(300)",
+    "refresh_stuck_import_batches(L)",
+    "refresh_drifted_import_batches(L)",
+    "cleanup(L, dry run)",
+)
 ZERO_TABLES = ("documents", "index_generations", "ingestion_jobs", "import_batches", "document_sources")
 
 
@@ -603,8 +785,12 @@ def explain_zero_calls(uri: str, limit: int, warmup: int) -> dict[str, dict]:
                 conn.execute("set auto_explain.log_min_duration = -1")
                 # auto_explain logs a statement when it ends: the call itself comes last
                 *nested, top = [plan_reads(n, ZERO_TABLES) for n in notices if "plan:" in n]
-                seen = {"ms": top["ms"], "statements": len(nested), "seq": set(),
-                        "examined": dict.fromkeys(ZERO_TABLES, 0)}
+                seen = {
+                    "ms": top["ms"],
+                    "statements": len(nested),
+                    "seq": set(),
+                    "examined": dict.fromkeys(ZERO_TABLES, 0),
+                }
                 for read in nested:
                     seen["seq"] |= set(read["seq_run"])
                     for table in ZERO_TABLES:
@@ -618,15 +804,27 @@ def run_zero(args) -> None:
     with embedded_server() as server_uri:
         print(machine_line(server_uri))
         template = "bench_cleanup_zero_template"
-        print(f"schema: migrated up to "
-              f"{schema_version(create_database(server_uri, template, migrate=True, target=args.target))}")
+        print(
+            f"schema: migrated up to "
+            f"{schema_version(create_database(server_uri, template, migrate=True, target=args.target))}"
+        )
         uris, seeds = {}, {}
         for live in sizes:
             uris[live] = clone_database(server_uri, template, f"bench_cleanup_zero_{live}")
-            seeds[live] = seed_scale(uris[live], live, abandoned=0, live_chunks=args.live_chunks, abandoned_chunks=0,
-                                     per_batch=args.per_batch, sources=True)
-            print(f"seeded {live} live documents (with their bytes), {seeds[live]['batches']} completed batches "
-                  f"({args.per_batch} documents each), nothing to clean, in {seeds[live]['seconds']:.1f}s", flush=True)
+            seeds[live] = seed_scale(
+                uris[live],
+                live,
+                abandoned=0,
+                live_chunks=args.live_chunks,
+                abandoned_chunks=0,
+                per_batch=args.per_batch,
+                sources=True,
+            )
+            print(
+                f"seeded {live} live documents (with their bytes), {seeds[live]['batches']} completed batches "
+                f"({args.per_batch} documents each), nothing to clean, in {seeds[live]['seconds']:.1f}s",
+                flush=True,
+            )
 
         facts = {live: explain_zero_calls(uris[live], args.limit, args.warmup) for live in sizes}
 
@@ -645,73 +843,121 @@ def run_zero(args) -> None:
             for conn in conns.values():
                 conn.close()
         for live in sizes:
-            times[live]["janitor pass: the first four"] = [sum(parts) for parts in zip(
-                *(times[live][name] for name in JANITOR_PASS))]
+            times[live]["janitor pass: the first four"] = [
+                sum(parts) for parts in zip(*(times[live][name] for name in JANITOR_PASS), strict=True)
+            ]
 
         rows = []
         for name in times[sizes[0]]:
             base = percentile(times[sizes[0]][name], 50)
             for live in sizes:
                 t = times[live][name]
-                rows.append([name, live, seeds[live]["batches"], len(t), ms(percentile(t, 50)), ms(percentile(t, 99)),
-                             ms(max(t)), f"{percentile(t, 50) / base:.2f}"])
-        print_table(f"the janitor with nothing to clean: N live indexed documents (one completed job each, "
-                    f"{args.per_batch} per completed batch), 0 candidates, L={args.limit}; {args.repeat} timed calls "
-                    f"each after {args.warmup} untimed, round-robin over the databases",
-                    ["call", "live documents", "batches", "calls", "p50 ms", "p99 ms", "max ms",
-                     f"p50 / {sizes[0]}"], rows)
-        print_table(f"plans of one call each (auto_explain, ANALYZE, after {args.warmup} untimed calls on the "
-                    "connection, rolled back): rows examined per table over the call's nested statements "
-                    "(actual rows + rows removed by filter or recheck, x loops) and the sequential scans that ran",
-                    ["call", "live documents", "ms (analyze)", "statements", *[f"{t} rows" for t in ZERO_TABLES],
-                     "seq scans"],
-                    [[name, live, f"{facts[live][name]['ms']:.2f}", facts[live][name]["statements"],
-                      *[facts[live][name]["examined"][t] for t in ZERO_TABLES],
-                      ",".join(sorted(facts[live][name]["seq"])) or "-"]
-                     for name in ZERO_CALLS for live in sizes])
+                rows.append(
+                    [
+                        name,
+                        live,
+                        seeds[live]["batches"],
+                        len(t),
+                        ms(percentile(t, 50)),
+                        ms(percentile(t, 99)),
+                        ms(max(t)),
+                        f"{percentile(t, 50) / base:.2f}",
+                    ]
+                )
+        print_table(
+            f"the janitor with nothing to clean: N live indexed documents (one completed job each, "
+            f"{args.per_batch} per completed batch), 0 candidates, L={args.limit}; {args.repeat} timed calls "
+            f"each after {args.warmup} untimed, round-robin over the databases",
+            ["call", "live documents", "batches", "calls", "p50 ms", "p99 ms", "max ms", f"p50 / {sizes[0]}"],
+            rows,
+        )
+        print_table(
+            f"plans of one call each (auto_explain, ANALYZE, after {args.warmup} untimed calls on the "
+            "connection, rolled back): rows examined per table over the call's nested statements "
+            "(actual rows + rows removed by filter or recheck, x loops) and the sequential scans that ran",
+            ["call", "live documents", "ms (analyze)", "statements", *[f"{t} rows" for t in ZERO_TABLES], "seq scans"],
+            [
+                [
+                    name,
+                    live,
+                    f"{facts[live][name]['ms']:.2f}",
+                    facts[live][name]["statements"],
+                    *[facts[live][name]["examined"][t] for t in ZERO_TABLES],
+                    ",".join(sorted(facts[live][name]["seq"])) or "-",
+                ]
+                for name in ZERO_CALLS
+                for live in sizes
+            ],
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--mode", choices=["indexing", "scale", "zero"], default="indexing",
-                        help="indexing: clean abandoned chunks while a worker indexes (default); scale: pass time "
-                             "with few vs many live documents present; zero: the janitor's calls with nothing to "
-                             "clean, with few vs many live documents present")
-    parser.add_argument("--limit", type=int, default=100,
-                        help="documents per cleanup pass (default 100 = INGEST_CLEANUP_BATCH_SIZE)")
-    parser.add_argument("--target", default=None,
-                        help="migrate only up to this migration version (default: head), e.g. 20261201000600 for "
-                             "the schema before migration 20261202000100")
-    parser.add_argument("--full", action="store_true",
-                        help="full size: indexing: --chunks 1000000 (its default); scale: --live 10000,1000000; "
-                             "zero: --live 10000,100000,1000000")
+    parser.add_argument(
+        "--mode",
+        choices=["indexing", "scale", "zero"],
+        default="indexing",
+        help="indexing: clean abandoned chunks while a worker indexes (default); scale: pass time "
+        "with few vs many live documents present; zero: the janitor's calls with nothing to "
+        "clean, with few vs many live documents present",
+    )
+    parser.add_argument(
+        "--limit", type=int, default=100, help="documents per cleanup pass (default 100 = INGEST_CLEANUP_BATCH_SIZE)"
+    )
+    parser.add_argument(
+        "--target",
+        default=None,
+        help="migrate only up to this migration version (default: head), e.g. 20261201000600 for "
+        "the schema before migration 20261202000100",
+    )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="full size: indexing: --chunks 1000000 (its default); scale: --live 10000,1000000; "
+        "zero: --live 10000,100000,1000000",
+    )
     indexing = parser.add_argument_group("--mode indexing")
     indexing.add_argument("--chunks", type=int, default=1_000_000, help="abandoned chunk rows (default 1000000)")
-    indexing.add_argument("--chunks-per-doc", type=int, default=100,
-                          help="chunks per abandoned generation (default 100)")
-    indexing.add_argument("--corpus-docs", type=int, default=200,
-                          help="documents the indexer keeps indexing (default 200)")
+    indexing.add_argument(
+        "--chunks-per-doc", type=int, default=100, help="chunks per abandoned generation (default 100)"
+    )
+    indexing.add_argument(
+        "--corpus-docs", type=int, default=200, help="documents the indexer keeps indexing (default 200)"
+    )
     indexing.add_argument("--concurrency", type=int, default=2, help="indexer jobs in flight (default 2)")
-    indexing.add_argument("--baseline-seconds", type=float, default=8,
-                          help="indexer alone before cleanup (default 8)")
+    indexing.add_argument("--baseline-seconds", type=float, default=8, help="indexer alone before cleanup (default 8)")
     scale = parser.add_argument_group("--mode scale and --mode zero")
-    scale.add_argument("--live", default=None,
-                       help="live documents per database, comma-separated, smallest first (default 10000,100000)")
+    scale.add_argument(
+        "--live",
+        default=None,
+        help="live documents per database, comma-separated, smallest first (default 10000,100000)",
+    )
     scale.add_argument("--live-chunks", type=int, default=1, help="chunk rows per live document (default 1)")
-    scale.add_argument("--abandoned", type=int, default=3000,
-                       help="documents with an abandoned generation, in every database (default 3000)")
-    scale.add_argument("--abandoned-chunks", type=int, default=10,
-                       help="chunk rows per abandoned generation (default 10)")
-    scale.add_argument("--explain-passes", default="1,7",
-                       help="passes whose plans are captured, on one connection (default 1,7: the first, and one "
-                            "after plpgsql may have switched to generic plans)")
+    scale.add_argument(
+        "--abandoned",
+        type=int,
+        default=3000,
+        help="documents with an abandoned generation, in every database (default 3000)",
+    )
+    scale.add_argument(
+        "--abandoned-chunks", type=int, default=10, help="chunk rows per abandoned generation (default 10)"
+    )
+    scale.add_argument(
+        "--explain-passes",
+        default="1,7",
+        help="passes whose plans are captured, on one connection (default 1,7: the first, and one "
+        "after plpgsql may have switched to generic plans)",
+    )
     scale.add_argument("--plans", action="store_true", help="also print every statement's plan (text)")
     zero = parser.add_argument_group("--mode zero")
     zero.add_argument("--per-batch", type=int, default=100, help="documents per completed batch (default 100)")
     zero.add_argument("--repeat", type=int, default=50, help="timed calls of each kind per size (default 50)")
-    zero.add_argument("--warmup", type=int, default=7,
-                      help="untimed calls of each kind first, per connection (default 7: past plpgsql's switch to "
-                           "generic plans)")
+    zero.add_argument(
+        "--warmup",
+        type=int,
+        default=7,
+        help="untimed calls of each kind first, per connection (default 7: past plpgsql's switch to generic plans)",
+    )
     args = parser.parse_args()
     if args.full:
         args.chunks = 1_000_000

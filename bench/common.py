@@ -31,6 +31,7 @@ warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
 
 # -- server and databases ---------------------------------------------------------------
 
+
 @contextmanager
 def embedded_server(keep: bool = False) -> Iterator[str]:
     """Start a private embedded PostgreSQL under a temp dir; stop and delete it after."""
@@ -89,8 +90,9 @@ def connect(uri: str, **kwargs) -> psycopg.Connection:
 def schema_version(uri: str) -> str:
     """The newest migration applied to the database (its version and name)."""
     with connect(uri) as conn:
-        row = conn.execute("select version, name from ingest_schema_migrations order by version desc limit 1"
-                           ).fetchone()
+        row = conn.execute(
+            "select version, name from ingest_schema_migrations order by version desc limit 1"
+        ).fetchone()
     return f"{row['version']} ({row['name']})" if row else "none"
 
 
@@ -103,9 +105,11 @@ def server_settings(uri: str) -> dict[str, str]:
 def machine_line(uri: str) -> str:
     s = server_settings(uri)
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return (f"machine: nproc={os.cpu_count()} mem={mem:.0f}GiB {platform.machine()} python {platform.python_version()}"
-            f" | PostgreSQL {s['server_version']} fsync={s['fsync']} synchronous_commit={s['synchronous_commit']}"
-            f" shared_buffers={s['shared_buffers']}")
+    return (
+        f"machine: nproc={os.cpu_count()} mem={mem:.0f}GiB {platform.machine()} python {platform.python_version()}"
+        f" | PostgreSQL {s['server_version']} fsync={s['fsync']} synchronous_commit={s['synchronous_commit']}"
+        f" shared_buffers={s['shared_buffers']}"
+    )
 
 
 # -- seeding --------------------------------------------------------------------------
@@ -171,8 +175,11 @@ def seed_jobs(conn: psycopg.Connection, jobs: int, *, per_batch: int, tag: str, 
 
 
 def has_column(conn: psycopg.Connection, table: str, column: str) -> bool:
-    return conn.execute("select exists (select 1 from information_schema.columns where table_schema = 'public'"
-                        " and table_name = %s and column_name = %s) as found", (table, column)).fetchone()["found"]
+    return conn.execute(
+        "select exists (select 1 from information_schema.columns where table_schema = 'public'"
+        " and table_name = %s and column_name = %s) as found",
+        (table, column),
+    ).fetchone()["found"]
 
 
 # Batches whose counters or status disagree with their jobs, or that are not finished
@@ -205,6 +212,7 @@ def vacuum_analyze(conn: psycopg.Connection, *tables: str) -> None:
 
 # -- measuring and printing -----------------------------------------------------------
 
+
 def percentile(values: Sequence[float], p: float) -> float:
     """Nearest-rank percentile (p in 0..100)."""
     if not values:
@@ -233,6 +241,7 @@ def command_line() -> str:
 
 
 # -- our claim loops, as worker processes (spawned: must live at module top level) -------
+
 
 def ours_single_worker(uri: str, k: int, heartbeat: bool, barrier, out) -> None:
     """Single acknowledgements: claim(limit=k), then per job heartbeat and complete through
@@ -290,8 +299,9 @@ def ours_bulk_worker(uri: str, k: int, heartbeat: bool, barrier, out) -> None:
                 beat = rpc.heartbeat_many(worker_id, [LeaseBeat(j.job_id, j.lease_token) for j in jobs])
                 assert beat.renewed == len(jobs) and not beat.lost, beat
             began = time.perf_counter()
-            done = rpc.complete_many(worker_id, [CompleteItem(j.job_id, j.document_id, j.lease_token,
-                                                              batch_id=j.batch_id) for j in jobs])
+            done = rpc.complete_many(
+                worker_id, [CompleteItem(j.job_id, j.document_id, j.lease_token, batch_id=j.batch_id) for j in jobs]
+            )
             calls.append(time.perf_counter() - began)
             assert all(d.ok for d in done), done
             count += len(done)

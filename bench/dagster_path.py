@@ -46,7 +46,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
-from common import ROOT, command_line, connect, create_database, drop_database, embedded_server, machine_line, print_table
+from common import (
+    ROOT,
+    command_line,
+    connect,
+    create_database,
+    drop_database,
+    embedded_server,
+    machine_line,
+    print_table,
+)
 from ingest_corpus import make_document
 
 BIN = ROOT / ".venv" / "bin"
@@ -69,9 +78,15 @@ class CpuSampler:
     window does, so its last sample
     counts), and a process that existed at the start counts only what it used after it."""
 
-    KINDS = (("postgres", "postgres"), ("multiprocessing.forkserver", "parsing children"),
-             ("multiprocessing.spawn", "drain runs (spawned by the code server)"), ("ingest work", "ingest work"),
-             ("dagster", "dagster services"), ("dg dev", "dagster services"), ("ingest ui", "dagster services"))
+    KINDS = (
+        ("postgres", "postgres"),
+        ("multiprocessing.forkserver", "parsing children"),
+        ("multiprocessing.spawn", "drain runs (spawned by the code server)"),
+        ("ingest work", "ingest work"),
+        ("dagster", "dagster services"),
+        ("dg dev", "dagster services"),
+        ("ingest ui", "dagster services"),
+    )
 
     def __init__(self):
         self.first: dict[int, float] = {}
@@ -130,8 +145,16 @@ class PathResult:
     cpu: str = ""
 
     def row(self, baseline: float) -> list:
-        return [self.name, self.docs, f"{self.enqueue:.1f}", f"{self.seconds:.1f}", f"{self.docs / self.seconds:.1f}",
-                f"{self.first_claim:.1f}", self.runs, f"{baseline / self.seconds:.2f}"]
+        return [
+            self.name,
+            self.docs,
+            f"{self.enqueue:.1f}",
+            f"{self.seconds:.1f}",
+            f"{self.docs / self.seconds:.1f}",
+            f"{self.first_claim:.1f}",
+            self.runs,
+            f"{baseline / self.seconds:.2f}",
+        ]
 
 
 def generate_pages(folder: Path, count: int, mean_kb: float, seed: int) -> float:
@@ -184,8 +207,14 @@ def wait_until_done(uri: str, batch_id: str, timeout: float, alive=lambda: True)
 def result(name: str, row: dict, began: float, took: float, runs: str) -> PathResult:
     if row["failed_files"]:
         raise RuntimeError(f"{name}: {row['failed_files']} document(s) failed")
-    return PathResult(name, row["completed_files"], took, row["completed_at"].timestamp() - began,
-                      row["first_claim"].timestamp() - began, runs)
+    return PathResult(
+        name,
+        row["completed_files"],
+        took,
+        row["completed_at"].timestamp() - began,
+        row["first_claim"].timestamp() - began,
+        runs,
+    )
 
 
 def bare_worker(server: str, folder: Path, timeout: float) -> PathResult:
@@ -194,8 +223,13 @@ def bare_worker(server: str, folder: Path, timeout: float) -> PathResult:
         batch_id, began, took = enqueue(uri, folder)
         env = {**os.environ, "DATABASE_URL": uri}
         with CpuSampler() as cpu:
-            subprocess.run([str(BIN / "ingest"), "work", "--drain", "--json"], env=env, check=True,
-                           stdout=subprocess.DEVNULL, timeout=timeout)
+            subprocess.run(
+                [str(BIN / "ingest"), "work", "--drain", "--json"],
+                env=env,
+                check=True,
+                stdout=subprocess.DEVNULL,
+                timeout=timeout,
+            )
         outcome = result("ingest work --drain", wait_until_done(uri, batch_id, 10), began, took, "1 process")
         outcome.cpu = cpu.summary()
         return outcome
@@ -211,20 +245,31 @@ class DagsterUI:
             sock.bind(("127.0.0.1", 0))
             self.port = sock.getsockname()[1]
         self.log = log
-        self.proc = subprocess.Popen([str(BIN / "ingest"), "ui", "--port", str(self.port)], cwd=ROOT, env=env,
-                                     stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [str(BIN / "ingest"), "ui", "--port", str(self.port)],
+            cwd=ROOT,
+            env=env,
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def graphql(self, query: str) -> dict:
-        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/graphql",
-                                         data=json.dumps({"query": query}).encode(),
-                                         headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=30) as response:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/graphql",
+            data=json.dumps({"query": query}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - http://127.0.0.1, our own server
             return json.loads(response.read())["data"]
 
     def wait_ready(self, timeout: float = 240) -> None:
         """Until the import sensor has ticked once: the daemon and code server are warm."""
-        query = '{ sensorOrError(sensorSelector: {repositoryName: "__repository__", repositoryLocationName: ' \
-                '"ingestion_pipeline", sensorName: "import_batch_sensor"}) { ... on Sensor { sensorState { ticks(limit: 1) { status } } } } }'
+        query = (
+            '{ sensorOrError(sensorSelector: {repositoryName: "__repository__", repositoryLocationName: '
+            '"ingestion_pipeline", sensorName: "import_batch_sensor"}) '
+            "{ ... on Sensor { sensorState { ticks(limit: 1) { status } } } } }"
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -248,8 +293,9 @@ class DagsterUI:
                 self.proc.wait()
 
 
-def sensor_path(server: str, folder: Path, data_dir: Path, args: argparse.Namespace
-                ) -> tuple[PathResult, list[dict], list[float]]:
+def sensor_path(
+    server: str, folder: Path, data_dir: Path, args: argparse.Namespace
+) -> tuple[PathResult, list[dict], list[float]]:
     uri = create_database(server, "bench_dagster_sensor", migrate=True)
     storage = create_database(server, "bench_dagster_storage")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("INGEST_", "DAGSTER_")) and k != "DATABASE_URL"}
@@ -270,16 +316,20 @@ def sensor_path(server: str, folder: Path, data_dir: Path, args: argparse.Namesp
         requested_by = {run_id: tick for tick in ticks for run_id in tick["runIds"]}
         outcome = result("sensor → ingest_documents", row, began, took, f"{len(runs)} run(s)")
         outcome.cpu = cpu.summary()
-        return outcome, [{**run, "enqueue_began": began, "tick": requested_by.get(run["runId"])}
-                         for run in runs], latencies
+        return (
+            outcome,
+            [{**run, "enqueue_began": began, "tick": requested_by.get(run["runId"])} for run in runs],
+            latencies,
+        )
     finally:
         ui.stop()
         drop_database(server, "bench_dagster_sensor")
         drop_database(server, "bench_dagster_storage")
 
 
-def first_claim_latencies(uri: str, ui: DagsterUI, folder: Path, rng: random.Random, samples: int,
-                          alive) -> list[float]:
+def first_claim_latencies(
+    uri: str, ui: DagsterUI, folder: Path, rng: random.Random, samples: int, alive
+) -> list[float]:
     """Enqueue → first claim for small batches, each enqueued when no drain run is left and
     at a random point of the daemon's 5 s sensor cycle: each needs a new run."""
     latencies = []
@@ -289,7 +339,8 @@ def first_claim_latencies(uri: str, ui: DagsterUI, folder: Path, rng: random.Ran
         batch_folder.mkdir(parents=True)
         for number in range(5):
             (batch_folder / f"small-{sample}-{number}.html").write_text(
-                make_document("html", 100_000 + sample * 10 + number, 4096, rng), "utf-8")
+                make_document("html", 100_000 + sample * 10 + number, 4096, rng), "utf-8"
+            )
         time.sleep(rng.uniform(0, 5))
         batch_id, began, _ = enqueue(uri, batch_folder)
         row = wait_until_done(uri, batch_id, 120, alive=alive)
@@ -311,14 +362,29 @@ def run_rows(runs: list[dict]) -> list[list]:
     rows = []
     for run in runs:
         t0 = run["enqueue_began"]
-        indexed = sum(entry.get("intValue") or 0 for m in run["assetMaterializations"]
-                      for entry in m["metadataEntries"] if entry["label"] == "documents_indexed")
+        indexed = sum(
+            entry.get("intValue") or 0
+            for m in run["assetMaterializations"]
+            for entry in m["metadataEntries"]
+            if entry["label"] == "documents_indexed"
+        )
 
-        def at(value: float | None) -> str:
+        def at(value: float | None, t0: float = t0) -> str:
             return f"{value - t0:.1f}" if value else "-"
+
         tick = run["tick"] or {}
-        rows.append([run["runId"][:8], run["status"], at(tick.get("timestamp")), at(tick.get("endTimestamp")),
-                     at(run["creationTime"]), at(run["startTime"]), at(run["endTime"]), indexed])
+        rows.append(
+            [
+                run["runId"][:8],
+                run["status"],
+                at(tick.get("timestamp")),
+                at(tick.get("endTimestamp")),
+                at(run["creationTime"]),
+                at(run["startTime"]),
+                at(run["endTime"]),
+                indexed,
+            ]
+        )
     return rows
 
 
@@ -327,11 +393,18 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=1600, help="HTML pages to generate (default 1600)")
     parser.add_argument("--mean-kb", type=float, default=16.0, help="mean page size in KiB (default 16)")
     parser.add_argument("--seed", type=int, default=17)
-    parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL"),
-                        help="server to create the scratch databases on (default: a private embedded one)")
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("BENCH_DATABASE_URL"),
+        help="server to create the scratch databases on (default: a private embedded one)",
+    )
     parser.add_argument("--timeout", type=float, default=900, help="seconds per path before giving up")
-    parser.add_argument("--latency-samples", type=int, default=5,
-                        help="small batches enqueued after the big one, to time enqueue → first claim (default 5)")
+    parser.add_argument(
+        "--latency-samples",
+        type=int,
+        default=5,
+        help="small batches enqueued after the big one, to time enqueue → first claim (default 5)",
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="bench-dagster-path-") as tmp:
@@ -347,18 +420,35 @@ def main() -> None:
             print(f"corpus: {args.docs} HTML pages, {mb:.1f} MB (seed {args.seed})")
             bare = bare_worker(server, folder, args.timeout)
             sensor, runs, latencies = sensor_path(server, folder, data_dir, args)
-    print_table("one batch: seconds from the start of its enqueue", ["path", "docs", "enqueue", "done", "docs/s", "first claim", "ran as",
-                                               "relative"], [bare.row(bare.seconds), sensor.row(bare.seconds)])
-    print_table("CPU seconds used while each path drained", ["path", "by kind of process"],
-                [[bare.name, bare.cpu], [sensor.name, sensor.cpu]])
-    print_table("the sensor's drain runs (seconds from the start of the enqueue)",
-                ["run", "status", "tick began", "tick ended", "requested", "started", "ended", "indexed"], run_rows(runs))
+    print_table(
+        "one batch: seconds from the start of its enqueue",
+        ["path", "docs", "enqueue", "done", "docs/s", "first claim", "ran as", "relative"],
+        [bare.row(bare.seconds), sensor.row(bare.seconds)],
+    )
+    print_table(
+        "CPU seconds used while each path drained",
+        ["path", "by kind of process"],
+        [[bare.name, bare.cpu], [sensor.name, sensor.cpu]],
+    )
+    print_table(
+        "the sensor's drain runs (seconds from the start of the enqueue)",
+        ["run", "status", "tick began", "tick ended", "requested", "started", "ended", "indexed"],
+        run_rows(runs),
+    )
     if latencies:
-        print_table(f"enqueue → first claim through the sensor, {len(latencies)} batches of 5 pages, each at a "
-                    "random point of the daemon's 5 s sensor cycle (seconds)",
-                    ["min", "median", "max", "all"],
-                    [[f"{min(latencies):.1f}", f"{sorted(latencies)[len(latencies) // 2]:.1f}",
-                      f"{max(latencies):.1f}", " ".join(f"{x:.1f}" for x in latencies)]])
+        print_table(
+            f"enqueue → first claim through the sensor, {len(latencies)} batches of 5 pages, each at a "
+            "random point of the daemon's 5 s sensor cycle (seconds)",
+            ["min", "median", "max", "all"],
+            [
+                [
+                    f"{min(latencies):.1f}",
+                    f"{sorted(latencies)[len(latencies) // 2]:.1f}",
+                    f"{max(latencies):.1f}",
+                    " ".join(f"{x:.1f}" for x in latencies),
+                ]
+            ],
+        )
 
 
 if __name__ == "__main__":

@@ -89,11 +89,12 @@ class CpuSampler:
 
 def drain(uri: str, folder: Path, configuration: tuple) -> tuple[int, float, dict[str, float]]:
     env = {**os.environ, "DATABASE_URL": uri}
-    subprocess.run([INGEST, "enqueue", str(folder), "--batch", "drain profile"], env=env, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [INGEST, "enqueue", str(folder), "--batch", "drain profile"], env=env, check=True, capture_output=True
+    )
     with connect(uri) as conn:
         conn.execute("checkpoint")
-        conn.execute(f'alter database "{DATABASE}" set track_functions = \'pl\'')
+        conn.execute(f"alter database \"{DATABASE}\" set track_functions = 'pl'")
         if statements_available(conn):
             conn.execute("create extension if not exists pg_stat_statements")
             conn.execute("select pg_stat_statements_reset()")
@@ -106,8 +107,7 @@ def drain(uri: str, folder: Path, configuration: tuple) -> tuple[int, float, dic
 
 
 def statements_available(conn) -> bool:
-    return "pg_stat_statements" in conn.execute("show shared_preload_libraries").fetchone()[
-        "shared_preload_libraries"]
+    return "pg_stat_statements" in conn.execute("show shared_preload_libraries").fetchone()["shared_preload_libraries"]
 
 
 def print_server_time(uri: str) -> None:
@@ -118,17 +118,24 @@ def print_server_time(uri: str) -> None:
                        as per_call, left(regexp_replace(query, '\\s+', ' ', 'g'), 80) as statement
                   from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database())
                  order by total_exec_time desc limit 12""").fetchall()
-            print_table("statements of the last run, by server time", ["calls", "ms", "ms/call", "statement"],
-                        [list(row.values()) for row in rows])
+            print_table(
+                "statements of the last run, by server time",
+                ["calls", "ms", "ms/call", "statement"],
+                [list(row.values()) for row in rows],
+            )
         else:
             print("\n(pg_stat_statements is not preloaded on this server: no statement table)")
         rows = conn.execute("""
             select funcname, calls, round(total_time::numeric) as total_ms, round(self_time::numeric) as self_ms
               from pg_stat_user_functions order by total_time desc limit 12""").fetchall()
-        commits = conn.execute("select xact_commit from pg_stat_database where datname = current_database()"
-                               ).fetchone()["xact_commit"]
-    print_table("plpgsql functions of the last run (wall time inside them)", ["function", "calls", "total ms",
-                "self ms"], [list(row.values()) for row in rows])
+        commits = conn.execute(
+            "select xact_commit from pg_stat_database where datname = current_database()"
+        ).fetchone()["xact_commit"]
+    print_table(
+        "plpgsql functions of the last run (wall time inside them)",
+        ["function", "calls", "total ms", "self ms"],
+        [list(row.values()) for row in rows],
+    )
     print(f"\ntransactions committed in the last run's database: {commits}")
 
 
@@ -153,15 +160,25 @@ def main() -> None:
                     uri = create_database(server_uri, DATABASE, migrate=True)
                     completed, seconds, cpu = drain(uri, folder, configuration)
                     per_1000 = {kind: 1000 * value / completed for kind, value in cpu.items()}
-                    rows.append([number, label, completed, f"{seconds:.2f}", f"{completed / seconds:.1f}",
-                                 *(f"{per_1000.get(kind, 0.0):.1f}" for kind in ("server", "worker", "children")),
-                                 f"{sum(per_1000.values()):.1f}"])
+                    rows.append(
+                        [
+                            number,
+                            label,
+                            completed,
+                            f"{seconds:.2f}",
+                            f"{completed / seconds:.1f}",
+                            *(f"{per_1000.get(kind, 0.0):.1f}" for kind in ("server", "worker", "children")),
+                            f"{sum(per_1000.values()):.1f}",
+                        ]
+                    )
                     print(f"round {number}, {label}: {completed} docs in {seconds:.2f}s", flush=True)
                     if not (number == args.rounds and configuration is CONFIGURATIONS[-1]):
                         drop_database(server_uri, DATABASE)
-            print_table(f"{args.docs} documents of {args.mean_kb:g} KiB; CPU-seconds per 1,000 documents",
-                        ["round", "configuration", "docs", "drain s", "docs/s", "server", "worker", "children",
-                         "total"], rows)
+            print_table(
+                f"{args.docs} documents of {args.mean_kb:g} KiB; CPU-seconds per 1,000 documents",
+                ["round", "configuration", "docs", "drain s", "docs/s", "server", "worker", "children", "total"],
+                rows,
+            )
             print_server_time(uri)
             drop_database(server_uri, DATABASE)
 

@@ -38,13 +38,24 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import (ROOT, command_line, connect, create_database, drop_database, embedded_server, machine_line, median,
-                    print_table)
+from common import (
+    ROOT,
+    command_line,
+    connect,
+    create_database,
+    drop_database,
+    embedded_server,
+    machine_line,
+    median,
+    print_table,
+)
 
-WORDS = ("lease fence worker queue batch index chunk section page document postgres heartbeat claim commit "
-         "generation search vector token parser markdown html text lighthouse keeper river otter tea kettle "
-         "harbour signal lantern archive ledger migration schema janitor sensor drain backoff retry jitter "
-         "snapshot isolation deadlock transaction durable replica").split()
+WORDS = (
+    "lease fence worker queue batch index chunk section page document postgres heartbeat claim commit "
+    "generation search vector token parser markdown html text lighthouse keeper river otter tea kettle "
+    "harbour signal lantern archive ledger migration schema janitor sensor drain backoff retry jitter "
+    "snapshot isolation deadlock transaction durable replica"
+).split()
 
 
 def sentence(rng: random.Random) -> str:
@@ -77,8 +88,10 @@ def make_document(kind: str, number: int, target_bytes: int, rng: random.Random)
     if kind == "md":
         return f"# {title}\n\n{body}"
     if kind == "html":
-        return (f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>\n"
-                f"<body><h1>{title}</h1>\n{body}</body></html>\n")
+        return (
+            f'<!doctype html>\n<html><head><meta charset="utf-8"><title>{title}</title></head>\n'
+            f"<body><h1>{title}</h1>\n{body}</body></html>\n"
+        )
     return f"{title}\n\n{body}"
 
 
@@ -114,8 +127,9 @@ def run_in_process(uri: str, concurrency: int, parse_processes: int | None = Non
     return report.as_dict()
 
 
-def run_cli(uri: str, concurrency: int | None, processes: int, parse_processes: int | None = None,
-            extra_env: dict | None = None) -> dict:
+def run_cli(
+    uri: str, concurrency: int | None, processes: int, parse_processes: int | None = None, extra_env: dict | None = None
+) -> dict:
     """`processes` × `ingest work --drain`; concurrency None: the settings' default."""
     env = {**os.environ, "DATABASE_URL": uri, **(extra_env or {})}
     if concurrency is not None:
@@ -123,22 +137,26 @@ def run_cli(uri: str, concurrency: int | None, processes: int, parse_processes: 
     if parse_processes is not None:
         env["INGEST_PARSE_PROCESSES"] = str(parse_processes)
     ingest = str(ROOT / ".venv" / "bin" / "ingest")
-    procs = [subprocess.Popen([ingest, "work", "--drain", "--json"], env=env, stdout=subprocess.PIPE, text=True)
-             for _ in range(processes)]
+    procs = [
+        subprocess.Popen([ingest, "work", "--drain", "--json"], env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(processes)
+    ]
     reports = []
     for p in procs:
         out, _ = p.communicate()
         if p.returncode:
             raise RuntimeError(f"ingest work exited with {p.returncode}")
         reports.append(json.loads(out))
-    summed = {k: sum(r[k] for r in reports) for k in ("claimed", "completed", "failed", "retried", "lease_lost",
-                                                       "abandoned")}
+    summed = {
+        k: sum(r[k] for r in reports) for k in ("claimed", "completed", "failed", "retried", "lease_lost", "abandoned")
+    }
     return summed
 
 
 @dataclass
 class Run:
     """One enqueue + drain of the corpus into one database."""
+
     schema: str  # newest applied migration version
     files: int
     mb: float
@@ -167,46 +185,96 @@ def ingest(uri: str, folder: Path, args: argparse.Namespace) -> Run:
         enqueued = enqueue_paths(pool, [folder], max_bytes=settings.max_file_bytes, batch_name="bench")
     enqueue_seconds = time.perf_counter() - started
     started = time.perf_counter()
-    report = (run_in_process(uri, args.concurrency, args.parse_processes) if args.via == "worker"
-              else run_cli(uri, args.concurrency, args.processes, args.parse_processes, getattr(args, "env", None)))
+    report = (
+        run_in_process(uri, args.concurrency, args.parse_processes)
+        if args.via == "worker"
+        else run_cli(uri, args.concurrency, args.processes, args.parse_processes, getattr(args, "env", None))
+    )
     seconds = time.perf_counter() - started
 
     with connect(uri) as conn:
-        totals = conn.execute("select coalesce(sum(byte_size), 0) as bytes, coalesce(sum(chunk_count), 0)"
-                              " as chunks, count(*) filter (where status = 'indexed') as indexed"
-                              " from documents").fetchone()
+        totals = conn.execute(
+            "select coalesce(sum(byte_size), 0) as bytes, coalesce(sum(chunk_count), 0)"
+            " as chunks, count(*) filter (where status = 'indexed') as indexed"
+            " from documents"
+        ).fetchone()
         stages = conn.execute(STAGES_SQL).fetchall()
         schema = conn.execute("select max(version) as v from ingest_schema_migrations").fetchone()["v"]
-    return Run(schema, len(enqueued.files), float(totals["bytes"]) / 1e6, totals["chunks"], enqueue_seconds,
-               seconds, report, stages)
+    return Run(
+        schema,
+        len(enqueued.files),
+        float(totals["bytes"]) / 1e6,
+        totals["chunks"],
+        enqueue_seconds,
+        seconds,
+        report,
+        stages,
+    )
 
 
 def print_run(run: Run, args: argparse.Namespace) -> None:
-    print_table(f"end to end ({args.via}, concurrency {args.concurrency}"
-                + (f", {args.processes} processes" if args.via == "cli" else "") + ")",
-                ["phase", "docs", "seconds", "docs/s", "MB/s", "chunks", "completed", "failed", "retried"],
-                [["enqueue", run.files, f"{run.enqueue_seconds:.2f}", f"{run.files / run.enqueue_seconds:.1f}",
-                  f"{run.mb / run.enqueue_seconds:.2f}", "", "", "", ""],
-                 ["work (drain)", run.report["claimed"], f"{run.seconds:.2f}", f"{run.docs_per_s:.1f}",
-                  f"{run.mb / run.seconds:.2f}", run.chunks, run.report["completed"], run.report["failed"],
-                  run.report["retried"]]])
+    print_table(
+        f"end to end ({args.via}, concurrency {args.concurrency}"
+        + (f", {args.processes} processes" if args.via == "cli" else "")
+        + ")",
+        ["phase", "docs", "seconds", "docs/s", "MB/s", "chunks", "completed", "failed", "retried"],
+        [
+            [
+                "enqueue",
+                run.files,
+                f"{run.enqueue_seconds:.2f}",
+                f"{run.files / run.enqueue_seconds:.1f}",
+                f"{run.mb / run.enqueue_seconds:.2f}",
+                "",
+                "",
+                "",
+                "",
+            ],
+            [
+                "work (drain)",
+                run.report["claimed"],
+                f"{run.seconds:.2f}",
+                f"{run.docs_per_s:.1f}",
+                f"{run.mb / run.seconds:.2f}",
+                run.chunks,
+                run.report["completed"],
+                run.report["failed"],
+                run.report["retried"],
+            ],
+        ],
+    )
     stage_total = sum(s["total"] for s in run.stages) or 1
-    print_table("stages (from ingestion_job_stages, seconds per job)",
-                ["stage", "jobs", "total s", "share", "p50 ms", "p99 ms"],
-                [[s["stage"], s["n"], f"{s['total']:.2f}", f"{s['total'] / stage_total:.0%}",
-                  f"{s['p50'] * 1000:.2f}", f"{s['p99'] * 1000:.2f}"] for s in run.stages])
-    print(f"\nsum of stage times {stage_total:.2f}s over {run.seconds:.2f}s wall with concurrency "
-          f"{args.concurrency}; the rest of a job (claim, lease RPCs, stage-log RPCs, complete) is not a stage")
+    print_table(
+        "stages (from ingestion_job_stages, seconds per job)",
+        ["stage", "jobs", "total s", "share", "p50 ms", "p99 ms"],
+        [
+            [
+                s["stage"],
+                s["n"],
+                f"{s['total']:.2f}",
+                f"{s['total'] / stage_total:.0%}",
+                f"{s['p50'] * 1000:.2f}",
+                f"{s['p99'] * 1000:.2f}",
+            ]
+            for s in run.stages
+        ],
+    )
+    print(
+        f"\nsum of stage times {stage_total:.2f}s over {run.seconds:.2f}s wall with concurrency "
+        f"{args.concurrency}; the rest of a job (claim, lease RPCs, stage-log RPCs, complete) is not a stage"
+    )
 
 
 # (label in the tables, Run -> value, format); seconds and ms are per drain, summed over its jobs
-COMPARED = [("drain s", lambda r: r.seconds, "{:.2f}"),
-            ("docs/s", lambda r: r.docs_per_s, "{:.1f}"),
-            ("MB/s", lambda r: r.mb / r.seconds, "{:.2f}"),
-            ("write s", lambda r: r.stage("write"), "{:.2f}"),
-            ("write p50 ms", lambda r: r.stage("write", "p50") * 1000, "{:.2f}"),
-            ("commit s", lambda r: r.stage("commit"), "{:.2f}"),
-            ("commit p50 ms", lambda r: r.stage("commit", "p50") * 1000, "{:.2f}")]
+COMPARED = [
+    ("drain s", lambda r: r.seconds, "{:.2f}"),
+    ("docs/s", lambda r: r.docs_per_s, "{:.1f}"),
+    ("MB/s", lambda r: r.mb / r.seconds, "{:.2f}"),
+    ("write s", lambda r: r.stage("write"), "{:.2f}"),
+    ("write p50 ms", lambda r: r.stage("write", "p50") * 1000, "{:.2f}"),
+    ("commit s", lambda r: r.stage("commit"), "{:.2f}"),
+    ("commit p50 ms", lambda r: r.stage("commit", "p50") * 1000, "{:.2f}"),
+]
 
 
 def cell(fmt: str, value: float) -> str:
@@ -225,31 +293,57 @@ def compare(server_uri: str, folder: Path, args: argparse.Namespace) -> None:
             run = ingest(uri, folder, args)
             drop_database(server_uri, name)
             runs[target].append(run)
-            print(f"round {number} schema {run.schema}: {run.report['completed']}/{run.files} docs in "
-                  f"{run.seconds:.2f}s, {run.docs_per_s:.1f} docs/s, write {run.stage('write'):.2f}s", flush=True)
+            print(
+                f"round {number} schema {run.schema}: {run.report['completed']}/{run.files} docs in "
+                f"{run.seconds:.2f}s, {run.docs_per_s:.1f} docs/s, write {run.stage('write'):.2f}s",
+                flush=True,
+            )
     head = runs[None]
     label = {None: f"head {head[0].schema}", args.compare_target: f"target {args.compare_target}"}
-    print_table("runs", ["round", "schema", "docs", "failed", "retried", *(c[0] for c in COMPARED)],
-                [[n + 1, label[t], r.report["completed"], r.report["failed"], r.report["retried"],
-                  *(cell(fmt, f(r)) for _, f, fmt in COMPARED)]
-                 for n in range(args.rounds) for t, r in ((t, runs[t][n]) for t in runs)])
+    print_table(
+        "runs",
+        ["round", "schema", "docs", "failed", "retried", *(c[0] for c in COMPARED)],
+        [
+            [
+                n + 1,
+                label[t],
+                r.report["completed"],
+                r.report["failed"],
+                r.report["retried"],
+                *(cell(fmt, f(r)) for _, f, fmt in COMPARED),
+            ]
+            for n in range(args.rounds)
+            for t, r in ((t, runs[t][n]) for t in runs)
+        ],
+    )
     medians = {t: [median([f(r) for r in rs]) for _, f, _ in COMPARED] for t, rs in runs.items()}
-    rows = [[label[t], *(cell(fmt, v) for (_, _, fmt), v in zip(COMPARED, medians[t]))] for t in runs]
-    rows.append(["head / target",
-                 *(cell("{:.2f}", h / o) for h, o in zip(medians[None], medians[args.compare_target]))])
-    print_table(f"end to end ({args.via}, concurrency {args.concurrency}), {head[0].files} files, "
-                f"{head[0].mb:.2f} MB, median of {args.rounds} rounds per schema",
-                ["schema", *(c[0] for c in COMPARED)], rows)
-    print(f"\nratio of median drain docs/s, head / {args.compare_target}: "
-          f"{medians[None][1] / medians[args.compare_target][1]:.3f}")
+    rows = [[label[t], *(cell(fmt, v) for (_, _, fmt), v in zip(COMPARED, medians[t], strict=True))] for t in runs]
+    rows.append(
+        [
+            "head / target",
+            *(cell("{:.2f}", h / o) for h, o in zip(medians[None], medians[args.compare_target], strict=True)),
+        ]
+    )
+    print_table(
+        f"end to end ({args.via}, concurrency {args.concurrency}), {head[0].files} files, "
+        f"{head[0].mb:.2f} MB, median of {args.rounds} rounds per schema",
+        ["schema", *(c[0] for c in COMPARED)],
+        rows,
+    )
+    print(
+        f"\nratio of median drain docs/s, head / {args.compare_target}: "
+        f"{medians[None][1] / medians[args.compare_target][1]:.3f}"
+    )
 
 
 # (label, `ingest work` processes, INGEST_PARSE_PROCESSES, INGEST_WORKER_CONCURRENCY): parsing
 # in the worker's threads with the jobs in flight of that design (4), then in its children
 # with every default (children = cores, 4 + 4 jobs in flight per child).
-PARSING = [("1 process, parsing in its threads", 1, 0, 4),
-           ("2 processes, parsing in their threads", 2, 0, 4),
-           ("1 process, parsing in its children (defaults)", 1, None, None)]
+PARSING = [
+    ("1 process, parsing in its threads", 1, 0, 4),
+    ("2 processes, parsing in their threads", 2, 0, 4),
+    ("1 process, parsing in its children (defaults)", 1, None, None),
+]
 
 
 def compare_parsing(server_uri: str, folder: Path, args: argparse.Namespace) -> None:
@@ -261,36 +355,66 @@ def compare_parsing(server_uri: str, folder: Path, args: argparse.Namespace) -> 
             uri = create_database(server_uri, "bench_ingest_parsing", migrate=True)
             with connect(uri) as conn:
                 conn.execute("checkpoint")
-            run = ingest(uri, folder, argparse.Namespace(**{**vars(args), "via": "cli", "processes": processes,
-                                                             "parse_processes": parse_processes,
-                                                             "concurrency": concurrency}))
+            run = ingest(
+                uri,
+                folder,
+                argparse.Namespace(
+                    **{
+                        **vars(args),
+                        "via": "cli",
+                        "processes": processes,
+                        "parse_processes": parse_processes,
+                        "concurrency": concurrency,
+                    }
+                ),
+            )
             drop_database(server_uri, "bench_ingest_parsing")
             runs[label].append(run)
-            print(f"round {number}, {label}: {run.report['completed']}/{run.files} docs in {run.seconds:.2f}s, "
-                  f"{run.docs_per_s:.1f} docs/s", flush=True)
+            print(
+                f"round {number}, {label}: {run.report['completed']}/{run.files} docs in {run.seconds:.2f}s, "
+                f"{run.docs_per_s:.1f} docs/s",
+                flush=True,
+            )
     first = runs[PARSING[0][0]][0]
     base = median([r.docs_per_s for r in runs[PARSING[0][0]]])
-    print_table(f"`ingest work --drain`, {first.files} files, {first.mb:.2f} MB, "
-                f"median of {args.rounds} round(s)",
-                ["configuration", "drain s", "docs/s", "MB/s", "failed", "vs 1 process in threads"],
-                [[label, f"{median([r.seconds for r in rs]):.2f}", f"{median([r.docs_per_s for r in rs]):.1f}",
-                  f"{median([r.mb / r.seconds for r in rs]):.2f}", sum(r.report['failed'] for r in rs),
-                  f"{median([r.docs_per_s for r in rs]) / base:.2f}"] for label, rs in runs.items()])
+    print_table(
+        f"`ingest work --drain`, {first.files} files, {first.mb:.2f} MB, median of {args.rounds} round(s)",
+        ["configuration", "drain s", "docs/s", "MB/s", "failed", "vs 1 process in threads"],
+        [
+            [
+                label,
+                f"{median([r.seconds for r in rs]):.2f}",
+                f"{median([r.docs_per_s for r in rs]):.1f}",
+                f"{median([r.mb / r.seconds for r in rs]):.2f}",
+                sum(r.report["failed"] for r in rs),
+                f"{median([r.docs_per_s for r in rs]) / base:.2f}",
+            ]
+            for label, rs in runs.items()
+        ],
+    )
 
 
 def embedder_configurations(server_url: str, key: str, model: str, args: argparse.Namespace) -> list[tuple]:
     """(label, environment of `ingest work`, the local server's added latency per request)."""
+
     def openai(dimensions: int) -> dict:
-        return {"INGEST_EMBEDDER": "openai", "INGEST_OPENAI_BASE_URL": server_url, "INGEST_OPENAI_MODEL": model,
-                "INGEST_OPENAI_API_KEY": key, "INGEST_OPENAI_DIMENSIONS": str(dimensions),
-                "INGEST_OPENAI_ENCODING_FORMAT": args.embed_encoding}
+        return {
+            "INGEST_EMBEDDER": "openai",
+            "INGEST_OPENAI_BASE_URL": server_url,
+            "INGEST_OPENAI_MODEL": model,
+            "INGEST_OPENAI_API_KEY": key,
+            "INGEST_OPENAI_DIMENSIONS": str(dimensions),
+            "INGEST_OPENAI_ENCODING_FORMAT": args.embed_encoding,
+        }
 
     size, latency = args.embed_dimensions, args.embed_latency_ms
-    return [("no embedder", {"INGEST_EMBEDDER": "none"}, 0.0),
-            ("hash (64), in the parsing children", {"INGEST_EMBEDDER": "hash"}, 0.0),
-            ("openai (64), local server", openai(64), 0.0),
-            (f"openai ({size}), local server", openai(size), 0.0),
-            (f"openai ({size}), local server +{latency:g} ms/request", openai(size), latency / 1000)]
+    return [
+        ("no embedder", {"INGEST_EMBEDDER": "none"}, 0.0),
+        ("hash (64), in the parsing children", {"INGEST_EMBEDDER": "hash"}, 0.0),
+        ("openai (64), local server", openai(64), 0.0),
+        (f"openai ({size}), local server", openai(size), 0.0),
+        (f"openai ({size}), local server +{latency:g} ms/request", openai(size), latency / 1000),
+    ]
 
 
 @dataclass
@@ -316,13 +440,27 @@ def compare_embedders(server_uri: str, folder: Path, args: argparse.Namespace) -
                 with connect(uri) as conn:
                     conn.execute("checkpoint")
                 requests, cpu = server.requests, time.process_time()
-                run = ingest(uri, folder, argparse.Namespace(**{**vars(args), "via": "cli", "processes": 1,
-                                                                 "parse_processes": None, "concurrency": None,
-                                                                 "env": env}))
+                run = ingest(
+                    uri,
+                    folder,
+                    argparse.Namespace(
+                        **{
+                            **vars(args),
+                            "via": "cli",
+                            "processes": 1,
+                            "parse_processes": None,
+                            "concurrency": None,
+                            "env": env,
+                        }
+                    ),
+                )
                 drop_database(server_uri, "bench_ingest_embedders")
                 runs[label].append(EmbedRun(run, server.requests - requests, time.process_time() - cpu))
-                print(f"round {number}, {label}: {run.report['completed']}/{run.files} docs in {run.seconds:.2f}s, "
-                      f"{run.docs_per_s:.1f} docs/s, {server.requests - requests} requests", flush=True)
+                print(
+                    f"round {number}, {label}: {run.report['completed']}/{run.files} docs in {run.seconds:.2f}s, "
+                    f"{run.docs_per_s:.1f} docs/s, {server.requests - requests} requests",
+                    flush=True,
+                )
     print_embedders(runs, args)
 
 
@@ -332,21 +470,40 @@ def print_embedders(runs: dict[str, list[EmbedRun]], args: argparse.Namespace) -
 
     def row(label: str, done: list[EmbedRun]) -> list:
         docs_per_s = median([e.run.docs_per_s for e in done])
-        return [label, f"{median([e.run.seconds for e in done]):.2f}", f"{docs_per_s:.1f}",
-                f"{median([e.run.mb / e.run.seconds for e in done]):.2f}", sum(e.run.report["failed"] for e in done),
-                median([e.requests for e in done]),
-                cell("{:.2f}", median([e.run.stage("embed", "p50") * 1000 for e in done])),
-                f"{median([e.server_cpu for e in done]):.2f}", f"{docs_per_s / base:.2f}"]
+        return [
+            label,
+            f"{median([e.run.seconds for e in done]):.2f}",
+            f"{docs_per_s:.1f}",
+            f"{median([e.run.mb / e.run.seconds for e in done]):.2f}",
+            sum(e.run.report["failed"] for e in done),
+            median([e.requests for e in done]),
+            cell("{:.2f}", median([e.run.stage("embed", "p50") * 1000 for e in done])),
+            f"{median([e.server_cpu for e in done]):.2f}",
+            f"{docs_per_s / base:.2f}",
+        ]
 
-    print_table(f"`ingest work --drain` (defaults), {first[0].run.files} files, {first[0].run.mb:.2f} MB, "
-                f"{first[0].run.chunks} chunks, median of {args.rounds} round(s)",
-                ["configuration", "drain s", "docs/s", "MB/s", "failed", "requests", "embed p50 ms",
-                 "server CPU s", "vs no embedder"],
-                [row(label, done) for label, done in runs.items()])
-    print("\ndrain s: from the start of `ingest work` to its exit (start-up included). embed p50: the embed "
-          "stage of a job (openai: in the job's thread, requests of INGEST_OPENAI_BATCH_SIZE=32 chunks; hash: in "
-          "the parsing children). server CPU: this process's CPU during the drain, i.e. the local server. "
-          f"openai vectors as {args.embed_encoding}")
+    print_table(
+        f"`ingest work --drain` (defaults), {first[0].run.files} files, {first[0].run.mb:.2f} MB, "
+        f"{first[0].run.chunks} chunks, median of {args.rounds} round(s)",
+        [
+            "configuration",
+            "drain s",
+            "docs/s",
+            "MB/s",
+            "failed",
+            "requests",
+            "embed p50 ms",
+            "server CPU s",
+            "vs no embedder",
+        ],
+        [row(label, done) for label, done in runs.items()],
+    )
+    print(
+        "\ndrain s: from the start of `ingest work` to its exit (start-up included). embed p50: the embed "
+        "stage of a job (openai: in the job's thread, requests of INGEST_OPENAI_BATCH_SIZE=32 chunks; hash: in "
+        "the parsing children). server CPU: this process's CPU during the drain, i.e. the local server. "
+        f"openai vectors as {args.embed_encoding}"
+    )
 
 
 def main() -> None:
@@ -356,32 +513,64 @@ def main() -> None:
     parser.add_argument("--mean-kb", type=float, default=16, help="mean generated document size in KiB (default 16)")
     parser.add_argument("--seed", type=int, default=7, help="corpus random seed (default 7)")
     parser.add_argument("--concurrency", type=int, default=4, help="jobs in flight per worker (default 4)")
-    parser.add_argument("--via", choices=["worker", "cli"], default="worker",
-                        help="Worker.run(drain=True) in process (default) or `ingest work --drain` subprocesses")
+    parser.add_argument(
+        "--via",
+        choices=["worker", "cli"],
+        default="worker",
+        help="Worker.run(drain=True) in process (default) or `ingest work --drain` subprocesses",
+    )
     parser.add_argument("--processes", type=int, default=1, help="with --via cli: worker processes (default 1)")
-    parser.add_argument("--parse-processes", type=int, default=None,
-                        help="parsing children per worker (INGEST_PARSE_PROCESSES; 0: in the worker's threads; "
-                             "default: one per core)")
-    parser.add_argument("--compare-parsing", action="store_true",
-                        help="`ingest work --drain`: 1 process parsing in its threads, 2 such processes, and 1 "
-                             "process parsing in its children; --rounds rounds each")
-    parser.add_argument("--embedder", choices=["openai"],
-                        help="openai: `ingest work --drain` without an embedder, with hash, and with "
-                             "INGEST_EMBEDDER=openai against a local OpenAI-compatible server; --rounds rounds each")
-    parser.add_argument("--embed-dimensions", type=int, default=768, metavar="N",
-                        help="with --embedder: the vector size of the openai runs after the 64-number one "
-                             "(default 768)")
-    parser.add_argument("--embed-latency-ms", type=float, default=25, metavar="MS",
-                        help="with --embedder: the local server's wait per request in the last run (default 25)")
-    parser.add_argument("--embed-encoding", choices=["base64", "float"], default="base64",
-                        help="with --embedder: INGEST_OPENAI_ENCODING_FORMAT of the openai runs (default base64)")
+    parser.add_argument(
+        "--parse-processes",
+        type=int,
+        default=None,
+        help="parsing children per worker (INGEST_PARSE_PROCESSES; 0: in the worker's threads; default: one per core)",
+    )
+    parser.add_argument(
+        "--compare-parsing",
+        action="store_true",
+        help="`ingest work --drain`: 1 process parsing in its threads, 2 such processes, and 1 "
+        "process parsing in its children; --rounds rounds each",
+    )
+    parser.add_argument(
+        "--embedder",
+        choices=["openai"],
+        help="openai: `ingest work --drain` without an embedder, with hash, and with "
+        "INGEST_EMBEDDER=openai against a local OpenAI-compatible server; --rounds rounds each",
+    )
+    parser.add_argument(
+        "--embed-dimensions",
+        type=int,
+        default=768,
+        metavar="N",
+        help="with --embedder: the vector size of the openai runs after the 64-number one (default 768)",
+    )
+    parser.add_argument(
+        "--embed-latency-ms",
+        type=float,
+        default=25,
+        metavar="MS",
+        help="with --embedder: the local server's wait per request in the last run (default 25)",
+    )
+    parser.add_argument(
+        "--embed-encoding",
+        choices=["base64", "float"],
+        default="base64",
+        help="with --embedder: INGEST_OPENAI_ENCODING_FORMAT of the openai runs (default base64)",
+    )
     parser.add_argument("--full", action="store_true", help="--docs 2000 --mean-kb 32")
-    parser.add_argument("--compare-target", metavar="VERSION",
-                        help="also run against a database migrated only up to this 14-digit migration version "
-                             "and print head / VERSION (e.g. 20261130000700)")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="with --compare-target, --compare-parsing or --embedder: runs per configuration "
-                             "(default 3)")
+    parser.add_argument(
+        "--compare-target",
+        metavar="VERSION",
+        help="also run against a database migrated only up to this 14-digit migration version "
+        "and print head / VERSION (e.g. 20261130000700)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="with --compare-target, --compare-parsing or --embedder: runs per configuration (default 3)",
+    )
     args = parser.parse_args()
     if args.full:
         args.docs, args.mean_kb = 2000, 32
@@ -396,8 +585,11 @@ def main() -> None:
     try:
         with embedded_server() as server_uri:
             print(machine_line(server_uri))
-            source = str(args.folder) if args.folder else (f"generated: {args.docs} txt/md/html files, mean "
-                                                           f"{args.mean_kb:g} KiB, seed {args.seed}")
+            source = (
+                str(args.folder)
+                if args.folder
+                else (f"generated: {args.docs} txt/md/html files, mean {args.mean_kb:g} KiB, seed {args.seed}")
+            )
             if args.compare_target:
                 print(f"corpus: {source}")
                 compare(server_uri, folder, args)

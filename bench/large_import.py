@@ -31,9 +31,11 @@ from pathlib import Path
 
 from common import ROOT, command_line, connect, create_database, embedded_server, machine_line, ms, print_table
 
-WORDS = ("lease fence worker queue batch index chunk section page document postgres heartbeat claim commit "
-         "generation search token parser markdown text lighthouse keeper river otter tea kettle harbour "
-         "signal lantern archive ledger").split()
+WORDS = (
+    "lease fence worker queue batch index chunk section page document postgres heartbeat claim commit "
+    "generation search token parser markdown text lighthouse keeper river otter tea kettle harbour "
+    "signal lantern archive ledger"
+).split()
 
 BATCH_NAME = "bench-large-import"
 
@@ -61,8 +63,9 @@ def ingest_command(*args: str) -> list[str]:
 
 def run_enqueue(uri: str, folder: Path, env: dict) -> tuple[float, str]:
     began = time.perf_counter()
-    done = subprocess.run(ingest_command("enqueue", str(folder), "--batch", BATCH_NAME), env=env,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ingest_command("enqueue", str(folder), "--batch", BATCH_NAME), env=env, capture_output=True, text=True
+    )
     seconds = time.perf_counter() - began
     if done.returncode:
         raise RuntimeError(f"ingest enqueue exited with {done.returncode}: {done.stderr.strip()}")
@@ -71,9 +74,16 @@ def run_enqueue(uri: str, folder: Path, env: dict) -> tuple[float, str]:
 
 def run_drain(env: dict, concurrency: int, processes: int) -> tuple[float, dict]:
     began = time.perf_counter()
-    procs = [subprocess.Popen(ingest_command("work", "--drain", "--json", "--concurrency", str(concurrency)),
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(processes)]
+    procs = [
+        subprocess.Popen(
+            ingest_command("work", "--drain", "--json", "--concurrency", str(concurrency)),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(processes)
+    ]
     reports = []
     for p in procs:
         out, err = p.communicate()
@@ -81,8 +91,9 @@ def run_drain(env: dict, concurrency: int, processes: int) -> tuple[float, dict]
             raise RuntimeError(f"ingest work exited with {p.returncode}: {err.strip()}")
         reports.append(json.loads(out))
     seconds = time.perf_counter() - began
-    summed = {k: sum(r[k] for r in reports) for k in ("claimed", "completed", "failed", "retried", "lease_lost",
-                                                       "abandoned")}
+    summed = {
+        k: sum(r[k] for r in reports) for k in ("claimed", "completed", "failed", "retried", "lease_lost", "abandoned")
+    }
     return seconds, summed
 
 
@@ -138,8 +149,13 @@ def bucket_rows(conn, column: str, batch_id, bucket: int, stages: bool) -> list[
         intervals = r["jobs"] - 1 if r["bucket"] == 0 else r["jobs"]
         per_job = r["seconds"] / max(intervals, 1)
         start = r["bucket"] * bucket
-        row = [f"{start + 1}-{start + r['jobs']}", r["jobs"], f"{r['seconds']:.2f}",
-               f"{1 / per_job:.0f}" if per_job > 0 else "-", f"{per_job / first:.2f}" if first > 0 else "-"]
+        row = [
+            f"{start + 1}-{start + r['jobs']}",
+            r["jobs"],
+            f"{r['seconds']:.2f}",
+            f"{1 / per_job:.0f}" if per_job > 0 else "-",
+            f"{per_job / first:.2f}" if first > 0 else "-",
+        ]
         if stages:
             p50 = {s["stage"]: s["p50"] for s in conn.execute(STAGE_P50_SQL, {"ids": r["ids"], "stages": STAGES})}
             row += [ms(p50[s]) if s in p50 else "-" for s in STAGES]
@@ -165,8 +181,10 @@ def main() -> None:
     try:
         began = time.perf_counter()
         size = generate_folder(folder, args.docs)
-        print(f"folder: {args.docs} tiny .txt/.md files, {size} bytes ({size / args.docs:.0f} B mean), "
-              f"generated in {time.perf_counter() - began:.1f}s")
+        print(
+            f"folder: {args.docs} tiny .txt/.md files, {size} bytes ({size / args.docs:.0f} B mean), "
+            f"generated in {time.perf_counter() - began:.1f}s"
+        )
         with embedded_server() as server_uri:
             print(machine_line(server_uri))
             uri = create_database(server_uri, "bench_large_import", migrate=True)
@@ -182,32 +200,98 @@ def main() -> None:
                 enqueued = bucket_rows(conn, "created_at", batch["id"], bucket, stages=False)
                 completed = bucket_rows(conn, "completed_at", batch["id"], bucket, stages=True)
 
-        print_table(f"import of {args.docs} tiny documents through the CLI (wall time, process start-up included)",
-                    ["phase", "command", "docs", "seconds", "docs/s", "completed", "failed", "retried",
-                     "lease_lost", "abandoned"],
-                    [["enqueue", f"ingest enqueue <folder> --batch {BATCH_NAME}", args.docs, f"{enqueue_seconds:.1f}",
-                      f"{args.docs / enqueue_seconds:.1f}", "", "", "", "", ""],
-                     ["drain", f"{args.processes} x ingest work --drain --concurrency {args.concurrency}",
-                      report["claimed"], f"{drain_seconds:.1f}", f"{report['completed'] / drain_seconds:.1f}",
-                      report["completed"], report["failed"], report["retried"], report["lease_lost"],
-                      report["abandoned"]]])
+        print_table(
+            f"import of {args.docs} tiny documents through the CLI (wall time, process start-up included)",
+            [
+                "phase",
+                "command",
+                "docs",
+                "seconds",
+                "docs/s",
+                "completed",
+                "failed",
+                "retried",
+                "lease_lost",
+                "abandoned",
+            ],
+            [
+                [
+                    "enqueue",
+                    f"ingest enqueue <folder> --batch {BATCH_NAME}",
+                    args.docs,
+                    f"{enqueue_seconds:.1f}",
+                    f"{args.docs / enqueue_seconds:.1f}",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                ],
+                [
+                    "drain",
+                    f"{args.processes} x ingest work --drain --concurrency {args.concurrency}",
+                    report["claimed"],
+                    f"{drain_seconds:.1f}",
+                    f"{report['completed'] / drain_seconds:.1f}",
+                    report["completed"],
+                    report["failed"],
+                    report["retried"],
+                    report["lease_lost"],
+                    report["abandoned"],
+                ],
+            ],
+        )
         headers = ["jobs (in order)", "count", "seconds", "jobs/s", "s per job / first"]
         print_table(f"enqueue, per {bucket} jobs in order of enqueue (ingestion_jobs.created_at)", headers, enqueued)
-        print_table(f"drain, per {bucket} jobs in order of completion (ingestion_jobs.completed_at)",
-                    [*headers, *[f"{s} p50 ms" for s in STAGES]], completed)
-        print_table("last bucket / first bucket, time per job (flat = 1.00)", ["phase", "last / first"],
-                    [["enqueue", enqueued[-1][4] if enqueued else "-"],
-                     ["drain", completed[-1][4] if completed else "-"]])
-        print_table(f"batch {batch['id']} ({batch['name']}) at the end: counters against a count of its jobs",
-                    ["status", "total", "open", "completed", "failed", "jobs counted", "open counted",
-                     "completed counted", "failed counted", "created -> completed s"],
-                    [[batch["status"], batch["total_files"], batch["open_files"], batch["completed_files"],
-                      batch["failed_files"], batch["jobs"], batch["jobs_open"], batch["jobs_completed"],
-                      batch["jobs_failed"], f"{batch['seconds']:.1f}" if batch["seconds"] is not None else "-"]])
+        print_table(
+            f"drain, per {bucket} jobs in order of completion (ingestion_jobs.completed_at)",
+            [*headers, *[f"{s} p50 ms" for s in STAGES]],
+            completed,
+        )
+        print_table(
+            "last bucket / first bucket, time per job (flat = 1.00)",
+            ["phase", "last / first"],
+            [["enqueue", enqueued[-1][4] if enqueued else "-"], ["drain", completed[-1][4] if completed else "-"]],
+        )
+        print_table(
+            f"batch {batch['id']} ({batch['name']}) at the end: counters against a count of its jobs",
+            [
+                "status",
+                "total",
+                "open",
+                "completed",
+                "failed",
+                "jobs counted",
+                "open counted",
+                "completed counted",
+                "failed counted",
+                "created -> completed s",
+            ],
+            [
+                [
+                    batch["status"],
+                    batch["total_files"],
+                    batch["open_files"],
+                    batch["completed_files"],
+                    batch["failed_files"],
+                    batch["jobs"],
+                    batch["jobs_open"],
+                    batch["jobs_completed"],
+                    batch["jobs_failed"],
+                    f"{batch['seconds']:.1f}" if batch["seconds"] is not None else "-",
+                ]
+            ],
+        )
         exact = (batch["total_files"], batch["open_files"], batch["completed_files"], batch["failed_files"]) == (
-            batch["jobs"], batch["jobs_open"], batch["jobs_completed"], batch["jobs_failed"])
-        print(f"\ncounters {'exact' if exact else 'WRONG'}; batch {batch['status']}; "
-              f"{batch['jobs_completed']}/{args.docs} jobs completed")
+            batch["jobs"],
+            batch["jobs_open"],
+            batch["jobs_completed"],
+            batch["jobs_failed"],
+        )
+        print(
+            f"\ncounters {'exact' if exact else 'WRONG'}; batch {batch['status']}; "
+            f"{batch['jobs_completed']}/{args.docs} jobs completed"
+        )
     finally:
         if args.keep_folder:
             print(f"kept {folder}")

@@ -51,6 +51,7 @@ server (the role needs CREATEDB) and dropped after each count.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing as mp
 import os
 import queue
@@ -81,6 +82,7 @@ SETUP_TIMEOUT = 300  # seconds for every child to import, connect and reach the 
 
 
 # -- in each child: timing the claim and the acknowledgements --------------------------
+
 
 class QueueProbe:
     """Wraps a worker's IngestionRpc (instance attributes shadow the methods, so the
@@ -124,8 +126,13 @@ class QueueProbe:
         rpc.claim, rpc.complete_many, rpc._connection = timed_claim, timed_complete_many, timed_connection
 
     def result(self, counts: dict) -> dict:
-        return {"counts": counts, "first_claim": self.first_claim, "last_ack": self.last_ack,
-                "claims": self.claims, "checkouts": self.checkouts}
+        return {
+            "counts": counts,
+            "first_claim": self.first_claim,
+            "last_ack": self.last_ack,
+            "claims": self.claims,
+            "checkouts": self.checkouts,
+        }
 
 
 def worker_child(uri: str, opts: dict, barrier, out) -> None:
@@ -138,9 +145,13 @@ def worker_child(uri: str, opts: dict, barrier, out) -> None:
         from ingestion_pipeline.worker import Worker
         from ingestion_pipeline.worker.indexing import no_op
 
-        settings = load_settings(database_url=uri, worker_concurrency=opts["concurrency"],
-                                 claim_batch_size=opts["claim_batch"], pool_min_size=1,
-                                 pool_max_size=opts["pool_size"])
+        settings = load_settings(
+            database_url=uri,
+            worker_concurrency=opts["concurrency"],
+            claim_batch_size=opts["claim_batch"],
+            pool_min_size=1,
+            pool_max_size=opts["pool_size"],
+        )
         pool = make_pool(uri, settings, application_name="bench-many-workers")
         try:
             rpc = IngestionRpc(pool, stale_after_seconds=settings.stale_after_seconds)
@@ -151,7 +162,7 @@ def worker_child(uri: str, opts: dict, barrier, out) -> None:
         finally:
             pool.close()
         result.update(probe.result(report.counts))
-    except BaseException as exc:  # reported, never a silent hang of the parent
+    except BaseException as exc:  # noqa: BLE001 - reported, never a silent hang of the parent
         barrier.abort()
         result["error"] = f"{type(exc).__name__}: {exc}"
     out.put(result)
@@ -181,11 +192,13 @@ def dagster_child(uri: str, opts: dict, barrier, out) -> None:
                     probes.append(QueueProbe(self.rpc))
 
             assets.Worker = BenchWorker  # this child only: the asset builds BenchWorker
-            job = make_definitions(DatabaseResource(database_url=uri, pool_max_size=opts["pool_size"]),
-                                   ProcessingResource()).resolve_job_def("ingest_documents")
-        run_config = {"ops": {"document_index": {"config": {"max_jobs": opts["jobs"],
-                                                            "concurrency": opts["concurrency"]}}},
-                      "loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+            job = make_definitions(
+                DatabaseResource(database_url=uri, pool_max_size=opts["pool_size"]), ProcessingResource()
+            ).resolve_job_def("ingest_documents")
+        run_config = {
+            "ops": {"document_index": {"config": {"max_jobs": opts["jobs"], "concurrency": opts["concurrency"]}}},
+            "loggers": {"console": {"config": {"log_level": "WARNING"}}},
+        }
         barrier.wait(SETUP_TIMEOUT)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -196,10 +209,18 @@ def dagster_child(uri: str, opts: dict, barrier, out) -> None:
         [materialization] = ran.asset_materializations_for_node("document_index")
         meta = {k: getattr(v, "value", v) for k, v in materialization.metadata.items()}
         [probe] = probes
-        result.update(probe.result({"completed": meta["documents_indexed"], "failed": meta["documents_failed"],
-                                    "retried": meta["retried"], "lease_lost": meta["lease_lost"],
-                                    "abandoned": meta["abandoned"]}))
-    except BaseException as exc:
+        result.update(
+            probe.result(
+                {
+                    "completed": meta["documents_indexed"],
+                    "failed": meta["documents_failed"],
+                    "retried": meta["retried"],
+                    "lease_lost": meta["lease_lost"],
+                    "abandoned": meta["abandoned"],
+                }
+            )
+        )
+    except BaseException as exc:  # noqa: BLE001 - reported, as in the worker child above
         barrier.abort()
         result["error"] = f"{type(exc).__name__}: {exc}"
     out.put(result)
@@ -213,10 +234,8 @@ def run_children(target, uri: str, opts: dict, processes: int, timeout: float) -
     procs = [ctx.Process(target=target, args=(uri, opts, barrier, out), daemon=True) for _ in range(processes)]
     for p in procs:
         p.start()
-    try:
+    with contextlib.suppress(threading.BrokenBarrierError):  # a child failed during set-up: its result says why
         barrier.wait(SETUP_TIMEOUT)
-    except threading.BrokenBarrierError:
-        pass  # a child failed during set-up: its result says why
     released = time.monotonic()
     results: list[dict] = []
     deadline = released + timeout
@@ -228,8 +247,10 @@ def run_children(target, uri: str, opts: dict, processes: int, timeout: float) -
                 for p in procs:
                     if p.is_alive():
                         p.terminate()
-                raise RuntimeError(f"{len(results)} of {processes} children reported "
-                                   f"({'timeout' if time.monotonic() > deadline else 'the others died'})")
+                raise RuntimeError(
+                    f"{len(results)} of {processes} children reported "
+                    f"({'timeout' if time.monotonic() > deadline else 'the others died'})"
+                ) from None
     for p in procs:
         p.join()
     errors = [r["error"] for r in results if "error" in r]
@@ -240,7 +261,7 @@ def run_children(target, uri: str, opts: dict, processes: int, timeout: float) -
 
 # -- in the parent: the lock-wait and connection sampler -------------------------------
 
-SAMPLE_SQL = """
+SAMPLE_SQL = r"""
 with a as (
     select pid, backend_type, wait_event_type, wait_event, query_start,
            coalesce(substring(query from '([a-z_]+_ingestion_[a-z_]+)\s*\('), 'other') as rpc
@@ -281,7 +302,7 @@ class Sampler(threading.Thread):
                     self._add(row)
                     next_at += self.interval
                     self._stop_event.wait(max(0.0, next_at - time.monotonic()))
-        except Exception as exc:  # reported with the row; the run itself goes on
+        except Exception as exc:  # noqa: BLE001 - reported with the row; the run itself goes on
             self.error = f"{type(exc).__name__}: {exc}"
 
     def _add(self, row: dict) -> None:
@@ -330,22 +351,27 @@ def budget_line(budget: dict, counts: list[int], dagster_runs: int, pool_size: i
     cells = [f"{n}->{needed(n, pool_size)}" for n in counts]
     if dagster_runs:
         cells.append(f"dagster {dagster_runs}->{needed(dagster_runs, pool_size)}")
-    return (f"connection budget: max_connections {budget['max_connections']} - reserved "
-            f"{budget['superuser_reserved'] + budget['reserved']} (superuser_reserved_connections "
-            f"{budget['superuser_reserved']}, reserved_connections {budget['reserved']}) - "
-            f"{budget['in_use']} client backend(s) already connected = {budget['available']} available; "
-            f"a count needs processes x pool {pool_size} + 1 sampler: {', '.join(cells)}")
+    return (
+        f"connection budget: max_connections {budget['max_connections']} - reserved "
+        f"{budget['superuser_reserved'] + budget['reserved']} (superuser_reserved_connections "
+        f"{budget['superuser_reserved']}, reserved_connections {budget['reserved']}) - "
+        f"{budget['in_use']} client backend(s) already connected = {budget['available']} available; "
+        f"a count needs processes x pool {pool_size} + 1 sampler: {', '.join(cells)}"
+    )
 
 
 def refusal(label: str, processes: int, pool_size: int, budget: dict) -> str | None:
     need = needed(processes, pool_size)
     if need <= budget["available"]:
         return None
-    return (f"{label}: refused: needs {need} connections ({processes} x pool {pool_size} + 1 sampler), "
-            f"the server has {budget['available']} available; lower --pool-size or the count")
+    return (
+        f"{label}: refused: needs {need} connections ({processes} x pool {pool_size} + 1 sampler), "
+        f"the server has {budget['available']} available; lower --pool-size or the count"
+    )
 
 
 # -- one cell ---------------------------------------------------------------------------
+
 
 @contextmanager
 def server(database_url: str | None) -> Iterator[str]:
@@ -372,14 +398,19 @@ def fresh_db(server_uri: str, name: str, args) -> tuple[str, float]:
 def run_cell(server_uri: str, kind: str, processes: int, args) -> dict:
     name = f"bench_many_{kind}_{processes}"
     uri, seeded = fresh_db(server_uri, name, args)
-    opts = {"concurrency": args.concurrency, "claim_batch": args.claim_batch, "pool_size": args.pool_size,
-            "jobs": args.jobs}
+    opts = {
+        "concurrency": args.concurrency,
+        "claim_batch": args.claim_batch,
+        "pool_size": args.pool_size,
+        "jobs": args.jobs,
+    }
     load = os.getloadavg()[0]
     sampler = Sampler(server_uri, name, args.sample_ms / 1000)
     sampler.start()
     try:
-        results, released = run_children(worker_child if kind == "workers" else dagster_child, uri, opts,
-                                         processes, args.timeout)
+        results, released = run_children(
+            worker_child if kind == "workers" else dagster_child, uri, opts, processes, args.timeout
+        )
     finally:
         sampler.stop()
     with connect(uri) as conn:
@@ -395,15 +426,27 @@ def run_cell(server_uri: str, kind: str, processes: int, args) -> dict:
     last = max(r["last_ack"] for r in results if r["last_ack"] is not None)
     window = last - first
     assert counts["completed"] == args.jobs, (kind, processes, dict(counts))
-    cell = {"kind": kind, "processes": processes, "seconds": window, "rate": counts["completed"] / window,
-            "claims": len(claims), "claim_p50": percentile(claims, 50), "claim_p99": percentile(claims, 99),
-            "checkout_p99": percentile(checkouts, 99), "other": sum(v for k, v in counts.items() if k != "completed"),
-            "sampler": sampler, "load": load,
-            "run_seconds": max(r.get("returned", 0) for r in results) - released if kind == "dagster" else None}
+    cell = {
+        "kind": kind,
+        "processes": processes,
+        "seconds": window,
+        "rate": counts["completed"] / window,
+        "claims": len(claims),
+        "claim_p50": percentile(claims, 50),
+        "claim_p99": percentile(claims, 99),
+        "checkout_p99": percentile(checkouts, 99),
+        "other": sum(v for k, v in counts.items() if k != "completed"),
+        "sampler": sampler,
+        "load": load,
+        "run_seconds": max(r.get("returned", 0) for r in results) - released if kind == "dagster" else None,
+    }
     label = f"{processes} processes" if kind == "workers" else f"dagster {processes} runs"
-    print(f"  {label}: {counts['completed']} jobs in {window:.2f}s (seed {seeded:.1f}s), {len(claims)} claims, "
-          f"{sampler.samples} samples, peak {sampler.peak_clients} connections, load {load:.2f}"
-          f"{f', sampler error: {sampler.error}' if sampler.error else ''}", flush=True)
+    print(
+        f"  {label}: {counts['completed']} jobs in {window:.2f}s (seed {seeded:.1f}s), {len(claims)} claims, "
+        f"{sampler.samples} samples, peak {sampler.peak_clients} connections, load {load:.2f}"
+        f"{f', sampler error: {sampler.error}' if sampler.error else ''}",
+        flush=True,
+    )
     return cell
 
 
@@ -411,20 +454,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=2000, help="no-op jobs seeded for every count (default 2000)")
     parser.add_argument("--counts", default="1,2,4,8,16", help="worker process counts (default 1,2,4,8,16)")
-    parser.add_argument("--dagster-runs", type=int, default=4,
-                        help="concurrent Dagster drain runs for the last row; 0: no Dagster row (default 4)")
-    parser.add_argument("--concurrency", type=int, default=4,
-                        help="jobs in flight per process (INGEST_WORKER_CONCURRENCY, default 4 as `ingest work`)")
+    parser.add_argument(
+        "--dagster-runs",
+        type=int,
+        default=4,
+        help="concurrent Dagster drain runs for the last row; 0: no Dagster row (default 4)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=4,
+        help="jobs in flight per process (INGEST_WORKER_CONCURRENCY, default 4 as `ingest work`)",
+    )
     parser.add_argument("--claim-batch", type=int, default=10, help="jobs per claim at most (default 10)")
-    parser.add_argument("--pool-size", type=int, default=6,
-                        help="connections per process at most (pool min 1; default 6 = concurrency + 2, the "
-                             "worker's own minimum)")
+    parser.add_argument(
+        "--pool-size",
+        type=int,
+        default=6,
+        help="connections per process at most (pool min 1; default 6 = concurrency + 2, the worker's own minimum)",
+    )
     parser.add_argument("--per-batch", type=int, default=100, help="seeded jobs per import batch (default 100)")
-    parser.add_argument("--sample-ms", type=float, default=50,
-                        help="sampling interval of pg_stat_activity (default 50)")
-    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"),
-                        help="run on this server (scratch databases; needs CREATEDB) instead of an embedded one "
-                             "(default: DATABASE_URL when set)")
+    parser.add_argument(
+        "--sample-ms", type=float, default=50, help="sampling interval of pg_stat_activity (default 50)"
+    )
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("DATABASE_URL"),
+        help="run on this server (scratch databases; needs CREATEDB) instead of an embedded one "
+        "(default: DATABASE_URL when set)",
+    )
     parser.add_argument("--full", action="store_true", help="--jobs 20000")
     parser.add_argument("--keep", action="store_true", help="keep each count's scratch database")
     parser.add_argument("--timeout", type=float, default=1800, help="give up on a count after this many seconds")
@@ -436,8 +494,10 @@ def main() -> None:
     print(f"$ {command_line()}")
     with server(args.database_url) as server_uri:
         print(machine_line(server_uri))
-        print(f"server: {'DATABASE_URL / --database-url' if args.database_url else 'embedded, temp dir'}; "
-              f"load average at start {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(
+            f"server: {'DATABASE_URL / --database-url' if args.database_url else 'embedded, temp dir'}; "
+            f"load average at start {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        )
         budget = connection_budget(server_uri)
         print(budget_line(budget, counts, args.dagster_runs, args.pool_size), flush=True)
         create_database(server_uri, TEMPLATE, migrate=True)
@@ -445,8 +505,9 @@ def main() -> None:
         try:
             plan = [("workers", n) for n in counts] + ([("dagster", args.dagster_runs)] if args.dagster_runs else [])
             for kind, n in plan:
-                refused = refusal(f"{n} processes" if kind == "workers" else f"dagster {n} runs", n,
-                                  args.pool_size, budget)
+                refused = refusal(
+                    f"{n} processes" if kind == "workers" else f"dagster {n} runs", n, args.pool_size, budget
+                )
                 if refused:
                     print(refused, flush=True)
                     continue
@@ -455,27 +516,65 @@ def main() -> None:
             drop_database(server_uri, TEMPLATE)
 
     interval = f"{args.sample_ms:g} ms"
-    print_table(f"{args.jobs} no-op jobs per count, concurrency {args.concurrency}, claim batch {args.claim_batch}, "
-                f"pool {args.pool_size} per process; lock waits: pg_stat_activity wait_event_type = 'Lock' "
-                f"sampled every {interval} (ungranted: pg_locks where not granted, same samples)",
-                ["processes", "jobs/s", "seconds", "claims", "claim p50 ms", "claim p99 ms", "checkout p99 ms",
-                 "lock-wait samples", "waits seen", "est. wait ms", "peak waiting", "peak ungranted",
-                 "peak connections", "not completed", "load 1m"],
-                [[c["processes"] if c["kind"] == "workers" else f"dagster x{c['processes']}", f"{c['rate']:.0f}",
-                  f"{c['seconds']:.2f}", c["claims"], ms(c["claim_p50"]), ms(c["claim_p99"]), ms(c["checkout_p99"]),
-                  f"{c['sampler'].with_waiters}/{c['sampler'].samples}", len(c["sampler"].waits),
-                  f"{c['sampler'].waiting_backend_samples * args.sample_ms:.0f}", c["sampler"].peak_waiting,
-                  c["sampler"].peak_ungranted, c["sampler"].peak_clients, c["other"], f"{c['load']:.2f}"]
-                 for c in cells])
-    print_table("lock waits seen, by the waiting statement's RPC and wait_event (distinct waits)",
-                ["processes", "waits (rpc: wait_event count)"],
-                [[c["processes"] if c["kind"] == "workers" else f"dagster x{c['processes']}",
-                  ", ".join(f"{rpc}: {event} {n}" for (rpc, event), n in c["sampler"].events.most_common()) or "-"]
-                 for c in cells])
+    print_table(
+        f"{args.jobs} no-op jobs per count, concurrency {args.concurrency}, claim batch {args.claim_batch}, "
+        f"pool {args.pool_size} per process; lock waits: pg_stat_activity wait_event_type = 'Lock' "
+        f"sampled every {interval} (ungranted: pg_locks where not granted, same samples)",
+        [
+            "processes",
+            "jobs/s",
+            "seconds",
+            "claims",
+            "claim p50 ms",
+            "claim p99 ms",
+            "checkout p99 ms",
+            "lock-wait samples",
+            "waits seen",
+            "est. wait ms",
+            "peak waiting",
+            "peak ungranted",
+            "peak connections",
+            "not completed",
+            "load 1m",
+        ],
+        [
+            [
+                c["processes"] if c["kind"] == "workers" else f"dagster x{c['processes']}",
+                f"{c['rate']:.0f}",
+                f"{c['seconds']:.2f}",
+                c["claims"],
+                ms(c["claim_p50"]),
+                ms(c["claim_p99"]),
+                ms(c["checkout_p99"]),
+                f"{c['sampler'].with_waiters}/{c['sampler'].samples}",
+                len(c["sampler"].waits),
+                f"{c['sampler'].waiting_backend_samples * args.sample_ms:.0f}",
+                c["sampler"].peak_waiting,
+                c["sampler"].peak_ungranted,
+                c["sampler"].peak_clients,
+                c["other"],
+                f"{c['load']:.2f}",
+            ]
+            for c in cells
+        ],
+    )
+    print_table(
+        "lock waits seen, by the waiting statement's RPC and wait_event (distinct waits)",
+        ["processes", "waits (rpc: wait_event count)"],
+        [
+            [
+                c["processes"] if c["kind"] == "workers" else f"dagster x{c['processes']}",
+                ", ".join(f"{rpc}: {event} {n}" for (rpc, event), n in c["sampler"].events.most_common()) or "-",
+            ]
+            for c in cells
+        ],
+    )
     for c in cells:
         if c["kind"] == "dagster":
-            print(f"\ndagster x{c['processes']}: execute_in_process wall {c['run_seconds']:.2f}s (barrier to the last "
-                  f"run returned) against {c['seconds']:.2f}s from the first claim to the last acknowledgement")
+            print(
+                f"\ndagster x{c['processes']}: execute_in_process wall {c['run_seconds']:.2f}s (barrier to the last "
+                f"run returned) against {c['seconds']:.2f}s from the first claim to the last acknowledgement"
+            )
     print(f"\nload average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

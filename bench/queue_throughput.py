@@ -61,6 +61,7 @@ SYSTEMS = ("ours", "ours_worker", "ours_worker_prepared", "ours_sql", "pgqueuer"
 
 # -- worker processes (top level: spawned) ----------------------------------------------
 
+
 def _report(out, count, started):
     out.put((count, started, time.monotonic(), time.process_time()))
 
@@ -69,7 +70,7 @@ OURS_SQL = {
     "claim": "select job_id, document_id, batch_id from claim_ingestion_jobs(%s, %s, 300)",
     "heartbeat": "select heartbeat_ingestion_job(%s, %s)",
     "complete": "select complete_ingestion_job(p_job_id => %s, p_document_id => %s, p_batch_id => %s,"
-                " p_worker_id => %s)",
+    " p_worker_id => %s)",
 }
 
 
@@ -98,9 +99,16 @@ def ours_worker_loop(uri: str, k: int, heartbeat: bool, barrier, out, prepare_th
     from ingestion_pipeline.worker import Worker
     from ingestion_pipeline.worker.indexing import no_op
 
-    settings = load_settings(database_url=uri, worker_concurrency=2 * k, claim_batch_size=k, pool_min_size=2,
-                             pool_max_size=2 * k + 2, heartbeat_interval_seconds=30 if heartbeat else 3600,
-                             stale_after_seconds=300 if heartbeat else 86400, prepare_threshold=prepare_threshold)
+    settings = load_settings(
+        database_url=uri,
+        worker_concurrency=2 * k,
+        claim_batch_size=k,
+        pool_min_size=2,
+        pool_max_size=2 * k + 2,
+        heartbeat_interval_seconds=30 if heartbeat else 3600,
+        stale_after_seconds=300 if heartbeat else 86400,
+        prepare_threshold=prepare_threshold,
+    )
     pool = make_pool(uri, settings, application_name="bench-worker")
     try:
         worker = Worker(pool, settings, label="bench", processor=no_op, poll_seconds=0.05)
@@ -136,8 +144,12 @@ def pgqueuer_worker(uri: str, k: int, heartbeat: bool, barrier, out) -> None:
 
         barrier.wait()
         started = time.monotonic()
-        await qm.run(batch_size=k, mode=QueueExecutionMode.drain, dequeue_timeout=timedelta(milliseconds=100),
-                     log_aggregation_interval=timedelta(0))
+        await qm.run(
+            batch_size=k,
+            mode=QueueExecutionMode.drain,
+            dequeue_timeout=timedelta(milliseconds=100),
+            log_aggregation_interval=timedelta(0),
+        )
         _report(out, count, started)
         await conn.close()
 
@@ -159,15 +171,20 @@ def procrastinate_worker(uri: str, k: int, heartbeat: bool, barrier, out) -> Non
         async with app.open_async():
             barrier.wait()
             started = time.monotonic()
-            await app.run_worker_async(wait=False, concurrency=k, install_signal_handlers=False,
-                                       listen_notify=False)
+            await app.run_worker_async(wait=False, concurrency=k, install_signal_handlers=False, listen_notify=False)
             _report(out, count, started)
 
     asyncio.run(main())
 
 
-WORKERS = {"ours": ours_worker, "ours_worker": ours_worker_loop, "ours_worker_prepared": ours_worker_prepared_loop, "ours_sql": ours_sql_worker, "pgqueuer": pgqueuer_worker,
-           "procrastinate": procrastinate_worker}
+WORKERS = {
+    "ours": ours_worker,
+    "ours_worker": ours_worker_loop,
+    "ours_worker_prepared": ours_worker_prepared_loop,
+    "ours_sql": ours_sql_worker,
+    "pgqueuer": pgqueuer_worker,
+    "procrastinate": procrastinate_worker,
+}
 
 
 def run_workers(system: str, uri: str, args) -> tuple[int, float, float]:
@@ -179,6 +196,7 @@ def run_workers(system: str, uri: str, args) -> tuple[int, float, float]:
 
 
 # -- per-system set-up (one scratch database each, fresh jobs every round) ---------------
+
 
 class Ours:
     def __init__(self, server_uri: str, name: str = "bench_ours"):
@@ -201,7 +219,9 @@ class Ours:
 
     def check(self, uri: str, args) -> int:
         with connect(uri) as conn:
-            open_batches = conn.execute("select count(*) as n from import_batches where status <> 'completed'").fetchone()
+            open_batches = conn.execute(
+                "select count(*) as n from import_batches where status <> 'completed'"
+            ).fetchone()
             assert open_batches["n"] == 0, f"{open_batches['n']} batches not completed"
             return conn.execute("select count(*) as n from ingestion_jobs where status = 'completed'").fetchone()["n"]
 
@@ -261,9 +281,11 @@ class Procrastinate:
 
     def check(self, uri: str, args) -> int:
         with connect(uri) as conn:
-            return conn.execute("select count(*) as n from procrastinate_jobs where status = 'succeeded'"
-                                " and id > (select coalesce(max(id), 0) - %s from procrastinate_jobs)",
-                                (args.jobs,)).fetchone()["n"]
+            return conn.execute(
+                "select count(*) as n from procrastinate_jobs where status = 'succeeded'"
+                " and id > (select coalesce(max(id), 0) - %s from procrastinate_jobs)",
+                (args.jobs,),
+            ).fetchone()["n"]
 
 
 def pgbench_ceiling(server_uri: str, args) -> float:
@@ -277,9 +299,27 @@ def pgbench_ceiling(server_uri: str, args) -> float:
         f.write("\\set id random(1, 1000)\nupdate ceiling set n = n + 1 where id = :id;\n")
         script = f.name
     try:
-        result = run([postgres_bin("pgbench"), "-n", "-M", "prepared", "-c", str(args.workers), "-j",
-                      str(args.workers), "-T", str(args.pgbench_seconds), "-f", script,
-                      "-h", parts["host"], "-U", parts.get("user", "postgres"), parts["dbname"]])
+        result = run(
+            [
+                postgres_bin("pgbench"),
+                "-n",
+                "-M",
+                "prepared",
+                "-c",
+                str(args.workers),
+                "-j",
+                str(args.workers),
+                "-T",
+                str(args.pgbench_seconds),
+                "-f",
+                script,
+                "-h",
+                parts["host"],
+                "-U",
+                parts.get("user", "postgres"),
+                parts["dbname"],
+            ]
+        )
     finally:
         os.remove(script)
     return float(re.search(r"tps = ([\d.]+)", result.stdout).group(1))
@@ -289,11 +329,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=4000, help="no-op jobs per system per round (default 4000)")
     parser.add_argument("--workers", type=int, default=2, help="worker processes W (default 2 = nproc here)")
-    parser.add_argument("--claim-batch", type=int, default=10, help="k: jobs per claim / pgqueuer batch_size / "
-                        "procrastinate concurrency (default 10)")
+    parser.add_argument(
+        "--claim-batch",
+        type=int,
+        default=10,
+        help="k: jobs per claim / pgqueuer batch_size / procrastinate concurrency (default 10)",
+    )
     parser.add_argument("--per-batch", type=int, default=100, help="our jobs per import batch (default 100)")
-    parser.add_argument("--no-heartbeat", dest="heartbeat", action="store_false",
-                        help="ours: skip the per-job heartbeat (claim -> complete only)")
+    parser.add_argument(
+        "--no-heartbeat",
+        dest="heartbeat",
+        action="store_false",
+        help="ours: skip the per-job heartbeat (claim -> complete only)",
+    )
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median is shown (default 3)")
     parser.add_argument("--pgbench-seconds", type=int, default=8, help="pgbench duration (default 8)")
     parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"subset of {','.join(SYSTEMS)}")
@@ -331,8 +379,9 @@ def main() -> None:
                 assert count == args.jobs and checked >= args.jobs, (system, count, checked)
                 rates[system].append(count / seconds)
                 cpu_ms[system].append(cpu / count * 1000)
-                rounds_rows.append([number, system, count, f"{seconds:.2f}", f"{count / seconds:.0f}",
-                                    f"{cpu / count * 1000:.3f}"])
+                rounds_rows.append(
+                    [number, system, count, f"{seconds:.2f}", f"{count / seconds:.0f}", f"{cpu / count * 1000:.3f}"]
+                )
         ceiling = pgbench_ceiling(server_uri, args)
 
         print_table("rounds", ["round", "system", "jobs", "seconds", "jobs/s", "client CPU ms/job"], rounds_rows)
@@ -340,13 +389,24 @@ def main() -> None:
         rows = []
         for system in systems:
             rate = median(rates[system])
-            rows.append([system, f"{rate:.0f}", f"{ours / rate:.2f}" if ours else "", f"{rate / ceiling:.2f}",
-                         f"{median(cpu_ms[system]):.3f}"])
-        rows.append(["pgbench 1-row update (ceiling)", f"{ceiling:.0f}", f"{ours / ceiling:.2f}" if ours else "",
-                     "1.00", ""])
-        print_table(f"no-op jobs/s, W={args.workers} processes, k={args.claim_batch}, {args.jobs} jobs/round, "
-                    f"median of {args.rounds} rounds",
-                    ["system", "jobs/s", "ours / this", "this / ceiling", "client CPU ms/job"], rows)
+            rows.append(
+                [
+                    system,
+                    f"{rate:.0f}",
+                    f"{ours / rate:.2f}" if ours else "",
+                    f"{rate / ceiling:.2f}",
+                    f"{median(cpu_ms[system]):.3f}",
+                ]
+            )
+        rows.append(
+            ["pgbench 1-row update (ceiling)", f"{ceiling:.0f}", f"{ours / ceiling:.2f}" if ours else "", "1.00", ""]
+        )
+        print_table(
+            f"no-op jobs/s, W={args.workers} processes, k={args.claim_batch}, {args.jobs} jobs/round, "
+            f"median of {args.rounds} rounds",
+            ["system", "jobs/s", "ours / this", "this / ceiling", "client CPU ms/job"],
+            rows,
+        )
 
 
 if __name__ == "__main__":

@@ -25,13 +25,22 @@ import os
 import sys
 from pathlib import Path
 
-from common import ROOT, command_line, connect, create_database, drop_database, embedded_server, machine_line, print_table
+from common import (
+    ROOT,
+    command_line,
+    connect,
+    create_database,
+    drop_database,
+    embedded_server,
+    machine_line,
+    print_table,
+)
 
 sys.path.insert(0, str(ROOT))
 
-from ingestion_pipeline.db import migrate as migrator  # noqa: E402
-from tests.relevance.corpus import Query, index_pages, load_queries  # noqa: E402
-from tests.relevance.metrics import SUMMARY_HEADERS, Ranked, rank_cell, rank_queries, summarize  # noqa: E402
+from ingestion_pipeline.db import migrate as migrator
+from tests.relevance.corpus import Query, index_pages, load_queries
+from tests.relevance.metrics import SUMMARY_HEADERS, Ranked, rank_cell, rank_queries, summarize
 
 WEIGHTED_SEARCH = "weighted_search"
 BEFORE_SQL = Path(__file__).resolve().parent / "sql" / "search_before.sql"
@@ -51,16 +60,19 @@ def ranked_before(uri: str, queries: list[Query], limit: int) -> list[Ranked]:
     """The old search: chunks best first; a page's rank is that of its first chunk."""
     sql = BEFORE_SQL.read_text("utf-8")
     with connect(uri) as conn:
-        return rank_queries(queries, lambda text: [
-            row["source_name"] for row in conn.execute(sql, {"query": text, "limit": limit}).fetchall()])
+        return rank_queries(
+            queries,
+            lambda text: [row["source_name"] for row in conn.execute(sql, {"query": text, "limit": limit}).fetchall()],
+        )
 
 
 def ranked_after(uri: str, queries: list[Query], limit: int) -> list[Ranked]:
     from ingestion_pipeline.search import search
 
     with connect(uri) as conn:
-        return rank_queries(queries, lambda text: [
-            hit.source_name for hit in search(conn, text, mode="lexical", limit=limit)])
+        return rank_queries(
+            queries, lambda text: [hit.source_name for hit in search(conn, text, mode="lexical", limit=limit)]
+        )
 
 
 def measure(server: str, queries: list[Query], limit: int) -> dict[str, list[Ranked]]:
@@ -82,21 +94,36 @@ def measure(server: str, queries: list[Query], limit: int) -> dict[str, list[Ran
 
 def print_results(ranked: dict[str, list[Ranked]], limit: int) -> None:
     before, after = ranked["before"], ranked["after"]
-    print_table("ranks of the expected page (before: first chunk of that page among the chunks shown; "
-                "after: the page among the pages shown; -: not in the results)",
-                ["kind", "query", "expected", "before", "after", "first before", "first after"],
-                [[b.query.kind, b.query.text, b.query.expected, rank_cell(b.rank), rank_cell(a.rank),
-                  _first(b), _first(a)] for b, a in zip(before, after)])
-    print_table(f"lexical search, {len(before)} queries, {limit} results per query",
-                SUMMARY_HEADERS,
-                [summarize([r.rank for r in before]).row("before: chunks (search_chunks, unweighted)"),
-                 summarize([r.rank for r in after]).row("after: pages (search(), weighted)")])
-    print("\nbefore: chunks with equal ts_rank_cd are ordered by document id, a random UUID, so the before"
-          " MRR@10 moves by about 0.01 from run to run (recall@5 did not in our runs)")
+    print_table(
+        "ranks of the expected page (before: first chunk of that page among the chunks shown; "
+        "after: the page among the pages shown; -: not in the results)",
+        ["kind", "query", "expected", "before", "after", "first before", "first after"],
+        [
+            [b.query.kind, b.query.text, b.query.expected, rank_cell(b.rank), rank_cell(a.rank), _first(b), _first(a)]
+            for b, a in zip(before, after, strict=True)
+        ],
+    )
+    print_table(
+        f"lexical search, {len(before)} queries, {limit} results per query",
+        SUMMARY_HEADERS,
+        [
+            summarize([r.rank for r in before]).row("before: chunks (search_chunks, unweighted)"),
+            summarize([r.rank for r in after]).row("after: pages (search(), weighted)"),
+        ],
+    )
+    print(
+        "\nbefore: chunks with equal ts_rank_cd are ordered by document id, a random UUID, so the before"
+        " MRR@10 moves by about 0.01 from run to run (recall@5 did not in our runs)"
+    )
     kinds = sorted({r.query.kind for r in before})
-    print_table("by kind of query (recall@5 / MRR@10)", ["kind", "queries", "before", "after"],
-                [[kind, sum(1 for r in before if r.query.kind == kind),
-                  *(_by_kind(rs, kind) for rs in (before, after))] for kind in kinds])
+    print_table(
+        "by kind of query (recall@5 / MRR@10)",
+        ["kind", "queries", "before", "after"],
+        [
+            [kind, sum(1 for r in before if r.query.kind == kind), *(_by_kind(rs, kind) for rs in (before, after))]
+            for kind in kinds
+        ],
+    )
 
 
 def _first(ranked: Ranked) -> str:
@@ -111,8 +138,11 @@ def _by_kind(ranked: list[Ranked], kind: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL"),
-                        help="server to create the scratch databases on (default: a private embedded one)")
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("BENCH_DATABASE_URL"),
+        help="server to create the scratch databases on (default: a private embedded one)",
+    )
     parser.add_argument("--limit", type=int, default=10, help="results per query (default 10: MRR@10 needs 10)")
     args = parser.parse_args()
 

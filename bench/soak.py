@@ -50,8 +50,12 @@ def main() -> int:
     parser.add_argument("--documents", type=int, default=1000, help="documents per wave (default 1000)")
     parser.add_argument("--workers", type=int, default=3, help="worker processes (default 3)")
     parser.add_argument("--seed", type=int, default=7, help="chaos random seed")
-    parser.add_argument("--migrate-to", metavar="VERSION", default=None,
-                        help="migrate only up to this version (default: head), e.g. to soak the schema before a fix")
+    parser.add_argument(
+        "--migrate-to",
+        metavar="VERSION",
+        default=None,
+        help="migrate only up to this version (default: head), e.g. to soak the schema before a fix",
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="ingest-soak-") as scratch:
@@ -60,9 +64,17 @@ def main() -> int:
         try:
             migrator.migrate(url, target=args.migrate_to)
             started = time.monotonic()
-            stats = run_faults(url, folder, documents=args.documents, workers=args.workers,
-                               chaos_seconds=args.minutes * 60, drain_timeout=600, seed=args.seed, refill=True,
-                               server=ServerControl(url, folder / "pg"))
+            stats = run_faults(
+                url,
+                folder,
+                documents=args.documents,
+                workers=args.workers,
+                chaos_seconds=args.minutes * 60,
+                drain_timeout=600,
+                seed=args.seed,
+                refill=True,
+                server=ServerControl(url, folder / "pg"),
+            )
             report = check(url, stats.histories)
             still_open = open_jobs(url)
             final_outcomes = final_attempt_outcomes(url, stats.final_attempt_jobs, stats.final_attempt_seen)
@@ -74,59 +86,98 @@ def main() -> int:
     lifecycle = report.stats.get("lifecycle") or {}
     deadlocks = report.stats.get("deadlocks", 0)
     rollbacks = ", ".join(f"{caller}: {n}" for caller, n in sorted(report.stats.get("rollbacks_by_caller", {}).items()))
-    rows = [("jobs", sum(jobs.values())), ("completed", jobs.get("completed", 0)), ("failed", jobs.get("failed", 0)),
-            ("cancelled", jobs.get("cancelled", 0)),
-            ("documents indexed / failed / cancelled / deleted", f"{documents.get('indexed', 0)} / "
-                                                                 f"{documents.get('failed', 0)} / "
-                                                                 f"{documents.get('cancelled', 0)} / "
-                                                                 f"{lifecycle.get('deleted_documents', 0)}"),
-            ("kills", stats.kills), ("backend terminations", stats.backend_terminations),
-            ("final-attempt kills (job held on its last attempt)", stats.final_attempt_kills),
-            ("final-attempt jobs ended failed / dead_letter", f"{sum(final_outcomes.values())} / "
-                                                              f"{final_outcomes.get(('failed', 'dead_letter'), 0)}"),
-            ("server restarts (pools left with dead connections)", stats.server_restarts),
-            ("all backends terminated", stats.all_backends_terminated),
-            ("workers that exited on their own", len(stats.worker_exits)),
-            ("pauses (zombies)", stats.pauses), ("stalls armed (SIGUSR1)", stats.stall_signals),
-            ("stalls (job thread past its lease)", stats.stalls),
-            ("zombie refusals (lease_lost, IF001, 23503)", report.stats.get("zombie_refusals", 0)),
-            ("deletes ok: in flight / purged at once", f"{stats.deletes}: {stats.deletes_in_flight} / "
-                                                        f"{stats.deletes_purged}"),
-            ("deletes refused (already deleted)", stats.events.get("delete_refused_already_deleted", 0)),
-            ("batch cancels ok (jobs in flight)", f"{stats.cancels} ({stats.cancels_in_flight})"),
-            ("batch cancels refused (nothing open)", stats.events.get("cancel_refused_nothing_open", 0)),
-            ("retries ok (batch in flight / by ids / all)", "{} ({} / {} / {})".format(
-                stats.retries, *(stats.retries_by_mode.get(mode, 0) for mode in ("batch_in_flight", "jobs", "all")))),
-            ("jobs retried: by the answers / refused (by reason)", f"{stats.jobs_retried} / "
-             + (", ".join(f"{reason}: {n}" for reason, n in sorted(stats.retry_refused.items())) or "0")),
-            ("jobs cancelled: by the answers / in the database", f"{stats.jobs_cancelled} / "
-                                                                  f"{jobs.get('cancelled', 0)}"),
-            ("cancelled jobs' calls refused: begun after / during the cancel",
-             f"{report.stats.get('cancel_refusals', 0)} / {report.stats.get('cancel_refusals_during', 0)}"),
-            ("operator calls that raised (deadlocks)", f"{len(stats.operator_errors)} ({stats.operator_deadlocks})"),
-            ("janitor passes", stats.janitor_passes), ("janitor errors", len(stats.janitor_errors)),
-            ("final cleanup calls (after the drain)", stats.final_cleanup_calls),
-            ("janitor calls logged / failed", f"{report.stats.get('janitor_calls', 0)} / "
-                                              f"{report.stats.get('janitor_call_errors', 0)}"),
-            ("jobs expired by the janitor", report.stats.get("expired_by_janitor", 0)),
-            ("rpc calls logged", report.stats.get("calls", 0)), ("redeliveries", report.redeliveries),
-            ("acks: bulk statements / items / largest", "{statements} / {items} / {largest}".format(
-                **(report.stats.get("bulk_acks") or {"statements": 0, "items": 0, "largest": 0}))),
-            ("batches whose counters the janitor recounted (drift)", report.stats.get("batch_repairs", 0)),
-            ("artifact writes refused (by SQLSTATE)", ", ".join(
-                f"{code}: {n}" for code, n in sorted(report.stats.get("artifact_writes_refused", {}).items()))
-             or "0"),
-            ("writes from superseded tokens", report.stats.get("superseded_token_writes", 0)),
-            ("generations / artifact rows deleted (audit)", f"{audit.get('generations_deleted', 0)} / "
-                                                            f"{audit.get('artifact_rows_deleted', 0)}"),
-            ("deleted while a job of the document was open", audit.get("under_open_job", 0)),
-            ("jobs open at the end", still_open),
-            ("deadlocks", f"{deadlocks}" + (f" ({rollbacks})" if deadlocks else "")),
-            ("serialization failures", report.stats.get("serialization_failures", 0)),
-            ("violations", f"{len(report.violations)}"
-             + (f" ({', '.join(f'{rule}: {n}' for rule, n in sorted(report.by_rule.items()))})"
-                if report.by_rule else "")),
-            ("seconds", round(time.monotonic() - started, 1))]
+    rows = [
+        ("jobs", sum(jobs.values())),
+        ("completed", jobs.get("completed", 0)),
+        ("failed", jobs.get("failed", 0)),
+        ("cancelled", jobs.get("cancelled", 0)),
+        (
+            "documents indexed / failed / cancelled / deleted",
+            f"{documents.get('indexed', 0)} / "
+            f"{documents.get('failed', 0)} / "
+            f"{documents.get('cancelled', 0)} / "
+            f"{lifecycle.get('deleted_documents', 0)}",
+        ),
+        ("kills", stats.kills),
+        ("backend terminations", stats.backend_terminations),
+        ("final-attempt kills (job held on its last attempt)", stats.final_attempt_kills),
+        (
+            "final-attempt jobs ended failed / dead_letter",
+            f"{sum(final_outcomes.values())} / {final_outcomes.get(('failed', 'dead_letter'), 0)}",
+        ),
+        ("server restarts (pools left with dead connections)", stats.server_restarts),
+        ("all backends terminated", stats.all_backends_terminated),
+        ("workers that exited on their own", len(stats.worker_exits)),
+        ("pauses (zombies)", stats.pauses),
+        ("stalls armed (SIGUSR1)", stats.stall_signals),
+        ("stalls (job thread past its lease)", stats.stalls),
+        ("zombie refusals (lease_lost, IF001, 23503)", report.stats.get("zombie_refusals", 0)),
+        (
+            "deletes ok: in flight / purged at once",
+            f"{stats.deletes}: {stats.deletes_in_flight} / {stats.deletes_purged}",
+        ),
+        ("deletes refused (already deleted)", stats.events.get("delete_refused_already_deleted", 0)),
+        ("batch cancels ok (jobs in flight)", f"{stats.cancels} ({stats.cancels_in_flight})"),
+        ("batch cancels refused (nothing open)", stats.events.get("cancel_refused_nothing_open", 0)),
+        (
+            "retries ok (batch in flight / by ids / all)",
+            "{} ({} / {} / {})".format(
+                stats.retries, *(stats.retries_by_mode.get(mode, 0) for mode in ("batch_in_flight", "jobs", "all"))
+            ),
+        ),
+        (
+            "jobs retried: by the answers / refused (by reason)",
+            f"{stats.jobs_retried} / "
+            + (", ".join(f"{reason}: {n}" for reason, n in sorted(stats.retry_refused.items())) or "0"),
+        ),
+        ("jobs cancelled: by the answers / in the database", f"{stats.jobs_cancelled} / {jobs.get('cancelled', 0)}"),
+        (
+            "cancelled jobs' calls refused: begun after / during the cancel",
+            f"{report.stats.get('cancel_refusals', 0)} / {report.stats.get('cancel_refusals_during', 0)}",
+        ),
+        ("operator calls that raised (deadlocks)", f"{len(stats.operator_errors)} ({stats.operator_deadlocks})"),
+        ("janitor passes", stats.janitor_passes),
+        ("janitor errors", len(stats.janitor_errors)),
+        ("final cleanup calls (after the drain)", stats.final_cleanup_calls),
+        (
+            "janitor calls logged / failed",
+            f"{report.stats.get('janitor_calls', 0)} / {report.stats.get('janitor_call_errors', 0)}",
+        ),
+        ("jobs expired by the janitor", report.stats.get("expired_by_janitor", 0)),
+        ("rpc calls logged", report.stats.get("calls", 0)),
+        ("redeliveries", report.redeliveries),
+        (
+            "acks: bulk statements / items / largest",
+            "{statements} / {items} / {largest}".format(
+                **(report.stats.get("bulk_acks") or {"statements": 0, "items": 0, "largest": 0})
+            ),
+        ),
+        ("batches whose counters the janitor recounted (drift)", report.stats.get("batch_repairs", 0)),
+        (
+            "artifact writes refused (by SQLSTATE)",
+            ", ".join(f"{code}: {n}" for code, n in sorted(report.stats.get("artifact_writes_refused", {}).items()))
+            or "0",
+        ),
+        ("writes from superseded tokens", report.stats.get("superseded_token_writes", 0)),
+        (
+            "generations / artifact rows deleted (audit)",
+            f"{audit.get('generations_deleted', 0)} / {audit.get('artifact_rows_deleted', 0)}",
+        ),
+        ("deleted while a job of the document was open", audit.get("under_open_job", 0)),
+        ("jobs open at the end", still_open),
+        ("deadlocks", f"{deadlocks}" + (f" ({rollbacks})" if deadlocks else "")),
+        ("serialization failures", report.stats.get("serialization_failures", 0)),
+        (
+            "violations",
+            f"{len(report.violations)}"
+            + (
+                f" ({', '.join(f'{rule}: {n}' for rule, n in sorted(report.by_rule.items()))})"
+                if report.by_rule
+                else ""
+            ),
+        ),
+        ("seconds", round(time.monotonic() - started, 1)),
+    ]
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         print(f"{name.ljust(width)}  {value}")
@@ -141,9 +192,17 @@ def main() -> int:
         print(f"FINAL-ATTEMPT JOBS NOT DEAD-LETTERED: {final_outcomes}")
     for label in stats.worker_exits:
         print(f"WORKER EXITED: {label} (see its .err)")
-    failed = (report.violations or deadlocks or stats.janitor_errors or stats.operator_errors or still_open
-              or stats.worker_exits or dead_lettered != len(stats.final_attempt_jobs))
+    failed = (
+        report.violations
+        or deadlocks
+        or stats.janitor_errors
+        or stats.operator_errors
+        or still_open
+        or stats.worker_exits
+        or dead_lettered != len(stats.final_attempt_jobs)
+    )
     return 1 if failed else 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -19,8 +19,8 @@ import time
 import uuid
 
 import psycopg
-
 from common import connect, create_database, embedded_server, machine_line, median, percentile, print_table
+
 from ingestion_pipeline.db.vector_index import ensure_hnsw_index
 from ingestion_pipeline.search.vector import vector_hits, vector_search_path
 
@@ -51,18 +51,24 @@ def seed(uri: str, rows: list[tuple], column: str) -> None:
     documents = sorted({row[0] for row in rows})
     with connect(uri) as conn, conn.transaction(), conn.cursor() as cur:
         cur.execute("set local session_replication_role = replica")  # no fences: not a worker
-        with cur.copy("copy documents (id, source_name, mime_type, content_sha256, byte_size, status) from stdin") as copy:
+        with cur.copy(
+            "copy documents (id, source_name, mime_type, content_sha256, byte_size, status) from stdin"
+        ) as copy:
             for document in documents:
                 copy.write_row((document, f"{document}.txt", "text/plain", document.hex * 2, 1, "indexed"))
         with cur.copy("copy index_generations (id, document_id, status) from stdin") as copy:
             for document in documents:
                 copy.write_row((document, document, "committed"))
         cur.execute("update documents set index_generation_id = id")
-        with cur.copy(f"copy document_chunks (document_id, index_generation_id, ordinal, content, {column}) "
-                      "from stdin") as copy:
+        with cur.copy(
+            f"copy document_chunks (document_id, index_generation_id, ordinal, content, {column}) from stdin"
+        ) as copy:
             for document, ordinal, vector in rows:
-                value = "[" + ",".join(f"{x:.6f}" for x in vector) + "]" if column == "embedding_vector" else \
-                    "{" + ",".join(f"{x:.6f}" for x in vector) + "}"
+                value = (
+                    "[" + ",".join(f"{x:.6f}" for x in vector) + "]"
+                    if column == "embedding_vector"
+                    else "{" + ",".join(f"{x:.6f}" for x in vector) + "}"
+                )
                 copy.write_row((document, document, ordinal, f"chunk {ordinal} of {document}", value))
     with connect(uri) as conn:
         conn.execute("vacuum analyze document_chunks")
@@ -114,17 +120,34 @@ def main() -> None:
 
         hnsw_s, hnsw_hits = timed_searches(hnsw_uri, queries, args.limit)
         exact_s, exact_hits = timed_searches(exact_uri, queries, args.limit)
-        recall = median([len(set(a) & set(b)) / len(b) for a, b in zip(hnsw_hits, exact_hits) if b])
-        mean_recall = sum(len(set(a) & set(b)) / len(b) for a, b in zip(hnsw_hits, exact_hits) if b) / len(queries)
+        recall = median([len(set(a) & set(b)) / len(b) for a, b in zip(hnsw_hits, exact_hits, strict=True) if b])
+        mean_recall = sum(len(set(a) & set(b)) / len(b) for a, b in zip(hnsw_hits, exact_hits, strict=True) if b) / len(
+            queries
+        )
 
     print_table(
         f"vector search: {args.chunks} chunks x {args.dimensions} dimensions, {args.chunks // args.chunks_per_doc} "
         f"documents, {args.queries} searches of {args.limit} documents",
         ["path", "seed s", "index build s", "p50 ms", "p95 ms", f"recall@{args.limit} vs exact (mean)"],
-        [["pgvector (HNSW)", f"{timings['embedding_vector']:.1f}", f"{build:.1f}", f"{median(hnsw_s) * 1000:.1f}",
-          f"{percentile(hnsw_s, 95) * 1000:.1f}", f"{mean_recall:.3f} (median {recall:.2f})"],
-         ["exact (SQL over real[])", f"{timings['embedding']:.1f}", "-", f"{median(exact_s) * 1000:.1f}",
-          f"{percentile(exact_s, 95) * 1000:.1f}", "1 (by definition)"]])
+        [
+            [
+                "pgvector (HNSW)",
+                f"{timings['embedding_vector']:.1f}",
+                f"{build:.1f}",
+                f"{median(hnsw_s) * 1000:.1f}",
+                f"{percentile(hnsw_s, 95) * 1000:.1f}",
+                f"{mean_recall:.3f} (median {recall:.2f})",
+            ],
+            [
+                "exact (SQL over real[])",
+                f"{timings['embedding']:.1f}",
+                "-",
+                f"{median(exact_s) * 1000:.1f}",
+                f"{percentile(exact_s, 95) * 1000:.1f}",
+                "1 (by definition)",
+            ],
+        ],
+    )
 
 
 if __name__ == "__main__":

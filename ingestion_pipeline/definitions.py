@@ -16,8 +16,9 @@ from ingestion_pipeline.orchestration.schedules import janitor_schedule
 from ingestion_pipeline.orchestration.sensors import batch_status_sensor, failed_drain_run_sensor, import_batch_sensor
 
 
-def make_definitions(database: DatabaseResource | None = None,
-                     processing: ProcessingResource | None = None) -> dg.Definitions:
+def make_definitions(
+    database: DatabaseResource | None = None, processing: ProcessingResource | None = None
+) -> dg.Definitions:
     """The location's definitions; `ingest demo` and the tests bind their own resources."""
     return dg.Definitions(
         assets=[document_index],

@@ -21,7 +21,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from uuid import UUID
 
@@ -67,8 +67,13 @@ class EnqueueReport:
             "batch_status": self.batch_status,
             "counts": self.counts,
             "files": [
-                {"path": f.path, "outcome": f.outcome, "document_id": str(f.document_id),
-                 "job_id": str(f.job_id) if f.job_id else None, "byte_size": f.byte_size}
+                {
+                    "path": f.path,
+                    "outcome": f.outcome,
+                    "document_id": str(f.document_id),
+                    "job_id": str(f.job_id) if f.job_id else None,
+                    "byte_size": f.byte_size,
+                }
                 for f in self.files
             ],
         }
@@ -148,7 +153,7 @@ def enqueue_paths(
     on_file: Callable[[EnqueuedFile], None] | None = None,
 ) -> EnqueueReport:
     files = collect_files(paths, max_bytes)
-    name = batch_name or f"import {datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S}"
+    name = batch_name or f"import {datetime.now(UTC):%Y-%m-%d %H:%M:%S}"
     batch = _LazyBatch(name, {"files": len(files)})
     report = EnqueueReport(batch_id=None, batch_name=name)
     for path in files:
@@ -159,8 +164,11 @@ def enqueue_paths(
             # Changed on disk after the check, or its batch was cancelled meanwhile. Files before
             # it stay enqueued (each is atomic).
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            where = (f"{len(report.files)} file(s) before it remain in batch {batch.id}" if report.files
-                     else "nothing was written")
+            where = (
+                f"{len(report.files)} file(s) before it remain in batch {batch.id}"
+                if report.files
+                else "nothing was written"
+            )
             raise EnqueueRefused(f"{display_name(path)}: {reason}; stopped there, {where}") from None
         except BaseException:  # Ctrl-C, the database went away: the file's transaction rolled back
             batch.rolled_back_unless(report.files)
@@ -200,8 +208,9 @@ def _read_at_most(path: Path, limit: int) -> bytes:
         return source.read(limit)
 
 
-def _enqueue_file(pool: ConnectionPool, path: Path, batch: _LazyBatch, max_bytes: int, reindex: bool,
-                  max_attempts: int) -> EnqueuedFile:
+def _enqueue_file(
+    pool: ConnectionPool, path: Path, batch: _LazyBatch, max_bytes: int, reindex: bool, max_attempts: int
+) -> EnqueuedFile:
     content = _read_at_most(path, max_bytes + 1)
     if len(content) > max_bytes:  # it grew after the check
         raise EnqueueRefused(f"it grew over the {_mb(max_bytes)} limit after the check")
@@ -211,9 +220,16 @@ def _enqueue_file(pool: ConnectionPool, path: Path, batch: _LazyBatch, max_bytes
     with pool.connection() as conn, conn.transaction():
         rpc = IngestionRpc(conn)
         batch_id = batch.id_in(conn)
-        row = conn.execute(query("insert_document"), {
-            "batch_id": batch_id, "source_name": source_name, "content_sha256": sha256,
-            "byte_size": len(content), "mime_type": mimetypes.guess_type(source_name)[0]}).fetchone()
+        row = conn.execute(
+            query("insert_document"),
+            {
+                "batch_id": batch_id,
+                "source_name": source_name,
+                "content_sha256": sha256,
+                "byte_size": len(content),
+                "mime_type": mimetypes.guess_type(source_name)[0],
+            },
+        ).fetchone()
         if row:
             conn.execute(query("insert_document_source"), {"document_id": row["id"], "content": content})
             job = rpc.enqueue(row["id"], batch_id=batch_id, kind="index", max_attempts=max_attempts)

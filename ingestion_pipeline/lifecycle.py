@@ -53,8 +53,9 @@ def as_dict(result) -> dict:
     return data
 
 
-def delete_documents(rpc: IngestionRpc, document_ids: Iterable[UUID] = (),
-                     source_names: Iterable[str] = ()) -> list[dict]:
+def delete_documents(
+    rpc: IngestionRpc, document_ids: Iterable[UUID] = (), source_names: Iterable[str] = ()
+) -> list[dict]:
     """Delete the given documents and every live (not deleted) document of the given source
     names, each in its own transaction (`delete_document`). One answer per document, in the
     order asked, ids first; a name no live document has is answered
@@ -68,8 +69,7 @@ def delete_documents(rpc: IngestionRpc, document_ids: Iterable[UUID] = (),
         for name in names:
             matches = [UUID(str(row["id"])) for row in found if row["source_name"] == name]
             if not matches:
-                results.append({"ok": False, "reason": "source_not_found", "source_name": name,
-                                "document_id": None})
+                results.append({"ok": False, "reason": "source_not_found", "source_name": name, "document_id": None})
             wanted.extend(match for match in matches if match not in wanted)
     answers = [as_dict(rpc.delete_document(document_id)) for document_id in wanted]
     return answers + results
@@ -80,8 +80,9 @@ def one_retry_form(job_ids, batch_id, all_failed: bool) -> bool:
     return sum([bool(job_ids), batch_id is not None, bool(all_failed)]) == 1
 
 
-def retry_jobs(rpc: IngestionRpc, *, job_ids: list[UUID] | None = None, batch_id: UUID | None = None,
-               all_failed: bool = False) -> dict:
+def retry_jobs(
+    rpc: IngestionRpc, *, job_ids: list[UUID] | None = None, batch_id: UUID | None = None, all_failed: bool = False
+) -> dict:
     """Exactly one form: these jobs, the failed jobs of a batch, or every failed job."""
     if not one_retry_form(job_ids, batch_id, all_failed):
         raise IngestError("give exactly one of: job ids, a batch id, or all failed jobs")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from uuid import UUID
 
 from psycopg_pool import ConnectionPool
@@ -37,14 +37,22 @@ class ReindexReport:
         return dict(Counter(self.outcomes.values()))
 
     def as_dict(self) -> dict:
-        return {"batch_id": str(self.batch_id) if self.batch_id else None, "counts": self.counts,
-                "documents": {str(doc): outcome for doc, outcome in self.outcomes.items()}}
+        return {
+            "batch_id": str(self.batch_id) if self.batch_id else None,
+            "counts": self.counts,
+            "documents": {str(doc): outcome for doc, outcome in self.outcomes.items()},
+        }
 
 
-def reindex_documents(pool: ConnectionPool, document_ids: list[UUID] | None = None, *,
-                      batch_name: str | None = None, max_attempts: int = 3) -> ReindexReport:
+def reindex_documents(
+    pool: ConnectionPool,
+    document_ids: list[UUID] | None = None,
+    *,
+    batch_name: str | None = None,
+    max_attempts: int = 3,
+) -> ReindexReport:
     """`document_ids`, or every indexed document when None."""
-    name = batch_name or f"reindex {datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S}"
+    name = batch_name or f"reindex {datetime.now(UTC):%Y-%m-%d %H:%M:%S}"
     report = ReindexReport()
     pages = _pages_of(document_ids) if document_ids is not None else _indexed_pages(pool)
     for page in pages:
@@ -53,8 +61,7 @@ def reindex_documents(pool: ConnectionPool, document_ids: list[UUID] | None = No
             if report.batch_id is None:
                 report.batch_id = rpc.create_batch(name, {"reindex": True}).batch_id
             for document_id in page:
-                result = rpc.enqueue(document_id, batch_id=report.batch_id, kind="reindex",
-                                     max_attempts=max_attempts)
+                result = rpc.enqueue(document_id, batch_id=report.batch_id, kind="reindex", max_attempts=max_attempts)
                 report.outcomes[document_id] = "reindex_queued" if result.ok else _outcome(result.reason)
     if report.batch_id is not None and not report.queued:
         IngestionRpc(pool).refresh_batch(report.batch_id)  # no job will ever finish it
@@ -68,7 +75,7 @@ def _outcome(reason: str | None) -> str:
 def _pages_of(document_ids: list[UUID]):
     unique = list(dict.fromkeys(document_ids))
     for at in range(0, len(unique), PAGE_SIZE):
-        yield unique[at:at + PAGE_SIZE]
+        yield unique[at : at + PAGE_SIZE]
 
 
 def _indexed_pages(pool: ConnectionPool):

@@ -52,8 +52,9 @@ class Settings(BaseSettings):
     # A direct (session-keeping) URL of the same database, for what a transaction-mode pooler
     # cannot carry: Dagster's own storage sets session parameters. Supabase gives both URLs.
     direct_database_url: str | None = Field(default=None, description="Direct URL when DATABASE_URL is a pooler.")
-    data_dir: Path = Field(default_factory=find_data_dir,
-                           description="Embedded server and local state (default: the nearest .ingest).")
+    data_dir: Path = Field(
+        default_factory=find_data_dir, description="Embedded server and local state (default: the nearest .ingest)."
+    )
     pool_min_size: int = Field(default=1, ge=0)
     # Unset: enough for the jobs in flight (worker_concurrency + 2, at least 10).
     pool_max_size: int | None = Field(default=None, ge=1)
@@ -84,7 +85,8 @@ class Settings(BaseSettings):
     # returned is checked against it.
     openai_dimensions: int | None = Field(default=None, ge=1, le=65_536)
     openai_api_key: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("INGEST_OPENAI_API_KEY", "OPENAI_API_KEY"))
+        default=None, validation_alias=AliasChoices("INGEST_OPENAI_API_KEY", "OPENAI_API_KEY")
+    )
     # Chunks per request. 32 fits the smallest common server limit
     # (text-embeddings-inference's --max-client-batch-size); OpenAI takes up to 2048.
     openai_batch_size: int = Field(default=32, ge=1, le=2048)
@@ -150,15 +152,18 @@ class Settings(BaseSettings):
     def _http_url(cls, value: str) -> str:
         parts = urlsplit(value.strip())
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("not an http(s) URL (expected e.g. https://api.openai.com/v1 or "
-                             "http://127.0.0.1:11434/v1)")
+            raise ValueError(
+                "not an http(s) URL (expected e.g. https://api.openai.com/v1 or http://127.0.0.1:11434/v1)"
+            )
         return value.strip()
 
     @model_validator(mode="after")
     def _coherent(self) -> Self:
         if self.embedder == "openai" and not self.openai_model:
-            raise ValueError(f"{ENV_PREFIX}OPENAI_MODEL must be set when {ENV_PREFIX}EMBEDDER=openai "
-                             "(the embedding model's name, e.g. text-embedding-3-small)")
+            raise ValueError(
+                f"{ENV_PREFIX}OPENAI_MODEL must be set when {ENV_PREFIX}EMBEDDER=openai "
+                "(the embedding model's name, e.g. text-embedding-3-small)"
+            )
         if self.worker_concurrency is None:
             self.worker_concurrency = min(4 + 4 * self.parse_processes, 64)
         if self.pool_max_size is None:
@@ -169,8 +174,7 @@ class Settings(BaseSettings):
         # lets another worker reclaim a live job (R1).
         if self.heartbeat_interval_seconds * 3 > self.stale_after_seconds:
             raise ValueError(
-                f"{ENV_PREFIX}HEARTBEAT_INTERVAL_SECONDS must be at most a third of "
-                f"{ENV_PREFIX}STALE_AFTER_SECONDS"
+                f"{ENV_PREFIX}HEARTBEAT_INTERVAL_SECONDS must be at most a third of {ENV_PREFIX}STALE_AFTER_SECONDS"
             )
         return self
 

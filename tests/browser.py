@@ -64,10 +64,24 @@ class Browser:
             os.dup2(high[1], 4)
 
         self._process = subprocess.Popen(
-            [binary, "--headless=new", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe",
-             f"--user-data-dir={self._profile}", "--window-size=1400,1000", "--no-first-run", "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=self._stderr, stderr=self._stderr,
-            pass_fds=(3, 4), preexec_fn=on_fds_3_and_4, start_new_session=True)
+            [
+                binary,
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--remote-debugging-pipe",
+                f"--user-data-dir={self._profile}",
+                "--window-size=1400,1000",
+                "--no-first-run",
+                "about:blank",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=self._stderr,
+            stderr=self._stderr,
+            pass_fds=(3, 4),
+            preexec_fn=on_fds_3_and_4,
+            start_new_session=True,
+        )
         os.close(commands_read)
         os.close(answers_write)  # only the browser holds the write end: EOF means it died
         try:  # a page of our own: the one for about:blank may not be listed yet
@@ -115,7 +129,9 @@ class Browser:
             if not missing:
                 return text
             if time.monotonic() > deadline:
-                raise AssertionError(f"not on the page after {timeout}s: {missing}; its text ends with:\n{text[-2000:]}")
+                raise AssertionError(
+                    f"not on the page after {timeout}s: {missing}; its text ends with:\n{text[-2000:]}"
+                )
             time.sleep(0.25)
 
     def dom(self) -> str:
@@ -124,7 +140,8 @@ class Browser:
     def click_text(self, text: str) -> bool:
         """Click the first button or link whose text is `text` (to dismiss a dialog)."""
         return self._evaluate(f"""(() => {{
-            const found = [...document.querySelectorAll('button, a')].find(e => e.innerText.trim() === {json.dumps(text)});
+            const found = [...document.querySelectorAll('button, a')]
+                .find(e => e.innerText.trim() === {json.dumps(text)});
             if (found) found.click();
             return Boolean(found);
         }})()""")

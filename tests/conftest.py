@@ -114,8 +114,12 @@ class Templates:
 @pytest.fixture(scope="session")
 def templates(pg_server: PgServer) -> Iterator[Templates]:
     suffix = f"{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    made = Templates(head=f"ingest_tpl_head_{suffix}", pre_hardening=f"ingest_tpl_pre_{suffix}",
-                     pre_tokens=f"ingest_tpl_pretok_{suffix}", pre_retry_delay=f"ingest_tpl_predelay_{suffix}")
+    made = Templates(
+        head=f"ingest_tpl_head_{suffix}",
+        pre_hardening=f"ingest_tpl_pre_{suffix}",
+        pre_tokens=f"ingest_tpl_pretok_{suffix}",
+        pre_retry_delay=f"ingest_tpl_predelay_{suffix}",
+    )
     migrator.migrate(pg_server.create_database(made.head))
     migrator.migrate(pg_server.create_database(made.pre_hardening), target=pre_hardening_version())
     migrator.migrate(pg_server.create_database(made.pre_tokens), target=pre_tokens_version())
@@ -230,21 +234,34 @@ def before_and_head(migration: str, before: str, doc: str):
 
 
 bulk_schema = before_and_head(
-    BULK_ACK_NAME, "pre_bulk", "The batch-counter and bulk-acknowledgement migration: before it (the client's "
-    "one-call-per-item fallback) and at head.")
+    BULK_ACK_NAME,
+    "pre_bulk",
+    "The batch-counter and bulk-acknowledgement migration: before it (the client's "
+    "one-call-per-item fallback) and at head.",
+)
 lifecycle_schema = before_and_head(
-    LIFECYCLE_NAME, "pre_lifecycle", "The race tests of the document-lifecycle migration (delete a document, "
+    LIFECYCLE_NAME,
+    "pre_lifecycle",
+    "The race tests of the document-lifecycle migration (delete a document, "
     "cancel a batch): before it, where they observe the bug with what an operator could do there instead, and "
-    "at head, where they must pass.")
+    "at head, where they must pass.",
+)
 stage_rows_schema = before_and_head(
-    STAGE_ROWS_NAME, "pre_stage_rows", "Before stage rows rode the acknowledgement (one call per stage row), "
-    "and at head.")
+    STAGE_ROWS_NAME,
+    "pre_stage_rows",
+    "Before stage rows rode the acknowledgement (one call per stage row), and at head.",
+)
 cancelled_batch_schema = before_and_head(
-    CANCELLED_BATCH_NAME, "pre_fix", "The race tests of enqueues into a cancelled batch: before the migration, "
-    "where they observe the bug, and at head.")
+    CANCELLED_BATCH_NAME,
+    "pre_fix",
+    "The race tests of enqueues into a cancelled batch: before the migration, where they observe the bug, and at head.",
+)
 lock_order_schema = before_and_head(
-    LOCK_ORDER_NAME, "pre_lock_order", "The third review's deadlocks and fence holes (migration "
-    "…_one_lock_order.sql): before it, where each test observes its defect, and at head, where it must pass.")
+    LOCK_ORDER_NAME,
+    "pre_lock_order",
+    "The third review's deadlocks and fence holes (migration "
+    "…_one_lock_order.sql): before it, where each test observes its defect, and at head, where it must pass.",
+)
 
 
 @pytest.fixture

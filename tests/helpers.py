@@ -18,8 +18,9 @@ def seed_batch(conn: psycopg.Connection, name: str = "test batch") -> UUID:
     return IngestionRpc(conn).create_batch(name).batch_id
 
 
-def seed_document(conn: psycopg.Connection, batch_id: UUID | None = None, content: bytes | None = None,
-                  name: str = "doc.txt") -> UUID:
+def seed_document(
+    conn: psycopg.Connection, batch_id: UUID | None = None, content: bytes | None = None, name: str = "doc.txt"
+) -> UUID:
     content = content if content is not None else f"document {uuid.uuid4()}".encode()
     row = conn.execute(
         """insert into documents (batch_id, source_name, mime_type, content_sha256, byte_size)
@@ -30,8 +31,9 @@ def seed_document(conn: psycopg.Connection, batch_id: UUID | None = None, conten
     return row["id"]
 
 
-def seed_job(conn: psycopg.Connection, batch_id: UUID | None = None, max_attempts: int = 3,
-             kind: str = "index") -> tuple[UUID, UUID]:
+def seed_job(
+    conn: psycopg.Connection, batch_id: UUID | None = None, max_attempts: int = 3, kind: str = "index"
+) -> tuple[UUID, UUID]:
     """A document with one pending job; returns (document_id, job_id)."""
     document_id = seed_document(conn, batch_id)
     result = IngestionRpc(conn).enqueue(document_id, batch_id=batch_id, kind=kind, max_attempts=max_attempts)
@@ -39,35 +41,55 @@ def seed_job(conn: psycopg.Connection, batch_id: UUID | None = None, max_attempt
     return document_id, result.job_id
 
 
-def write_artifacts(conn: psycopg.Connection, document_id: UUID, generation_id: UUID,
-                    pages: int = 2, sections: int = 2, chunks: int = 3, word: str = "alpha") -> None:
+def write_artifacts(
+    conn: psycopg.Connection,
+    document_id: UUID,
+    generation_id: UUID,
+    pages: int = 2,
+    sections: int = 2,
+    chunks: int = 3,
+    word: str = "alpha",
+) -> None:
     for i in range(pages):
-        conn.execute("insert into document_pages (document_id, index_generation_id, ordinal, content) "
-                     "values (%s, %s, %s, %s)", (document_id, generation_id, i, f"page {i} {word}"))
+        conn.execute(
+            "insert into document_pages (document_id, index_generation_id, ordinal, content) values (%s, %s, %s, %s)",
+            (document_id, generation_id, i, f"page {i} {word}"),
+        )
     for i in range(sections):
-        conn.execute("insert into document_sections (document_id, index_generation_id, ordinal, heading, content) "
-                     "values (%s, %s, %s, %s, %s)", (document_id, generation_id, i, f"Section {i}", f"section {word}"))
+        conn.execute(
+            "insert into document_sections (document_id, index_generation_id, ordinal, heading, content) "
+            "values (%s, %s, %s, %s, %s)",
+            (document_id, generation_id, i, f"Section {i}", f"section {word}"),
+        )
     for i in range(chunks):
-        conn.execute("insert into document_chunks (document_id, index_generation_id, ordinal, content, token_count) "
-                     "values (%s, %s, %s, %s, 3)", (document_id, generation_id, i, f"chunk {i} about {word}"))
+        conn.execute(
+            "insert into document_chunks (document_id, index_generation_id, ordinal, content, token_count) "
+            "values (%s, %s, %s, %s, 3)",
+            (document_id, generation_id, i, f"chunk {i} about {word}"),
+        )
 
 
-def index_document(rpc: IngestionRpc, conn: psycopg.Connection, worker_id: str = "seed-worker",
-                   **artifact_counts) -> tuple[UUID, UUID]:
+def index_document(
+    rpc: IngestionRpc, conn: psycopg.Connection, worker_id: str = "seed-worker", **artifact_counts
+) -> tuple[UUID, UUID]:
     """Claim the next job and take it all the way to a committed generation and completion.
     Returns (document_id, generation_id)."""
     [job] = rpc.claim(worker_id)
     generation_id = rpc.begin_generation(job.job_id, job.document_id, worker_id).generation_id
     write_artifacts(conn, job.document_id, generation_id, **artifact_counts)
-    counts = {"page_count": artifact_counts.get("pages", 2), "section_count": artifact_counts.get("sections", 2),
-              "chunk_count": artifact_counts.get("chunks", 3)}
+    counts = {
+        "page_count": artifact_counts.get("pages", 2),
+        "section_count": artifact_counts.get("sections", 2),
+        "chunk_count": artifact_counts.get("chunks", 3),
+    }
     assert rpc.commit_generation(job.job_id, job.document_id, generation_id, worker_id, counts).ok
     assert rpc.complete(job.job_id, job.document_id, worker_id=worker_id).ok
     return job.document_id, generation_id
 
 
-def start_reindex_build(rpc: IngestionRpc, conn: psycopg.Connection, document_id: UUID, worker_id: str,
-                        **artifact_counts):
+def start_reindex_build(
+    rpc: IngestionRpc, conn: psycopg.Connection, document_id: UUID, worker_id: str, **artifact_counts
+):
     """Enqueue and claim a reindex of an indexed document, begin its generation and write
     its rows; the caller decides how the build ends. Returns (claimed job, generation_id)."""
     assert rpc.enqueue(document_id, kind="reindex").ok
@@ -79,29 +101,39 @@ def start_reindex_build(rpc: IngestionRpc, conn: psycopg.Connection, document_id
 
 def has_lease_deadline(conn: psycopg.Connection) -> bool:
     """True from the lease-token migration on (the deadline lives on the job row)."""
-    return conn.execute("select count(*) as n from pg_attribute where attrelid = 'ingestion_jobs'::regclass "
-                        "and attname = 'lease_expires_at'").fetchone()["n"] == 1
+    return (
+        conn.execute(
+            "select count(*) as n from pg_attribute where attrelid = 'ingestion_jobs'::regclass "
+            "and attname = 'lease_expires_at'"
+        ).fetchone()["n"]
+        == 1
+    )
 
 
 def make_lease_stale(conn: psycopg.Connection, job_id: UUID, seconds_ago: int = 3600) -> None:
     """The holder last renewed `seconds_ago`, and (where the schema keeps a deadline)
     the lease has expired: any claimer may take the job."""
-    conn.execute("update ingestion_jobs set locked_at = now() - make_interval(secs => %s) where id = %s",
-                 (seconds_ago, job_id))
+    conn.execute(
+        "update ingestion_jobs set locked_at = now() - make_interval(secs => %s) where id = %s", (seconds_ago, job_id)
+    )
     if has_lease_deadline(conn):
-        conn.execute("update ingestion_jobs set lease_expires_at = now() - interval '1 second' where id = %s",
-                     (job_id,))
+        conn.execute(
+            "update ingestion_jobs set lease_expires_at = now() - interval '1 second' where id = %s", (job_id,)
+        )
 
 
 def age_lease(conn: psycopg.Connection, job_id: UUID, seconds: int) -> None:
     """Move the lease `seconds` into the past, as if it had been claimed (or renewed) that
     much earlier: the deadline moves with it, so a live lease stays live for the rest of
     its window."""
-    conn.execute("update ingestion_jobs set locked_at = locked_at - make_interval(secs => %s) where id = %s",
-                 (seconds, job_id))
+    conn.execute(
+        "update ingestion_jobs set locked_at = locked_at - make_interval(secs => %s) where id = %s", (seconds, job_id)
+    )
     if has_lease_deadline(conn):
-        conn.execute("update ingestion_jobs set lease_expires_at = lease_expires_at - make_interval(secs => %s) "
-                     "where id = %s", (seconds, job_id))
+        conn.execute(
+            "update ingestion_jobs set lease_expires_at = lease_expires_at - make_interval(secs => %s) where id = %s",
+            (seconds, job_id),
+        )
 
 
 def job(conn: psycopg.Connection, job_id: UUID) -> dict:
@@ -118,11 +150,17 @@ def batch(conn: psycopg.Connection, batch_id: UUID) -> dict:
 
 def snapshot(conn: psycopg.Connection) -> dict[str, list[str]]:
     """Every row of the state tables as text: equal snapshots mean nothing changed."""
-    tables = ["import_batches", "documents", "ingestion_jobs", "index_generations",
-              "document_pages", "document_sections", "document_chunks"]
+    tables = [
+        "import_batches",
+        "documents",
+        "ingestion_jobs",
+        "index_generations",
+        "document_pages",
+        "document_sections",
+        "document_chunks",
+    ]
     return {
-        table: [r["row"] for r in conn.execute(
-            f"select t::text as row from {table} t order by t::text").fetchall()]
+        table: [r["row"] for r in conn.execute(f"select t::text as row from {table} t order by t::text").fetchall()]
         for table in tables
     }
 
@@ -132,8 +170,7 @@ def backend_pid(conn: psycopg.Connection) -> int:
     return conn.execute("select pg_backend_pid() as pid").fetchone()["pid"]
 
 
-def wait_until_blocked(observer: psycopg.Connection, pid: int, by: int | None = None,
-                       timeout: float = 15.0) -> None:
+def wait_until_blocked(observer: psycopg.Connection, pid: int, by: int | None = None, timeout: float = 15.0) -> None:
     """Wait until backend `pid` is blocked on a lock (held by `by`, when given).
 
     This observes a state the test forced; it does not decide an ordering."""
@@ -146,8 +183,9 @@ def wait_until_blocked(observer: psycopg.Connection, pid: int, by: int | None = 
     raise AssertionError(f"backend {pid} never blocked{f' on {by}' if by else ''}")
 
 
-def wait_until_client_blocked(observer: psycopg.Connection, application_name: str, by: int | None = None,
-                              timeout: float = 15.0) -> None:
+def wait_until_client_blocked(
+    observer: psycopg.Connection, application_name: str, by: int | None = None, timeout: float = 15.0
+) -> None:
     """Wait until the statement of the client connected as `application_name` is blocked on
     a lock (held by backend `by`, when given), on whichever backend runs it: behind a
     transaction-mode pooler that is the server connection the pooler hands the client for
@@ -159,9 +197,11 @@ def wait_until_client_blocked(observer: psycopg.Connection, application_name: st
     This observes a state the test forced; it does not decide an ordering."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        rows = observer.execute("select pg_blocking_pids(pid) as b from pg_stat_activity "
-                                "where application_name = %s and datname = current_database()",
-                                (application_name,)).fetchall()
+        rows = observer.execute(
+            "select pg_blocking_pids(pid) as b from pg_stat_activity "
+            "where application_name = %s and datname = current_database()",
+            (application_name,),
+        ).fetchall()
         blockers = {pid for row in rows for pid in row["b"]}
         if blockers and (by is None or by in blockers):
             return
@@ -179,7 +219,7 @@ class Background:
         def run():
             try:
                 self.result = target()
-            except BaseException as exc:  # re-raised in join()
+            except BaseException as exc:  # noqa: BLE001 - re-raised in join()
                 self.error = exc
 
         self.thread = threading.Thread(target=run, daemon=True)
@@ -195,14 +235,15 @@ class Background:
 
 # -- document lifecycle (delete a document, cancel a batch) ------------------------------
 
-DOCUMENT_TABLES = ("document_pages", "document_sections", "document_chunks", "index_generations",
-                   "document_sources")
+DOCUMENT_TABLES = ("document_pages", "document_sections", "document_chunks", "index_generations", "document_sources")
 
 
 def document_rows(conn: psycopg.Connection, document_id: UUID) -> dict[str, int]:
     """How many rows of the document each table still holds (artifacts, generations, bytes)."""
-    return {table: conn.execute(f"select count(*) as n from {table} where document_id = %s",
-                                (document_id,)).fetchone()["n"] for table in DOCUMENT_TABLES}
+    return {
+        table: conn.execute(f"select count(*) as n from {table} where document_id = %s", (document_id,)).fetchone()["n"]
+        for table in DOCUMENT_TABLES
+    }
 
 
 def search_hits(conn: psycopg.Connection, text: str, limit: int = 100) -> list:
@@ -221,5 +262,5 @@ def failing_index_checks(url: str, conn: psycopg.Connection) -> list[str]:
     stale leases) that fail, each with its message; [] when all pass."""
     from ingestion_pipeline.worker.index_checks import run_index_checks
 
-    checks = run_index_checks(url, IngestionRpc(conn).queue_health(), max_pending_age_seconds=10 ** 6)
+    checks = run_index_checks(url, IngestionRpc(conn).queue_health(), max_pending_age_seconds=10**6)
     return [f"{check.name}: {check.message}" for check in checks if not check.passed]

@@ -72,7 +72,8 @@ def _running(db_url: str, folder: Path, settings: dict[str, object]) -> Iterator
     server = f"host={host} port={target.get('port') or 5432} dbname={dbname} user={user}"
     (folder / "users.txt").write_text(f'"{user}" ""\n')
     config = folder / "pgbouncer.ini"
-    config.write_text(f"""[databases]
+    config.write_text(
+        f"""[databases]
 {dbname} = {server} pool_size=8
 {dbname}_one = {server} pool_size=1
 
@@ -87,7 +88,9 @@ max_client_conn = 200
 ignore_startup_parameters = extra_float_digits
 logfile = {folder / "pgbouncer.log"}
 pidfile = {folder / "pgbouncer.pid"}
-""" + "".join(f"{key} = {value}\n" for key, value in settings.items()))
+"""
+        + "".join(f"{key} = {value}\n" for key, value in settings.items())
+    )
     for path in folder.iterdir():
         path.chmod(0o666)
     command = [binary, str(config)]

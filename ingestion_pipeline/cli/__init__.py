@@ -24,8 +24,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     try:
         overrides = {"database_url": args.database_url} if getattr(args, "database_url", None) else {}
         settings = load_settings(**overrides)
@@ -37,8 +39,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ingest: error: database unavailable: {_first_line(exc)}", file=sys.stderr)
         return 1
     except psycopg.Error as exc:  # e.g. permissions, or a schema changed by hand
-        print(f"ingest: error: database error: {_first_line(exc)}"
-              f"{f' (SQLSTATE {exc.sqlstate})' if exc.sqlstate else ''}", file=sys.stderr)
+        print(
+            f"ingest: error: database error: {_first_line(exc)}{f' (SQLSTATE {exc.sqlstate})' if exc.sqlstate else ''}",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
         print("ingest: interrupted", file=sys.stderr)

@@ -62,8 +62,9 @@ def cmd_ui(args, settings: Settings) -> int:
     env = {**os.environ, **dagster_environment(settings)}
     dg = Path(sys.executable).parent / "dg"
     if not dg.exists():
-        raise IngestError(f"{dg} is missing: install the project's dependencies (`make install`, which "
-                          "includes dagster-dg-cli)")
+        raise IngestError(
+            f"{dg} is missing: install the project's dependencies (`make install`, which includes dagster-dg-cli)"
+        )
     command = [str(dg), "dev", "--host", args.host, "--port", str(args.port)]
     print(f"Dagster UI on http://{args.host}:{args.port} (Ctrl-C stops it)", flush=True)
     return run_process_group(command, env=env, cwd=root)
@@ -103,13 +104,16 @@ def _drain_with_dagster(settings: Settings, root: Path) -> tuple[str, dict]:
         from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
 
         logging.getLogger("dagster").setLevel(logging.WARNING)
-        job = make_definitions(DatabaseResource(database_url=settings.database_url),
-                               ProcessingResource()).resolve_job_def("ingest_documents")
+        job = make_definitions(
+            DatabaseResource(database_url=settings.database_url), ProcessingResource()
+        ).resolve_job_def("ingest_documents")
         home = settings.data_dir.resolve() / "dagster"
         with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home), config_dir=str(root))) as instance:
             result = job.execute_in_process(
-                instance=instance, raise_on_error=False,
-                run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
+                instance=instance,
+                raise_on_error=False,
+                run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+            )
     if not result.success:
         raise IngestError(f"the ingest_documents run {result.run_id[:8]} failed; see the log above")
     [materialization] = result.asset_materializations_for_node("document_index")

@@ -18,8 +18,9 @@ from ingestion_pipeline.tables import render_table
 def register(commands) -> None:
     db = commands.add_parser("db", help="the database: embedded server and migrations")
     db_commands = db.add_subparsers(dest="db_command", required=True)
-    db_commands.add_parser("start", help="start (or reuse) the embedded server and print its URL"
-                           ).set_defaults(handler=cmd_db_start)
+    db_commands.add_parser("start", help="start (or reuse) the embedded server and print its URL").set_defaults(
+        handler=cmd_db_start
+    )
     db_commands.add_parser("stop", help="stop the embedded server").set_defaults(handler=cmd_db_stop)
     url = db_commands.add_parser("url", help="print the database URL (starts the embedded server if needed)")
     url.set_defaults(handler=cmd_db_url)
@@ -88,16 +89,26 @@ def cmd_db_migrate(args, settings: Settings) -> int:
     print(f"{applied} migration(s) applied" if applied else "database is up to date")
     print(_ensure_vector_index(url, settings))
     if plan.ahead:
-        print(f"ingest: warning: the database is ahead of this release ({migrator.describe_ahead(plan.ahead)} "
-              "applied by a newer release); nothing of this release was left to apply", file=sys.stderr)
+        print(
+            f"ingest: warning: the database is ahead of this release ({migrator.describe_ahead(plan.ahead)} "
+            "applied by a newer release); nothing of this release was left to apply",
+            file=sys.stderr,
+        )
     return 0
 
 
 def _print_plan(plan: migrator.Plan) -> None:
     ahead = {m.version for m in plan.ahead}
-    rows = [(m.version, m.name, "applied (newer release)" if m.version in ahead else "applied",
-             m.applied_at.strftime("%Y-%m-%d %H:%M:%S"), m.checksum[:12])
-            for m in plan.applied]
+    rows = [
+        (
+            m.version,
+            m.name,
+            "applied (newer release)" if m.version in ahead else "applied",
+            m.applied_at.strftime("%Y-%m-%d %H:%M:%S"),
+            m.checksum[:12],
+        )
+        for m in plan.applied
+    ]
     rows += [(m.version, m.name, "pending", "", m.checksum[:12]) for m in plan.pending]
     print(render_table(["version", "name", "state", "applied at", "sha256"], rows))
     newer = f", {len(plan.ahead)} applied by a newer release" if plan.ahead else ""

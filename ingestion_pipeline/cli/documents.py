@@ -24,8 +24,9 @@ def register(commands) -> None:
     enqueue.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (recursive)")
     enqueue.add_argument("--batch", metavar="NAME", help="batch name (default: 'import <time>')")
     enqueue.add_argument("--reindex", action="store_true", help="reindex documents already uploaded")
-    enqueue.add_argument("--max-attempts", type=positive_int, metavar="N",
-                         help="attempts per job (INGEST_MAX_ATTEMPTS)")
+    enqueue.add_argument(
+        "--max-attempts", type=positive_int, metavar="N", help="attempts per job (INGEST_MAX_ATTEMPTS)"
+    )
     enqueue.set_defaults(handler=cmd_enqueue)
 
     status = commands.add_parser("status", help="batches, job counts and failures")
@@ -50,19 +51,26 @@ def cmd_enqueue(args, settings: Settings) -> int:
     with migrated_pool(settings) as pool:
         progress = tqdm(unit="file", desc="enqueue", disable=args.json or not sys.stderr.isatty(), file=sys.stderr)
         with progress:
-            report = enqueue_paths(pool, args.paths, max_bytes=settings.max_file_bytes, batch_name=args.batch,
-                                   reindex=args.reindex, max_attempts=max_attempts,
-                                   on_file=lambda _: progress.update())
+            report = enqueue_paths(
+                pool,
+                args.paths,
+                max_bytes=settings.max_file_bytes,
+                batch_name=args.batch,
+                reindex=args.reindex,
+                max_attempts=max_attempts,
+                on_file=lambda _: progress.update(),
+            )
     if args.json:
         print_json(report.as_dict())
         return 0
     if len(report.files) <= FILES_LISTED:
-        print(render_table(["file", "outcome", "document"],
-                           [(f.path, f.outcome, f.document_id) for f in report.files]))
+        print(render_table(["file", "outcome", "document"], [(f.path, f.outcome, f.document_id) for f in report.files]))
         print()
     print(render_table(["outcome", "files"], sorted(report.counts.items())))
-    print(f"batch {report.batch_id} ({report.batch_name}): {len(report.files)} file(s)"
-          + (f", {report.batch_status}: nothing new to index" if report.batch_status != "processing" else ""))
+    print(
+        f"batch {report.batch_id} ({report.batch_name}): {len(report.files)} file(s)"
+        + (f", {report.batch_status}: nothing new to index" if report.batch_status != "processing" else "")
+    )
     return 0
 
 
@@ -79,16 +87,49 @@ def print_status(settings: Settings, *, batch_id: UUID | None = None, limit: int
     if as_json:
         print_json(report)
         return
-    rows = [(b["batch_id"], b["name"], b["status"], b["total_files"], b["pending"], b["processing"],
-             b["completed"], b["failed"], b.get("cancelled", 0), _age(b["oldest_pending_age_seconds"]))
-            for b in report["batches"]]
-    print(render_table(["batch", "name", "status", "files", "pending", "processing", "completed", "failed",
-                        "cancelled", "oldest pending"], rows))
+    rows = [
+        (
+            b["batch_id"],
+            b["name"],
+            b["status"],
+            b["total_files"],
+            b["pending"],
+            b["processing"],
+            b["completed"],
+            b["failed"],
+            b.get("cancelled", 0),
+            _age(b["oldest_pending_age_seconds"]),
+        )
+        for b in report["batches"]
+    ]
+    print(
+        render_table(
+            [
+                "batch",
+                "name",
+                "status",
+                "files",
+                "pending",
+                "processing",
+                "completed",
+                "failed",
+                "cancelled",
+                "oldest pending",
+            ],
+            rows,
+        )
+    )
     if report["failures"]:
         print("\nfailures:")
-        print(render_table(["file", "attempts", "error"],
-                           [(f["source_name"], f"{f['attempt_count']}/{f['max_attempts']}", f["error_message"])
-                            for f in report["failures"]]))
+        print(
+            render_table(
+                ["file", "attempts", "error"],
+                [
+                    (f["source_name"], f"{f['attempt_count']}/{f['max_attempts']}", f["error_message"])
+                    for f in report["failures"]
+                ],
+            )
+        )
 
 
 def _age(seconds: int | None) -> str:

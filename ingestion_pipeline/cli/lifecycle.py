@@ -21,26 +21,39 @@ ROWS_LISTED = 25
 
 def register(commands) -> None:
     delete = commands.add_parser(
-        "delete", help="delete documents: out of search at once, their open jobs cancelled",
+        "delete",
+        help="delete documents: out of search at once, their open jobs cancelled",
         description="Delete documents by id or by file name (every live document of that name). Each leaves "
-                    "search at once; an open job of it is cancelled, so a worker building it is refused from "
-                    "then on; its rows and bytes are purged at once, or by the janitor when a worker was on it.")
+        "search at once; an open job of it is cancelled, so a worker building it is refused from "
+        "then on; its rows and bytes are purged at once, or by the janitor when a worker was on it.",
+    )
     delete.add_argument("document_ids", nargs="*", metavar="DOCUMENT_ID", help="document ids")
-    delete.add_argument("--source", dest="source_names", action="extend", nargs="+", default=[], metavar="NAME",
-                        help="file names as enqueued (ingest status and search show them)")
+    delete.add_argument(
+        "--source",
+        dest="source_names",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="NAME",
+        help="file names as enqueued (ingest status and search show them)",
+    )
     delete.set_defaults(handler=cmd_delete)
 
     cancel = commands.add_parser(
-        "cancel", help="cancel an import batch: every pending or processing job of it",
+        "cancel",
+        help="cancel an import batch: every pending or processing job of it",
         description="Cancel every open job of an import batch; documents already indexed stay indexed and the "
-                    "batch ends cancelled. Workers on its jobs are refused from then on.")
+        "batch ends cancelled. Workers on its jobs are refused from then on.",
+    )
     cancel.add_argument("batch_id", metavar="BATCH_ID")
     cancel.set_defaults(handler=cmd_cancel)
 
     retry = commands.add_parser(
-        "retry", help="re-queue failed jobs: given ones, a batch's, or all",
+        "retry",
+        help="re-queue failed jobs: given ones, a batch's, or all",
         description="Re-queue failed jobs (their attempts start over). Exactly one of: job ids, --batch, "
-                    "--failed. Completed, cancelled, open jobs and jobs of deleted documents are refused.")
+        "--failed. Completed, cancelled, open jobs and jobs of deleted documents are refused.",
+    )
     retry.add_argument("job_ids", nargs="*", metavar="JOB_ID", help="job ids (ingest status --json lists them)")
     retry.add_argument("--batch", dest="batch_id", metavar="BATCH_ID", help="every failed job of this batch")
     retry.add_argument("--failed", dest="all_failed", action="store_true", help="every failed job")
@@ -68,9 +81,20 @@ def cmd_delete(args, settings: Settings) -> int:
     if args.json:
         print_json(results)
     else:
-        print(render_table(["document", "file", "result", "detail"], [
-            (r.get("document_id") or "", r.get("source_name") or "", "deleted" if r.get("ok") else "refused",
-             lifecycle.delete_detail(r)) for r in results]))
+        print(
+            render_table(
+                ["document", "file", "result", "detail"],
+                [
+                    (
+                        r.get("document_id") or "",
+                        r.get("source_name") or "",
+                        "deleted" if r.get("ok") else "refused",
+                        lifecycle.delete_detail(r),
+                    )
+                    for r in results
+                ],
+            )
+        )
         print(f"{len(deleted)} deleted, {len(results) - len(deleted)} refused")
     return 0 if deleted else EXIT_NOTHING_DONE
 
@@ -86,17 +110,36 @@ def cmd_cancel(args, settings: Settings) -> int:
         print_json(result)
     elif result.get("ok"):
         counters = result.get("batch") or {}
-        print(render_table(["batch", "status", "files", "completed", "failed", "cancelled", "open"], [
-            (result.get("batch_id"), counters.get("status", result.get("status")), counters.get("total"),
-             counters.get("completed"), counters.get("failed"), counters.get("cancelled"), counters.get("open"))]))
+        print(
+            render_table(
+                ["batch", "status", "files", "completed", "failed", "cancelled", "open"],
+                [
+                    (
+                        result.get("batch_id"),
+                        counters.get("status", result.get("status")),
+                        counters.get("total"),
+                        counters.get("completed"),
+                        counters.get("failed"),
+                        counters.get("cancelled"),
+                        counters.get("open"),
+                    )
+                ],
+            )
+        )
         in_flight = result.get("in_flight") or 0
         if result.get("nothing_open"):
             print("no job of it was open: the batch is marked cancelled all the same, so it takes no new files")
         else:
-            print(f"cancelled {result.get('cancelled', 0)} job(s)"
-                  + (f"; {in_flight} of them were being processed: their workers are refused from now on, and "
-                     "the janitor removes what they wrote" if in_flight else "")
-                  + "; documents already indexed stay indexed")
+            print(
+                f"cancelled {result.get('cancelled', 0)} job(s)"
+                + (
+                    f"; {in_flight} of them were being processed: their workers are refused from now on, and "
+                    "the janitor removes what they wrote"
+                    if in_flight
+                    else ""
+                )
+                + "; documents already indexed stay indexed"
+            )
     else:
         words = lifecycle.reason_words(result.get("reason"), "batch")
         status = f" (the batch is {result['status']})" if result.get("status") else ""
@@ -113,8 +156,9 @@ def cmd_retry(args, settings: Settings) -> int:
     except IngestError as exc:
         return usage_error("retry", str(exc))
     with migrated_pool(settings) as pool:
-        result = lifecycle.retry_jobs(IngestionRpc(pool), job_ids=job_ids, batch_id=batch_id,
-                                      all_failed=args.all_failed)
+        result = lifecycle.retry_jobs(
+            IngestionRpc(pool), job_ids=job_ids, batch_id=batch_id, all_failed=args.all_failed
+        )
     retried = [str(j) for j in result.get("job_ids") or []]
     refused = result.get("refused") or []
     if args.json:

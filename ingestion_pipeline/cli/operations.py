@@ -22,7 +22,8 @@ EXIT_UNCHECKED = 2
 
 def register_db(db_commands) -> None:
     manifest = db_commands.add_parser(
-        "manifest", help="regenerate migrations/schema.sql and drift-manifest.json from a scratch replay")
+        "manifest", help="regenerate migrations/schema.sql and drift-manifest.json from a scratch replay"
+    )
     manifest.add_argument("--check", action="store_true", help="exit 1 if the committed files are stale")
     manifest.set_defaults(handler=cmd_manifest)
 
@@ -38,8 +39,10 @@ def register(commands) -> None:
     health.set_defaults(handler=cmd_health)
 
     sweep = commands.add_parser(
-        "janitor", help="the janitor's passes without Dagster: expire stale final attempts, refresh stuck "
-                        "batches, clean abandoned generations")
+        "janitor",
+        help="the janitor's passes without Dagster: expire stale final attempts, refresh stuck "
+        "batches, clean abandoned generations",
+    )
     sweep.add_argument("--json", action="store_true", help="machine-readable output")
     add_database_url(sweep)
     sweep.set_defaults(handler=cmd_janitor)
@@ -87,13 +90,21 @@ def cmd_health(args, settings: Settings) -> int:
     checks = index_checks.run_index_checks(url, health, settings.max_pending_age_seconds)
     problems = [check.message for check in checks if not check.passed]
     if args.json:
-        print_json({**health.model_dump(exclude={"fenced"}), "problems": problems,
-                    "checks": [{"name": c.name, "passed": c.passed, "message": c.message} for c in checks]})
+        print_json(
+            {
+                **health.model_dump(exclude={"fenced"}),
+                "problems": problems,
+                "checks": [{"name": c.name, "passed": c.passed, "message": c.message} for c in checks],
+            }
+        )
     else:
         jobs = ", ".join(f"{status} {count}" for status, count in sorted(health.jobs_by_status.items())) or "none"
         print(f"jobs: {jobs}; generations awaiting cleanup: {health.generations_awaiting_cleanup}")
-        print(render_table(["check", "result", "detail"],
-                           [(c.name, "ok" if c.passed else "FAILED", c.message) for c in checks]))
+        print(
+            render_table(
+                ["check", "result", "detail"], [(c.name, "ok" if c.passed else "FAILED", c.message) for c in checks]
+            )
+        )
         for problem in problems:
             print(f"needs action: {problem}")
     return 1 if problems else 0
@@ -104,20 +115,30 @@ def cmd_janitor(args, settings: Settings) -> int:
     url = resolve_database_url(settings)
     require_migrated(url)
     with connect(url) as conn:
-        done = janitor.run_janitor(IngestionRpc(conn, stale_after_seconds=settings.stale_after_seconds),
-                                   batch_size=settings.cleanup_batch_size,
-                                   time_budget_seconds=settings.janitor_time_budget_seconds)
+        done = janitor.run_janitor(
+            IngestionRpc(conn, stale_after_seconds=settings.stale_after_seconds),
+            batch_size=settings.cleanup_batch_size,
+            time_budget_seconds=settings.janitor_time_budget_seconds,
+        )
     if args.json:
         print_json(done)
         return 0
     cleanup = done["cleanup"]
-    print(render_table(["step", "result"], [
-        ("expired stale final attempts", done["expired"]),
-        ("refreshed stuck batches", done["refreshed_batches"]),
-        ("recounted batches whose counters drifted", done["drifted_batches"]),
-        ("cleaned generations", f"{cleanup['generations']} in {cleanup['passes']} pass(es) "
-                                f"({cleanup['chunks']} chunks, {cleanup['pages']} pages, "
-                                f"{cleanup['sections']} sections; bytes of {cleanup['sources']} deleted "
-                                f"document(s))"),
-    ]))
+    print(
+        render_table(
+            ["step", "result"],
+            [
+                ("expired stale final attempts", done["expired"]),
+                ("refreshed stuck batches", done["refreshed_batches"]),
+                ("recounted batches whose counters drifted", done["drifted_batches"]),
+                (
+                    "cleaned generations",
+                    f"{cleanup['generations']} in {cleanup['passes']} pass(es) "
+                    f"({cleanup['chunks']} chunks, {cleanup['pages']} pages, "
+                    f"{cleanup['sections']} sections; bytes of {cleanup['sources']} deleted "
+                    f"document(s))",
+                ),
+            ],
+        )
+    )
     return 0

@@ -11,6 +11,7 @@ left.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -23,7 +24,8 @@ FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def run_process_group(command: list[str], *, env: dict, cwd, grace_seconds: float = 20.0) -> int:
-    proc = subprocess.Popen(command, env=env, cwd=cwd, start_new_session=True)
+    # `command` is an argument list built by the caller (`ingest ui`: our own `dg dev`), never a shell string.
+    proc = subprocess.Popen(command, env=env, cwd=cwd, start_new_session=True)  # noqa: S603
     requested = threading.Event()
     previous = {signum: signal.signal(signum, lambda *_: requested.set()) for signum in FORWARDED}
     try:
@@ -43,10 +45,8 @@ def stop_group(leader: subprocess.Popen, grace_seconds: float) -> None:
     for number, (signum, wait) in enumerate(steps):
         if _wait_empty(leader, 0.0):
             return
-        if number == 0 and leader.poll() is None:
-            _signal(lambda: os.kill(pgid, signum))
-        else:
-            _signal(lambda: os.killpg(pgid, signum))
+        send = os.kill if number == 0 and leader.poll() is None else os.killpg
+        _signal(send, pgid, signum)
         if _wait_empty(leader, wait):
             return
 
@@ -75,8 +75,6 @@ def _wait_empty(leader: subprocess.Popen, seconds: float) -> bool:
         time.sleep(0.2)
 
 
-def _signal(send) -> None:
-    try:
-        send()
-    except (ProcessLookupError, PermissionError):
-        pass
+def _signal(send, pid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        send(pid, signum)

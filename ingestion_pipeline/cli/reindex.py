@@ -12,11 +12,13 @@ from ingestion_pipeline.settings import Settings
 
 def register(commands) -> None:
     parser = commands.add_parser(
-        "reindex", help="index documents again from their stored bytes (after an upgrade)",
+        "reindex",
+        help="index documents again from their stored bytes (after an upgrade)",
         description="Queue a reindex job for the given documents, or with --all for every indexed document, "
-                    "in one new import batch; run workers (ingest work, or Dagster) to process it. Each "
-                    "document stays searchable with its current index until the new one commits. Use it "
-                    "after an upgrade that changes how the index is built (docs/search.md).")
+        "in one new import batch; run workers (ingest work, or Dagster) to process it. Each "
+        "document stays searchable with its current index until the new one commits. Use it "
+        "after an upgrade that changes how the index is built (docs/search.md).",
+    )
     parser.add_argument("document_ids", nargs="*", metavar="DOCUMENT_ID", help="document ids")
     parser.add_argument("--all", dest="all_indexed", action="store_true", help="every indexed document")
     parser.add_argument("--json", action="store_true", help="machine-readable output")

@@ -11,11 +11,13 @@ from ingestion_pipeline.settings import Settings
 
 def register(commands) -> None:
     parser = commands.add_parser(
-        "search", help="search the committed index: one result per document, best first",
+        "search",
+        help="search the committed index: one result per document, best first",
         description="Lexical mode ranks documents by how much of the query they cover (a missing word "
-                    "lowers a page, it does not drop it), title and headings above body text. Vector mode "
-                    "ranks by embedding similarity (needs INGEST_EMBEDDER, the one the documents were "
-                    "indexed with); hybrid fuses both lists by reciprocal rank.")
+        "lowers a page, it does not drop it), title and headings above body text. Vector mode "
+        "ranks by embedding similarity (needs INGEST_EMBEDDER, the one the documents were "
+        "indexed with); hybrid fuses both lists by reciprocal rank.",
+    )
     parser.add_argument("query", help='web-search syntax: words, "phrases", -excluded')
     parser.add_argument("--mode", choices=MODES, default="lexical", help="default: lexical")
     parser.add_argument("--limit", type=positive_int, default=10, help="results (default 10)")
@@ -29,8 +31,9 @@ def cmd_search(args, settings: Settings) -> int:
     return 0
 
 
-def print_search(settings: Settings, text: str, *, mode: str = "lexical", limit: int = 10,
-                 as_json: bool = False) -> None:
+def print_search(
+    settings: Settings, text: str, *, mode: str = "lexical", limit: int = 10, as_json: bool = False
+) -> None:
     embedder = embedder_from_settings(settings) if mode != "lexical" else None
     with migrated_pool(settings) as pool, pool.connection() as conn:
         hits = search(conn, text, mode=mode, limit=limit, embedder=embedder)
@@ -43,4 +46,3 @@ def print_search(settings: Settings, text: str, *, mode: str = "lexical", limit:
         heading = f" › {hit.heading}" if hit.heading else ""
         print(f"{hit.score:.3f}  {hit.title}{heading}  ({hit.source_name})")
         print(f"       {' '.join(hit.snippet.split())}")
-

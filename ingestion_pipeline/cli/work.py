@@ -20,14 +20,20 @@ from ingestion_pipeline.worker import Outcome, Worker, WorkerReport
 def register(commands) -> None:
     work = commands.add_parser("work", help="claim and process jobs (without Dagster)")
     work.add_argument("--drain", action="store_true", help="exit once nothing is claimable")
-    work.add_argument("--concurrency", type=positive_int, metavar="N",
-                      help="jobs at once (INGEST_WORKER_CONCURRENCY)")
+    work.add_argument("--concurrency", type=positive_int, metavar="N", help="jobs at once (INGEST_WORKER_CONCURRENCY)")
     work.add_argument("--max-jobs", type=positive_int, metavar="N", help="stop after claiming N jobs")
-    work.add_argument("--parse-processes", type=non_negative_int, metavar="N",
-                      help="child processes that parse (INGEST_PARSE_PROCESSES, default one per core; "
-                           "0 parses in the worker's threads)")
-    work.add_argument("--embedder", choices=["none", "hash", "openai"],
-                      help="embedding model (INGEST_EMBEDDER; openai reads INGEST_OPENAI_*)")
+    work.add_argument(
+        "--parse-processes",
+        type=non_negative_int,
+        metavar="N",
+        help="child processes that parse (INGEST_PARSE_PROCESSES, default one per core; "
+        "0 parses in the worker's threads)",
+    )
+    work.add_argument(
+        "--embedder",
+        choices=["none", "hash", "openai"],
+        help="embedding model (INGEST_EMBEDDER; openai reads INGEST_OPENAI_*)",
+    )
     work.add_argument("--json", action="store_true", help="machine-readable summary")
     add_database_url(work)
     work.set_defaults(handler=cmd_work)
@@ -42,8 +48,11 @@ def cmd_work(args, settings: Settings) -> int:
             # Second Ctrl-C: abort now. Jobs in flight keep their leases until the stale
             # window passes; then a worker reclaims them, or, on their final attempt, a
             # worker or `ingest janitor` dead-letters them (they end failed).
-            print("\ningest: aborted; in-flight jobs will be retried once their leases expire (INGEST_STALE_AFTER_"
-                  "SECONDS), or fail if that was their last attempt", file=sys.stderr)
+            print(
+                "\ningest: aborted; in-flight jobs will be retried once their leases expire (INGEST_STALE_AFTER_"
+                "SECONDS), or fail if that was their last attempt",
+                file=sys.stderr,
+            )
             os._exit(130)
         print("\ningest: stopping after the jobs in flight (Ctrl-C again to abort)", file=sys.stderr)
         stop.set()
@@ -53,12 +62,19 @@ def cmd_work(args, settings: Settings) -> int:
     embedder = embedder_from_settings(settings, args.embedder)  # a bad configuration stops here, in one line
     try:
         with migrated_pool(settings) as pool:
-            worker = Worker(pool, settings, label="cli", concurrency=args.concurrency, embedder=embedder,
-                            parse_processes=args.parse_processes)
+            worker = Worker(
+                pool,
+                settings,
+                label="cli",
+                concurrency=args.concurrency,
+                embedder=embedder,
+                parse_processes=args.parse_processes,
+            )
             progress = tqdm(unit="doc", desc="work", disable=args.json or not sys.stderr.isatty(), file=sys.stderr)
             with progress:
-                report = worker.run(drain=args.drain, max_jobs=args.max_jobs, stop=stop,
-                                    on_result=lambda r: progress.update())
+                report = worker.run(
+                    drain=args.drain, max_jobs=args.max_jobs, stop=stop, on_result=lambda r: progress.update()
+                )
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -66,10 +82,26 @@ def cmd_work(args, settings: Settings) -> int:
         print_json(report.as_dict())
     else:
         summary = report.as_dict()
-        print(render_table(["claimed", "completed", "failed", "retried", "lease_lost", "abandoned", "seconds",
-                            "docs/s"],
-                           [[summary[k] for k in ("claimed", "completed", "failed", "retried", "lease_lost",
-                                                  "abandoned", "seconds", "docs_per_second")]]))
+        print(
+            render_table(
+                ["claimed", "completed", "failed", "retried", "lease_lost", "abandoned", "seconds", "docs/s"],
+                [
+                    [
+                        summary[k]
+                        for k in (
+                            "claimed",
+                            "completed",
+                            "failed",
+                            "retried",
+                            "lease_lost",
+                            "abandoned",
+                            "seconds",
+                            "docs_per_second",
+                        )
+                    ]
+                ],
+            )
+        )
     return exit_code(report)
 
 
@@ -81,7 +113,10 @@ def exit_code(report: WorkerReport) -> int:
     went away), so it waits for its lease to expire."""
     abandoned = report.counts[Outcome.ABANDONED.value]
     if abandoned:
-        print(f"ingest: {abandoned} job(s) abandoned: their outcome could not be recorded; they are retried once "
-              "their leases expire", file=sys.stderr)
+        print(
+            f"ingest: {abandoned} job(s) abandoned: their outcome could not be recorded; they are retried once "
+            "their leases expire",
+            file=sys.stderr,
+        )
         return 1
     return 0

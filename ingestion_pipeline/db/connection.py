@@ -54,12 +54,24 @@ def redact(url: str) -> str:
 NO_PREPARED_STATEMENTS = None
 
 
-def connect(url: str, *, autocommit: bool = True, timeout: int = 10,
-            prepare_threshold: int | None = NO_PREPARED_STATEMENTS, **kwargs) -> psycopg.Connection:
+def connect(
+    url: str,
+    *,
+    autocommit: bool = True,
+    timeout: int = 10,
+    prepare_threshold: int | None = NO_PREPARED_STATEMENTS,
+    **kwargs,
+) -> psycopg.Connection:
     """Open one connection, turning failures into a one-line DatabaseUnavailable."""
     try:
-        return psycopg.connect(url, autocommit=autocommit, connect_timeout=timeout, row_factory=dict_row,
-                               prepare_threshold=prepare_threshold, **kwargs)
+        return psycopg.connect(
+            url,
+            autocommit=autocommit,
+            connect_timeout=timeout,
+            row_factory=dict_row,
+            prepare_threshold=prepare_threshold,
+            **kwargs,
+        )
     except psycopg.OperationalError as exc:
         raise DatabaseUnavailable(f"cannot connect to {redact(url)}: {_cause(exc)}") from None
     except psycopg.ProgrammingError as exc:
@@ -81,8 +93,13 @@ def make_pool(url: str, settings: Settings, **kwargs) -> ConnectionPool:
         url,
         min_size=settings.pool_min_size,
         max_size=settings.pool_max_size,
-        kwargs={"autocommit": True, "row_factory": dict_row, "prepare_threshold": settings.prepare_threshold,
-                "connect_timeout": settings.connect_timeout_seconds, **kwargs},
+        kwargs={
+            "autocommit": True,
+            "row_factory": dict_row,
+            "prepare_threshold": settings.prepare_threshold,
+            "connect_timeout": settings.connect_timeout_seconds,
+            **kwargs,
+        },
         # How long a caller waits for a connection: a database that went away surfaces
         # as an error within the connect timeout, not after psycopg_pool's 30 s default.
         timeout=settings.connect_timeout_seconds,
@@ -94,7 +111,7 @@ def make_pool(url: str, settings: Settings, **kwargs) -> ConnectionPool:
     )
     try:
         pool.open(wait=True, timeout=settings.connect_timeout_seconds)
-    except Exception as exc:  # PoolTimeout hides the libpq reason; say where we tried
+    except Exception as exc:  # noqa: BLE001 - PoolTimeout hides the libpq reason; say where we tried
         pool.close()
         raise DatabaseUnavailable(f"cannot open a connection pool to {redact(url)}: {exc}") from None
     return pool

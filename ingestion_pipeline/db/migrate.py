@@ -23,8 +23,9 @@ Two migrators never interleave, and the second one finds nothing left to do: a s
 connection holds a transaction-scoped advisory lock in an open transaction for the whole
 run. A migrator that finds the lock taken tries again every LOCK_POLL_SECONDS instead of
 waiting in the server (a waiting statement holds a snapshot, which a running `CREATE INDEX
-CONCURRENTLY` would wait for: both would hang). Nothing relies on session state (no session-level lock or SET; the lock_timeout is
-transaction-local), so `migrate` also works through a transaction-mode pooler, where
+CONCURRENTLY` would wait for: both would hang). Nothing relies on session state (no
+session-level lock or SET; the lock_timeout is transaction-local), so `migrate` also works
+through a transaction-mode pooler, where
 consecutive transactions may run on different server connections (the pool needs two
 server connections for it). A server whose idle_in_transaction_session_timeout is shorter
 than the run would end the lock holder's transaction: the run then stops with an error.
@@ -212,8 +213,11 @@ def migrate(
         _take_lock(holder)  # held until the holder's transaction ends, with the connection
         # Read and check under the lock: another migrator may have just finished.
         applied = read_ledger(conn)
-        result = Plan(applied=applied, pending=_up_to(pending_after_checks(files, applied), target),
-                      ahead=ahead_of(files, applied))
+        result = Plan(
+            applied=applied,
+            pending=_up_to(pending_after_checks(files, applied), target),
+            ahead=ahead_of(files, applied),
+        )
         if result.pending:
             conn.execute(sql_text("ledger.sql"))
         for migration in result.pending:
@@ -243,8 +247,9 @@ def _still_locked(holder: psycopg.Connection, migration: MigrationFile) -> None:
     try:
         holder.execute("select 1")
     except psycopg.Error as exc:
-        raise MigrationError(f"the migration lock was lost while {migration.path.name} ran (it is applied; the "
-                             f"run stops): {_brief(exc)}") from exc
+        raise MigrationError(
+            f"the migration lock was lost while {migration.path.name} ran (it is applied; the run stops): {_brief(exc)}"
+        ) from exc
 
 
 def _check_target(target: str | None) -> None:
@@ -294,12 +299,16 @@ def _apply_without_transaction(conn: psycopg.Connection, migration: MigrationFil
 # which never blocks the queue's writers, and then wait for older transactions; the short
 # lock_timeout (meant for locks that queue writers behind the migrator) would abort those
 # waits and leave an INVALID index. The lock_timeout is set only inside transactional files.
-CONCURRENT_INDEX = re.compile(r"^\s*(create\s+(unique\s+)?index|drop\s+index|reindex\s+(\(.*?\)\s*)?\w+)\s+"
-                              r"concurrently\b", re.IGNORECASE | re.DOTALL)
+CONCURRENT_INDEX = re.compile(
+    r"^\s*(create\s+(unique\s+)?index|drop\s+index|reindex\s+(\(.*?\)\s*)?\w+)\s+"
+    r"concurrently\b",
+    re.IGNORECASE | re.DOTALL,
+)
 CREATE_INDEX = re.compile(
     r"^\s*create\s+(?:unique\s+)?index\s+(?:concurrently\s+)?(?:if\s+not\s+exists\s+)?"
     r"(?P<index>\"[^\"]+\"|[\w$]+)\s+on\s+(?:only\s+)?(?P<table>(?:(?:\"[^\"]+\"|[\w$]+)\.)?(?:\"[^\"]+\"|[\w$]+))",
-    re.IGNORECASE | re.DOTALL)
+    re.IGNORECASE | re.DOTALL,
+)
 
 
 def _code(statement: str) -> str:
@@ -331,13 +340,16 @@ def _drop_invalid_index(conn: psycopg.Connection, statement: str) -> str:
         found = _index_validity(conn, statement)
         if not found or found[2]:
             return ""
-        conn.execute(psycopg.sql.SQL("drop index concurrently if exists {}").format(
-            psycopg.sql.Identifier(found[0], found[1])))
+        conn.execute(
+            psycopg.sql.SQL("drop index concurrently if exists {}").format(psycopg.sql.Identifier(found[0], found[1]))
+        )
     except psycopg.Error as exc:
         if not found:
             return ""
-        return (f" (it left the INVALID index {found[1]}, which could not be dropped: {_brief(exc)}; "
-                f"drop index concurrently {found[1]} before running again)")
+        return (
+            f" (it left the INVALID index {found[1]}, which could not be dropped: {_brief(exc)}; "
+            f"drop index concurrently {found[1]} before running again)"
+        )
     return f" (the INVALID index {found[1]} it left was dropped)"
 
 
@@ -350,7 +362,8 @@ def _refuse_invalid_indexes(conn: psycopg.Connection, migration: MigrationFile, 
             raise MigrationError(
                 f"no-transaction migration {migration.path.name} was not recorded: index {found[1]} is "
                 "INVALID (left by a failed or interrupted CREATE INDEX CONCURRENTLY, which IF NOT EXISTS "
-                f"skipped); drop index concurrently {found[1]}, then run again")
+                f"skipped); drop index concurrently {found[1]}, then run again"
+            )
 
 
 def _record(conn: psycopg.Connection, migration: MigrationFile, started: float) -> None:

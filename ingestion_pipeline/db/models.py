@@ -53,6 +53,7 @@ class GenerationResult(RpcResult):
 
 class CommitResult(GenerationResult):
     """Commit and complete: the generation's counts and the job's outcome."""
+
     job_id: UUID | None = None
     # In a bulk answer: the item's position in the call (1-based) and its token.
     item: int | None = None
@@ -100,6 +101,7 @@ class SensorState(RpcResult):
 
 class BatchesRefreshed(RpcResult):
     """Batches recounted by the repair path (stuck, or counters drifted)."""
+
     refreshed: int = 0
     batches: list[BatchStatus] = []
 
@@ -114,12 +116,14 @@ class LeaseRef(BaseModel):
 class HeartbeatsResult(RpcResult):
     """One statement renewed many leases: how many, and which ones (job and token) this
     caller lost."""
+
     renewed: int = 0
     lost: list[LeaseRef] = []
 
 
 class CompletedJobs(RpcResult):
     """Bulk completion: one answer per item (in the order given), the batches it moved."""
+
     results: list[CommitResult] = []
     batches: list[BatchStatus] = []
 
@@ -164,9 +168,11 @@ class ClaimedJob(BaseModel):
 
 # -- items of the bulk RPCs ---------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class LeaseBeat:
     """One lease to renew, with the stage and progress to show for its job."""
+
     job_id: UUID
     lease_token: int | None
     stage: str | None = None
@@ -176,20 +182,26 @@ class LeaseBeat:
 @dataclass(frozen=True)
 class StageRow:
     """One row of a job's stage log, sent with the job's acknowledgement."""
+
     stage: str
     started_at: datetime
     finished_at: datetime
     detail: dict
 
     def as_json(self) -> dict:
-        return {"stage": self.stage, "started_at": self.started_at.isoformat(),
-                "finished_at": self.finished_at.isoformat(), "detail": self.detail}
+        return {
+            "stage": self.stage,
+            "started_at": self.started_at.isoformat(),
+            "finished_at": self.finished_at.isoformat(),
+            "detail": self.detail,
+        }
 
 
 @dataclass(frozen=True)
 class CompleteItem:
     """Complete a job; with a generation, commit it in the same transaction first.
     `stages`: its stage-log rows, written only if the completion is accepted."""
+
     job_id: UUID
     document_id: UUID
     lease_token: int | None
@@ -204,6 +216,7 @@ class CompleteItem:
 @dataclass(frozen=True)
 class FailItem:
     """Fail a job, or re-queue it after `retry_delay_seconds` while attempts remain."""
+
     job_id: UUID
     document_id: UUID
     lease_token: int | None
@@ -218,6 +231,7 @@ class FailItem:
 
 
 # -- lifecycle: delete, cancel, retry (db/rpc/lifecycle.py) -------------------------------
+
 
 class DocumentDeleted(RpcResult):
     """`purged`: its rows and bytes went in the same transaction (nothing was in flight);

@@ -13,8 +13,16 @@ from functools import cache
 from importlib import resources
 
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
-QUERY_FILES = ("queries.sql", "search.sql", "vector_search.sql", "leases.sql", "generations.sql", "acks.sql",
-               "batches.sql", "lifecycle.sql")
+QUERY_FILES = (
+    "queries.sql",
+    "search.sql",
+    "vector_search.sql",
+    "leases.sql",
+    "generations.sql",
+    "acks.sql",
+    "batches.sql",
+    "lifecycle.sql",
+)
 
 
 def sql_text(filename: str) -> str:
@@ -27,7 +35,7 @@ def _queries(filename: str) -> dict[str, str]:
     parts = _NAME.split(text)
     # parts = [preamble, name1, body1, name2, body2, ...]
     named = {}
-    for name, body in zip(parts[1::2], parts[2::2]):
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
         if name in named:
             raise RuntimeError(f"query {name!r} is defined twice in {filename}")
         named[name] = body.strip()

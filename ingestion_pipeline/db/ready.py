@@ -28,12 +28,17 @@ def require_migrated(url: str, folder: Path | None = None) -> None:
     plan = migrator.plan(url, folder)  # also refuses changed or missing migration files
     pending = plan.pending
     if pending:
-        raise IngestError(f"the database has {len(pending)} pending migration(s), starting with "
-                          f"{pending[0].path.name}: run `ingest db migrate`")
+        raise IngestError(
+            f"the database has {len(pending)} pending migration(s), starting with "
+            f"{pending[0].path.name}: run `ingest db migrate`"
+        )
     if plan.ahead:
-        log.warning("the database is ahead of this release: it has %d newer migration(s) this release does "
-                    "not know (%s); every migration this release knows is applied unchanged, so it runs",
-                    len(plan.ahead), migrator.describe_ahead(plan.ahead))
+        log.warning(
+            "the database is ahead of this release: it has %d newer migration(s) this release does "
+            "not know (%s); every migration this release knows is applied unchanged, so it runs",
+            len(plan.ahead),
+            migrator.describe_ahead(plan.ahead),
+        )
 
 
 @contextmanager
@@ -63,4 +68,5 @@ def require_connections(url: str, needed: int) -> None:
             f"not enough database connections: this process may open {needed} (INGEST_POOL_MAX_SIZE) but the "
             f"server has {max(free, 0)} free (max_connections {budget['max_connections']}, {budget['reserved']} "
             f"reserved, {budget['in_use'] - 1} in use): lower INGEST_POOL_MAX_SIZE, run fewer workers, raise "
-            "max_connections, or connect through a pooler")
+            "max_connections, or connect through a pooler"
+        )

@@ -59,8 +59,10 @@ def ensure_hnsw_index(url: str, dimensions: int) -> str:
         if column is None:
             return "vector search: exact over real[] (no pgvector column on this database)"
         if dimensions > HNSW_MAX_DIMENSIONS:
-            return (f"vector index: none for {dimensions} dimensions (HNSW indexes at most "
-                    f"{HNSW_MAX_DIMENSIONS}); vector search scans every vector")
+            return (
+                f"vector index: none for {dimensions} dimensions (HNSW indexes at most "
+                f"{HNSW_MAX_DIMENSIONS}); vector search scans every vector"
+            )
         if not conn.execute(query("hnsw_access_method")).fetchone()["present"]:
             return f"vector index: none (pgvector {column.version} has no HNSW; 0.5.0 or later does)"
         name = index_name(dimensions)
@@ -73,17 +75,22 @@ def ensure_hnsw_index(url: str, dimensions: int) -> str:
             conn.execute(_create_statement(column, name, dimensions))
         except psycopg.Error as exc:
             message = (exc.diag.message_primary or str(exc)).strip()
-            raise MigrationError(f"could not build the vector index {name}: {message}; the migrations are "
-                                 "applied, run `ingest db migrate` again to retry the index") from None
+            raise MigrationError(
+                f"could not build the vector index {name}: {message}; the migrations are "
+                "applied, run `ingest db migrate` again to retry the index"
+            ) from None
         return f"vector index: {name} built (HNSW, cosine, {dimensions} dimensions)"
 
 
 def _create_statement(column: VectorColumn, name: str, dimensions: int) -> sql.Composed:
-    return _formatted("create_hnsw_index", index=sql.Identifier(name),
-                      vector=sql.Identifier(column.schema, "vector"),
-                      opclass=sql.Identifier(column.schema, "vector_cosine_ops"),
-                      vector_dims=sql.Identifier(column.schema, "vector_dims"),
-                      dimensions=sql.Literal(dimensions))
+    return _formatted(
+        "create_hnsw_index",
+        index=sql.Identifier(name),
+        vector=sql.Identifier(column.schema, "vector"),
+        opclass=sql.Identifier(column.schema, "vector_cosine_ops"),
+        vector_dims=sql.Identifier(column.schema, "vector_dims"),
+        dimensions=sql.Literal(dimensions),
+    )
 
 
 def _formatted(name: str, **parts: sql.Composable) -> sql.Composed:

@@ -27,23 +27,35 @@ class DrainConfig(dg.Config):
     concurrency: int | None = None
 
 
-@dg.asset(key=INDEX_KEY, group_name="ingestion", kinds={"postgres"},
-          description="Committed index generations of the uploaded documents (pages, sections, chunks with "
-                      "full-text vectors). A materialization claims pending jobs while any are claimable, "
-                      "up to a job and a time budget, and indexes them.")
-def document_index(context: dg.AssetExecutionContext, config: DrainConfig, database: DatabaseResource,
-                   processing: ProcessingResource) -> dg.MaterializeResult:
+@dg.asset(
+    key=INDEX_KEY,
+    group_name="ingestion",
+    kinds={"postgres"},
+    description="Committed index generations of the uploaded documents (pages, sections, chunks with "
+    "full-text vectors). A materialization claims pending jobs while any are claimable, "
+    "up to a job and a time budget, and indexes them.",
+)
+def document_index(
+    context: dg.AssetExecutionContext, config: DrainConfig, database: DatabaseResource, processing: ProcessingResource
+) -> dg.MaterializeResult:
     settings = database.settings()
     max_jobs = config.max_jobs or settings.drain_jobs_per_run
     max_seconds = config.max_seconds or settings.drain_run_seconds
     context.log.info(f"draining: at most {max_jobs} job(s), claiming for at most {max_seconds:g} s")
     try:
         with database.pool() as pool:
-            worker = Worker(pool, settings, label=f"dagster-{context.run.run_id[:8]}",
-                            concurrency=config.concurrency, embedder=processing.make_embedder(settings),
-                            chunking=processing.chunking(), parse_processes=parse_processes_per_run(settings))
-            report = worker.run(drain=True, max_jobs=max_jobs, max_seconds=max_seconds,
-                                on_result=DrainProgress(context.log.info))
+            worker = Worker(
+                pool,
+                settings,
+                label=f"dagster-{context.run.run_id[:8]}",
+                concurrency=config.concurrency,
+                embedder=processing.make_embedder(settings),
+                chunking=processing.chunking(),
+                parse_processes=parse_processes_per_run(settings),
+            )
+            report = worker.run(
+                drain=True, max_jobs=max_jobs, max_seconds=max_seconds, on_result=DrainProgress(context.log.info)
+            )
     except (DatabaseUnavailable, psycopg.OperationalError) as exc:
         # Infrastructure, not a document: the run fails, with the reason in one line.
         raise dg.Failure(description=f"ingestion database unavailable: {exc}", allow_retries=True) from None
@@ -78,9 +90,11 @@ class DrainProgress:
         if now - self.last >= self.every:
             self.last = now
             done = self.outcomes["completed"]
-            self.log(f"progress: indexed {done}, failed {self.outcomes['failed']}, "
-                     f"retried {self.outcomes['retried']} in {now - self.started:.0f} s "
-                     f"({done / (now - self.started):.1f} docs/s)")
+            self.log(
+                f"progress: indexed {done}, failed {self.outcomes['failed']}, "
+                f"retried {self.outcomes['retried']} in {now - self.started:.0f} s "
+                f"({done / (now - self.started):.1f} docs/s)"
+            )
 
 
 def drain_metadata(report: WorkerReport) -> dict:
@@ -102,6 +116,8 @@ def drain_metadata(report: WorkerReport) -> dict:
 
 def drain_summary(report: WorkerReport) -> str:
     counts = report.counts
-    return (f"indexed {counts['completed']}, failed {counts['failed']}, retried {counts['retried']} of "
-            f"{report.claimed} claimed job(s); {report.chunks} chunk(s) in {len(report.batch_ids)} batch(es); "
-            f"{report.docs_per_second} docs/s")
+    return (
+        f"indexed {counts['completed']}, failed {counts['failed']}, retried {counts['retried']} of "
+        f"{report.claimed} claimed job(s); {report.chunks} chunk(s) in {len(report.batch_ids)} batch(es); "
+        f"{report.docs_per_second} docs/s"
+    )

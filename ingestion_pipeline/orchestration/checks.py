@@ -27,17 +27,30 @@ def check_metadata(check: IndexCheck) -> dict:
     can_subset=True,
     description="The index checks of `ingest health`.",
 )
-def document_index_checks(context: dg.AssetCheckExecutionContext,
-                          database: DatabaseResource) -> Iterator[dg.AssetCheckResult]:
+def document_index_checks(
+    context: dg.AssetCheckExecutionContext, database: DatabaseResource
+) -> Iterator[dg.AssetCheckResult]:
     wanted = {key.name for key in context.selected_asset_check_keys}
     for check in evaluate(database):
         if check.name in wanted:
-            yield dg.AssetCheckResult(check_name=check.name, asset_key=INDEX_KEY, passed=check.passed,
-                                      description=check.message, metadata=check_metadata(check))
+            yield dg.AssetCheckResult(
+                check_name=check.name,
+                asset_key=INDEX_KEY,
+                passed=check.passed,
+                description=check.message,
+                metadata=check_metadata(check),
+            )
 
 
 def check_evaluations(database: DatabaseResource) -> list[dg.AssetCheckEvaluation]:
     """The same results as events an op can log (the janitor's last step)."""
-    return [dg.AssetCheckEvaluation(asset_key=INDEX_KEY, check_name=check.name, passed=check.passed,
-                                    description=check.message, metadata=check_metadata(check))
-            for check in evaluate(database)]
+    return [
+        dg.AssetCheckEvaluation(
+            asset_key=INDEX_KEY,
+            check_name=check.name,
+            passed=check.passed,
+            description=check.message,
+            metadata=check_metadata(check),
+        )
+        for check in evaluate(database)
+    ]

@@ -13,6 +13,7 @@ transaction-mode pooler would hand on to other clients: through a pooler it is r
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from urllib.parse import quote, urlencode
@@ -65,8 +66,10 @@ def compute_log_dir():
 def dagster_storage_url() -> str:
     """The SQLAlchemy URL of Dagster's storage. Resolved once per process and environment:
     Dagster builds the storage several times while it loads an instance."""
-    key = tuple(os.environ.get(name) for name in ("DAGSTER_PG_URL", "INGEST_DIRECT_DATABASE_URL", "DATABASE_URL",
-                                                   "INGEST_DATA_DIR"))
+    key = tuple(
+        os.environ.get(name)
+        for name in ("DAGSTER_PG_URL", "INGEST_DIRECT_DATABASE_URL", "DATABASE_URL", "INGEST_DATA_DIR")
+    )
     if key not in _resolved:
         _resolved[key] = _resolve_storage_url()
     return _resolved[key]
@@ -82,13 +85,12 @@ def _resolve_storage_url() -> str:
             raise IngestError(
                 "Dagster's storage needs a direct connection (it sets session parameters, which a "
                 "transaction-mode pooler would pass on to other clients): set INGEST_DIRECT_DATABASE_URL to "
-                "the server's direct URL (Supabase: the direct connection string), or DAGSTER_PG_URL")
+                "the server's direct URL (Supabase: the direct connection string), or DAGSTER_PG_URL"
+            )
         exists = conn.execute("select 1 from pg_database where datname = %s", (DAGSTER_DATABASE,)).fetchone()
         if not exists:
-            try:
+            with contextlib.suppress(psycopg.errors.DuplicateDatabase):  # another Dagster process created it first
                 conn.execute(sql.SQL("create database {}").format(sql.Identifier(DAGSTER_DATABASE)))
-            except psycopg.errors.DuplicateDatabase:
-                pass  # another Dagster process created it first
     return sqlalchemy_url(pipeline_url, DAGSTER_DATABASE)
 
 

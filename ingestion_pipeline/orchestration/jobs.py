@@ -44,7 +44,7 @@ ingest_documents = dg.define_asset_job(
     # would only add a second Python process (and its start-up) to every run.
     executor_def=dg.in_process_executor,
     description="Claim and index pending documents while any are claimable, within a job and a time budget "
-                "(one materialization of document_index).",
+    "(one materialization of document_index).",
 )
 
 check_document_index = dg.define_asset_job(

@@ -5,7 +5,6 @@ its config is invalid or nothing matched."""
 
 # no `from __future__ import annotations`: Dagster reads the op and config annotations at runtime
 
-from typing import Optional
 from uuid import UUID
 
 import dagster as dg
@@ -15,9 +14,11 @@ from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.orchestration.resources import DatabaseResource
 
 
+# The `[]` defaults in these configs are pydantic fields (dg.Config copies the default for
+# each run), not shared class state; ClassVar, RUF012's remedy, would drop them from the config.
 class DeleteDocumentsConfig(dg.Config):
-    document_ids: list[str] = []
-    source_names: list[str] = []  # every live document of each name
+    document_ids: list[str] = []  # noqa: RUF012
+    source_names: list[str] = []  # every live document of each name  # noqa: RUF012
 
 
 class CancelBatchConfig(dg.Config):
@@ -26,8 +27,8 @@ class CancelBatchConfig(dg.Config):
 
 class RetryJobsConfig(dg.Config):
     # exactly one of the three
-    job_ids: list[str] = []
-    batch_id: Optional[str] = None
+    job_ids: list[str] = []  # noqa: RUF012
+    batch_id: str | None = None
     all_failed: bool = False
 
 
@@ -38,10 +39,13 @@ def _ids(values: list[str], what: str) -> list[UUID]:
         raise dg.Failure(description=f"invalid config: {exc}") from None
 
 
-@dg.op(description="Delete documents by id or source name: out of search at once, open jobs cancelled, rows "
-                   "purged (or left to the janitor's guarded cleanup when a worker was on them).")
-def delete_by_id_or_source(context: dg.OpExecutionContext, config: DeleteDocumentsConfig,
-                           database: DatabaseResource) -> list:
+@dg.op(
+    description="Delete documents by id or source name: out of search at once, open jobs cancelled, rows "
+    "purged (or left to the janitor's guarded cleanup when a worker was on them)."
+)
+def delete_by_id_or_source(
+    context: dg.OpExecutionContext, config: DeleteDocumentsConfig, database: DatabaseResource
+) -> list:
     if not config.document_ids and not config.source_names:
         raise dg.Failure(description="invalid config: give document_ids and/or source_names")
     document_ids = _ids(config.document_ids, "document")
@@ -57,12 +61,17 @@ def delete_by_id_or_source(context: dg.OpExecutionContext, config: DeleteDocumen
         "results": dg.MetadataValue.json(results),
     }
     if not deleted:
-        raise dg.Failure(description="nothing deleted: " + "; ".join(
-            f"{r.get('document_id') or r.get('source_name')}: {lifecycle.delete_detail(r)}" for r in refused),
-            metadata=metadata)
+        raise dg.Failure(
+            description="nothing deleted: "
+            + "; ".join(
+                f"{r.get('document_id') or r.get('source_name')}: {lifecycle.delete_detail(r)}" for r in refused
+            ),
+            metadata=metadata,
+        )
     for r in refused:
-        context.log.warning(f"not deleted: {r.get('document_id') or r.get('source_name')}: "
-                            f"{lifecycle.delete_detail(r)}")
+        context.log.warning(
+            f"not deleted: {r.get('document_id') or r.get('source_name')}: {lifecycle.delete_detail(r)}"
+        )
     context.add_output_metadata(metadata)
     return results
 
@@ -74,17 +83,20 @@ def cancel_batch_jobs(context: dg.OpExecutionContext, config: CancelBatchConfig,
         result = lifecycle.as_dict(rpc.cancel_batch(batch_id))
     if not result.get("ok"):
         status = f" (the batch is {result['status']})" if result.get("status") else ""
-        raise dg.Failure(description=f"batch {batch_id}: "
-                                     f"{lifecycle.reason_words(result.get('reason'), 'batch')}{status}",
-                         metadata={"result": dg.MetadataValue.json(result)})
-    context.add_output_metadata({
-        "cancelled": result.get("cancelled", 0),
-        "in_flight": result.get("in_flight", 0),
-        "nothing_open": bool(result.get("nothing_open")),
-        "status": str((result.get("batch") or {}).get("status") or result.get("status")),
-        "batch": dg.MetadataValue.json(result.get("batch") or {}),
-        "job_ids": dg.MetadataValue.json(result.get("job_ids") or []),
-    })
+        raise dg.Failure(
+            description=f"batch {batch_id}: {lifecycle.reason_words(result.get('reason'), 'batch')}{status}",
+            metadata={"result": dg.MetadataValue.json(result)},
+        )
+    context.add_output_metadata(
+        {
+            "cancelled": result.get("cancelled", 0),
+            "in_flight": result.get("in_flight", 0),
+            "nothing_open": bool(result.get("nothing_open")),
+            "status": str((result.get("batch") or {}).get("status") or result.get("status")),
+            "batch": dg.MetadataValue.json(result.get("batch") or {}),
+            "job_ids": dg.MetadataValue.json(result.get("job_ids") or []),
+        }
+    )
     return result
 
 
@@ -97,9 +109,12 @@ def retry_jobs(context: dg.OpExecutionContext, config: RetryJobsConfig, database
     with database.rpc() as rpc:
         result = lifecycle.retry_jobs(rpc, job_ids=job_ids, batch_id=batch_id, all_failed=config.all_failed)
     refused = result.get("refused") or []
-    metadata = {"retried": result.get("retried", 0), "refused": len(refused),
-                "job_ids": dg.MetadataValue.json(result.get("job_ids") or []),
-                "refusals": dg.MetadataValue.json(refused)}
+    metadata = {
+        "retried": result.get("retried", 0),
+        "refused": len(refused),
+        "job_ids": dg.MetadataValue.json(result.get("job_ids") or []),
+        "refusals": dg.MetadataValue.json(refused),
+    }
     if not result.get("retried"):
         if refused:
             why = "; ".join(f"{r.get('job_id')}: {lifecycle.reason_words(r.get('reason'), 'job')}" for r in refused)
@@ -112,8 +127,10 @@ def retry_jobs(context: dg.OpExecutionContext, config: RetryJobsConfig, database
     return result
 
 
-@dg.job(description="Delete documents (config: document_ids and/or source_names): out of search at once, "
-                    "their open jobs cancelled.")
+@dg.job(
+    description="Delete documents (config: document_ids and/or source_names): out of search at once, "
+    "their open jobs cancelled."
+)
 def delete_documents():
     delete_by_id_or_source()
 

@@ -12,7 +12,8 @@ from ingestion_pipeline.worker import janitor
 
 
 class RefreshConfig(dg.Config):
-    batch_ids: list[str] = []  # empty: every batch whose status disagrees with its jobs
+    # a pydantic field (dg.Config copies the default for each run), not shared class state
+    batch_ids: list[str] = []  # empty: every batch whose status disagrees with its jobs  # noqa: RUF012
 
 
 @dg.op(description="Recompute the status of import batches from their jobs.")
@@ -31,35 +32,44 @@ def refresh_batches(context: dg.OpExecutionContext, config: RefreshConfig, datab
 def expire_stale_leases(context: dg.OpExecutionContext, database: DatabaseResource) -> int:
     with database.rpc() as rpc:
         result = rpc.expire_stale()
-    context.add_output_metadata({"expired": result.expired,
-                                 "job_ids": dg.MetadataValue.json([str(j) for j in result.job_ids])})
+    context.add_output_metadata(
+        {"expired": result.expired, "job_ids": dg.MetadataValue.json([str(j) for j in result.job_ids])}
+    )
     return result.expired
 
 
-@dg.op(ins={"after": dg.In(dg.Nothing)},
-       description="Recount batches left pending/processing with no open job, and batches whose counters drifted.")
+@dg.op(
+    ins={"after": dg.In(dg.Nothing)},
+    description="Recount batches left pending/processing with no open job, and batches whose counters drifted.",
+)
 def refresh_stuck_batches(context: dg.OpExecutionContext, database: DatabaseResource) -> int:
     with database.rpc() as rpc:
         stuck = rpc.refresh_stuck_batches()
         drifted = rpc.refresh_drifted_batches()
-    context.add_output_metadata({"refreshed": stuck.refreshed + drifted.refreshed, "stuck": stuck.refreshed,
-                                 "drifted": drifted.refreshed})
+    context.add_output_metadata(
+        {"refreshed": stuck.refreshed + drifted.refreshed, "stuck": stuck.refreshed, "drifted": drifted.refreshed}
+    )
     return stuck.refreshed + drifted.refreshed
 
 
-@dg.op(ins={"after": dg.In(dg.Nothing)},
-       description="Delete rows of abandoned generations in bounded passes, within a time budget.")
+@dg.op(
+    ins={"after": dg.In(dg.Nothing)},
+    description="Delete rows of abandoned generations in bounded passes, within a time budget.",
+)
 def cleanup_abandoned_generations(context: dg.OpExecutionContext, database: DatabaseResource) -> dict:
     settings = database.settings()
     with database.rpc() as rpc:
-        totals = janitor.cleanup_abandoned_generations(rpc, batch_size=settings.cleanup_batch_size,
-                                                       time_budget_seconds=settings.janitor_time_budget_seconds)
+        totals = janitor.cleanup_abandoned_generations(
+            rpc, batch_size=settings.cleanup_batch_size, time_budget_seconds=settings.janitor_time_budget_seconds
+        )
     context.add_output_metadata(totals)
     return totals
 
 
-@dg.op(ins={"after": dg.In(dg.Nothing)},
-       description="Run the checks of document_index and report their results on the asset.")
+@dg.op(
+    ins={"after": dg.In(dg.Nothing)},
+    description="Run the checks of document_index and report their results on the asset.",
+)
 def report_index_checks(context: dg.OpExecutionContext, database: DatabaseResource) -> int:
     evaluations = check_evaluations(database)
     for evaluation in evaluations:

@@ -11,5 +11,5 @@ janitor_schedule = dg.ScheduleDefinition(
     cron_schedule=get_settings().janitor_cron,
     default_status=dg.DefaultScheduleStatus.RUNNING,
     description="Expire stale leases, refresh stuck batches, clean abandoned generations, report the checks of "
-                "document_index.",
+    "document_index.",
 )

@@ -49,27 +49,35 @@ def queue_state(database: DatabaseResource) -> SensorState | dg.SkipReason:
 
 
 def active_drain_runs(instance: dg.DagsterInstance) -> int:
-    return len(instance.get_run_ids(
-        filters=dg.RunsFilter(job_name=ingest_documents.name, statuses=ACTIVE_STATUSES), limit=100))
+    return len(
+        instance.get_run_ids(filters=dg.RunsFilter(job_name=ingest_documents.name, statuses=ACTIVE_STATUSES), limit=100)
+    )
 
 
-@dg.sensor(job=ingest_documents, minimum_interval_seconds=SETTINGS.import_sensor_interval_seconds, default_status=dg.DefaultSensorStatus.RUNNING,
-           description="Requests drain runs while jobs are claimable: one per INGEST_DRAIN_BACKLOG_PER_RUN claimable "
-                       "jobs, at most INGEST_MAX_DRAIN_RUNS (default: one per core) at once.")
+@dg.sensor(
+    job=ingest_documents,
+    minimum_interval_seconds=SETTINGS.import_sensor_interval_seconds,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Requests drain runs while jobs are claimable: one per INGEST_DRAIN_BACKLOG_PER_RUN claimable "
+    "jobs, at most INGEST_MAX_DRAIN_RUNS (default: one per core) at once.",
+)
 def import_batch_sensor(context: dg.SensorEvaluationContext, database: DatabaseResource):
     settings = database.settings()
     state = queue_state(database)
     if isinstance(state, dg.SkipReason):
         return state
     if state.claimable == 0:
-        return dg.SkipReason(f"nothing claimable ({state.pending_later} waiting for a retry time, "
-                             f"{state.processing} in progress)")
+        return dg.SkipReason(
+            f"nothing claimable ({state.pending_later} waiting for a retry time, {state.processing} in progress)"
+        )
     active = active_drain_runs(context.instance)
     # Runs drain until nothing is claimable, so a run already active takes new work too.
     wanted = min(settings.max_drain_runs, math.ceil(state.claimable / settings.drain_backlog_per_run)) - active
     if wanted <= 0:
-        return dg.SkipReason(f"{active} drain run(s) already active for {state.claimable} claimable job(s) "
-                             f"(cap {settings.max_drain_runs})")
+        return dg.SkipReason(
+            f"{active} drain run(s) already active for {state.claimable} claimable job(s) "
+            f"(cap {settings.max_drain_runs})"
+        )
     tick = _next_cursor(context)
     tags = {**drain_run_tags(settings), "ingestion/claimable": str(state.claimable)}
     return dg.SensorResult(
@@ -78,8 +86,12 @@ def import_batch_sensor(context: dg.SensorEvaluationContext, database: DatabaseR
     )
 
 
-@dg.sensor(job=refresh_batch_status, minimum_interval_seconds=SETTINGS.batch_sensor_interval_seconds, default_status=dg.DefaultSensorStatus.RUNNING,
-           description="Refreshes batches still pending/processing although all their jobs are terminal.")
+@dg.sensor(
+    job=refresh_batch_status,
+    minimum_interval_seconds=SETTINGS.batch_sensor_interval_seconds,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Refreshes batches still pending/processing although all their jobs are terminal.",
+)
 def batch_status_sensor(context: dg.SensorEvaluationContext, database: DatabaseResource):
     state = queue_state(database)
     if isinstance(state, dg.SkipReason):
@@ -90,20 +102,30 @@ def batch_status_sensor(context: dg.SensorEvaluationContext, database: DatabaseR
     tick = _next_cursor(context)
     batch_ids = [str(batch_id) for batch_id in stuck]
     return dg.SensorResult(
-        run_requests=[dg.RunRequest(
-            run_key=f"refresh-{tick}",
-            run_config=dg.RunConfig(ops={"refresh_batches": {"config": {"batch_ids": batch_ids}}}))],
+        run_requests=[
+            dg.RunRequest(
+                run_key=f"refresh-{tick}",
+                run_config=dg.RunConfig(ops={"refresh_batches": {"config": {"batch_ids": batch_ids}}}),
+            )
+        ],
         cursor=str(tick),
     )
 
 
-@dg.run_failure_sensor(monitored_jobs=[ingest_documents], default_status=dg.DefaultSensorStatus.RUNNING,
-                       description="Records each failed drain run as an observation of document_index.")
+@dg.run_failure_sensor(
+    monitored_jobs=[ingest_documents],
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Records each failed drain run as an observation of document_index.",
+)
 def failed_drain_run_sensor(context: dg.RunFailureSensorContext):
     # Its claimed jobs are safe: their leases expire and another run reclaims them. What is
     # recorded here puts the failure where an operator looks, next to the materializations.
     reason = context.failure_event.message or "unknown"
-    context.instance.report_runless_asset_event(dg.AssetObservation(
-        asset_key=INDEX_KEY, description=f"drain run {context.dagster_run.run_id[:8]} failed: {reason}"[:500],
-        metadata={"failed_run_id": context.dagster_run.run_id, "reason": reason[:2000]}))
+    context.instance.report_runless_asset_event(
+        dg.AssetObservation(
+            asset_key=INDEX_KEY,
+            description=f"drain run {context.dagster_run.run_id[:8]} failed: {reason}"[:500],
+            metadata={"failed_run_id": context.dagster_run.run_id, "reason": reason[:2000]},
+        )
+    )
     context.log.warning(f"drain run {context.dagster_run.run_id} failed: {reason}")

@@ -12,7 +12,7 @@ import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
-from .model import Chunk, ChunkingOptions, Section
+from .model import DEFAULT_CHUNKING, Chunk, ChunkingOptions, Section
 
 _WORD = re.compile(r"\S+")
 _SENTENCE_END = re.compile(r"[.!?…][\"'’”»)\]]*$")
@@ -27,15 +27,11 @@ class _Words:
     breaks: list[int]  # breaks[i]: strength of the cut after word i
 
 
-def chunk_sections(
-    sections: list[Section], options: ChunkingOptions = ChunkingOptions()
-) -> list[Chunk]:
+def chunk_sections(sections: list[Section], options: ChunkingOptions = DEFAULT_CHUNKING) -> list[Chunk]:
     chunks: list[Chunk] = []
     for section in sections:
         for text in split_text(section.text, options):
-            chunks.append(
-                Chunk(len(chunks), section.ordinal, section.page_ordinal, text, len(text.split()))
-            )
+            chunks.append(Chunk(len(chunks), section.ordinal, section.page_ordinal, text, len(text.split())))
     return chunks
 
 
@@ -70,7 +66,7 @@ def _words(text: str, max_chars: int) -> _Words:
             words.breaks.append(_INSIDE_WORD)
         words.breaks[-1] = _SPACE if not _SENTENCE_END.search(match.group()) else _SENTENCE
     for i in range(len(words.starts) - 1):
-        gap = text[words.ends[i]:words.starts[i + 1]]
+        gap = text[words.ends[i] : words.starts[i + 1]]
         if "\n\n" in gap:
             words.breaks[i] = _PARAGRAPH
         elif "\n" in gap and words.breaks[i] == _SPACE:
@@ -103,8 +99,7 @@ def _next_first(words: _Words, first: int, last: int, options: ChunkingOptions) 
         i
         for i in range(lowest, last + 1)
         # Start on a whole word, and leave room to reach past the previous chunk's end.
-        if words.breaks[i - 1] != _INSIDE_WORD
-        and words.ends[last + 1] - words.starts[i] <= options.max_chars
+        if words.breaks[i - 1] != _INSIDE_WORD and words.ends[last + 1] - words.starts[i] <= options.max_chars
     ]
     sentence_starts = [i for i in candidates if words.breaks[i - 1] >= _SENTENCE]
     return (sentence_starts or candidates or [last + 1])[0]

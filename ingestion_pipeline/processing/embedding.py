@@ -102,13 +102,11 @@ def embed_chunks(chunks: list[Chunk], embedder: Embedder) -> list[Chunk]:
     embedded: list[Chunk] = []
     size = getattr(embedder, "batch_size", _BATCH)
     for at in range(0, len(chunks), size):
-        batch = chunks[at:at + size]
+        batch = chunks[at : at + size]
         vectors = embedder.embed([chunk.text for chunk in batch])
         if vectors is None:
             return list(chunks)
         if len(vectors) != len(batch):
-            raise ValueError(
-                f"embedder {embedder.name!r} returned {len(vectors)} vectors for {len(batch)} texts"
-            )
-        embedded.extend(replace(c, embedding=[float(x) for x in v]) for c, v in zip(batch, vectors))
+            raise ValueError(f"embedder {embedder.name!r} returned {len(vectors)} vectors for {len(batch)} texts")
+        embedded.extend(replace(c, embedding=[float(x) for x in v]) for c, v in zip(batch, vectors, strict=True))
     return embedded

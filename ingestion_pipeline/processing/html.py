@@ -27,7 +27,7 @@ _SPACE = re.compile(r"\s+")
 def parse_html(text: str) -> ParsedDocument:
     soup = BeautifulSoup(text, "html.parser")
     title = _title_text(soup)
-    for tag in soup.find_all(_HIDDEN + ["title"]):
+    for tag in soup.find_all([*_HIDDEN, "title"]):
         tag.decompose()
     collector = _Collector()
     _walk(soup, collector)

@@ -35,7 +35,7 @@ def _split_front_matter(text: str) -> tuple[str, str | None]:
     if not match:
         return text, None
     title = _FRONT_TITLE.search(match.group(1))
-    return text.lstrip("\ufeff")[match.end():], title.group(1).strip("'\"") if title else None
+    return text.lstrip("\ufeff")[match.end() :], title.group(1).strip("'\"") if title else None
 
 
 def _title(headings: list[tuple[int, str]]) -> str | None:

@@ -55,6 +55,8 @@ class ChunkingOptions:
             raise ValueError(f"max_chars must be at least {MIN_CHUNK_CHARS}, got {self.max_chars}")
         if not 0 <= self.overlap_chars < self.max_chars:
             raise ValueError(
-                f"overlap_chars must be at least 0 and less than max_chars ({self.max_chars}),"
-                f" got {self.overlap_chars}"
+                f"overlap_chars must be at least 0 and less than max_chars ({self.max_chars}), got {self.overlap_chars}"
             )
+
+
+DEFAULT_CHUNKING = ChunkingOptions()

@@ -45,9 +45,18 @@ class OpenAIEmbedder:
     name = "openai"
     runs_in_child = False
 
-    def __init__(self, *, model: str, base_url: str, api_key: SecretStr | None = None, dimensions: int | None = None,
-                 batch_size: int = 32, timeout_seconds: float = 60.0, max_retries: int = 2,
-                 encoding_format: str = "base64"):
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str,
+        api_key: SecretStr | None = None,
+        dimensions: int | None = None,
+        batch_size: int = 32,
+        timeout_seconds: float = 60.0,
+        max_retries: int = 2,
+        encoding_format: str = "base64",
+    ):
         self.model = model
         self.base_url = base_url
         self.api_key = api_key
@@ -65,12 +74,20 @@ class OpenAIEmbedder:
     @classmethod
     def from_settings(cls, settings: Settings) -> OpenAIEmbedder:
         if not settings.openai_model:
-            raise ConfigError("bad settings: INGEST_OPENAI_MODEL must be set when INGEST_EMBEDDER=openai "
-                              "(the embedding model's name, e.g. text-embedding-3-small)")
-        return cls(model=settings.openai_model, base_url=settings.openai_base_url, api_key=settings.openai_api_key,
-                   dimensions=settings.openai_dimensions, batch_size=settings.openai_batch_size,
-                   timeout_seconds=settings.openai_timeout_seconds, max_retries=settings.openai_max_retries,
-                   encoding_format=settings.openai_encoding_format)
+            raise ConfigError(
+                "bad settings: INGEST_OPENAI_MODEL must be set when INGEST_EMBEDDER=openai "
+                "(the embedding model's name, e.g. text-embedding-3-small)"
+            )
+        return cls(
+            model=settings.openai_model,
+            base_url=settings.openai_base_url,
+            api_key=settings.openai_api_key,
+            dimensions=settings.openai_dimensions,
+            batch_size=settings.openai_batch_size,
+            timeout_seconds=settings.openai_timeout_seconds,
+            max_retries=settings.openai_max_retries,
+            encoding_format=settings.openai_encoding_format,
+        )
 
     def __repr__(self) -> str:  # never the key
         return f"OpenAIEmbedder(model={self.model!r}, base_url={self.base_url!r}, dimensions={self.dimensions})"
@@ -86,45 +103,57 @@ class OpenAIEmbedder:
     def embed(self, texts: list[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
         for at in range(0, len(texts), self.batch_size):
-            vectors.extend(self._request(texts[at:at + self.batch_size]))
+            vectors.extend(self._request(texts[at : at + self.batch_size]))
         return vectors
 
     def _http(self) -> openai.OpenAI:
         with self._lock:  # the jobs' threads share one client (and its connection pool)
             if self._client is None:
                 key = self.api_key.get_secret_value() if self.api_key else ""
-                self._client = openai.OpenAI(api_key=key or NO_KEY, base_url=self.base_url,
-                                             timeout=self.timeout_seconds, max_retries=self.max_retries)
+                self._client = openai.OpenAI(
+                    api_key=key or NO_KEY,
+                    base_url=self.base_url,
+                    timeout=self.timeout_seconds,
+                    max_retries=self.max_retries,
+                )
             return self._client
 
     def _request(self, texts: list[str]) -> list[list[float]]:
         options = {"dimensions": self.requested_dimensions} if self.requested_dimensions else {}
         try:
             # Asked for explicitly, base64 comes back undecoded: _vector decodes it.
-            response = self._http().embeddings.create(model=self.model, input=texts,
-                                                      encoding_format=self.encoding_format, **options)
+            response = self._http().embeddings.create(
+                model=self.model, input=texts, encoding_format=self.encoding_format, **options
+            )
         except openai.APIStatusError as exc:
             raise self._status_error(exc, len(texts)) from None
         except openai.APITimeoutError:
             raise EmbeddingUnavailable(
                 f"the embedding endpoint {self.base_url} did not answer within {self.timeout_seconds:g} s "
-                f"(INGEST_OPENAI_TIMEOUT_SECONDS) in {self._tries()}") from None
+                f"(INGEST_OPENAI_TIMEOUT_SECONDS) in {self._tries()}"
+            ) from None
         except openai.APIConnectionError as exc:
-            raise EmbeddingUnavailable(f"could not reach the embedding endpoint {self.base_url} in {self._tries()}: "
-                                       f"{_one_line(str(exc.__cause__ or exc))}") from None
+            raise EmbeddingUnavailable(
+                f"could not reach the embedding endpoint {self.base_url} in {self._tries()}: "
+                f"{_one_line(str(exc.__cause__ or exc))}"
+            ) from None
         return self._checked(sorted(response.data, key=lambda item: item.index), len(texts))
 
     def _checked(self, data: list, expected: int) -> list[list[float]]:
         if len(data) != expected:
-            raise EmbeddingRejected(f"the embedding endpoint returned {len(data)} vectors for {expected} texts: "
-                                    "check INGEST_OPENAI_BASE_URL (is it an OpenAI-compatible embeddings API?)")
+            raise EmbeddingRejected(
+                f"the embedding endpoint returned {len(data)} vectors for {expected} texts: "
+                "check INGEST_OPENAI_BASE_URL (is it an OpenAI-compatible embeddings API?)"
+            )
         vectors = [_vector(item.embedding) for item in data]
         sizes = {len(v) for v in vectors}
         wanted = self.dimensions or next(iter(sizes))
         if sizes != {wanted} or wanted == 0:
             got = ", ".join(str(n) for n in sorted(sizes))
-            raise EmbeddingRejected(f"the embedding endpoint returned vectors of {got} dimensions, expected "
-                                    f"{wanted}: check INGEST_OPENAI_DIMENSIONS and INGEST_OPENAI_MODEL")
+            raise EmbeddingRejected(
+                f"the embedding endpoint returned vectors of {got} dimensions, expected "
+                f"{wanted}: check INGEST_OPENAI_DIMENSIONS and INGEST_OPENAI_MODEL"
+            )
         self.dimensions = wanted
         return vectors
 
@@ -132,17 +161,24 @@ class OpenAIEmbedder:
         status, said = exc.status_code, _server_message(exc)
         if status == 401:
             unset = "" if self.api_key else " (none is set)"
-            return EmbeddingRejected(f"the embedding endpoint rejected the API key (401): check "
-                                     f"INGEST_OPENAI_API_KEY{unset}")
+            return EmbeddingRejected(
+                f"the embedding endpoint rejected the API key (401): check INGEST_OPENAI_API_KEY{unset}"
+            )
         if status == 403:
-            return EmbeddingRejected(f"the embedding endpoint refused the API key for model {self.model!r} (403): "
-                                     "check INGEST_OPENAI_API_KEY and INGEST_OPENAI_MODEL")
+            return EmbeddingRejected(
+                f"the embedding endpoint refused the API key for model {self.model!r} (403): "
+                "check INGEST_OPENAI_API_KEY and INGEST_OPENAI_MODEL"
+            )
         if status == 404:
-            return EmbeddingRejected(f"the embedding endpoint does not know model {self.model!r} (404: {said}): "
-                                     "check INGEST_OPENAI_MODEL and INGEST_OPENAI_BASE_URL")
+            return EmbeddingRejected(
+                f"the embedding endpoint does not know model {self.model!r} (404: {said}): "
+                "check INGEST_OPENAI_MODEL and INGEST_OPENAI_BASE_URL"
+            )
         if status == 413:
-            return EmbeddingRejected(f"the embedding endpoint refused a request of {texts} texts as too "
-                                     f"large (413: {said}): lower INGEST_OPENAI_BATCH_SIZE")
+            return EmbeddingRejected(
+                f"the embedding endpoint refused a request of {texts} texts as too "
+                f"large (413: {said}): lower INGEST_OPENAI_BATCH_SIZE"
+            )
         if status in (400, 422):
             if self.requested_dimensions:
                 settings = "INGEST_OPENAI_DIMENSIONS"
@@ -150,8 +186,9 @@ class OpenAIEmbedder:
                 settings = "INGEST_OPENAI_MODEL and INGEST_OPENAI_ENCODING_FORMAT"
             else:
                 settings = "INGEST_OPENAI_MODEL"
-            return EmbeddingRejected(f"the embedding endpoint rejected the request ({status}: {said}): check "
-                                     f"{settings}")
+            return EmbeddingRejected(
+                f"the embedding endpoint rejected the request ({status}: {said}): check {settings}"
+            )
         if status in (408, 409, 429) or status >= 500:
             return EmbeddingUnavailable(f"the embedding endpoint answered {status} in {self._tries()}: {said}")
         return EmbeddingRejected(f"the embedding endpoint answered {status} ({said}): check INGEST_OPENAI_BASE_URL")
@@ -171,8 +208,9 @@ def _vector(embedding: str | list) -> list[float]:
     except binascii.Error:
         raw = None
     if raw is None or len(raw) % 4:
-        raise EmbeddingRejected("the embedding endpoint sent a vector that is not base64 float32: set "
-                                "INGEST_OPENAI_ENCODING_FORMAT=float")
+        raise EmbeddingRejected(
+            "the embedding endpoint sent a vector that is not base64 float32: set INGEST_OPENAI_ENCODING_FORMAT=float"
+        )
     numbers = array.array("f", raw)
     if sys.byteorder == "big":
         numbers.byteswap()
@@ -189,4 +227,4 @@ def _server_message(exc: openai.APIStatusError) -> str:
 
 def _one_line(text: str) -> str:
     flat = " ".join(text.split())
-    return flat if len(flat) <= MESSAGE_CHARS else flat[:MESSAGE_CHARS - 1] + "…"
+    return flat if len(flat) <= MESSAGE_CHARS else flat[: MESSAGE_CHARS - 1] + "…"

@@ -82,9 +82,7 @@ def _page_text(page: PageObject, number: int) -> str:
     except DependencyError:  # AES is only needed once the page streams are decrypted
         raise _no_aes() from None
     except Exception as exc:
-        raise ProcessingError(
-            f"corrupt PDF: could not extract the text of page {number} ({_detail(exc)})"
-        ) from None
+        raise ProcessingError(f"corrupt PDF: could not extract the text of page {number} ({_detail(exc)})") from None
 
 
 def _metadata_title(reader: PdfReader) -> str | None:

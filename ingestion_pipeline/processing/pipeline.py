@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .chunking import chunk_sections
 from .embedding import Embedder, embed_chunks
-from .model import Chunk, ChunkingOptions, ParsedDocument
+from .model import DEFAULT_CHUNKING, Chunk, ChunkingOptions, ParsedDocument
 from .parse import parse
 
 
@@ -13,7 +13,7 @@ def process_document(
     source_name: str,
     *,
     max_bytes: int,
-    options: ChunkingOptions = ChunkingOptions(),
+    options: ChunkingOptions = DEFAULT_CHUNKING,
     embedder: Embedder | None = None,
 ) -> tuple[ParsedDocument, list[Chunk]]:
     """Parse, chunk and (when an embedder is given) embed. Raises ProcessingError for a

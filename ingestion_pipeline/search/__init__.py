@@ -24,8 +24,9 @@ __all__ = ["MODES", "Hit", "Mode", "search"]
 FUSION_DEPTH = 5
 
 
-def search(conn: psycopg.Connection, text: str, *, mode: Mode = "lexical", limit: int = 10,
-           embedder: Embedder | None = None) -> list[Hit]:
+def search(
+    conn: psycopg.Connection, text: str, *, mode: Mode = "lexical", limit: int = 10, embedder: Embedder | None = None
+) -> list[Hit]:
     if not text.strip():
         raise IngestError("the search query is empty")
     if mode not in MODES:
@@ -45,6 +46,7 @@ def _query_vector(text: str, embedder: Embedder | None, mode: str) -> list[float
     except (ProcessingError, EmbeddingUnavailable) as exc:  # one line, as for a document
         raise IngestError(f"could not embed the query: {exc}") from None
     if not vectors:
-        raise IngestError(f"{mode} search needs an embedder: set INGEST_EMBEDDER to the one the"
-                          " documents were indexed with")
+        raise IngestError(
+            f"{mode} search needs an embedder: set INGEST_EMBEDDER to the one the documents were indexed with"
+        )
     return vectors[0]

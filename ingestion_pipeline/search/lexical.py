@@ -16,7 +16,11 @@ def lexical_hits(conn: psycopg.Connection, text: str, limit: int) -> list[Hit]:
     terms = split_terms(text)
     if not terms.included:
         return []  # only excluded terms: nothing to rank by
-    params = {"included": terms.included, "any_included": terms.any_included,
-              "any_excluded": terms.any_excluded, "limit": limit}
+    params = {
+        "included": terms.included,
+        "any_included": terms.any_included,
+        "any_excluded": terms.any_excluded,
+        "limit": limit,
+    }
     with conn.cursor(row_factory=class_row(Hit)) as cur:
         return cur.execute(query("search_lexical"), params).fetchall()

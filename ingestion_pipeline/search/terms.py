@@ -37,8 +37,10 @@ def split_terms(text: str) -> QueryTerms:
     for minus, phrase, word in _TOKEN.findall(text):
         if word:
             term = word.strip("-")
+        elif phrase.strip():
+            term = f'"{phrase.strip()}"'
         else:
-            term = f'"{phrase.strip()}"' if phrase.strip() else ""
+            term = ""
         if not term or term.lower() == "or":  # every term is optional already
             continue
         target = excluded if minus else included

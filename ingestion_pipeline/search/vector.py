@@ -92,9 +92,15 @@ def _exact_rows(conn: psycopg.Connection, vector: list[float], limit: int) -> li
 
 
 def _hit(row: dict) -> Hit:
-    return Hit(document_id=row["document_id"], title=row["title"], source_name=row["source_name"],
-               heading=row["heading"], chunk_ordinal=row["chunk_ordinal"], score=float(row["score"]),
-               snippet=snippet(row["content"]))
+    return Hit(
+        document_id=row["document_id"],
+        title=row["title"],
+        source_name=row["source_name"],
+        heading=row["heading"],
+        chunk_ordinal=row["chunk_ordinal"],
+        score=float(row["score"]),
+        snippet=snippet(row["content"]),
+    )
 
 
 def snippet(text: str) -> str:

@@ -92,7 +92,7 @@ class AckBuffer:
                     answers = send(self._worker_id, [a.item for a in acks])
                     for ack, answer in zip(acks, answers, strict=True):
                         ack.answer = answer
-                except Exception as exc:  # each job decides what the error means for it
+                except Exception as exc:  # noqa: BLE001 - each job decides what the error means for it
                     for ack in acks:
                         ack.error = exc
         finally:  # whatever happened, no job thread is left waiting for its answer

@@ -34,18 +34,29 @@ def encode_artifacts(parsed: ParsedDocument, chunks: list[Chunk], *, with_headin
     # Title and heading path ride along with every chunk: the search vector weighs them above
     # the text (a trigger builds it; migration weighted_search).
     headings = heading_paths(parsed.sections)
-    chunk_rows = ((c.ordinal, c.section_ordinal, c.page_ordinal, c.text, c.token_count, c.embedding)
-                  + ((parsed.title, headings.get(c.section_ordinal)) if with_headings else ())
-                  for c in chunks)
-    return EncodedArtifacts(parsed.title, parsed.mime_type, pages, sections, encode_rows(chunk_rows),
-                            len(chunks), with_headings)
+    chunk_rows = (
+        (c.ordinal, c.section_ordinal, c.page_ordinal, c.text, c.token_count, c.embedding)
+        + ((parsed.title, headings.get(c.section_ordinal)) if with_headings else ())
+        for c in chunks
+    )
+    return EncodedArtifacts(
+        parsed.title, parsed.mime_type, pages, sections, encode_rows(chunk_rows), len(chunks), with_headings
+    )
 
 
-def write_encoded(conn: psycopg.Connection, document_id: UUID, generation_id: UUID, artifacts: EncodedArtifacts,
-                  check_lease: Callable[[], None]) -> None:
+def write_encoded(
+    conn: psycopg.Connection,
+    document_id: UUID,
+    generation_id: UUID,
+    artifacts: EncodedArtifacts,
+    check_lease: Callable[[], None],
+) -> None:
     """All rows or none: `check_lease` raising between tables rolls the whole write back."""
-    copies = (("copy_pages", artifacts.pages), ("copy_sections", artifacts.sections),
-              ("copy_chunks" if artifacts.with_headings else "copy_chunks_without_headings", artifacts.chunks))
+    copies = (
+        ("copy_pages", artifacts.pages),
+        ("copy_sections", artifacts.sections),
+        ("copy_chunks" if artifacts.with_headings else "copy_chunks_without_headings", artifacts.chunks),
+    )
     with conn.transaction(), conn.cursor() as cur:
         for name, payload in copies:
             check_lease()
@@ -54,12 +65,20 @@ def write_encoded(conn: psycopg.Connection, document_id: UUID, generation_id: UU
         check_lease()
 
 
-def write_generation(conn: psycopg.Connection, document_id: UUID, generation_id: UUID,
-                     parsed: ParsedDocument, chunks: list[Chunk], check_lease: Callable[[], None], *,
-                     with_headings: bool | None = None) -> None:
+def write_generation(
+    conn: psycopg.Connection,
+    document_id: UUID,
+    generation_id: UUID,
+    parsed: ParsedDocument,
+    chunks: list[Chunk],
+    check_lease: Callable[[], None],
+    *,
+    with_headings: bool | None = None,
+) -> None:
     """Encode and write in one call. `with_headings`: whether the database has the chunks'
     title and heading columns (looked up here when not given)."""
     if with_headings is None:
         with_headings = conn.execute(query("chunks_have_headings")).fetchone()["present"]
-    write_encoded(conn, document_id, generation_id, encode_artifacts(parsed, chunks, with_headings=with_headings),
-                  check_lease)
+    write_encoded(
+        conn, document_id, generation_id, encode_artifacts(parsed, chunks, with_headings=with_headings), check_lease
+    )

@@ -22,7 +22,8 @@ def is_build_refused(exc: BaseException) -> bool:
     key (23503) because the generation or document is gone, which the guarded cleanup
     allows only once no job of the document is open, i.e. after this claim lost it."""
     return isinstance(exc, psycopg.Error) and (
-        exc.sqlstate == ARTIFACT_FENCE_SQLSTATE or isinstance(exc, psycopg.errors.ForeignKeyViolation))
+        exc.sqlstate == ARTIFACT_FENCE_SQLSTATE or isinstance(exc, psycopg.errors.ForeignKeyViolation)
+    )
 
 
 # Failures worth another attempt: the next one may well succeed.

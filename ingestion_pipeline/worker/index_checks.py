@@ -27,7 +27,7 @@ DESCRIPTIONS = {
     "schema_matches_migrations": "The database's schema equals what the migrations build (`ingest db check-drift`).",
     "no_stuck_batches": "No import batch says pending/processing although all its jobs are done.",
     "counts_match_rows": "Stored counts equal the rows: documents' page/section/chunk counts, batches' "
-                         "job counters, and every indexed document has a committed generation.",
+    "job counters, and every indexed document has a committed generation.",
     "no_stale_leases": "No job holds a lease past its deadline (a dead worker's jobs wait for the janitor).",
     "pending_jobs_fresh": "The oldest pending job waited less than INGEST_MAX_PENDING_AGE_SECONDS.",
 }
@@ -40,9 +40,12 @@ def schema_check(url: str) -> IndexCheck:
         return IndexCheck("schema_matches_migrations", False, f"could not check drift: {exc}")
     if not problems:
         return IndexCheck("schema_matches_migrations", True, "no drift: the database matches the migrations")
-    return IndexCheck("schema_matches_migrations", False,
-                      f"{len(problems)} difference(s) from the migrations, first: {problems[0]}",
-                      {"differences": len(problems), "all": "\n".join(problems)})
+    return IndexCheck(
+        "schema_matches_migrations",
+        False,
+        f"{len(problems)} difference(s) from the migrations, first: {problems[0]}",
+        {"differences": len(problems), "all": "\n".join(problems)},
+    )
 
 
 def queue_checks(health: QueueHealth, max_pending_age_seconds: int) -> list[IndexCheck]:
@@ -50,31 +53,48 @@ def queue_checks(health: QueueHealth, max_pending_age_seconds: int) -> list[Inde
     mismatched, ungenerated = health.count_mismatches, health.indexed_without_generation
     age = health.oldest_pending_age_seconds
     return [
-        IndexCheck("no_stuck_batches", stuck == 0,
-                   f"{stuck} batch(es) say pending/processing although all their jobs are done (the janitor "
-                   "recounts them: `ingest janitor`)" if stuck else "no stuck batches",
-                   {"stuck_batches": stuck}),
-        IndexCheck("counts_match_rows", not (drifted or mismatched or ungenerated),
-                   _counts_message(drifted, mismatched, ungenerated),
-                   {"batch_counter_drift": drifted, "count_mismatches": mismatched,
-                    "indexed_without_generation": ungenerated}),
-        IndexCheck("no_stale_leases", health.stale_leases == 0,
-                   f"{health.stale_leases} job(s) hold a lease past its deadline (dead workers? a running "
-                   "worker reclaims jobs with attempts left; the janitor, `ingest janitor`, fails final attempts)" if health.stale_leases
-                   else "no stale leases", {"stale_leases": health.stale_leases}),
-        IndexCheck("pending_jobs_fresh", age is None or age < max_pending_age_seconds,
-                   "no pending job" if age is None else
-                   f"the oldest pending job has waited {age} s (limit {max_pending_age_seconds} s)"
-                   + ("" if age < max_pending_age_seconds else ": are workers or the drain sensor running?"),
-                   {"oldest_pending_age_seconds": -1 if age is None else age}),
+        IndexCheck(
+            "no_stuck_batches",
+            stuck == 0,
+            f"{stuck} batch(es) say pending/processing although all their jobs are done (the janitor "
+            "recounts them: `ingest janitor`)"
+            if stuck
+            else "no stuck batches",
+            {"stuck_batches": stuck},
+        ),
+        IndexCheck(
+            "counts_match_rows",
+            not (drifted or mismatched or ungenerated),
+            _counts_message(drifted, mismatched, ungenerated),
+            {"batch_counter_drift": drifted, "count_mismatches": mismatched, "indexed_without_generation": ungenerated},
+        ),
+        IndexCheck(
+            "no_stale_leases",
+            health.stale_leases == 0,
+            f"{health.stale_leases} job(s) hold a lease past its deadline (dead workers? a running "
+            "worker reclaims jobs with attempts left; the janitor, `ingest janitor`, fails final attempts)"
+            if health.stale_leases
+            else "no stale leases",
+            {"stale_leases": health.stale_leases},
+        ),
+        IndexCheck(
+            "pending_jobs_fresh",
+            age is None or age < max_pending_age_seconds,
+            "no pending job"
+            if age is None
+            else f"the oldest pending job has waited {age} s (limit {max_pending_age_seconds} s)"
+            + ("" if age < max_pending_age_seconds else ": are workers or the drain sensor running?"),
+            {"oldest_pending_age_seconds": -1 if age is None else age},
+        ),
     ]
 
 
 def _counts_message(drifted: int, mismatched: int, ungenerated: int) -> str:
-    parts = [f"{drifted} batch(es) whose counters disagree with their jobs (the janitor recounts them)"
-             if drifted else "",
-             f"{mismatched} document(s) whose stored counts differ from their committed rows" if mismatched else "",
-             f"{ungenerated} document(s) marked indexed with no committed generation" if ungenerated else ""]
+    parts = [
+        f"{drifted} batch(es) whose counters disagree with their jobs (the janitor recounts them)" if drifted else "",
+        f"{mismatched} document(s) whose stored counts differ from their committed rows" if mismatched else "",
+        f"{ungenerated} document(s) marked indexed with no committed generation" if ungenerated else "",
+    ]
     return "; ".join(p for p in parts if p) or "stored counts equal the committed rows"
 
 

@@ -29,8 +29,9 @@ def index_document(run: JobRun) -> Built:
     else:
         artifacts = _process_in_child(run, bytes(row["content"]), with_headings)
     with run.stage("write", 80, chunks=artifacts.chunk_count):
-        begun = run.fenced(ctx.rpc.begin_generation(job.job_id, job.document_id, ctx.worker_id,
-                                                     lease_token=job.lease_token))
+        begun = run.fenced(
+            ctx.rpc.begin_generation(job.job_id, job.document_id, ctx.worker_id, lease_token=job.lease_token)
+        )
         _write(run, begun.generation_id, artifacts)
     metadata = {"title": artifacts.title, "mime_type": artifacts.mime_type, "embedder": ctx.embedder.name}
     return Built(begun.generation_id, {k: v for k, v in metadata.items() if v}, artifacts.chunk_count)
@@ -54,9 +55,16 @@ def _process_in_child(run: JobRun, content: bytes, with_headings: bool) -> Encod
     job, ctx = run.job, run.ctx
     in_child = ctx.parse_pool.accepts(ctx.embedder)
     with run.stage("parse", 20, isolated=True):
-        processed = ctx.parse_pool.process(run.lease.lost, content, job.source_name, ctx.max_bytes, ctx.chunking,
-                                           ctx.embedder if in_child else None, embed_here=in_child,
-                                           with_headings=with_headings)
+        processed = ctx.parse_pool.process(
+            run.lease.lost,
+            content,
+            job.source_name,
+            ctx.max_bytes,
+            ctx.chunking,
+            ctx.embedder if in_child else None,
+            embed_here=in_child,
+            with_headings=with_headings,
+        )
     run.record_stage("chunk", processed.seconds["chunk"], isolated=True)
     if in_child:
         run.record_stage("embed", processed.seconds.get("embed", 0.0), isolated=True, embedder=ctx.embedder.name)
@@ -73,8 +81,9 @@ def _write(run: JobRun, generation_id, artifacts: EncodedArtifacts) -> None:
     except Exception as exc:
         if is_build_refused(exc):  # the database says this claim no longer holds the job
             run.lease.lost.set()
-            raise LeaseLost(f"lease on job {run.job.job_id} was lost (artifact rows refused: "
-                            f"{describe(exc)})") from None
+            raise LeaseLost(
+                f"lease on job {run.job.job_id} was lost (artifact rows refused: {describe(exc)})"
+            ) from None
         raise
 
 

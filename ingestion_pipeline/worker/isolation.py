@@ -74,9 +74,16 @@ class Processed:
     chunks: list[Chunk] | None = None
 
 
-def process_document_in_child(content: bytes, source_name: str, max_bytes: int, chunking: ChunkingOptions,
-                              embedder: Embedder | None, *, embed_here: bool = True,
-                              with_headings: bool = True) -> Processed:
+def process_document_in_child(
+    content: bytes,
+    source_name: str,
+    max_bytes: int,
+    chunking: ChunkingOptions,
+    embedder: Embedder | None,
+    *,
+    embed_here: bool = True,
+    with_headings: bool = True,
+) -> Processed:
     """What a child runs (module level: the fork server's children import it by name).
     `embed_here=False`: the job's thread embeds (an embedder that cannot be sent here)."""
     seconds = {}
@@ -104,7 +111,7 @@ def can_run_in_child(embedder: Embedder) -> bool:
         return False
     try:
         pickle.dumps(embedder)
-    except Exception:
+    except Exception:  # noqa: BLE001 - whatever stops it pickling, it embeds in the job's thread
         return False
     return True
 
@@ -160,8 +167,12 @@ class ParsePool:
                 # fork, not the imports (half a second of CPU each).
                 context.set_forkserver_preload(["__main__", "ingestion_pipeline.worker.isolation"])
                 self._pool = pebble.ProcessPool(
-                    max_workers=self.limits.processes, max_tasks=self.limits.tasks_per_child,
-                    initializer=_start_child, initargs=(self.limits.memory_bytes,), context=context)
+                    max_workers=self.limits.processes,
+                    max_tasks=self.limits.tasks_per_child,
+                    initializer=_start_child,
+                    initargs=(self.limits.memory_bytes,),
+                    context=context,
+                )
             return self._pool
 
     def accepts(self, embedder: Embedder) -> bool:
@@ -175,8 +186,7 @@ class ParsePool:
         """Run `target(*args, **kwargs)` in a child and wait for it, giving the task up (and
         its child) when `lost` is set: the job's lease is gone, nothing it builds could be
         written."""
-        future = self._started().schedule(self.target, args=args, kwargs=kwargs,
-                                          timeout=self.limits.timeout_seconds)
+        future = self._started().schedule(self.target, args=args, kwargs=kwargs, timeout=self.limits.timeout_seconds)
         while True:
             try:
                 return future.result(timeout=POLL_SECONDS)
@@ -188,10 +198,13 @@ class ParsePool:
                     raise LeaseLost("lease lost while the document was being parsed") from None
             except MemoryError:
                 raise ProcessingError(
-                    f"parsing needed more than {human_bytes(self.limits.memory_bytes)} of memory") from None
+                    f"parsing needed more than {human_bytes(self.limits.memory_bytes)} of memory"
+                ) from None
             except pebble.ProcessExpired as exc:
-                raise ProcessingError(f"the process parsing the document died ({describe_death(exc.exitcode)}); "
-                                      "the document may need more memory or time than the limits allow") from None
+                raise ProcessingError(
+                    f"the process parsing the document died ({describe_death(exc.exitcode)}); "
+                    "the document may need more memory or time than the limits allow"
+                ) from None
             except concurrent.futures.process.BrokenProcessPool as exc:
                 raise RuntimeError(f"the parsing processes could not be started: {exc}") from None
 

@@ -19,8 +19,9 @@ from ingestion_pipeline.db.rpc import IngestionRpc
 CLEANUP_COUNTS = ("documents", "pages", "sections", "chunks", "generations", "sources")
 
 
-def cleanup_abandoned_generations(rpc: IngestionRpc, *, batch_size: int, time_budget_seconds: float,
-                                  clock: Callable[[], float] = time.monotonic) -> dict[str, int]:
+def cleanup_abandoned_generations(
+    rpc: IngestionRpc, *, batch_size: int, time_budget_seconds: float, clock: Callable[[], float] = time.monotonic
+) -> dict[str, int]:
     deadline = clock() + time_budget_seconds
     totals = {"passes": 0, **{key: 0 for key in CLEANUP_COUNTS}}
     while clock() < deadline:
@@ -44,5 +45,10 @@ def run_janitor(rpc: IngestionRpc, *, batch_size: int, time_budget_seconds: floa
     refreshed = rpc.refresh_stuck_batches()
     drifted = rpc.refresh_drifted_batches()
     cleaned = cleanup_abandoned_generations(rpc, batch_size=batch_size, time_budget_seconds=time_budget_seconds)
-    return {"expired": expired.expired, "expired_job_ids": [str(j) for j in expired.job_ids],
-            "refreshed_batches": refreshed.refreshed, "drifted_batches": drifted.refreshed, "cleanup": cleaned}
+    return {
+        "expired": expired.expired,
+        "expired_job_ids": [str(j) for j in expired.job_ids],
+        "refreshed_batches": refreshed.refreshed,
+        "drifted_batches": drifted.refreshed,
+        "cleanup": cleaned,
+    }

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 from psycopg_pool import ConnectionPool
@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 class Built:
     """What a processor made of a job: the generation to commit with the job's completion
     (None: nothing to commit, the job just completes) and the document's metadata."""
+
     generation_id: UUID | None = None
     metadata: dict = field(default_factory=dict)
     chunk_count: int | None = None
@@ -61,7 +62,7 @@ def backoff_seconds(attempt: int, base: float, cap: float) -> float:
     """Exponential backoff with jitter (half to full delay), so retries spread out. The
     database adds it to its own clock (the claim compares next_run_at with its now())."""
     delay = min(cap, base * 2 ** max(attempt - 1, 0))
-    return delay * random.uniform(0.5, 1.0)
+    return delay * random.uniform(0.5, 1.0)  # noqa: S311 - jitter, not a secret
 
 
 class JobRun:
@@ -72,7 +73,8 @@ class JobRun:
         # Where the schema takes them, stage rows wait here and ride the job's acknowledgement
         # (one transaction, fenced by the same token) instead of a fenced call each.
         self._stage_rows: list[StageRow] | None = (
-            [] if job.lease_token is not None and ctx.rpc.stages_ride_acks else None)
+            [] if job.lease_token is not None and ctx.rpc.stages_ride_acks else None
+        )
 
     def run(self) -> JobResult:
         """Build and acknowledge. The loop counted this job into the acknowledgement buffer
@@ -101,8 +103,16 @@ class JobRun:
         # stop renewing it now, so no heartbeat races the completion.
         self.lease.release()
         self.lease.check()
-        item = CompleteItem(job.job_id, job.document_id, job.lease_token, built.generation_id,
-                            built.metadata, job.batch_id, worker_id=self.ctx.worker_id, stages=self._stages())
+        item = CompleteItem(
+            job.job_id,
+            job.document_id,
+            job.lease_token,
+            built.generation_id,
+            built.metadata,
+            job.batch_id,
+            worker_id=self.ctx.worker_id,
+            stages=self._stages(),
+        )
         if built.generation_id is None:
             self.fenced(self.ctx.acks.complete(item))
         else:
@@ -124,7 +134,7 @@ class JobRun:
         fences) costs the row, not the job."""
         self.lease.check()
         self.lease.report(stage, progress)
-        started_at = datetime.now(timezone.utc)
+        started_at = datetime.now(UTC)
         began = time.monotonic()
         try:
             yield
@@ -142,7 +152,7 @@ class JobRun:
     def record_stage(self, stage: str, seconds: float, **detail) -> None:
         """Log a stage that ran elsewhere (a parsing child) with the duration measured there."""
         detail["seconds"] = round(seconds, 4)
-        self._log_stage_fenced(stage, datetime.now(timezone.utc) - timedelta(seconds=seconds), detail)
+        self._log_stage_fenced(stage, datetime.now(UTC) - timedelta(seconds=seconds), detail)
 
     def fenced(self, result: RpcResult) -> RpcResult:
         """A fenced call's answer: refused because the lease is gone -> LeaseLost."""
@@ -161,7 +171,7 @@ class JobRun:
     def _held_for_ack(self, stage: str, started_at: datetime, detail: dict) -> bool:
         if self._stage_rows is None:
             return False
-        self._stage_rows.append(StageRow(stage, started_at, datetime.now(timezone.utc), detail))
+        self._stage_rows.append(StageRow(stage, started_at, datetime.now(UTC), detail))
         return True
 
     def _log_stage_best_effort(self, stage: str, started_at: datetime, detail: dict) -> None:
@@ -169,31 +179,46 @@ class JobRun:
             return
         try:
             self._log_stage(stage, started_at, detail)
-        except Exception as log_exc:
+        except Exception as log_exc:  # noqa: BLE001 - best effort: a stage row is not worth the job
             log.warning("job %s: could not log stage %s: %s", self.job.job_id, stage, describe(log_exc))
 
     def _log_stage_fenced(self, stage: str, started_at: datetime, detail: dict) -> None:
         """Log a stage row; a refusal (the lease is gone) stops the job here. A database
         error is raised as it is (transient)."""
-        if not self._held_for_ack(stage, started_at, detail):
-            if self._log_stage(stage, started_at, detail).lease_lost:
-                self.lease.lost.set()
+        if not self._held_for_ack(stage, started_at, detail) and self._log_stage(stage, started_at, detail).lease_lost:
+            self.lease.lost.set()
         self.lease.check()
 
     def _log_stage(self, stage: str, started_at: datetime, detail: dict) -> RpcResult:
-        return self.ctx.rpc.record_stage(self.job.job_id, self.ctx.worker_id, stage, started_at=started_at,
-                                         finished_at=datetime.now(timezone.utc), detail=detail,
-                                         lease_token=self.job.lease_token)
+        return self.ctx.rpc.record_stage(
+            self.job.job_id,
+            self.ctx.worker_id,
+            stage,
+            started_at=started_at,
+            finished_at=datetime.now(UTC),
+            detail=detail,
+            lease_token=self.job.lease_token,
+        )
 
     def _fail(self, message: str, *, retry: bool) -> JobResult:
         job, ctx = self.job, self.ctx
         delay = backoff_seconds(job.attempt_count, ctx.retry_backoff_seconds, ctx.retry_backoff_max_seconds)
         try:
-            outcome = ctx.acks.fail(FailItem(job.job_id, job.document_id, job.lease_token, retry=retry,
-                                             error_message=message, stage="retry_wait" if retry else "failed",
-                                             retry_delay_seconds=delay if retry else None, batch_id=job.batch_id,
-                                             worker_id=ctx.worker_id, stages=self._stages()))
-        except Exception as exc:
+            outcome = ctx.acks.fail(
+                FailItem(
+                    job.job_id,
+                    job.document_id,
+                    job.lease_token,
+                    retry=retry,
+                    error_message=message,
+                    stage="retry_wait" if retry else "failed",
+                    retry_delay_seconds=delay if retry else None,
+                    batch_id=job.batch_id,
+                    worker_id=ctx.worker_id,
+                    stages=self._stages(),
+                )
+            )
+        except Exception as exc:  # noqa: BLE001 - whatever it was, the job is abandoned to its lease
             log.error("job %s: could not record failure (%s); its lease will expire", job.job_id, describe(exc))
             return self._result(Outcome.ABANDONED, f"{message}; then: {describe(exc)}")
         if outcome.lease_lost:
@@ -201,5 +226,13 @@ class JobRun:
         return self._result(Outcome.RETRIED if outcome.retried else Outcome.FAILED, message)
 
     def _result(self, outcome: Outcome, message: str | None = None, chunk_count: int | None = None) -> JobResult:
-        return JobResult(self.job.job_id, self.job.document_id, self.job.source_name, outcome,
-                         round(time.monotonic() - self.started, 4), message, chunk_count, self.job.batch_id)
+        return JobResult(
+            self.job.job_id,
+            self.job.document_id,
+            self.job.source_name,
+            outcome,
+            round(time.monotonic() - self.started, 4),
+            message,
+            chunk_count,
+            self.job.batch_id,
+        )

@@ -100,15 +100,20 @@ class LeaseKeeper:
             leases = [lease for lease in self._leases.values() if not self._over_time(lease)]
         if not leases:
             return
-        answer = self._rpc.heartbeat_many(self._worker_id, [
-            LeaseBeat(lease.job_id, lease.lease_token, lease.stage, lease.progress) for lease in leases])
+        answer = self._rpc.heartbeat_many(
+            self._worker_id,
+            [LeaseBeat(lease.job_id, lease.lease_token, lease.stage, lease.progress) for lease in leases],
+        )
         lost = {(ref.job_id, ref.lease_token) for ref in answer.lost}
         with self._lock:
             for lease in leases:
                 # A lease released while the beat was in flight was acknowledged: not lost.
                 if lease.key in lost and self._leases.get(lease.key) is lease:
-                    log.warning("job %s: lease lost (heartbeat: reclaimed, or cancelled by a delete or a batch cancel); "
-                                "stopping", lease.job_id)
+                    log.warning(
+                        "job %s: lease lost (heartbeat: reclaimed, or cancelled by a delete or a batch "
+                        "cancel); stopping",
+                        lease.job_id,
+                    )
                     lease.lost.set()
 
     def _over_time(self, lease: Lease) -> bool:
@@ -116,8 +121,12 @@ class LeaseKeeper:
         if self._job_timeout is None or time.monotonic() - lease.held_at < self._job_timeout:
             return False
         if not lease.timed_out.is_set():
-            log.warning("job %s: still running %.0f s after its claim (INGEST_JOB_TIMEOUT_SECONDS); no longer "
-                        "renewing its lease, failing it", lease.job_id, self._job_timeout)
+            log.warning(
+                "job %s: still running %.0f s after its claim (INGEST_JOB_TIMEOUT_SECONDS); no longer "
+                "renewing its lease, failing it",
+                lease.job_id,
+                self._job_timeout,
+            )
             lease.timed_out.set()
             lease.lost.set()
         return True
@@ -126,5 +135,5 @@ class LeaseKeeper:
         while not self._stop.wait(self._interval):
             try:
                 self.beat()
-            except Exception as exc:  # keep beating; a stale lease is the real deadline
+            except Exception as exc:  # noqa: BLE001 - keep beating; a stale lease is the real deadline
                 log.warning("heartbeat failed: %s", describe(exc))

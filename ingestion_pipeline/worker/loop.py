@@ -71,8 +71,13 @@ class WorkerReport:
         return round(done / self.seconds, 2) if self.seconds > 0 else 0.0
 
     def as_dict(self) -> dict:
-        return {"worker_id": self.worker_id, "claimed": self.claimed, **self.counts,
-                "seconds": round(self.seconds, 3), "docs_per_second": self.docs_per_second}
+        return {
+            "worker_id": self.worker_id,
+            "claimed": self.claimed,
+            **self.counts,
+            "seconds": round(self.seconds, 3),
+            "docs_per_second": self.docs_per_second,
+        }
 
 
 class Worker:
@@ -83,12 +88,22 @@ class Worker:
     default INGEST_PARSE_PROCESSES: one per core; 0 parses in the jobs' threads), embedding
     with `embedder` (default: INGEST_EMBEDDER's, `embedder_from_settings`)."""
 
-    def __init__(self, pool: ConnectionPool, settings: Settings, *, label: str = "worker",
-                 concurrency: int | None = None, embedder: Embedder | None = None,
-                 chunking: ChunkingOptions | None = None, poll_seconds: float = 1.0,
-                 rpc: IngestionRpc | None = None, keep_results: int = RECENT_RESULTS,
-                 processor: Processor = index_document, parse_processes: int | None = None,
-                 parse_target: Callable[..., Processed] = process_document_in_child):
+    def __init__(
+        self,
+        pool: ConnectionPool,
+        settings: Settings,
+        *,
+        label: str = "worker",
+        concurrency: int | None = None,
+        embedder: Embedder | None = None,
+        chunking: ChunkingOptions | None = None,
+        poll_seconds: float = 1.0,
+        rpc: IngestionRpc | None = None,
+        keep_results: int = RECENT_RESULTS,
+        processor: Processor = index_document,
+        parse_processes: int | None = None,
+        parse_target: Callable[..., Processed] = process_document_in_child,
+    ):
         self.worker_id = new_worker_id(label)
         self.concurrency = concurrency or settings.worker_concurrency
         self.claim_batch_size = settings.claim_batch_size
@@ -101,28 +116,59 @@ class Worker:
         self.rpc = rpc or IngestionRpc(pool, stale_after_seconds=settings.stale_after_seconds)
         # Each job may hold a connection while the heartbeat and an acknowledgement need one each.
         if pool.max_size < self.concurrency + 2:
-            log.warning("pool max size %s is small for concurrency %s: heartbeats may wait for connections "
-                        "(raise INGEST_POOL_MAX_SIZE to at least %s)", pool.max_size, self.concurrency,
-                        self.concurrency + 2)
-        self.leases = LeaseKeeper(self.rpc, self.worker_id, settings.heartbeat_interval_seconds,
-                                  job_timeout=settings.job_timeout_seconds)
+            log.warning(
+                "pool max size %s is small for concurrency %s: heartbeats may wait for connections "
+                "(raise INGEST_POOL_MAX_SIZE to at least %s)",
+                pool.max_size,
+                self.concurrency,
+                self.concurrency + 2,
+            )
+        self.leases = LeaseKeeper(
+            self.rpc, self.worker_id, settings.heartbeat_interval_seconds, job_timeout=settings.job_timeout_seconds
+        )
         # Parsing children (none: parse in the jobs' threads), started when the first job parses.
         processes = settings.parse_processes if parse_processes is None else parse_processes
-        self.parse_pool = ParsePool(ParseLimits(
-            processes=processes, timeout_seconds=settings.parse_timeout_seconds,
-            memory_bytes=settings.parse_memory_mb * 2**20, tasks_per_child=settings.parse_tasks_per_child),
-            target=parse_target) if processes > 0 else None
-        self.acks = AckBuffer(self.rpc, self.worker_id, max_delay=settings.ack_delay_seconds,
-                              max_items=settings.ack_max_jobs)
+        self.parse_pool = (
+            ParsePool(
+                ParseLimits(
+                    processes=processes,
+                    timeout_seconds=settings.parse_timeout_seconds,
+                    memory_bytes=settings.parse_memory_mb * 2**20,
+                    tasks_per_child=settings.parse_tasks_per_child,
+                ),
+                target=parse_target,
+            )
+            if processes > 0
+            else None
+        )
+        self.acks = AckBuffer(
+            self.rpc, self.worker_id, max_delay=settings.ack_delay_seconds, max_items=settings.ack_max_jobs
+        )
         self.context = JobContext(
-            pool=pool, rpc=self.rpc, worker_id=self.worker_id, leases=self.leases, acks=self.acks,
-            processor=processor, embedder=embedder or embedder_from_settings(settings), chunking=chunking or ChunkingOptions(),
-            max_bytes=settings.max_file_bytes, retry_backoff_seconds=settings.retry_backoff_seconds,
-            retry_backoff_max_seconds=settings.retry_backoff_max_seconds, parse_pool=self.parse_pool,
-            job_timeout_seconds=settings.job_timeout_seconds)
+            pool=pool,
+            rpc=self.rpc,
+            worker_id=self.worker_id,
+            leases=self.leases,
+            acks=self.acks,
+            processor=processor,
+            embedder=embedder or embedder_from_settings(settings),
+            chunking=chunking or ChunkingOptions(),
+            max_bytes=settings.max_file_bytes,
+            retry_backoff_seconds=settings.retry_backoff_seconds,
+            retry_backoff_max_seconds=settings.retry_backoff_max_seconds,
+            parse_pool=self.parse_pool,
+            job_timeout_seconds=settings.job_timeout_seconds,
+        )
 
-    def run(self, *, drain: bool = True, max_jobs: int | None = None, max_seconds: float | None = None,
-            stop: threading.Event | None = None, on_result: Callable[[JobResult], None] | None = None) -> WorkerReport:
+    def run(
+        self,
+        *,
+        drain: bool = True,
+        max_jobs: int | None = None,
+        max_seconds: float | None = None,
+        stop: threading.Event | None = None,
+        on_result: Callable[[JobResult], None] | None = None,
+    ) -> WorkerReport:
         """Claim and process jobs. With `drain`, return once nothing is claimable and
         nothing is in flight; otherwise poll until `stop` is set. Setting `stop` ends
         claiming; jobs in flight finish (or stop at their next lease check) first. The
@@ -133,8 +179,14 @@ class Worker:
         claim_until = started + max_seconds if max_seconds is not None else None
         self.leases.start()
         try:
-            self._loop(report, drain=drain, max_jobs=max_jobs, claim_until=claim_until, stop=stop or threading.Event(),
-                       on_result=on_result)
+            self._loop(
+                report,
+                drain=drain,
+                max_jobs=max_jobs,
+                claim_until=claim_until,
+                stop=stop or threading.Event(),
+                on_result=on_result,
+            )
         finally:
             self.leases.close()
             if self.parse_pool is not None:
@@ -142,8 +194,16 @@ class Worker:
         report.seconds = time.monotonic() - started
         return report
 
-    def _loop(self, report: WorkerReport, *, drain: bool, max_jobs: int | None, claim_until: float | None,
-              stop: threading.Event, on_result: Callable[[JobResult], None] | None) -> None:
+    def _loop(
+        self,
+        report: WorkerReport,
+        *,
+        drain: bool,
+        max_jobs: int | None,
+        claim_until: float | None,
+        stop: threading.Event,
+        on_result: Callable[[JobResult], None] | None,
+    ) -> None:
         claimed_total = 0
         in_flight: set[Future] = set()
         with ThreadPoolExecutor(self.concurrency, thread_name_prefix="ingest-job") as executor:
@@ -159,7 +219,7 @@ class Worker:
                 if room >= (self.min_claim if in_flight else 1) and not stop.is_set():
                     claimed = self._claim(min(room, self.claim_batch_size), stop)
                     claimed_total += len(claimed)
-                    for job in claimed:  # counted in before any of them can acknowledge
+                    for _ in claimed:  # counted in before any of them can acknowledge
                         self.acks.job_started()
                     in_flight |= {executor.submit(JobRun(self.context, job).run) for job in claimed}
                 if not in_flight:
@@ -189,7 +249,7 @@ class Worker:
                     raise
                 if stop.is_set():
                     return []
-                delay = min(2 ** attempt, 30)
+                delay = min(2**attempt, 30)
                 log.warning("claim failed (%s); retrying in %ss", describe(exc), delay)
                 stop.wait(delay)
         return []
@@ -204,8 +264,11 @@ class Worker:
         expired = self.rpc.expire_stale()
         self._expire_due = now + EXPIRE_EVERY_SECONDS
         if expired.expired:
-            log.warning("dead-lettered %s job(s) whose lease expired on the final attempt: %s", expired.expired,
-                        ", ".join(str(j) for j in expired.job_ids))
+            log.warning(
+                "dead-lettered %s job(s) whose lease expired on the final attempt: %s",
+                expired.expired,
+                ", ".join(str(j) for j in expired.job_ids),
+            )
 
     @staticmethod
     def _notify(on_result: Callable[[JobResult], None] | None, result: JobResult) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from uuid import UUID
 
 
-class Outcome(str, enum.Enum):
+class Outcome(enum.StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"  # terminal: permanent error, or attempts exhausted
     RETRIED = "retried"  # back to pending with a backoff

@@ -19,7 +19,8 @@ def no_caller_embedder_settings(monkeypatch):
     """The caller's shell may hold a real key or another embedder: none of it applies here."""
     for name in list(os.environ):
         if name.upper() in ("OPENAI_API_KEY", "OPENAI_BASE_URL") or name.upper().startswith(
-                ("INGEST_OPENAI_", "INGEST_EMBEDDER")):
+            ("INGEST_OPENAI_", "INGEST_EMBEDDER")
+        ):
             monkeypatch.delenv(name)
 
 
@@ -36,9 +37,15 @@ def openai_settings(openai_server):
     at once (retry_backoff_seconds=0)."""
 
     def make(**overrides):
-        values = dict(embedder="openai", openai_base_url=openai_server.url, openai_model=openai_server.model,
-                      openai_api_key=openai_server.api_key, openai_max_retries=0, openai_timeout_seconds=5,
-                      retry_backoff_seconds=0)
+        values = dict(
+            embedder="openai",
+            openai_base_url=openai_server.url,
+            openai_model=openai_server.model,
+            openai_api_key=openai_server.api_key,
+            openai_max_retries=0,
+            openai_timeout_seconds=5,
+            retry_backoff_seconds=0,
+        )
         return load_settings(**{**values, **overrides})
 
     return make
@@ -49,8 +56,13 @@ def make_embedder(openai_server):
     """make_embedder(**overrides): an OpenAIEmbedder on the test server, without client retries."""
 
     def make(**overrides) -> OpenAIEmbedder:
-        values = dict(model=openai_server.model, base_url=openai_server.url,
-                      api_key=SecretStr(openai_server.api_key), max_retries=0, timeout_seconds=5)
+        values = dict(
+            model=openai_server.model,
+            base_url=openai_server.url,
+            api_key=SecretStr(openai_server.api_key),
+            max_retries=0,
+            timeout_seconds=5,
+        )
         return OpenAIEmbedder(**{**values, **overrides})
 
     return make

@@ -18,7 +18,8 @@ def write_corpus(folder: Path, documents: int, paragraphs: int = 8) -> Path:
     for number in range(documents):
         body = "\n\n".join(
             f"## Part {p}\n\n" + " ".join(f"{WORDS[(number + p + i) % len(WORDS)]} {i}" for i in range(90))
-            for p in range(paragraphs))
+            for p in range(paragraphs)
+        )
         (folder / f"doc-{number:02d}.md").write_text(f"# Document {number}\n\n{body}\n")
     return folder
 
@@ -27,8 +28,10 @@ def committed_chunks(conn) -> list[dict]:
     """Each committed chunk with its vector, wherever the schema keeps it: `embedding real[]`,
     or the pgvector column a trigger moves it into (migration pgvector, where the server has
     the extension)."""
-    pgvector = conn.execute("select 1 from information_schema.columns where table_schema = 'public' "
-                            "and table_name = 'document_chunks' and column_name = 'embedding_vector'").fetchone()
+    pgvector = conn.execute(
+        "select 1 from information_schema.columns where table_schema = 'public' "
+        "and table_name = 'document_chunks' and column_name = 'embedding_vector'"
+    ).fetchone()
     vector = "coalesce(c.embedding, c.embedding_vector::real[])" if pgvector else "c.embedding"
     return conn.execute(
         f"select c.document_id, c.content, {vector} as embedding from document_chunks c join documents d "
@@ -37,13 +40,17 @@ def committed_chunks(conn) -> list[dict]:
 
 
 def jobs(conn) -> list[dict]:
-    return conn.execute("select j.status, j.attempt_count, j.error_message, d.status as document_status "
-                        "from ingestion_jobs j join documents d on d.id = j.document_id").fetchall()
+    return conn.execute(
+        "select j.status, j.attempt_count, j.error_message, d.status as document_status "
+        "from ingestion_jobs j join documents d on d.id = j.document_id"
+    ).fetchall()
 
 
 def embed_stage_errors(conn) -> list[str]:
-    rows = conn.execute("select detail->>'error' as error from ingestion_job_stages "
-                        "where stage = 'embed' and detail ? 'error' order by id").fetchall()
+    rows = conn.execute(
+        "select detail->>'error' as error from ingestion_job_stages "
+        "where stage = 'embed' and detail ? 'error' order by id"
+    ).fetchall()
     return [row["error"] for row in rows]
 
 
@@ -52,6 +59,6 @@ def assert_every_document_indexed_with_vectors(conn, documents: int, dimensions:
     chunks = committed_chunks(conn)
     assert len({c["document_id"] for c in chunks}) == documents
     expected = HashEmbedder(dimensions).embed([c["content"] for c in chunks])  # what the server computes
-    for chunk, vector in zip(chunks, expected):
+    for chunk, vector in zip(chunks, expected, strict=True):
         assert chunk["embedding"] == pytest.approx(vector, abs=1e-6)  # stored as real[]
     return chunks

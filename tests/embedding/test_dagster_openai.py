@@ -23,11 +23,17 @@ def drain_run(instance, db_url: str, processing: ProcessingResource):
     return job.execute_in_process(instance=instance, raise_on_error=False)
 
 
-def test_a_drain_run_embeds_with_the_settings_openai_embedder(instance, db_url, conn, pool, tmp_path, openai_server,
-                                                              monkeypatch):
-    for name, value in {"EMBEDDER": "openai", "OPENAI_BASE_URL": openai_server.url,
-                        "OPENAI_MODEL": openai_server.model, "OPENAI_API_KEY": openai_server.api_key,
-                        "OPENAI_DIMENSIONS": "12", "PARSE_PROCESSES": "1"}.items():
+def test_a_drain_run_embeds_with_the_settings_openai_embedder(
+    instance, db_url, conn, pool, tmp_path, openai_server, monkeypatch
+):
+    for name, value in {
+        "EMBEDDER": "openai",
+        "OPENAI_BASE_URL": openai_server.url,
+        "OPENAI_MODEL": openai_server.model,
+        "OPENAI_API_KEY": openai_server.api_key,
+        "OPENAI_DIMENSIONS": "12",
+        "PARSE_PROCESSES": "1",
+    }.items():
         monkeypatch.setenv(f"INGEST_{name}", value)
     enqueue_paths(pool, [write_corpus(tmp_path / "corpus", 4)], max_bytes=1_000_000)
 
@@ -49,4 +55,5 @@ def test_an_embedder_it_cannot_build_fails_the_run_in_one_line(instance, db_url,
     [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     assert failure.event_specific_data.error.message.strip().endswith(
         "bad settings: INGEST_OPENAI_MODEL must be set when INGEST_EMBEDDER=openai (the embedding model's name, "
-        "e.g. text-embedding-3-small)")
+        "e.g. text-embedding-3-small)"
+    )

@@ -20,24 +20,45 @@ def test_defaults():
     s = load_settings()
     assert s.embedder == "none"
     assert (s.openai_base_url, s.openai_model, s.openai_dimensions, s.openai_api_key) == (
-        "https://api.openai.com/v1", None, None, None)
+        "https://api.openai.com/v1",
+        None,
+        None,
+        None,
+    )
     assert (s.openai_batch_size, s.openai_timeout_seconds, s.openai_max_retries, s.openai_encoding_format) == (
-        32, 60.0, 2, "base64")
+        32,
+        60.0,
+        2,
+        "base64",
+    )
 
 
 def test_every_setting_is_read_from_the_environment(monkeypatch):
-    for name, value in {"EMBEDDER": "openai", "OPENAI_BASE_URL": "http://127.0.0.1:11434/v1",
-                        "OPENAI_MODEL": "nomic-embed-text", "OPENAI_DIMENSIONS": "256", "OPENAI_API_KEY": KEY,
-                        "OPENAI_BATCH_SIZE": "64", "OPENAI_TIMEOUT_SECONDS": "12.5",
-                        "OPENAI_MAX_RETRIES": "4", "OPENAI_ENCODING_FORMAT": "float"}.items():
+    for name, value in {
+        "EMBEDDER": "openai",
+        "OPENAI_BASE_URL": "http://127.0.0.1:11434/v1",
+        "OPENAI_MODEL": "nomic-embed-text",
+        "OPENAI_DIMENSIONS": "256",
+        "OPENAI_API_KEY": KEY,
+        "OPENAI_BATCH_SIZE": "64",
+        "OPENAI_TIMEOUT_SECONDS": "12.5",
+        "OPENAI_MAX_RETRIES": "4",
+        "OPENAI_ENCODING_FORMAT": "float",
+    }.items():
         monkeypatch.setenv(f"INGEST_{name}", value)
 
     embedder = embedder_from_settings(load_settings())
 
     assert isinstance(embedder, OpenAIEmbedder)
-    assert (embedder.base_url, embedder.model, embedder.dimensions, embedder.batch_size, embedder.timeout_seconds,
-            embedder.max_retries, embedder.encoding_format) == (
-        "http://127.0.0.1:11434/v1", "nomic-embed-text", 256, 64, 12.5, 4, "float")
+    assert (
+        embedder.base_url,
+        embedder.model,
+        embedder.dimensions,
+        embedder.batch_size,
+        embedder.timeout_seconds,
+        embedder.max_retries,
+        embedder.encoding_format,
+    ) == ("http://127.0.0.1:11434/v1", "nomic-embed-text", 256, 64, 12.5, 4, "float")
     assert embedder.api_key.get_secret_value() == KEY
 
 
@@ -57,7 +78,8 @@ def test_the_key_is_never_shown(monkeypatch):
 def test_openai_without_a_model_stops_at_start(monkeypatch):
     assert config_error(embedder="openai") == (
         "bad settings: INGEST_OPENAI_MODEL must be set when INGEST_EMBEDDER=openai (the embedding model's name, "
-        "e.g. text-embedding-3-small)")
+        "e.g. text-embedding-3-small)"
+    )
     monkeypatch.setenv("INGEST_OPENAI_MODEL", "  ")  # blank is unset
     assert config_error(embedder="openai").startswith("bad settings: INGEST_OPENAI_MODEL must be set")
 
@@ -66,14 +88,24 @@ def test_openai_without_a_model_stops_at_start(monkeypatch):
 def test_a_base_url_that_is_not_http_is_named_and_not_echoed(monkeypatch, url):
     monkeypatch.setenv("INGEST_OPENAI_BASE_URL", url)
     message = config_error()
-    assert message == ("bad setting INGEST_OPENAI_BASE_URL: not an http(s) URL (expected e.g. "
-                       "https://api.openai.com/v1 or http://127.0.0.1:11434/v1)")
+    assert message == (
+        "bad setting INGEST_OPENAI_BASE_URL: not an http(s) URL (expected e.g. "
+        "https://api.openai.com/v1 or http://127.0.0.1:11434/v1)"
+    )
 
 
-@pytest.mark.parametrize(("name", "value"), [("OPENAI_DIMENSIONS", "0"), ("OPENAI_DIMENSIONS", "-3"),
-                                             ("OPENAI_BATCH_SIZE", "0"), ("OPENAI_TIMEOUT_SECONDS", "0"),
-                                             ("OPENAI_MAX_RETRIES", "-1"), ("EMBEDDER", "bert"),
-                                             ("OPENAI_ENCODING_FORMAT", "binary")])
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("OPENAI_DIMENSIONS", "0"),
+        ("OPENAI_DIMENSIONS", "-3"),
+        ("OPENAI_BATCH_SIZE", "0"),
+        ("OPENAI_TIMEOUT_SECONDS", "0"),
+        ("OPENAI_MAX_RETRIES", "-1"),
+        ("EMBEDDER", "bert"),
+        ("OPENAI_ENCODING_FORMAT", "binary"),
+    ],
+)
 def test_out_of_range_values_name_the_setting(monkeypatch, name, value):
     monkeypatch.setenv(f"INGEST_{name}", value)
     assert config_error().startswith(f"bad setting INGEST_{name}: ")
@@ -90,8 +122,10 @@ def test_ingest_work_with_openai_and_no_model_fails_in_one_line_before_touching_
     code = ingest(["work", "--drain", "--embedder", "openai", "--database-url", "postgresql://nobody@127.0.0.1:9/x"])
     err = capsys.readouterr().err
     assert code == 1
-    assert err == ("ingest: error: bad settings: INGEST_OPENAI_MODEL must be set when INGEST_EMBEDDER=openai "
-                   "(the embedding model's name, e.g. text-embedding-3-small)\n")
+    assert err == (
+        "ingest: error: bad settings: INGEST_OPENAI_MODEL must be set when INGEST_EMBEDDER=openai "
+        "(the embedding model's name, e.g. text-embedding-3-small)\n"
+    )
 
 
 def test_ingest_work_with_a_bad_environment_fails_in_one_line(monkeypatch, capsys):

@@ -32,8 +32,9 @@ def drain(settings, folder: Path, **worker_options) -> WorkerReport:
         return worker.run(drain=True)
 
 
-def test_a_batch_indexes_with_vectors_embedded_in_the_jobs_threads(db_url, conn, tmp_path, openai_server,
-                                                                   openai_settings):
+def test_a_batch_indexes_with_vectors_embedded_in_the_jobs_threads(
+    db_url, conn, tmp_path, openai_server, openai_settings
+):
     settings = openai_settings(database_url=db_url, openai_dimensions=16, openai_batch_size=4)
     assert settings.parse_processes > 0  # parsing in children: the default
 
@@ -45,15 +46,15 @@ def test_a_batch_indexes_with_vectors_embedded_in_the_jobs_threads(db_url, conn,
     assert openai_server.inputs == len(chunks)
     assert openai_server.requests == sum(math.ceil(d["chunk_count"] / 4) for d in per_document)
     assert max(d["chunk_count"] for d in per_document) > 4  # so some documents needed several requests
-    stages = conn.execute("select stage, detail from ingestion_job_stages where stage in ('parse', 'embed')"
-                          ).fetchall()
+    stages = conn.execute("select stage, detail from ingestion_job_stages where stage in ('parse', 'embed')").fetchall()
     assert {s["detail"].get("isolated") for s in stages if s["stage"] == "parse"} == {True}  # parsed in children
     embeds = [s["detail"] for s in stages if s["stage"] == "embed"]
     assert len(embeds) == 12 and all(d["embedder"] == "openai" and "isolated" not in d for d in embeds)
 
 
-def test_429s_and_timeouts_mid_batch_are_retried_until_every_document_is_indexed(db_url, conn, tmp_path,
-                                                                                  openai_server, openai_settings):
+def test_429s_and_timeouts_mid_batch_are_retried_until_every_document_is_indexed(
+    db_url, conn, tmp_path, openai_server, openai_settings
+):
     # The client does not retry (INGEST_OPENAI_MAX_RETRIES=0): every fault fails one attempt
     # of a job, which the queue retries at once (INGEST_RETRY_BACKOFF_SECONDS=0).
     settings = openai_settings(database_url=db_url, openai_batch_size=4, openai_timeout_seconds=2, max_attempts=10)
@@ -67,28 +68,43 @@ def test_429s_and_timeouts_mid_batch_are_retried_until_every_document_is_indexed
     assert_every_document_indexed_with_vectors(conn, 12, dimensions=32)
     assert sum(j["attempt_count"] for j in jobs(conn)) == 12 + report.counts["retried"]
     errors = embed_stage_errors(conn)
-    assert errors.count("EmbeddingUnavailable: the embedding endpoint answered 429 in 1 try "
-                        "(INGEST_OPENAI_MAX_RETRIES=0): injected 429") == 3
+    assert (
+        errors.count(
+            "EmbeddingUnavailable: the embedding endpoint answered 429 in 1 try "
+            "(INGEST_OPENAI_MAX_RETRIES=0): injected 429"
+        )
+        == 3
+    )
     assert sum("did not answer within 2 s (INGEST_OPENAI_TIMEOUT_SECONDS)" in e for e in errors) >= 2
     assert openai_server.statuses[429] == 3
 
 
-@pytest.mark.parametrize(("overrides", "message"), [
-    ({"openai_api_key": "sk-wrong-key"},
-     "the embedding endpoint rejected the API key (401): check INGEST_OPENAI_API_KEY"),
-    ({"openai_model": "no-such-model"},
-     "the embedding endpoint does not know model 'no-such-model' (404: The model `no-such-model` does not exist "
-     "or you do not have access to it.): check INGEST_OPENAI_MODEL and INGEST_OPENAI_BASE_URL"),
-])
-def test_a_bad_key_or_model_fails_each_job_for_good_in_one_line(db_url, conn, tmp_path, openai_server,
-                                                               openai_settings, overrides, message):
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"openai_api_key": "sk-wrong-key"},
+            "the embedding endpoint rejected the API key (401): check INGEST_OPENAI_API_KEY",
+        ),
+        (
+            {"openai_model": "no-such-model"},
+            "the embedding endpoint does not know model 'no-such-model' (404: The model `no-such-model` does not exist "
+            "or you do not have access to it.): check INGEST_OPENAI_MODEL and INGEST_OPENAI_BASE_URL",
+        ),
+    ],
+)
+def test_a_bad_key_or_model_fails_each_job_for_good_in_one_line(
+    db_url, conn, tmp_path, openai_server, openai_settings, overrides, message
+):
     settings = openai_settings(database_url=db_url, openai_max_retries=2, **overrides)  # max_attempts: 3
 
     report = drain(settings, write_corpus(tmp_path / "corpus", 3))
 
     assert (report.counts["failed"], report.counts["retried"], report.counts["completed"]) == (3, 0, 0)
-    assert jobs(conn) == [{"status": "failed", "attempt_count": 1, "error_message": message,
-                           "document_status": "failed"}] * 3
+    assert (
+        jobs(conn)
+        == [{"status": "failed", "attempt_count": 1, "error_message": message, "document_status": "failed"}] * 3
+    )
     assert openai_server.requests == 3  # one per job: neither the client nor the queue retried
     assert "sk-wrong-key" not in str(conn.execute("select * from ingestion_job_stages").fetchall())
 
@@ -104,15 +120,21 @@ def test_a_slow_endpoint_is_not_a_parse_timeout(db_url, conn, tmp_path, openai_s
     assert (report.counts["completed"], report.counts["failed"]) == (2, 0), [r.message for r in report.results]
     chunks = assert_every_document_indexed_with_vectors(conn, 2, dimensions=32)
     assert len(chunks) / 2 * openai_server.latency_seconds > settings.parse_timeout_seconds
-    seconds = conn.execute("select max((detail->>'seconds')::float8) as s from ingestion_job_stages "
-                           "where stage = 'embed'").fetchone()["s"]
+    seconds = conn.execute(
+        "select max((detail->>'seconds')::float8) as s from ingestion_job_stages where stage = 'embed'"
+    ).fetchone()["s"]
     assert seconds > settings.parse_timeout_seconds
 
 
-def test_ingest_work_embeds_and_ingest_search_finds_by_vector(db_url, conn, tmp_path, openai_server, monkeypatch,
-                                                              capsys):
-    for name, value in {"EMBEDDER": "openai", "OPENAI_BASE_URL": openai_server.url,
-                        "OPENAI_MODEL": openai_server.model, "OPENAI_DIMENSIONS": "64"}.items():
+def test_ingest_work_embeds_and_ingest_search_finds_by_vector(
+    db_url, conn, tmp_path, openai_server, monkeypatch, capsys
+):
+    for name, value in {
+        "EMBEDDER": "openai",
+        "OPENAI_BASE_URL": openai_server.url,
+        "OPENAI_MODEL": openai_server.model,
+        "OPENAI_DIMENSIONS": "64",
+    }.items():
         monkeypatch.setenv(f"INGEST_{name}", value)
     monkeypatch.setenv("OPENAI_API_KEY", openai_server.api_key)  # the conventional name works too
     folder = write_corpus(tmp_path / "corpus", 3)
@@ -125,6 +147,8 @@ def test_ingest_work_embeds_and_ingest_search_finds_by_vector(db_url, conn, tmp_
     printed = capsys.readouterr()
     assert openai_server.api_key not in printed.out + printed.err
     for mode in ("vector", "hybrid"):  # the query's vector comes from the same server
-        assert ingest(["search", "whiskers of an otter in a holt", "--mode", mode, "--json",
-                       "--database-url", db_url]) == 0
+        assert (
+            ingest(["search", "whiskers of an otter in a holt", "--mode", mode, "--json", "--database-url", db_url])
+            == 0
+        )
         assert json.loads(capsys.readouterr().out)[0]["source_name"] == "otters.md"

@@ -118,8 +118,16 @@ from tests.faults.rpc_log import (
     read_history,
 )
 
-WRITES = {"commit", "complete", "commit_and_complete", "fail_or_retry", "heartbeat", "record_stage",
-          "begin_generation", "write"}
+WRITES = {
+    "commit",
+    "complete",
+    "commit_and_complete",
+    "fail_or_retry",
+    "heartbeat",
+    "record_stage",
+    "begin_generation",
+    "write",
+}
 COMPLETIONS = {"complete", "commit_and_complete"}
 COMMITS = {"commit", "commit_and_complete"}
 JANITOR_CALLS = set(LOGGED_JANITOR.values())
@@ -133,19 +141,40 @@ BATCH_REPAIRS = {"refresh_stuck_batches", "refresh_drifted_batches"}
 OPEN = ("pending", "processing")
 TERMINAL_JOB = ("completed", "failed", "cancelled")
 # Tables that hold a document's rows: none may be left for a deleted document.
-DOCUMENT_TABLES = ("document_pages", "document_sections", "document_chunks", "index_generations",
-                   "document_sources")
+DOCUMENT_TABLES = ("document_pages", "document_sections", "document_chunks", "index_generations", "document_sources")
 # Every word of the seeded documents (harness.WORDS), as one search: all of them are found.
-SEARCH_ALL = " or ".join("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike "
-                         "november document".split())
+SEARCH_ALL = " or ".join(
+    "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november document".split()
+)
 
-RULES = ("double_completion", "write_after_takeover", "superseded_token_write", "write_after_expiry",
-         "generation_not_found", "lost_job", "batch_mismatch", "batch_counter_drift", "batch_drift_repaired",
-         "completed_job_not_indexed", "document_open_without_job", "failed_document_last_job",
-         "failed_document_committed", "committed_by_unfinished_job", "indexed_generations", "counts_mismatch",
-         "lost_chunks", "generation_deleted_under_open_job", "artifacts_deleted_under_open_job",
-         "write_after_cancel", "deleted_document_searchable", "deleted_document_rows_left",
-         "cancelled_batch_not_cancelled", "retry_reopened_cancelled_batch", "deadlock", "serialization_failure")
+RULES = (
+    "double_completion",
+    "write_after_takeover",
+    "superseded_token_write",
+    "write_after_expiry",
+    "generation_not_found",
+    "lost_job",
+    "batch_mismatch",
+    "batch_counter_drift",
+    "batch_drift_repaired",
+    "completed_job_not_indexed",
+    "document_open_without_job",
+    "failed_document_last_job",
+    "failed_document_committed",
+    "committed_by_unfinished_job",
+    "indexed_generations",
+    "counts_mismatch",
+    "lost_chunks",
+    "generation_deleted_under_open_job",
+    "artifacts_deleted_under_open_job",
+    "write_after_cancel",
+    "deleted_document_searchable",
+    "deleted_document_rows_left",
+    "cancelled_batch_not_cancelled",
+    "retry_reopened_cancelled_batch",
+    "deadlock",
+    "serialization_failure",
+)
 
 
 @dataclass
@@ -162,8 +191,10 @@ class Report:
 
     def summary(self) -> str:
         shown = "\n  ".join(self.violations[:20])
-        return (f"{self.stats} redeliveries={self.redeliveries} violations={len(self.violations)}"
-                f" {dict(self.by_rule)}" + (f"\n  {shown}" if shown else ""))
+        return (
+            f"{self.stats} redeliveries={self.redeliveries} violations={len(self.violations)}"
+            f" {dict(self.by_rule)}" + (f"\n  {shown}" if shown else "")
+        )
 
 
 def check(url: str, history_paths) -> Report:
@@ -182,19 +213,23 @@ def check(url: str, history_paths) -> Report:
     writes = [e for e in history if e["call"] == "write"]
     bulk = {tuple(e["bulk"]) for e in history if e.get("bulk") and e["call"] != "heartbeat"}
     janitor = [e for e in history if e["worker"] == JANITOR and e["call"] in JANITOR_CALLS]
-    report.stats.update(calls=len(history), claims=sum(claims.values()),
-                        stalls=sum(1 for e in history if e["call"] == "stall"),
-                        artifact_writes=len(writes),
-                        # by SQLSTATE: IF001 the artifact fence, 23503 a generation already cleaned up
-                        artifact_writes_refused=dict(Counter(e["sqlstate"] for e in writes
-                                                             if e.get("sqlstate") in REFUSED_WRITES)),
-                        # acknowledgements sent in bulk statements: how many statements, how many items
-                        bulk_acks={"statements": len(bulk), "items": sum(n for _, n in bulk),
-                                   "largest": max((n for _, n in bulk), default=0)},
-                        janitor_calls=len(janitor),
-                        janitor_call_errors=sum(1 for e in janitor if e["ok"] is not True),
-                        expired_by_janitor=sum(len(e.get("job_ids") or []) for e in janitor
-                                               if e["call"] == "expire_stale" and e["ok"]))
+    report.stats.update(
+        calls=len(history),
+        claims=sum(claims.values()),
+        stalls=sum(1 for e in history if e["call"] == "stall"),
+        artifact_writes=len(writes),
+        # by SQLSTATE: IF001 the artifact fence, 23503 a generation already cleaned up
+        artifact_writes_refused=dict(Counter(e["sqlstate"] for e in writes if e.get("sqlstate") in REFUSED_WRITES)),
+        # acknowledgements sent in bulk statements: how many statements, how many items
+        bulk_acks={
+            "statements": len(bulk),
+            "items": sum(n for _, n in bulk),
+            "largest": max((n for _, n in bulk), default=0),
+        },
+        janitor_calls=len(janitor),
+        janitor_call_errors=sum(1 for e in janitor if e["ok"] is not True),
+        expired_by_janitor=sum(len(e.get("job_ids") or []) for e in janitor if e["call"] == "expire_stale" and e["ok"]),
+    )
     return report
 
 
@@ -238,21 +273,31 @@ def _check_history(history: list[dict], report: Report) -> None:
             continue
         newer = _taken_over(entry, claims_by_job.get(entry["job_id"], []))
         gone = newer is not None or any(e["t1"] < entry["t0"] for e in expiries.get(entry["job_id"], []))
-        if entry["ok"] is False and gone and (
-                entry.get("sqlstate") in REFUSED_WRITES if entry["call"] == "write"
-                else entry.get("reason") == "lease_lost"):
+        if (
+            entry["ok"] is False
+            and gone
+            and (
+                entry.get("sqlstate") in REFUSED_WRITES
+                if entry["call"] == "write"
+                else entry.get("reason") == "lease_lost"
+            )
+        ):
             refusals += 1  # a zombie came back (reclaimed or dead-lettered since) and was refused
         if not entry["ok"] or newer is None:
             continue
         if entry.get("token") is not None:
             superseded += 1
-            report.flag("superseded_token_write",
-                        f"{entry['call']} by {entry['worker']} on job {entry['job_id']} accepted with token "
-                        f"{entry['token']} after {newer['worker']} had claimed it with token {newer['token']}")
+            report.flag(
+                "superseded_token_write",
+                f"{entry['call']} by {entry['worker']} on job {entry['job_id']} accepted with token "
+                f"{entry['token']} after {newer['worker']} had claimed it with token {newer['token']}",
+            )
         else:
-            report.flag("write_after_takeover",
-                        f"{entry['call']} by {entry['worker']} on job {entry['job_id']} accepted after "
-                        f"{newer['worker']} had claimed it")
+            report.flag(
+                "write_after_takeover",
+                f"{entry['call']} by {entry['worker']} on job {entry['job_id']} accepted after "
+                f"{newer['worker']} had claimed it",
+            )
     report.stats["superseded_token_writes"] = superseded
     report.stats["zombie_refusals"] = refusals
     _check_writes_after_expiry(history, claims_by_job, expiries, report)
@@ -283,11 +328,13 @@ def _check_batch_repairs(history: list[dict], report: Report) -> None:
             if entry["call"] == "refresh_stuck_batches" and batch.get("total") == 0:
                 continue
             repaired += 1
-            report.flag("batch_drift_repaired",
-                        f"{entry['call']} by {entry['worker']} recounted batch {batch['batch_id']} "
-                        f"(now {batch.get('status')} total/open/completed/failed {batch.get('total')}/"
-                        f"{batch.get('open')}/{batch.get('completed')}/{batch.get('failed')}): its counters had "
-                        f"drifted from its jobs")
+            report.flag(
+                "batch_drift_repaired",
+                f"{entry['call']} by {entry['worker']} recounted batch {batch['batch_id']} "
+                f"(now {batch.get('status')} total/open/completed/failed {batch.get('total')}/"
+                f"{batch.get('open')}/{batch.get('completed')}/{batch.get('failed')}): its counters had "
+                f"drifted from its jobs",
+            )
     report.stats["batch_repairs"] = repaired
 
 
@@ -301,8 +348,9 @@ def _expiries(history: list[dict]) -> dict[str, list[dict]]:
     return expiries
 
 
-def _check_writes_after_expiry(history: list[dict], claims_by_job: dict[str, list[dict]],
-                               expiries: dict[str, list[dict]], report: Report) -> None:
+def _check_writes_after_expiry(
+    history: list[dict], claims_by_job: dict[str, list[dict]], expiries: dict[str, list[dict]], report: Report
+) -> None:
     """The janitor dead-lettered a job (its expire_stale returned before the write began):
     from then on no write of the claim it expired may be accepted. A later claim (after an
     operator retry) began after the expiry did: its writes are its own."""
@@ -312,14 +360,23 @@ def _check_writes_after_expiry(history: list[dict], claims_by_job: dict[str, lis
         for expiry in expiries[entry["job_id"]]:
             if expiry["t1"] >= entry["t0"]:
                 continue
-            own_claims = [c for c in claims_by_job.get(entry["job_id"], [])
-                          if (c.get("token") == entry["token"] if entry.get("token") is not None
-                              else c["worker"] == entry["worker"])
-                          and expiry["t0"] < c["t0"] and c["t1"] < entry["t0"]]
+            own_claims = [
+                c
+                for c in claims_by_job.get(entry["job_id"], [])
+                if (
+                    c.get("token") == entry["token"]
+                    if entry.get("token") is not None
+                    else c["worker"] == entry["worker"]
+                )
+                and expiry["t0"] < c["t0"]
+                and c["t1"] < entry["t0"]
+            ]
             if not own_claims:
-                report.flag("write_after_expiry",
-                            f"{entry['call']} by {entry['worker']} on job {entry['job_id']} (token {entry['token']}) "
-                            f"accepted after the janitor had expired the job")
+                report.flag(
+                    "write_after_expiry",
+                    f"{entry['call']} by {entry['worker']} on job {entry['job_id']} (token {entry['token']}) "
+                    f"accepted after the janitor had expired the job",
+                )
                 break
 
 
@@ -346,8 +403,9 @@ def _check_writes_after_cancel(history: list[dict], report: Report) -> None:
     for entry in history:
         if entry["job_id"] not in cancels or not (_is_write(entry) or entry["call"] == "claim"):
             continue
-        refused = entry["ok"] is False and (entry.get("sqlstate") in REFUSED_WRITES if entry["call"] == "write"
-                                            else entry.get("reason") == "lease_lost")
+        refused = entry["ok"] is False and (
+            entry.get("sqlstate") in REFUSED_WRITES if entry["call"] == "write" else entry.get("reason") == "lease_lost"
+        )
         cancel = next((c for c in cancels[entry["job_id"]] if c["t1"] < entry["t0"]), None)
         if cancel is None:
             # Began before the cancel returned, ended after it began: refused, most likely by it.
@@ -357,9 +415,11 @@ def _check_writes_after_cancel(history: list[dict], report: Report) -> None:
         if not entry["ok"]:
             continue
         what = "claimed" if entry["call"] == "claim" else f"{entry['call']} accepted"
-        report.flag("write_after_cancel",
-                    f"job {entry['job_id']} {what} (by {entry['worker']}, token {entry.get('token')}) after "
-                    f"{cancel['call']} of {cancel.get('document_id') or cancel.get('batch_id')} had cancelled it")
+        report.flag(
+            "write_after_cancel",
+            f"job {entry['job_id']} {what} (by {entry['worker']}, token {entry.get('token')}) after "
+            f"{cancel['call']} of {cancel.get('document_id') or cancel.get('batch_id')} had cancelled it",
+        )
     report.stats["cancel_refusals"] = refusals
     report.stats["cancel_refusals_during"] = during
 
@@ -377,9 +437,11 @@ def _check_retries_after_cancel(history: list[dict], report: Report) -> None:
             continue
         for job_id, batch_id in (entry.get("retried_batches") or {}).items():
             if batch_id is not None and cancelled_at.get(batch_id, entry["t0"]) < entry["t0"]:
-                report.flag("retry_reopened_cancelled_batch",
-                            f"retry_failed ({entry.get('mode')}) put job {job_id} back in the queue, of batch "
-                            f"{batch_id} which cancel_batch had cancelled before")
+                report.flag(
+                    "retry_reopened_cancelled_batch",
+                    f"retry_failed ({entry.get('mode')}) put job {job_id} back in the queue, of batch "
+                    f"{batch_id} which cancel_batch had cancelled before",
+                )
 
 
 def _check_rollbacks(history: list[dict], report: Report) -> None:
@@ -393,8 +455,11 @@ def _check_rollbacks(history: list[dict], report: Report) -> None:
         caller = entry["worker"] if entry["worker"] in (JANITOR, OPERATOR) else "worker"
         by_caller[f"{caller} {sqlstate}"] += 1
         jobs = entry.get("job_ids") or ([entry["job_id"]] if entry.get("job_id") else [])
-        what = (f"{entry.get('rpc') or entry['call']} by {entry['worker']}"
-                + (f" (jobs {', '.join(map(str, jobs))})" if jobs else "") + f" got {sqlstate}: {entry.get('error')}")
+        what = (
+            f"{entry.get('rpc') or entry['call']} by {entry['worker']}"
+            + (f" (jobs {', '.join(map(str, jobs))})" if jobs else "")
+            + f" got {sqlstate}: {entry.get('error')}"
+        )
         report.flag("deadlock" if sqlstate == DEADLOCK else "serialization_failure", what)
     report.stats["deadlocks"] = sum(n for key, n in by_caller.items() if key.endswith(DEADLOCK))
     report.stats["serialization_failures"] = sum(n for key, n in by_caller.items() if not key.endswith(DEADLOCK))
@@ -425,11 +490,15 @@ def _check_jobs_and_batches(conn, report: Report) -> None:
          group by b.id""").fetchall()
     for b in batches:
         expected = _batch_status(0, b["failed"], b["cancelled_at"])
-        if b["jobs"] and (b["status"] != expected or (b["total_files"], b["completed_files"], b["failed_files"])
-                          != (b["jobs"], b["completed"], b["failed"])):
-            report.flag("batch_mismatch",
-                        f"batch {b['id']} is {b['status']} {b['total_files']}/{b['completed_files']}/"
-                        f"{b['failed_files']} but its jobs say {expected} {b['jobs']}/{b['completed']}/{b['failed']}")
+        if b["jobs"] and (
+            b["status"] != expected
+            or (b["total_files"], b["completed_files"], b["failed_files"]) != (b["jobs"], b["completed"], b["failed"])
+        ):
+            report.flag(
+                "batch_mismatch",
+                f"batch {b['id']} is {b['status']} {b['total_files']}/{b['completed_files']}/"
+                f"{b['failed_files']} but its jobs say {expected} {b['jobs']}/{b['completed']}/{b['failed']}",
+            )
 
 
 def _check_batch_counters(conn, report: Report) -> None:
@@ -455,17 +524,24 @@ def _check_batch_counters(conn, report: Report) -> None:
          order by b.id""").fetchall()
     for b in batches:
         counters = (b["total_files"], b["open_files"], b["completed_files"], b["failed_files"], b["cancelled_files"])
-        counted = (b["total"], b["open"] if b["open_files"] is not None else None, b["completed"], b["failed"],
-                   b["cancelled"] if b["cancelled_files"] is not None else None)
+        counted = (
+            b["total"],
+            b["open"] if b["open_files"] is not None else None,
+            b["completed"],
+            b["failed"],
+            b["cancelled"] if b["cancelled_files"] is not None else None,
+        )
         expected = _batch_status(b["open"], b["failed"], b["cancelled_at"])
         status_drifted = b["total"] > 0 and b["status"] != expected  # a batch without jobs may be pending
         if b["cancelled_files"] is None and b["cancelled"]:  # cancelled jobs on a schema without the counter
             status_drifted = True
         if counters != counted or status_drifted:
-            report.flag("batch_counter_drift",
-                        f"batch {b['id']} says {b['status']} total/open/completed/failed/cancelled "
-                        f"{'/'.join(map(str, counters))} but its job rows say "
-                        f"{expected if b['total'] else b['status']} {'/'.join(map(str, counted))}")
+            report.flag(
+                "batch_counter_drift",
+                f"batch {b['id']} says {b['status']} total/open/completed/failed/cancelled "
+                f"{'/'.join(map(str, counters))} but its job rows say "
+                f"{expected if b['total'] else b['status']} {'/'.join(map(str, counted))}",
+            )
     report.stats["batches"] = len(batches)
     report.stats["batches_cancelled"] = sum(1 for b in batches if b["status"] == "cancelled")
 
@@ -482,9 +558,11 @@ def _check_jobs_against_documents(conn, report: Report) -> None:
            and not (d.status = 'indexed' and exists (select 1 from index_generations g
                                                       where g.document_id = d.id and g.status = 'committed'))
         """):
-        report.flag("completed_job_not_indexed",
-                    f"job {row['id']} completed but its document {row['document_id']} is {row['document_status']}"
-                    f"{'' if row['committed'] else ' without a committed generation'}")
+        report.flag(
+            "completed_job_not_indexed",
+            f"job {row['id']} completed but its document {row['document_id']} is {row['document_status']}"
+            f"{'' if row['committed'] else ' without a committed generation'}",
+        )
     documents = conn.execute("""
         select d.id, d.status,
                (select count(*) from ingestion_jobs j where j.document_id = d.id) as jobs,
@@ -499,16 +577,19 @@ def _check_jobs_against_documents(conn, report: Report) -> None:
           from documents d where d.deleted_at is null""").fetchall()
     for d in documents:
         if d["status"] in ("queued", "processing") and not d["open_jobs"]:
-            report.flag("document_open_without_job",
-                        f"document {d['id']} is {d['status']} but none of its {d['jobs']} jobs is open")
+            report.flag(
+                "document_open_without_job",
+                f"document {d['id']} is {d['status']} but none of its {d['jobs']} jobs is open",
+            )
         if d["status"] == "failed" and d["last_job"] != "failed":
-            report.flag("failed_document_last_job",
-                        f"document {d['id']} is failed but its last job is {d['last_job']}")
+            report.flag("failed_document_last_job", f"document {d['id']} is failed but its last job is {d['last_job']}")
         if d["status"] == "failed" and d["committed"]:
             report.flag("failed_document_committed", f"document {d['id']} is failed with a committed generation")
         if d["status"] == "indexed" and d["committed"] and d["committed_by"] != "completed":
-            report.flag("committed_by_unfinished_job",
-                        f"document {d['id']} is indexed by a generation whose job is {d['committed_by']}")
+            report.flag(
+                "committed_by_unfinished_job",
+                f"document {d['id']} is indexed by a generation whose job is {d['committed_by']}",
+            )
     report.stats["documents"] = dict(Counter(d["status"] for d in documents))
 
 
@@ -533,10 +614,15 @@ def _check_documents(conn, report: Report) -> None:
     report.stats["indexed"] = len(documents)
     for d in documents:
         if d["committed"] != 1 or d["index_generation_id"] is None or d["index_generation_id"] != d["committed_id"]:
-            report.flag("indexed_generations",
-                        f"document {d['id']} indexed with {d['committed']} committed generations"
-                        + ("" if d["committed"] != 1 or d["index_generation_id"] == d["committed_id"]
-                           else f", pointing at {d['index_generation_id']}"))
+            report.flag(
+                "indexed_generations",
+                f"document {d['id']} indexed with {d['committed']} committed generations"
+                + (
+                    ""
+                    if d["committed"] != 1 or d["index_generation_id"] == d["committed_id"]
+                    else f", pointing at {d['index_generation_id']}"
+                ),
+            )
             continue
         if (d["page_count"], d["section_count"], d["chunk_count"]) != (d["pages"], d["sections"], d["chunks"]):
             report.flag("counts_mismatch", f"document {d['id']} counts differ from its committed rows")
@@ -552,8 +638,9 @@ def _check_deletion_audit(conn, report: Report) -> None:
     delete statements check their guard on the snapshot they began with, so one that
     waited on a row lock may still remove an abandoned build's rows after a new job of
     the document opened, which harms no live build."""
-    if not conn.execute("select to_regclass('public.fault_audit_deletions') is not null as present"
-                        ).fetchone()["present"]:
+    if not conn.execute("select to_regclass('public.fault_audit_deletions') is not null as present").fetchone()[
+        "present"
+    ]:
         report.stats["audit"] = None  # not installed: nothing to read
         return
     rows = conn.execute("""
@@ -561,22 +648,36 @@ def _check_deletion_audit(conn, report: Report) -> None:
                open_job_id, open_job_status, open_job_token
           from fault_audit_deletions order by id""").fetchall()
     for r in rows:
-        if r["open_job_id"] is None or r["job_id"] != r["open_job_id"] or r["open_job_status"] != "processing" or (
-                r["generation_token"] is not None and r["open_job_token"] is not None
-                and r["generation_token"] != r["open_job_token"]):
+        if (
+            r["open_job_id"] is None
+            or r["job_id"] != r["open_job_id"]
+            or r["open_job_status"] != "processing"
+            or (
+                r["generation_token"] is not None
+                and r["open_job_token"] is not None
+                and r["generation_token"] != r["open_job_token"]
+            )
+        ):
             continue
-        under = (f"of document {r['document_id']} deleted under its open job {r['open_job_id']} "
-                 f"({r['open_job_status']}, token {r['open_job_token']}), the claim that began it")
+        under = (
+            f"of document {r['document_id']} deleted under its open job {r['open_job_id']} "
+            f"({r['open_job_status']}, token {r['open_job_token']}), the claim that began it"
+        )
         if r["relation"] == "index_generations":
-            report.flag("generation_deleted_under_open_job",
-                        f"generation {r['generation_id']} ({r['generation_status']}) {under}")
+            report.flag(
+                "generation_deleted_under_open_job",
+                f"generation {r['generation_id']} ({r['generation_status']}) {under}",
+            )
         else:
-            report.flag("artifacts_deleted_under_open_job",
-                        f"{r['row_count']} {r['relation']} rows of generation {r['generation_id']} {under}")
+            report.flag(
+                "artifacts_deleted_under_open_job",
+                f"{r['row_count']} {r['relation']} rows of generation {r['generation_id']} {under}",
+            )
     report.stats["audit"] = {
         "generations_deleted": sum(1 for r in rows if r["relation"] == "index_generations"),
         "artifact_rows_deleted": sum(r["row_count"] for r in rows if r["relation"] != "index_generations"),
-        "under_open_job": sum(1 for r in rows if r["open_job_id"] is not None)}
+        "under_open_job": sum(1 for r in rows if r["open_job_id"] is not None),
+    }
 
 
 def _check_lifecycle(conn, history: list[dict], report: Report) -> None:
@@ -584,36 +685,50 @@ def _check_lifecycle(conn, history: list[dict], report: Report) -> None:
     out of search and has no row left (the final janitor pass cleaned up what the delete
     did not purge at once); a batch whose cancel returned ok is `cancelled`."""
     deleted_ok = {str(e["document_id"]) for e in history if e["call"] == "delete_document" and e["ok"]}
-    in_database = {str(r["id"]) for r in conn.execute(
-        "select id from documents where status = 'deleted' or deleted_at is not null")}
+    in_database = {
+        str(r["id"])
+        for r in conn.execute("select id from documents where status = 'deleted' or deleted_at is not null")
+    }
     deleted = sorted(deleted_ok | in_database)
     # A delete that returned ok on a document the database does not hold deleted is caught
     # below: its source row at least is left, and its chunks are searchable if it was indexed.
     if deleted:
-        committed = {str(r["document_id"]): r["n"] for r in conn.execute(
-            "select document_id, count(*) as n from committed_document_chunks where document_id = any(%s::uuid[]) "
-            "group by 1", (deleted,))}
+        committed = {
+            str(r["document_id"]): r["n"]
+            for r in conn.execute(
+                "select document_id, count(*) as n from committed_document_chunks where document_id = any(%s::uuid[]) "
+                "group by 1",
+                (deleted,),
+            )
+        }
         found = {str(hit.document_id) for hit in search(conn, SEARCH_ALL, limit=10_000_000)}
         for document_id in deleted:
             if committed.get(document_id) or document_id in found:
-                report.flag("deleted_document_searchable",
-                            f"document {document_id} was deleted but has {committed.get(document_id, 0)} rows in "
-                            f"committed_document_chunks{' and is found by search' if document_id in found else ''}")
+                report.flag(
+                    "deleted_document_searchable",
+                    f"document {document_id} was deleted but has {committed.get(document_id, 0)} rows in "
+                    f"committed_document_chunks{' and is found by search' if document_id in found else ''}",
+                )
         left: dict[str, list[str]] = defaultdict(list)
         for table in DOCUMENT_TABLES:
-            for r in conn.execute(f"select document_id, count(*) as n from {table} "  # noqa: S608 - fixed names
-                                  "where document_id = any(%s::uuid[]) group by 1", (deleted,)):
+            for r in conn.execute(
+                f"select document_id, count(*) as n from {table} where document_id = any(%s::uuid[]) group by 1",
+                (deleted,),
+            ):
                 left[str(r["document_id"])].append(f"{r['n']} {table}")
         for document_id, rows in sorted(left.items()):
-            report.flag("deleted_document_rows_left",
-                        f"document {document_id} was deleted but has rows left: {', '.join(rows)}")
+            report.flag(
+                "deleted_document_rows_left", f"document {document_id} was deleted but has rows left: {', '.join(rows)}"
+            )
     cancelled_ok = {str(e["batch_id"]) for e in history if e["call"] == "cancel_batch" and e["ok"]}
     if cancelled_ok:
-        for b in conn.execute("select id, status from import_batches where id = any(%s::uuid[])",
-                              (sorted(cancelled_ok),)):
+        for b in conn.execute(
+            "select id, status from import_batches where id = any(%s::uuid[])", (sorted(cancelled_ok),)
+        ):
             if b["status"] != "cancelled":
-                report.flag("cancelled_batch_not_cancelled",
-                            f"batch {b['id']} was cancelled ok but is {b['status']} at the end")
+                report.flag(
+                    "cancelled_batch_not_cancelled", f"batch {b['id']} was cancelled ok but is {b['status']} at the end"
+                )
     operator = [e for e in history if e["call"] in OPERATOR_CALLS]
     retries = [e for e in operator if e["call"] == "retry_failed" and e["ok"]]
     report.stats["lifecycle"] = {
@@ -624,4 +739,5 @@ def _check_lifecycle(conn, history: list[dict], report: Report) -> None:
         "retries_ok": len(retries),
         "jobs_retried_by_answers": sum(len(e.get("retried_job_ids") or []) for e in retries),
         "retries_refused": dict(Counter(r["reason"] for e in retries for r in e.get("refused") or [])),
-        "operator_call_errors": sum(1 for e in operator if e["ok"] is None)}
+        "operator_call_errors": sum(1 for e in operator if e["ok"] is None),
+    }

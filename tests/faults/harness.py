@@ -47,8 +47,17 @@ from tests.faults.worker_process import FAULT_SETTINGS, TAKEOVER_WAIT_SECONDS
 
 ROOT = Path(__file__).resolve().parents[2]
 STALE = FAULT_SETTINGS["stale_after_seconds"]
-FAULTS = ("kill", "terminate_backends", "pause", "stall", "final_attempt_kill", "server_restart",
-          "delete_document", "cancel_batch", "retry_failed")
+FAULTS = (
+    "kill",
+    "terminate_backends",
+    "pause",
+    "stall",
+    "final_attempt_kill",
+    "server_restart",
+    "delete_document",
+    "cancel_batch",
+    "retry_failed",
+)
 OPERATOR_ACTIONS = ("delete_document", "cancel_batch", "retry_failed")
 # Every FINAL_ATTEMPT_EVERY-th document of a fault run is seeded with max_attempts=1: each of
 # its claims is a final attempt (a kill, a pause or a stall under it ends in the dead letter).
@@ -161,12 +170,20 @@ def is_final_attempt(n: int, final_attempt_every: int) -> bool:
 def is_broken(n: int, permanent_failure_every: int, final_attempt_every: int = 0) -> bool:
     """Whether the n-th seeded document is one whose every attempt fails (seed_documents)."""
     every = permanent_failure_every
-    return bool(every) and n % every == PERMANENT_FAILURE_OFFSET % every and not is_final_attempt(
-        n, final_attempt_every)
+    return (
+        bool(every) and n % every == PERMANENT_FAILURE_OFFSET % every and not is_final_attempt(n, final_attempt_every)
+    )
 
 
-def seed_documents(url: str, count: int, batches: int, max_attempts: int = 10, run_tag: str = "",
-                   final_attempt_every: int = 0, permanent_failure_every: int = 0) -> None:
+def seed_documents(
+    url: str,
+    count: int,
+    batches: int,
+    max_attempts: int = 10,
+    run_tag: str = "",
+    final_attempt_every: int = 0,
+    permanent_failure_every: int = 0,
+) -> None:
     """Tiny text documents with distinct bytes, spread over several batches; with
     `final_attempt_every` N, every N-th one (n % N == 0) gets max_attempts=1; with
     `permanent_failure_every` M, every M-th one (is_broken: never a max_attempts=1 one)
@@ -176,18 +193,25 @@ def seed_documents(url: str, count: int, batches: int, max_attempts: int = 10, r
         batch_ids = [rpc.create_batch(f"fault batch {run_tag}{i}").batch_id for i in range(batches)]
         for n in range(count):
             rng = random.Random(f"{run_tag}{n}")
-            text = (f"Document {run_tag}{n}\n\n" + " ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 400)))
-                    + ".\n")
+            text = (
+                f"Document {run_tag}{n}\n\n" + " ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 400))) + ".\n"
+            )
             broken = is_broken(n, permanent_failure_every, final_attempt_every)
             content = text.encode() + (b"\x00" * 16 if broken else b"")
             with conn.transaction():
                 row = conn.execute(
                     "insert into documents (batch_id, source_name, mime_type, content_sha256, byte_size) "
                     "values (%s, %s, 'text/plain', %s, %s) returning id",
-                    (batch_ids[n % batches], f"doc-{run_tag}{n}{BROKEN_MARK if broken else ''}.txt",
-                     hashlib.sha256(content).hexdigest(), len(content))).fetchone()
-                conn.execute("insert into document_sources (document_id, content) values (%s, %s)",
-                             (row["id"], content))
+                    (
+                        batch_ids[n % batches],
+                        f"doc-{run_tag}{n}{BROKEN_MARK if broken else ''}.txt",
+                        hashlib.sha256(content).hexdigest(),
+                        len(content),
+                    ),
+                ).fetchone()
+                conn.execute(
+                    "insert into document_sources (document_id, content) values (%s, %s)", (row["id"], content)
+                )
                 attempts = 1 if is_final_attempt(n, final_attempt_every) else max_attempts
                 assert rpc.enqueue(row["id"], batch_id=batch_ids[n % batches], max_attempts=attempts).ok
 
@@ -236,23 +260,27 @@ class ChaosStats:
     events: Counter = field(default_factory=Counter)
 
     def summary(self) -> str:
-        return (f"kills={self.kills} backend_terminations={self.backend_terminations} pauses={self.pauses} "
-                f"stall_signals={self.stall_signals} stalls={self.stalls} restarts={self.restarts} "
-                f"final_attempt_kills={self.final_attempt_kills} server_restarts={self.server_restarts} "
-                f"all_backends_terminated={self.all_backends_terminated} ({self.backends_terminated_all} backends) "
-                f"worker_exits={self.worker_exits} "
-                f"janitor_passes={self.janitor_passes} janitor_errors={len(self.janitor_errors)}"
-                + (f" {self.janitor_errors[:5]}" if self.janitor_errors else "")
-                + f" final_cleanup_calls={self.final_cleanup_calls} {self.lifecycle_summary()}"
-                + f" events={dict(self.events)}")
+        return (
+            f"kills={self.kills} backend_terminations={self.backend_terminations} pauses={self.pauses} "
+            f"stall_signals={self.stall_signals} stalls={self.stalls} restarts={self.restarts} "
+            f"final_attempt_kills={self.final_attempt_kills} server_restarts={self.server_restarts} "
+            f"all_backends_terminated={self.all_backends_terminated} ({self.backends_terminated_all} backends) "
+            f"worker_exits={self.worker_exits} "
+            f"janitor_passes={self.janitor_passes} janitor_errors={len(self.janitor_errors)}"
+            + (f" {self.janitor_errors[:5]}" if self.janitor_errors else "")
+            + f" final_cleanup_calls={self.final_cleanup_calls} {self.lifecycle_summary()}"
+            + f" events={dict(self.events)}"
+        )
 
     def lifecycle_summary(self) -> str:
-        return (f"deletes={self.deletes} (in_flight={self.deletes_in_flight} purged={self.deletes_purged}) "
-                f"cancels={self.cancels} (in_flight={self.cancels_in_flight}) jobs_cancelled={self.jobs_cancelled} "
-                f"retries={self.retries} {dict(self.retries_by_mode)} jobs_retried={self.jobs_retried} "
-                f"retry_refused={dict(self.retry_refused)} "
-                f"operator_errors={len(self.operator_errors)} (deadlocks={self.operator_deadlocks})"
-                + (f" {self.operator_errors[:5]}" if self.operator_errors else ""))
+        return (
+            f"deletes={self.deletes} (in_flight={self.deletes_in_flight} purged={self.deletes_purged}) "
+            f"cancels={self.cancels} (in_flight={self.cancels_in_flight}) jobs_cancelled={self.jobs_cancelled} "
+            f"retries={self.retries} {dict(self.retries_by_mode)} jobs_retried={self.jobs_retried} "
+            f"retry_refused={dict(self.retry_refused)} "
+            f"operator_errors={len(self.operator_errors)} (deadlocks={self.operator_deadlocks})"
+            + (f" {self.operator_errors[:5]}" if self.operator_errors else "")
+        )
 
 
 class ServerControl:
@@ -330,8 +358,13 @@ class WorkerFleet:
         self.processes: dict[str, subprocess.Popen] = {}
         self.count = 0
 
-    def start(self, slow_seconds: float = 0.0, stall_seconds: float = 0.0, stalls_armed: int = 0,
-              stall_points: str = "begin_generation,commit") -> str:
+    def start(
+        self,
+        slow_seconds: float = 0.0,
+        stall_seconds: float = 0.0,
+        stalls_armed: int = 0,
+        stall_points: str = "begin_generation,commit",
+    ) -> str:
         """A worker process; `stalls_armed` stalls are armed from the start (more with SIGUSR1),
         each `stall_seconds` long (0: drawn past the lease), at `stall_points` in turn
         (tests/faults/worker_process.py)."""
@@ -339,9 +372,23 @@ class WorkerFleet:
         label = f"w{self.count}"
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         self.processes[label] = subprocess.Popen(
-            [sys.executable, "-m", "tests.faults.worker_process", self.worker_url, str(self.history(label)), label,
-             str(slow_seconds), str(stall_seconds), str(stalls_armed), stall_points], cwd=ROOT, env=env,
-            stdout=subprocess.DEVNULL, stderr=(self.folder / f"{label}.err").open("w"))
+            [
+                sys.executable,
+                "-m",
+                "tests.faults.worker_process",
+                self.worker_url,
+                str(self.history(label)),
+                label,
+                str(slow_seconds),
+                str(stall_seconds),
+                str(stalls_armed),
+                stall_points,
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=(self.folder / f"{label}.err").open("w"),
+        )
         return label
 
     def ready(self, label: str) -> bool:
@@ -390,8 +437,11 @@ def janitor_pass(url: str, history: HistoryFile | None = None, *, final: bool = 
     of a deleted document), so no row the cleanup owes is left for the checker. Returns
     how many extra cleanup calls that took."""
     with connect(url) as conn:
-        rpc = (LoggedRpc(conn, history, stale_after_seconds=STALE) if history is not None
-               else IngestionRpc(conn, stale_after_seconds=STALE))
+        rpc = (
+            LoggedRpc(conn, history, stale_after_seconds=STALE)
+            if history is not None
+            else IngestionRpc(conn, stale_after_seconds=STALE)
+        )
         rpc.expire_stale()
         rpc.refresh_stuck_batches()
         rpc.refresh_drifted_batches()
@@ -415,8 +465,14 @@ class Janitor:
     error is never swallowed silently: it is counted and recorded (stats.janitor_errors,
     and the failed call in the history), and the next pass runs as usual."""
 
-    def __init__(self, url: str, history_path: Path, stats: ChaosStats, interval: float = 1.0,
-                 server_lock: threading.Lock | None = None):
+    def __init__(
+        self,
+        url: str,
+        history_path: Path,
+        stats: ChaosStats,
+        interval: float = 1.0,
+        server_lock: threading.Lock | None = None,
+    ):
         self.url, self.stats, self.interval = url, stats, interval
         self.server_lock = server_lock or threading.Lock()  # held by a server restart
         self.history_path = history_path
@@ -450,8 +506,9 @@ class Janitor:
 
 def open_jobs(url: str) -> int:
     with connect(url) as conn:
-        return conn.execute("select count(*) as n from ingestion_jobs where status in ('pending', 'processing')"
-                            ).fetchone()["n"]
+        return conn.execute(
+            "select count(*) as n from ingestion_jobs where status in ('pending', 'processing')"
+        ).fetchone()["n"]
 
 
 def _label_of(worker_id: str | None) -> str | None:
@@ -481,14 +538,18 @@ def _wait_backends_gone(url: str, label: str, timeout: float = 5.0, pooled: bool
     busy = " and state is distinct from 'idle'" if pooled else ""
     deadline = time.monotonic() + timeout
     with connect(url) as conn:
-        while time.monotonic() < deadline and conn.execute(
-                "select count(*) as n from pg_stat_activity where application_name = %s" + busy,
-                (f"fault-{label}",)).fetchone()["n"]:
+        while (
+            time.monotonic() < deadline
+            and conn.execute(
+                "select count(*) as n from pg_stat_activity where application_name = %s" + busy, (f"fault-{label}",)
+            ).fetchone()["n"]
+        ):
             time.sleep(0.05)
 
 
-def final_attempt_kill(url: str, fleet: WorkerFleet, stats: ChaosStats, rng: random.Random,
-                       candidates: list[str], tries: int = 8) -> bool:
+def final_attempt_kill(
+    url: str, fleet: WorkerFleet, stats: ChaosStats, rng: random.Random, candidates: list[str], tries: int = 8
+) -> bool:
     """SIGKILL a worker that holds a job on its final attempt. The candidates are frozen
     (SIGSTOP) while the database is asked which of them hold such a job, so the one picked
     cannot finish it between the look-up and the kill; the others resume at once. Counted
@@ -520,9 +581,15 @@ def final_attempt_kill(url: str, fleet: WorkerFleet, stats: ChaosStats, rng: ran
         stats.restarts += 1
         _wait_backends_gone(url, victim, pooled=fleet.pooled)
         with connect(url) as conn:
-            still = [str(job["id"]) for job in held[victim] if conn.execute(
-                "select status = 'processing' and lease_token is not distinct from %s as held "
-                "from ingestion_jobs where id = %s", (job["lease_token"], job["id"])).fetchone()["held"]]
+            still = [
+                str(job["id"])
+                for job in held[victim]
+                if conn.execute(
+                    "select status = 'processing' and lease_token is not distinct from %s as held "
+                    "from ingestion_jobs where id = %s",
+                    (job["lease_token"], job["id"]),
+                ).fetchone()["held"]
+            ]
         if still:
             stats.final_attempt_kills += 1
             stats.final_attempt_jobs.extend(still)
@@ -593,9 +660,13 @@ class Operator:
         """Delete a random document: one being built right now (`in_flight`, or a share of
         the time), one still queued, or any."""
         draw = rng.random()
-        want = ("in_flight" if in_flight or (in_flight is None and draw < DELETE_IN_FLIGHT_SHARE)
-                else "queued" if in_flight is None and draw < DELETE_IN_FLIGHT_SHARE + DELETE_QUEUED_SHARE
-                else "any")
+        want = (
+            "in_flight"
+            if in_flight or (in_flight is None and draw < DELETE_IN_FLIGHT_SHARE)
+            else "queued"
+            if in_flight is None and draw < DELETE_IN_FLIGHT_SHARE + DELETE_QUEUED_SHARE
+            else "any"
+        )
         params = self._spared(spared_labels)
         try:
             with connect(self.url) as conn:
@@ -604,11 +675,14 @@ class Operator:
                     row = conn.execute(
                         "select j.document_id as id from ingestion_jobs j where j.status = %(status)s "
                         f"and not {SPARED_JOB} order by random() limit 1",
-                        {**params, "status": "processing" if want == "in_flight" else "pending"}).fetchone()
+                        {**params, "status": "processing" if want == "in_flight" else "pending"},
+                    ).fetchone()
                 if row is None:
                     row = conn.execute(
                         "select d.id from documents d where not exists (select 1 from ingestion_jobs j "
-                        f"where j.document_id = d.id and {SPARED_JOB}) order by random() limit 1", params).fetchone()
+                        f"where j.document_id = d.id and {SPARED_JOB}) order by random() limit 1",
+                        params,
+                    ).fetchone()
                 if row is None:
                     return
                 self.stats.events[f"delete_target_{want}"] += 1
@@ -637,10 +711,13 @@ class Operator:
                     row = conn.execute(
                         "select b.id from import_batches b where exists (select 1 from ingestion_jobs o "
                         "where o.batch_id = b.id and o.status in ('pending', 'processing')) "
-                        f"and not {spared_batch} order by random() limit 1", params).fetchone()
+                        f"and not {spared_batch} order by random() limit 1",
+                        params,
+                    ).fetchone()
                 if row is None:
-                    row = conn.execute(f"select b.id from import_batches b where not {spared_batch} "
-                                       "order by random() limit 1", params).fetchone()
+                    row = conn.execute(
+                        f"select b.id from import_batches b where not {spared_batch} order by random() limit 1", params
+                    ).fetchone()
                 if row is None:
                     return
                 result = LoggedRpc(conn, self.history, caller=OPERATOR).cancel_batch(row["id"])
@@ -689,8 +766,17 @@ class Operator:
                 return mode, {"batch_id": row["id"]}
         elif mode == "all" and self._final_attempts_ended(conn, None):
             return mode, {}
-        job_ids = [r["id"] for r in conn.execute(FAILED_JOBS_OF_SEVERAL_BATCHES, {
-            "final": list(self.stats.final_attempt_jobs), "batches": RETRY_BATCHES, "per_batch": RETRY_JOBS_PER_BATCH})]
+        job_ids = [
+            r["id"]
+            for r in conn.execute(
+                FAILED_JOBS_OF_SEVERAL_BATCHES,
+                {
+                    "final": list(self.stats.final_attempt_jobs),
+                    "batches": RETRY_BATCHES,
+                    "per_batch": RETRY_JOBS_PER_BATCH,
+                },
+            )
+        ]
         if not job_ids:
             return None
         rng.shuffle(job_ids)
@@ -705,8 +791,9 @@ class Operator:
         if not unseen:
             return True
         ended = True
-        for row in conn.execute("select id, batch_id, status, stage from ingestion_jobs where id = any(%s::uuid[])",
-                                (unseen,)):
+        for row in conn.execute(
+            "select id, batch_id, status, stage from ingestion_jobs where id = any(%s::uuid[])", (unseen,)
+        ):
             if row["status"] in ("pending", "processing"):
                 ended = ended and batch_id is not None and row["batch_id"] != batch_id
             else:
@@ -718,9 +805,17 @@ class Operator:
         self.stats.operator_deadlocks += rolled_back(exc) == DEADLOCK
 
 
-def chaos_step(url: str, fleet: WorkerFleet, stats: ChaosStats, rng: random.Random,
-               faults=FAULTS, stalling: dict | None = None, action: str | None = None,
-               server: ServerControl | None = None, operator: Operator | None = None) -> None:
+def chaos_step(
+    url: str,
+    fleet: WorkerFleet,
+    stats: ChaosStats,
+    rng: random.Random,
+    faults=FAULTS,
+    stalling: dict | None = None,
+    action: str | None = None,
+    server: ServerControl | None = None,
+    operator: Operator | None = None,
+) -> None:
     """One fault on a random live worker (or on the server), or an operator's lifecycle
     call (a delete, a batch cancel: `operator`, made with the fleet's folder's
     operator.jsonl when not given). `stalling` (label -> monotonic deadline) holds the
@@ -736,8 +831,9 @@ def chaos_step(url: str, fleet: WorkerFleet, stats: ChaosStats, rng: random.Rand
         operator = operator or Operator(url, fleet.folder / OPERATOR_HISTORY, stats)
         if action == "delete_document":
             # Until one delete caught a build in flight, every delete looks for one.
-            operator.delete_document(rng, in_flight=True if not stats.deletes_in_flight else None,
-                                     spared_labels=set(stalling))
+            operator.delete_document(
+                rng, in_flight=True if not stats.deletes_in_flight else None, spared_labels=set(stalling)
+            )
         elif action == "cancel_batch":
             operator.cancel_batch(rng, open_only=True if not stats.cancels else None, spared_labels=set(stalling))
         else:
@@ -771,7 +867,9 @@ def chaos_step(url: str, fleet: WorkerFleet, stats: ChaosStats, rng: random.Rand
         with connect(url) as conn:
             stats.backend_terminations += conn.execute(
                 "select count(*) filter (where pg_terminate_backend(pid)) as n from pg_stat_activity "
-                "where application_name = %s", (f"fault-{victim}",)).fetchone()["n"]
+                "where application_name = %s",
+                (f"fault-{victim}",),
+            ).fetchone()["n"]
     elif action == "pause":
         # Past the stale window: another worker reclaims, then the zombie wakes up.
         proc.send_signal(signal.SIGSTOP)
@@ -799,16 +897,21 @@ FIRST_LIFECYCLE_TRIES = 8
 def _first_fault(stats: ChaosStats, faults) -> str | None:
     if "stall" in faults and not stats.stall_signals:
         return "stall"
-    if ("final_attempt_kill" in faults and not stats.final_attempt_kills
-            and stats.events["final_attempt_kill_tries"] < FINAL_ATTEMPT_KILL_TRIES):
+    if (
+        "final_attempt_kill" in faults
+        and not stats.final_attempt_kills
+        and stats.events["final_attempt_kill_tries"] < FINAL_ATTEMPT_KILL_TRIES
+    ):
         return "final_attempt_kill"
     if "server_restart" in faults and not stats.server_restarts + stats.all_backends_terminated:
         return "server_restart"
-    if ("delete_document" in faults and not stats.deletes_in_flight
-            and stats.events["delete_document"] < FIRST_LIFECYCLE_TRIES):
+    if (
+        "delete_document" in faults
+        and not stats.deletes_in_flight
+        and stats.events["delete_document"] < FIRST_LIFECYCLE_TRIES
+    ):
         return "delete_document"
-    if ("retry_failed" in faults and not stats.jobs_retried
-            and stats.events["retry_failed"] < FIRST_LIFECYCLE_TRIES):
+    if "retry_failed" in faults and not stats.jobs_retried and stats.events["retry_failed"] < FIRST_LIFECYCLE_TRIES:
         return "retry_failed"
     if "cancel_batch" in faults and not stats.cancels and stats.events["cancel_batch"] < FIRST_LIFECYCLE_TRIES:
         return "cancel_batch"
@@ -824,11 +927,23 @@ def _replace_exited(fleet: WorkerFleet, stats: ChaosStats, workers: int) -> None
         fleet.start()
 
 
-def run_faults(url: str, folder: Path, *, documents: int, workers: int = 3, batches: int = 4,
-               chaos_seconds: float = 30, drain_timeout: float = 120, seed: int = 7,
-               refill: bool = False, faults=FAULTS, server: ServerControl | None = None,
-               final_attempt_every: int = FINAL_ATTEMPT_EVERY, permanent_failure_every: int = PERMANENT_FAILURE_EVERY,
-               worker_url: str | None = None) -> ChaosStats:
+def run_faults(
+    url: str,
+    folder: Path,
+    *,
+    documents: int,
+    workers: int = 3,
+    batches: int = 4,
+    chaos_seconds: float = 30,
+    drain_timeout: float = 120,
+    seed: int = 7,
+    refill: bool = False,
+    faults=FAULTS,
+    server: ServerControl | None = None,
+    final_attempt_every: int = FINAL_ATTEMPT_EVERY,
+    permanent_failure_every: int = PERMANENT_FAILURE_EVERY,
+    worker_url: str | None = None,
+) -> ChaosStats:
     """Seed, start the fleet, apply chaos for `chaos_seconds`, then let everything drain.
     The first faults are FIRST_FAULTS (those among `faults`), so even a short run has each.
     `server` restarts the database (found from the URL when not given: the embedded
@@ -839,8 +954,13 @@ def run_faults(url: str, folder: Path, *, documents: int, workers: int = 3, batc
     install_deletion_audit(url)
     if server is None and "server_restart" in faults:
         server = ServerControl.for_url(url)
-    seed_documents(url, documents, batches, final_attempt_every=final_attempt_every,
-                   permanent_failure_every=permanent_failure_every)
+    seed_documents(
+        url,
+        documents,
+        batches,
+        final_attempt_every=final_attempt_every,
+        permanent_failure_every=permanent_failure_every,
+    )
     fleet = WorkerFleet(url, folder, workers, worker_url=worker_url)
     stats = ChaosStats()
     operator = Operator(url, folder / OPERATOR_HISTORY, stats)
@@ -853,15 +973,29 @@ def run_faults(url: str, folder: Path, *, documents: int, workers: int = 3, batc
         stalling: dict[str, float] = {}
         chaos_end = time.monotonic() + chaos_seconds
         while time.monotonic() < chaos_end:
-            chaos_step(url, fleet, stats, rng, faults, stalling, action=_first_fault(stats, faults), server=server,
-                       operator=operator)
+            chaos_step(
+                url,
+                fleet,
+                stats,
+                rng,
+                faults,
+                stalling,
+                action=_first_fault(stats, faults),
+                server=server,
+                operator=operator,
+            )
             time.sleep(rng.uniform(0.3, 1.2))
             _replace_exited(fleet, stats, workers)
             if refill and open_jobs(url) < documents // 4:
                 wave += 1
-                seed_documents(url, documents, batches, run_tag=f"wave{wave}-",
-                               final_attempt_every=final_attempt_every,
-                               permanent_failure_every=permanent_failure_every)
+                seed_documents(
+                    url,
+                    documents,
+                    batches,
+                    run_tag=f"wave{wave}-",
+                    final_attempt_every=final_attempt_every,
+                    permanent_failure_every=permanent_failure_every,
+                )
         deadline = time.monotonic() + drain_timeout
         while open_jobs(url) and time.monotonic() < deadline:
             _replace_exited(fleet, stats, workers)
@@ -870,8 +1004,11 @@ def run_faults(url: str, folder: Path, *, documents: int, workers: int = 3, batc
         janitor.stop()
         fleet.stop_all()
     janitor.run_pass(final=True)
-    stats.histories = [*fleet.histories(), janitor.history_path,
-                       *([operator.history_path] if operator.history_path.exists() else [])]
+    stats.histories = [
+        *fleet.histories(),
+        janitor.history_path,
+        *([operator.history_path] if operator.history_path.exists() else []),
+    ]
     stats.events["histories"] = len(stats.histories)
     stats.stalls = sum(1 for entry in read_history(fleet.histories()) if entry["call"] == "stall")
     return stats
@@ -886,7 +1023,9 @@ def final_attempt_outcomes(url: str, job_ids, seen: dict | None = None) -> dict:
     rest = [str(job) for job in job_ids if str(job) not in seen]
     if rest:
         with connect(url) as conn:
-            for r in conn.execute("select status, stage, count(*) as n from ingestion_jobs "
-                                  "where id = any(%s::uuid[]) group by 1, 2", (rest,)):
+            for r in conn.execute(
+                "select status, stage, count(*) as n from ingestion_jobs where id = any(%s::uuid[]) group by 1, 2",
+                (rest,),
+            ):
                 outcomes[(r["status"], r["stage"])] += r["n"]
     return dict(outcomes)

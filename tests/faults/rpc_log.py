@@ -54,7 +54,6 @@ import json
 import os
 import threading
 import time
-from collections import Counter, defaultdict
 from contextlib import contextmanager
 
 import psycopg
@@ -63,14 +62,24 @@ from ingestion_pipeline.db.models import BatchesRefreshed
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.worker.errors import LeaseLost, describe, is_build_refused
 
-LOGGED_FENCED = {"commit_generation": "commit", "complete": "complete", "fail_or_retry": "fail_or_retry",
-                 "heartbeat": "heartbeat", "record_stage": "record_stage", "begin_generation": "begin_generation"}
+LOGGED_FENCED = {
+    "commit_generation": "commit",
+    "complete": "complete",
+    "fail_or_retry": "fail_or_retry",
+    "heartbeat": "heartbeat",
+    "record_stage": "record_stage",
+    "begin_generation": "begin_generation",
+}
 LOGGED_PLAIN = {"rpc_commit_and_complete": "commit_and_complete"}
 # Bulk statements, logged one line per item (per lease for heartbeats).
 LOGGED_BULK = ("rpc_complete_many", "rpc_fail_or_retry_many", "rpc_heartbeat_many")
 # The janitor's calls (worker "janitor"): what each returned, or the error it raised.
-LOGGED_JANITOR = {"rpc_expire_stale": "expire_stale", "rpc_refresh_stuck_batches": "refresh_stuck_batches",
-                  "rpc_refresh_drifted_batches": "refresh_drifted_batches", "rpc_cleanup": "cleanup"}
+LOGGED_JANITOR = {
+    "rpc_expire_stale": "expire_stale",
+    "rpc_refresh_stuck_batches": "refresh_stuck_batches",
+    "rpc_refresh_drifted_batches": "refresh_drifted_batches",
+    "rpc_cleanup": "cleanup",
+}
 JANITOR = "janitor"
 # The operator's lifecycle calls (worker "operator"): what each returned, or the error it raised.
 OPERATOR = "operator"
@@ -87,6 +96,8 @@ def rolled_back(exc: BaseException) -> str | None:
     """The SQLSTATE of a class-40 error (the server rolled the transaction back), else None."""
     sqlstate = getattr(exc, "sqlstate", None) if isinstance(exc, psycopg.Error) else None
     return sqlstate if sqlstate and sqlstate.startswith(ROLLBACK_CLASS) else None
+
+
 REFRESHED_BATCH = {"batch_id", "status", "total", "open", "completed", "failed"}
 
 
@@ -116,17 +127,25 @@ class LoggedRpc(IngestionRpc):
         self._bulk_caller = threading.local()
         self._statements = itertools.count(1)
 
-    def _record(self, call: str, params: dict, started: float, result, ended: float | None = None,
-                **extra) -> None:
-        self.history.write({
-            "call": call, "pid": os.getpid(), "worker": params.get("worker_id"),
-            "job_id": params.get("job_id"), "token": params.get("lease_token"), "t0": started,
-            "t1": time.time() if ended is None else ended,
-            "ok": None if result is None else result.ok, "reason": None if result is None else result.reason,
-            "fenced": None if result is None else result.fenced,
-            "generation_id": getattr(result, "generation_id", None),
-            "chunk_count": getattr(result, "chunk_count", None),
-            "retried": getattr(result, "retried", None), **extra})
+    def _record(self, call: str, params: dict, started: float, result, ended: float | None = None, **extra) -> None:
+        self.history.write(
+            {
+                "call": call,
+                "pid": os.getpid(),
+                "worker": params.get("worker_id"),
+                "job_id": params.get("job_id"),
+                "token": params.get("lease_token"),
+                "t0": started,
+                "t1": time.time() if ended is None else ended,
+                "ok": None if result is None else result.ok,
+                "reason": None if result is None else result.reason,
+                "fenced": None if result is None else result.fenced,
+                "generation_id": getattr(result, "generation_id", None),
+                "chunk_count": getattr(result, "chunk_count", None),
+                "retried": getattr(result, "retried", None),
+                **extra,
+            }
+        )
 
     # -- bulk statements: one history line per item ------------------------------------
 
@@ -160,11 +179,21 @@ class LoggedRpc(IngestionRpc):
             lost = {(str(ref.job_id), ref.lease_token) for ref in result.lost}
             for job_id, token in zip(params["job_ids"], params["lease_tokens"], strict=True):
                 refused = (str(job_id), token) in lost
-                self.history.write({
-                    "call": "heartbeat", "pid": os.getpid(), "worker": worker_id, "job_id": str(job_id),
-                    "token": token, "t0": started, "t1": ended, "ok": not refused,
-                    "reason": "lease_lost" if refused else None,
-                    "fenced": result.fenced, "bulk": [statement, len(params["job_ids"])]})
+                self.history.write(
+                    {
+                        "call": "heartbeat",
+                        "pid": os.getpid(),
+                        "worker": worker_id,
+                        "job_id": str(job_id),
+                        "token": token,
+                        "t0": started,
+                        "t1": ended,
+                        "ok": not refused,
+                        "reason": "lease_lost" if refused else None,
+                        "fenced": result.fenced,
+                        "bulk": [statement, len(params["job_ids"])],
+                    }
+                )
             return result
         items = params["items"].obj
         for item, answer in zip(items, answers_per_item(items, result.results), strict=True):
@@ -173,8 +202,14 @@ class LoggedRpc(IngestionRpc):
             else:
                 call = "commit_and_complete" if item.get("generation_id") else "complete"
             extra = {"bulk": [statement, len(items)]}
-            self._record(call, {"worker_id": worker_id, "job_id": item["job_id"], "lease_token": item["lease_token"]},
-                         started, answer, ended, **extra)
+            self._record(
+                call,
+                {"worker_id": worker_id, "job_id": item["job_id"], "lease_token": item["lease_token"]},
+                started,
+                answer,
+                ended,
+                **extra,
+            )
         return result
 
     def _fenced(self, model, rpc, params):
@@ -198,15 +233,37 @@ class LoggedRpc(IngestionRpc):
             reason = "lease_lost_client"  # the worker's own lease check stopped it first
         else:
             reason = describe(error)
-        self.history.write({
-            "call": "write", "pid": os.getpid(), "worker": params.get("worker_id"),
-            "job_id": params.get("job_id"), "token": params.get("lease_token"), "t0": started, "t1": time.time(),
-            "ok": error is None, "reason": reason, "sqlstate": getattr(error, "sqlstate", None),
-            "generation_id": generation_id})
+        self.history.write(
+            {
+                "call": "write",
+                "pid": os.getpid(),
+                "worker": params.get("worker_id"),
+                "job_id": params.get("job_id"),
+                "token": params.get("lease_token"),
+                "t0": started,
+                "t1": time.time(),
+                "ok": error is None,
+                "reason": reason,
+                "sqlstate": getattr(error, "sqlstate", None),
+                "generation_id": generation_id,
+            }
+        )
 
     def record_stall(self, point: str, job_id, worker_id, lease_token, started: float, woke: str) -> None:
-        self.history.write({"call": "stall", "point": point, "woke": woke, "pid": os.getpid(), "worker": worker_id,
-                            "job_id": job_id, "token": lease_token, "t0": started, "t1": time.time(), "ok": True})
+        self.history.write(
+            {
+                "call": "stall",
+                "point": point,
+                "woke": woke,
+                "pid": os.getpid(),
+                "worker": worker_id,
+                "job_id": job_id,
+                "token": lease_token,
+                "t0": started,
+                "t1": time.time(),
+                "ok": True,
+            }
+        )
 
     def _value(self, name, params):
         """Every statement the client sends goes through here: one rolled back by the server
@@ -227,11 +284,23 @@ class LoggedRpc(IngestionRpc):
         else:
             job_ids = [str(job_id) for job_id in params.get("job_ids") or ()]
         worker = getattr(self._bulk_caller, "worker_id", None) or params.get("worker_id") or self.caller
-        self.history.write({
-            "call": "rollback", "rpc": rpc, "pid": os.getpid(), "worker": worker,
-            "job_id": None if params.get("job_id") is None else str(params["job_id"]), "job_ids": job_ids,
-            "token": params.get("lease_token"), "t0": started, "t1": time.time(), "ok": None, "reason": None,
-            "sqlstate": rolled_back(exc), "error": describe(exc)})
+        self.history.write(
+            {
+                "call": "rollback",
+                "rpc": rpc,
+                "pid": os.getpid(),
+                "worker": worker,
+                "job_id": None if params.get("job_id") is None else str(params["job_id"]),
+                "job_ids": job_ids,
+                "token": params.get("lease_token"),
+                "t0": started,
+                "t1": time.time(),
+                "ok": None,
+                "reason": None,
+                "sqlstate": rolled_back(exc),
+                "error": describe(exc),
+            }
+        )
 
     def _result(self, model, name, params):
         started = time.time()
@@ -260,31 +329,38 @@ class LoggedRpc(IngestionRpc):
     # -- the operator's lifecycle calls ---------------------------------------------------
 
     def delete_document(self, document_id):
-        return self._operator_call("delete_document", {"document_id": str(document_id)},
-                                   lambda: super(LoggedRpc, self).delete_document(document_id))
+        return self._operator_call(
+            "delete_document",
+            {"document_id": str(document_id)},
+            lambda: super(LoggedRpc, self).delete_document(document_id),
+        )
 
     def cancel_batch(self, batch_id):
-        return self._operator_call("cancel_batch", {"batch_id": str(batch_id)},
-                                   lambda: super(LoggedRpc, self).cancel_batch(batch_id))
+        return self._operator_call(
+            "cancel_batch", {"batch_id": str(batch_id)}, lambda: super(LoggedRpc, self).cancel_batch(batch_id)
+        )
 
     def retry_failed(self, *, job_ids=None, batch_id=None, mode: str | None = None):
         """The bulk retry (`retry_failed_ingestion_jobs`): the given jobs, a batch's failed
         ones, or (neither given) every failed job. `mode` names the harness's pick."""
-        target = {"mode": mode or ("jobs" if job_ids is not None else "batch" if batch_id is not None else "all"),
-                  "requested_job_ids": None if job_ids is None else [str(job_id) for job_id in job_ids],
-                  "batch_id": None if batch_id is None else str(batch_id)}
-        return self._operator_call("retry_failed", target,
-                                   lambda: super(LoggedRpc, self).retry_failed(job_ids=job_ids, batch_id=batch_id))
+        target = {
+            "mode": mode or ("jobs" if job_ids is not None else "batch" if batch_id is not None else "all"),
+            "requested_job_ids": None if job_ids is None else [str(job_id) for job_id in job_ids],
+            "batch_id": None if batch_id is None else str(batch_id),
+        }
+        return self._operator_call(
+            "retry_failed", target, lambda: super(LoggedRpc, self).retry_failed(job_ids=job_ids, batch_id=batch_id)
+        )
 
     def _operator_call(self, call: str, target: dict, send):
         """One lifecycle call, logged with its answer and `job_ids`, the jobs it cancelled."""
-        entry = {"call": call, "pid": os.getpid(), "worker": self.caller, "job_id": None, **target,
-                 "t0": time.time()}
+        entry = {"call": call, "pid": os.getpid(), "worker": self.caller, "job_id": None, **target, "t0": time.time()}
         try:
             result = send()
         except BaseException as exc:
-            self.history.write({**entry, "t1": time.time(), "ok": None, "reason": None, "job_ids": [],
-                                "error": describe(exc)})
+            self.history.write(
+                {**entry, "t1": time.time(), "ok": None, "reason": None, "job_ids": [], "error": describe(exc)}
+            )
             raise
         ended = time.time()
         answer = result.model_dump(mode="json", exclude={"ok", "reason", "fenced"})
@@ -296,8 +372,17 @@ class LoggedRpc(IngestionRpc):
             cancelled = []
         else:
             cancelled = list(answer.get("job_ids") or []) if result.ok else []
-        self.history.write({**entry, **answer, **target, "t1": ended, "ok": result.ok, "reason": result.reason,
-                            "job_ids": [str(job_id) for job_id in cancelled]})
+        self.history.write(
+            {
+                **entry,
+                **answer,
+                **target,
+                "t1": ended,
+                "ok": result.ok,
+                "reason": result.reason,
+                "job_ids": [str(job_id) for job_id in cancelled],
+            }
+        )
         return result
 
     def _batches_of(self, job_ids: list[str]) -> dict[str, str | None] | None:
@@ -307,8 +392,9 @@ class LoggedRpc(IngestionRpc):
             return {}
         try:
             with self._connection() as conn:
-                rows = conn.execute("select id, batch_id from ingestion_jobs where id = any(%s::uuid[])",
-                                    (job_ids,)).fetchall()
+                rows = conn.execute(
+                    "select id, batch_id from ingestion_jobs where id = any(%s::uuid[])", (job_ids,)
+                ).fetchall()
         except psycopg.Error:
             return None
         return {str(r["id"]): None if r["batch_id"] is None else str(r["batch_id"]) for r in rows}
@@ -322,9 +408,19 @@ class LoggedRpc(IngestionRpc):
                 self.record_rollback("rpc_claim", {"worker_id": worker_id}, started, exc)
             raise
         for job in jobs:
-            self.history.write({"call": "claim", "pid": os.getpid(), "worker": worker_id, "job_id": str(job.job_id),
-                                "t0": started, "t1": time.time(), "ok": True, "attempt": job.attempt_count,
-                                "token": job.lease_token})
+            self.history.write(
+                {
+                    "call": "claim",
+                    "pid": os.getpid(),
+                    "worker": worker_id,
+                    "job_id": str(job.job_id),
+                    "t0": started,
+                    "t1": time.time(),
+                    "ok": True,
+                    "attempt": job.attempt_count,
+                    "token": job.lease_token,
+                }
+            )
         return jobs
 
 

@@ -32,8 +32,9 @@ def zombie_and_new_claim(run: Run):
     assert run.write_parsed(old, old_build) is None
     make_lease_stale(run.conn, old.job_id)
     mid = run.claim("w2")
-    [handed_back] = run.rpc.fail_or_retry_many("w2", [FailItem(mid.job_id, mid.document_id, mid.lease_token,
-                                                               retry=True, stage="retry_wait")])
+    [handed_back] = run.rpc.fail_or_retry_many(
+        "w2", [FailItem(mid.job_id, mid.document_id, mid.lease_token, retry=True, stage="retry_wait")]
+    )
     assert handed_back.retried
     new = run.claim("w1")
     assert (old.lease_token, mid.lease_token, new.lease_token) == (1, 2, 3)
@@ -48,8 +49,13 @@ def test_each_claim_of_one_job_in_one_statement_gets_its_own_answer(run, zombie_
     zombie = CompleteItem(old.job_id, old.document_id, old.lease_token, old_build)
     holder = CompleteItem(new.job_id, new.document_id, new.lease_token, new_build)
     items = [zombie, holder] if zombie_first else [holder, zombie]
-    answers = dict(zip(("zombie", "holder") if zombie_first else ("holder", "zombie"),
-                       run.rpc.complete_many("w1", items), strict=True))
+    answers = dict(
+        zip(
+            ("zombie", "holder") if zombie_first else ("holder", "zombie"),
+            run.rpc.complete_many("w1", items),
+            strict=True,
+        )
+    )
     job = run.conn.execute("select status, lease_token from ingestion_jobs").fetchone()
     assert (job["status"], job["lease_token"]) == ("completed", 3)  # the database got it right
     assert (answers["holder"].ok, answers["holder"].generation_id) == (True, new_build)
@@ -62,8 +68,11 @@ def test_the_history_logs_each_claims_own_answer_from_one_statement(run, zombie_
     zombie = CompleteItem(old.job_id, old.document_id, old.lease_token, old_build)
     holder = CompleteItem(new.job_id, new.document_id, new.lease_token, new_build)
     run.rpc.complete_many("w1", [zombie, holder] if zombie_first else [holder, zombie])
-    logged = sorted((e["token"], e["ok"], e["reason"], e["generation_id"]) for e in read_history(run.histories())
-                    if e["call"] == "commit_and_complete")
+    logged = sorted(
+        (e["token"], e["ok"], e["reason"], e["generation_id"])
+        for e in read_history(run.histories())
+        if e["call"] == "commit_and_complete"
+    )
     assert logged == [(1, False, "lease_lost", None), (3, True, None, str(new_build))]
     report = run.check()
     assert report.violations == [], report.summary()
@@ -72,10 +81,16 @@ def test_the_history_logs_each_claims_own_answer_from_one_statement(run, zombie_
 
 def test_without_a_generation_each_claims_answer_is_still_its_own(run):
     (old, _), (new, _) = zombie_and_new_claim(run)
-    run.rpc.complete_many("w1", [CompleteItem(old.job_id, old.document_id, old.lease_token),
-                                 CompleteItem(new.job_id, new.document_id, new.lease_token)])
-    logged = sorted((e["token"], e["ok"], e["reason"]) for e in read_history(run.histories())
-                    if e["call"] == "complete")
+    run.rpc.complete_many(
+        "w1",
+        [
+            CompleteItem(old.job_id, old.document_id, old.lease_token),
+            CompleteItem(new.job_id, new.document_id, new.lease_token),
+        ],
+    )
+    logged = sorted(
+        (e["token"], e["ok"], e["reason"]) for e in read_history(run.histories()) if e["call"] == "complete"
+    )
     assert logged == [(1, False, "lease_lost"), (3, True, None)]
     # Nothing is accepted from the superseded token; the job's own rows are checked as ever
     # (it completed without committing a build: its document is not indexed).
@@ -88,7 +103,8 @@ def test_a_heartbeat_of_both_claims_of_one_job_loses_only_the_old_one(run):
     """The worker keeps leases by job and token: its stalled thread's old lease learns it is
     lost from the same statement that renews the new claim's lease."""
     (old, _), (new, _) = zombie_and_new_claim(run)
-    beat = run.rpc.heartbeat_many("w1", [LeaseBeat(old.job_id, old.lease_token),
-                                         LeaseBeat(new.job_id, new.lease_token)])
+    beat = run.rpc.heartbeat_many(
+        "w1", [LeaseBeat(old.job_id, old.lease_token), LeaseBeat(new.job_id, new.lease_token)]
+    )
     assert beat.renewed == 1
     assert [(ref.job_id, ref.lease_token) for ref in beat.lost] == [(old.job_id, old.lease_token)]

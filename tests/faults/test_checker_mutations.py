@@ -58,8 +58,10 @@ class Run:
         """Documents with one pending job each (in one batch, or none); their ids."""
         if batch:
             seed_documents(self.url, count, 1, max_attempts=max_attempts, run_tag=f"{time.monotonic_ns()}-")
-            return [r["id"] for r in self.conn.execute("select id from documents order by created_at desc "
-                                                       "limit %s", (count,))]
+            return [
+                r["id"]
+                for r in self.conn.execute("select id from documents order by created_at desc limit %s", (count,))
+            ]
         ids = []
         for _ in range(count):
             document_id = seed_document(self.conn)
@@ -86,21 +88,32 @@ class Run:
     def write_parsed(self, job, generation_id, worker: str = "w1") -> BaseException | None:
         """The rows a real build writes for this document (a re-parse of its source),
         logged as an artifact write; the database's refusal is returned, not raised."""
-        row = self.conn.execute("select d.source_name, s.content from documents d join document_sources s "
-                                "on s.document_id = d.id where d.id = %s", (job.document_id,)).fetchone()
+        row = self.conn.execute(
+            "select d.source_name, s.content from documents d join document_sources s "
+            "on s.document_id = d.id where d.id = %s",
+            (job.document_id,),
+        ).fetchone()
         parsed = parse(bytes(row["content"]), row["source_name"], max_bytes=10_000_000)
         started, error = time.time(), None
         try:
-            write_generation(self.conn, job.document_id, generation_id, parsed, chunk_sections(parsed.sections),
-                             lambda: None)
+            write_generation(
+                self.conn, job.document_id, generation_id, parsed, chunk_sections(parsed.sections), lambda: None
+            )
         except psycopg.Error as exc:
             error = exc
         self.rpc.record_write(generation_id, started, error)
         return error
 
     def fail(self, job, worker: str = "w1"):
-        outcome = self.rpc.fail_or_retry(job.job_id, job.document_id, worker_id=worker, lease_token=job.lease_token,
-                                         retry=False, error_message="given up", batch_id=job.batch_id)
+        outcome = self.rpc.fail_or_retry(
+            job.job_id,
+            job.document_id,
+            worker_id=worker,
+            lease_token=job.lease_token,
+            retry=False,
+            error_message="given up",
+            batch_id=job.batch_id,
+        )
         assert outcome.ok, outcome
         return outcome
 
@@ -154,22 +167,38 @@ def test_bulk_statements_are_logged_one_entry_per_item(run):
     assert [(ref.job_id, ref.lease_token) for ref in beat.lost] == [(b.job_id, b.lease_token)]
     generation_id = run.begin(a)
     assert run.write_parsed(a, generation_id) is None
-    done = run.rpc.complete_many("w1", [CompleteItem(b.job_id, b.document_id, b.lease_token),
-                                        CompleteItem(a.job_id, a.document_id, a.lease_token, generation_id)])
+    done = run.rpc.complete_many(
+        "w1",
+        [
+            CompleteItem(b.job_id, b.document_id, b.lease_token),
+            CompleteItem(a.job_id, a.document_id, a.lease_token, generation_id),
+        ],
+    )
     assert [(d.ok, d.reason) for d in done] == [(False, "lease_lost"), (True, None)]
     failed = run.rpc.fail_or_retry_many("w1", [FailItem(c.job_id, c.document_id, c.lease_token, retry=False)])
     assert failed[0].ok and failed[0].retried is False
     assert run.rpc.fail_or_retry_many("w2", [FailItem(b.job_id, b.document_id, taken.lease_token)])[0].ok
 
     history = read_history(run.histories())
-    logged = [(e["call"], e["worker"], e["job_id"], e["token"], e["ok"], e["reason"]) for e in history
-              if e["call"] not in ("claim", "begin_generation", "write")]
+    logged = [
+        (e["call"], e["worker"], e["job_id"], e["token"], e["ok"], e["reason"])
+        for e in history
+        if e["call"] not in ("claim", "begin_generation", "write")
+    ]
     by_id = {str(a.job_id): "a", str(b.job_id): "b", str(c.job_id): "c"}
-    assert sorted((call, worker, by_id[job], token, ok, reason) for call, worker, job, token, ok, reason in logged) \
-        == sorted([("heartbeat", "w1", "a", 1, True, None), ("heartbeat", "w1", "b", 1, False, "lease_lost"),
-                   ("heartbeat", "w1", "c", 1, True, None),
-                   ("complete", "w1", "b", 1, False, "lease_lost"), ("commit_and_complete", "w1", "a", 1, True, None),
-                   ("fail_or_retry", "w1", "c", 1, True, None), ("fail_or_retry", "w2", "b", 2, True, None)])
+    assert sorted(
+        (call, worker, by_id[job], token, ok, reason) for call, worker, job, token, ok, reason in logged
+    ) == sorted(
+        [
+            ("heartbeat", "w1", "a", 1, True, None),
+            ("heartbeat", "w1", "b", 1, False, "lease_lost"),
+            ("heartbeat", "w1", "c", 1, True, None),
+            ("complete", "w1", "b", 1, False, "lease_lost"),
+            ("commit_and_complete", "w1", "a", 1, True, None),
+            ("fail_or_retry", "w1", "c", 1, True, None),
+            ("fail_or_retry", "w2", "b", 2, True, None),
+        ]
+    )
     [commit] = [e for e in history if e["call"] == "commit_and_complete"]
     assert commit["generation_id"] == str(generation_id) and commit["chunk_count"] > 0
     assert [e["retried"] for e in history if e["call"] == "fail_or_retry"] == [False, False]
@@ -188,17 +217,21 @@ def test_a_completion_accepted_from_a_superseded_token_inside_a_bulk_statement(r
     run.seed(1, batch=False)
     [old] = run.rpc.claim("w1")
     make_lease_stale(run.conn, old.job_id)
-    [new] = run.rpc.claim("w2")
+    [_new] = run.rpc.claim("w2")
     run.conn.execute("update ingestion_jobs set lease_token = %s where id = %s", (old.lease_token, old.job_id))
     [done] = run.rpc.complete_many("w1", [CompleteItem(old.job_id, old.document_id, old.lease_token)])
     assert done.ok
     report = run.check()
-    assert fired(report) == {"superseded_token_write": 1, "completed_job_not_indexed": 1,
-                             "document_open_without_job": 1}, report.summary()  # completed with nothing built
+    assert fired(report) == {
+        "superseded_token_write": 1,
+        "completed_job_not_indexed": 1,
+        "document_open_without_job": 1,
+    }, report.summary()  # completed with nothing built
     assert report.violations[0].startswith(f"complete by w1 on job {old.job_id} accepted with token 1 after w2")
 
 
 # -- jobs and batches -------------------------------------------------------------------
+
 
 def test_lost_job(run):
     run.seed(1, batch=False)  # enqueued, never processed
@@ -224,15 +257,21 @@ def test_batch_counts_unlike_its_jobs(run):
 BATCH_COUNTERS = "select status, total_files, open_files, completed_files, failed_files from import_batches"
 
 
-@pytest.mark.parametrize(("corruption", "also", "repaired_by"), [
-    # Only the counter rule sees it: the status and the three older counts are right.
-    ("open_files = open_files + 1", {}, "refresh_drifted_batches"),
-    ("total_files = total_files + 1", {"batch_mismatch": 1}, "refresh_drifted_batches"),
-    ("failed_files = failed_files + 1", {"batch_mismatch": 1}, "refresh_drifted_batches"),
-    # Counters that say a job is open, and the status with them: a stuck batch.
-    ("open_files = 1, completed_files = completed_files - 1, status = 'processing'", {"batch_mismatch": 1},
-     "refresh_stuck_batches"),
-])
+@pytest.mark.parametrize(
+    ("corruption", "also", "repaired_by"),
+    [
+        # Only the counter rule sees it: the status and the three older counts are right.
+        ("open_files = open_files + 1", {}, "refresh_drifted_batches"),
+        ("total_files = total_files + 1", {"batch_mismatch": 1}, "refresh_drifted_batches"),
+        ("failed_files = failed_files + 1", {"batch_mismatch": 1}, "refresh_drifted_batches"),
+        # Counters that say a job is open, and the status with them: a stuck batch.
+        (
+            "open_files = 1, completed_files = completed_files - 1, status = 'processing'",
+            {"batch_mismatch": 1},
+            "refresh_stuck_batches",
+        ),
+    ],
+)
 def test_a_drifted_batch_counter_is_caught_and_the_janitor_heals_it(run, corruption, also, repaired_by):
     """A counter corrupted by SQL after a clean drain: the end-state rule reports it. A
     janitor pass recounts the batch (its repair path) and the end state is clean again,
@@ -241,8 +280,13 @@ def test_a_drifted_batch_counter_is_caught_and_the_janitor_heals_it(run, corrupt
     run.seed(2)
     run.drain()
     healthy = run.conn.execute(BATCH_COUNTERS).fetchone()
-    assert dict(healthy) == {"status": "completed", "total_files": 2, "open_files": 0, "completed_files": 2,
-                             "failed_files": 0}
+    assert dict(healthy) == {
+        "status": "completed",
+        "total_files": 2,
+        "open_files": 0,
+        "completed_files": 2,
+        "failed_files": 0,
+    }
     run.conn.execute(f"update import_batches set {corruption}")
     report = run.check()
     assert fired(report) == {"batch_counter_drift": 1, **also}, report.summary()
@@ -252,9 +296,11 @@ def test_a_drifted_batch_counter_is_caught_and_the_janitor_heals_it(run, corrupt
     assert run.conn.execute(BATCH_COUNTERS).fetchone() == healthy  # healed
     report = run.check()
     assert fired(report) == {"batch_drift_repaired": 1}, report.summary()
-    [repair] = [e for e in read_history(run.histories()) if e["call"] in ("refresh_stuck_batches",
-                                                                          "refresh_drifted_batches")
-                and e["refreshed"]]
+    [repair] = [
+        e
+        for e in read_history(run.histories())
+        if e["call"] in ("refresh_stuck_batches", "refresh_drifted_batches") and e["refreshed"]
+    ]
     assert repair["call"] == repaired_by and repair["worker"] == "janitor"
     assert [(b["status"], b["total"], b["open"]) for b in repair["batches"]] == [("completed", 2, 0)]
 
@@ -269,15 +315,16 @@ def test_every_batch_is_checked_even_one_without_jobs(run):
     assert Janitor(run.url, run.folder / "janitor.jsonl", ChaosStats()).run_pass()
     assert fired(run.check()) == {"batch_drift_repaired": 1}
     assert run.conn.execute("select total_files, open_files from import_batches").fetchone() == {
-        "total_files": 0, "open_files": 0}
+        "total_files": 0,
+        "open_files": 0,
+    }
 
 
 def test_a_stuck_empty_batch_is_no_drift(run):
     """refresh_stuck_batches also ends a batch left `pending` with no job at all for ten
     minutes: nothing had drifted there."""
     batch_id = run.rpc.create_batch("abandoned upload").batch_id
-    run.conn.execute("update import_batches set created_at = now() - interval '11 minutes' where id = %s",
-                     (batch_id,))
+    run.conn.execute("update import_batches set created_at = now() - interval '11 minutes' where id = %s", (batch_id,))
     assert Janitor(run.url, run.folder / "janitor.jsonl", ChaosStats()).run_pass()
     [stuck] = [e for e in read_history(run.histories()) if e["call"] == "refresh_stuck_batches"]
     assert stuck["refreshed"] == 1 and stuck["batches"][0]["total"] == 0
@@ -286,6 +333,7 @@ def test_a_stuck_empty_batch_is_no_drift(run):
 
 
 # -- documents --------------------------------------------------------------------------
+
 
 def test_indexed_document_not_pointing_at_its_one_committed_generation(run):
     [document_id, _] = run.seed(2)
@@ -313,9 +361,12 @@ def test_lost_committed_chunk_rows_with_counts_made_to_agree(run):
     """The counts check cannot see it (the stored count follows the rows); the re-parse can."""
     [document_id] = run.seed(1)
     run.drain()
-    run.conn.execute("""delete from document_chunks c using documents d
+    run.conn.execute(
+        """delete from document_chunks c using documents d
                          where d.id = c.document_id and c.index_generation_id = d.index_generation_id
-                           and d.id = %s and c.ordinal = 0""", (document_id,))
+                           and d.id = %s and c.ordinal = 0""",
+        (document_id,),
+    )
     run.conn.execute("update documents set chunk_count = chunk_count - 1 where id = %s", (document_id,))
     report = run.check()
     assert fired(report) == {"lost_chunks": 1}
@@ -325,13 +376,17 @@ def test_lost_committed_chunk_rows_with_counts_made_to_agree(run):
 def test_corrupted_committed_chunk_text(run):
     [document_id] = run.seed(1)
     run.drain()
-    run.conn.execute("""update document_chunks c set content = 'something else' from documents d
+    run.conn.execute(
+        """update document_chunks c set content = 'something else' from documents d
                          where d.id = c.document_id and c.index_generation_id = d.index_generation_id
-                           and d.id = %s and c.ordinal = 0""", (document_id,))
+                           and d.id = %s and c.ordinal = 0""",
+        (document_id,),
+    )
     assert fired(run.check()) == {"lost_chunks": 1}
 
 
 # -- jobs against documents -------------------------------------------------------------
+
 
 def test_a_job_completed_without_committing_a_generation(run):
     """The probe: claimed and completed with no generation committed. The job ends
@@ -415,6 +470,7 @@ def test_split_commit_on_the_schema_before_lease_tokens(pre_tokens_db_url, tmp_p
 
 # -- the janitor's expiry -----------------------------------------------------------------
 
+
 def test_a_write_accepted_after_the_janitor_expired_the_job(token_schema, tmp_path):
     """A zombie writes its rows after the janitor dead-lettered its job. Before lease
     tokens nothing in the database stopped it (artifacts were fenced by the client only);
@@ -451,8 +507,11 @@ def test_the_janitor_logs_its_calls_and_its_errors_are_recorded(schema, tmp_path
     history = read_history([tmp_path / "janitor.jsonl"])
     if schema.hardened:
         assert [(e["call"], e["ok"]) for e in history] == [
-            ("expire_stale", True), ("refresh_stuck_batches", True), ("refresh_drifted_batches", True),
-            ("cleanup", True)]
+            ("expire_stale", True),
+            ("refresh_stuck_batches", True),
+            ("refresh_drifted_batches", True),
+            ("cleanup", True),
+        ]
         assert stats.janitor_passes == 1 and stats.janitor_errors == []
         assert check(schema.url, [tmp_path / "janitor.jsonl"]).stats["janitor_call_errors"] == 0
     else:
@@ -466,6 +525,7 @@ def test_the_janitor_logs_its_calls_and_its_errors_are_recorded(schema, tmp_path
 
 # -- builds deleted under their open job -----------------------------------------------
 
+
 def test_a_build_deleted_under_its_open_job_fails_its_commit(run):
     """Seen from both sides: the audit records the delete, the commit finds nothing."""
     run.seed(1, batch=False)
@@ -473,8 +533,9 @@ def test_a_build_deleted_under_its_open_job_fails_its_commit(run):
     generation_id = run.begin(job)
     assert run.write_parsed(job, generation_id) is None
     run.conn.execute("delete from index_generations where id = %s", (generation_id,))
-    committed = run.rpc.commit_and_complete(job.job_id, job.document_id, generation_id, worker_id="w1",
-                                            lease_token=job.lease_token)
+    committed = run.rpc.commit_and_complete(
+        job.job_id, job.document_id, generation_id, worker_id="w1", lease_token=job.lease_token
+    )
     assert committed.reason == "generation_not_found"
     run.fail(job)
     report = run.check()
@@ -507,23 +568,24 @@ def test_cleanup_racing_a_new_claim(schema, tmp_path):
     so. At head the new build survives; only the abandoned build's pages, which the
     blocked delete had already chosen, go after the new job opened (counted, not flagged)."""
     install_deletion_audit(schema.url)
-    with connect(schema.url) as conn, connect(schema.url, autocommit=False) as barrier, \
-            connect(schema.url) as cleaner:
+    with connect(schema.url) as conn, connect(schema.url, autocommit=False) as barrier, connect(schema.url) as cleaner:
         rpc = IngestionRpc(conn)
         seed_job(conn)
         document_id, _ = index_document(rpc, conn)
         abandoned_job, abandoned = start_reindex_build(rpc, conn, document_id, "worker-old")
         assert rpc.complete(abandoned_job.job_id, document_id, worker_id="worker-old").ok
-        barrier.execute("select 1 from document_pages where index_generation_id = %s and ordinal = 0 for update",
-                        (abandoned,))
+        barrier.execute(
+            "select 1 from document_pages where index_generation_id = %s and ordinal = 0 for update", (abandoned,)
+        )
         cleaner_pid = backend_pid(cleaner)
         cleanup = Background(lambda: IngestionRpc(cleaner).cleanup_generations(dry_run=False))
         wait_until_blocked(conn, cleaner_pid, by=backend_pid(barrier))
-        fresh_job, fresh = start_reindex_build(rpc, conn, document_id, "worker-new")
+        _fresh_job, fresh = start_reindex_build(rpc, conn, document_id, "worker-new")
         barrier.rollback()
         assert cleanup.join().ok
-        fresh_chunks = conn.execute("select count(*) as n from document_chunks where index_generation_id = %s",
-                                    (fresh,)).fetchone()["n"]
+        fresh_chunks = conn.execute(
+            "select count(*) as n from document_chunks where index_generation_id = %s", (fresh,)
+        ).fetchone()["n"]
     report = check(schema.url, [])
     audit_rules = {rule: n for rule, n in report.by_rule.items() if "deleted_under_open_job" in rule}
     assert fresh_chunks == (3 if schema.hardened else 0)
@@ -533,11 +595,13 @@ def test_cleanup_racing_a_new_claim(schema, tmp_path):
     else:
         # The fresh generation, its sections and chunks deleted before it (its pages went
         # with it by cascade: the blocked page delete's snapshot predates them).
-        assert audit_rules == {"generation_deleted_under_open_job": 1, "artifacts_deleted_under_open_job": 2}, \
+        assert audit_rules == {"generation_deleted_under_open_job": 1, "artifacts_deleted_under_open_job": 2}, (
             report.summary()
+        )
 
 
 # -- the operator's deletes and batch cancels (the lifecycle contract) ------------------
+
 
 def lifecycle_scene(run):
     """Every kind of delete and cancel, done right: an indexed document deleted (purged at
@@ -561,8 +625,14 @@ def lifecycle_scene(run):
     assert cancelled.ok and cancelled.cancelled == 2 and cancelled.in_flight == 1, cancelled
     refused = run.write_parsed(second, generations[second.job_id])
     assert refused is not None and refused.sqlstate == "IF001"
-    return {"indexed": indexed, "kept": kept, "first": first, "second": second, "batch_id": first.batch_id,
-            "in_flight_document": first.document_id}
+    return {
+        "indexed": indexed,
+        "kept": kept,
+        "first": first,
+        "second": second,
+        "batch_id": first.batch_id,
+        "in_flight_document": first.document_id,
+    }
 
 
 def test_control_deletes_and_cancels_done_right_have_no_violation(run):
@@ -573,15 +643,24 @@ def test_control_deletes_and_cancels_done_right_have_no_violation(run):
     assert report.stats["jobs"] == {"completed": 2, "cancelled": 3}, report.summary()
     # The deleted documents are not among the documents counted (those not deleted).
     assert report.stats["documents"] == {"indexed": 1, "cancelled": 2}, report.summary()
-    assert report.stats["lifecycle"] == {"deleted_documents": 2, "deletes_ok": 2, "cancels_ok": 1,
-                                         "jobs_cancelled_by_answers": 3, "retries_ok": 0,
-                                         "jobs_retried_by_answers": 0, "retries_refused": {},
-                                         "operator_call_errors": 0}
+    assert report.stats["lifecycle"] == {
+        "deleted_documents": 2,
+        "deletes_ok": 2,
+        "cancels_ok": 1,
+        "jobs_cancelled_by_answers": 3,
+        "retries_ok": 0,
+        "jobs_retried_by_answers": 0,
+        "retries_refused": {},
+        "operator_call_errors": 0,
+    }
     assert report.stats["cancel_refusals"] == 2  # the heartbeat and the artifact write
     assert report.stats["batches_cancelled"] == 1
     operator = [e for e in read_history(run.histories()) if e["worker"] == OPERATOR]
     assert [(e["call"], e["ok"], len(e["job_ids"])) for e in operator] == [
-        ("delete_document", True, 0), ("delete_document", True, 1), ("cancel_batch", True, 2)]
+        ("delete_document", True, 0),
+        ("delete_document", True, 1),
+        ("cancel_batch", True, 2),
+    ]
     assert operator[1]["job_ids"] == [str(scene["first"].job_id)] and operator[1]["in_flight"] is True
     # A refused call is logged with its reason and cancels nothing; so does a cancel of a
     # batch with nothing open (answered ok since issue 29's migration: the batch is marked
@@ -616,8 +695,7 @@ def test_a_deleted_document_whose_rows_are_never_cleaned_up(run):
     assert deleted.ok and deleted.in_flight and not deleted.purged, deleted
     report = run.check()
     assert fired(report) == {"deleted_document_rows_left": 1}, report.summary()
-    for table in ("document_pages", "document_sections", "document_chunks", "index_generations",
-                  "document_sources"):
+    for table in ("document_pages", "document_sections", "document_chunks", "index_generations", "document_sources"):
         assert table in report.violations[0], report.violations
     stats = run.final_janitor_pass()
     report = run.check()
@@ -636,12 +714,14 @@ def test_a_write_accepted_after_a_delete_cancelled_the_job(run):
     run.seed(1, batch=False)
     job = run.claim()
     run.begin(job)
-    held = run.conn.execute(f"select {', '.join(JOB_LEASE)} from ingestion_jobs where id = %s",
-                            (job.job_id,)).fetchone()
+    held = run.conn.execute(
+        f"select {', '.join(JOB_LEASE)} from ingestion_jobs where id = %s", (job.job_id,)
+    ).fetchone()
     deleted = run.operator.delete_document(job.document_id)
     assert deleted.ok and deleted.cancelled_job_id == job.job_id, deleted
-    cancelled = run.conn.execute(f"select {', '.join(JOB_LEASE)} from ingestion_jobs where id = %s",
-                                 (job.job_id,)).fetchone()
+    cancelled = run.conn.execute(
+        f"select {', '.join(JOB_LEASE)} from ingestion_jobs where id = %s", (job.job_id,)
+    ).fetchone()
     assignments = ", ".join(f"{column} = %({column})s" for column in JOB_LEASE)
     run.conn.execute(f"update ingestion_jobs set {assignments} where id = %(id)s", {**held, "id": job.job_id})
     assert run.rpc.heartbeat(job.job_id, "w1", lease_token=job.lease_token).ok
@@ -649,8 +729,10 @@ def test_a_write_accepted_after_a_delete_cancelled_the_job(run):
     run.final_janitor_pass()
     report = run.check()
     assert fired(report) == {"write_after_cancel": 1}, report.summary()
-    assert report.violations[0].startswith(f"job {job.job_id} heartbeat accepted (by w1, token {job.lease_token}) "
-                                           f"after delete_document of {job.document_id}")
+    assert report.violations[0].startswith(
+        f"job {job.job_id} heartbeat accepted (by w1, token {job.lease_token}) "
+        f"after delete_document of {job.document_id}"
+    )
 
 
 def test_a_cancelled_batch_that_ends_not_cancelled(run):
@@ -661,8 +743,7 @@ def test_a_cancelled_batch_that_ends_not_cancelled(run):
     cancelled = run.operator.cancel_batch(batch_id)
     assert cancelled.ok and cancelled.cancelled == 2 and cancelled.batch.status == "cancelled", cancelled
     assert run.check().violations == []
-    run.conn.execute("update import_batches set cancelled_at = null, status = 'completed' where id = %s",
-                     (batch_id,))
+    run.conn.execute("update import_batches set cancelled_at = null, status = 'completed' where id = %s", (batch_id,))
     report = run.check()
     assert fired(report) == {"cancelled_batch_not_cancelled": 1}, report.summary()
 
@@ -674,11 +755,14 @@ def test_a_drifted_cancelled_counter(run):
     run.conn.execute("update import_batches set cancelled_files = cancelled_files - 1 where id = %s", (batch_id,))
     report = run.check()
     assert fired(report) == {"batch_counter_drift": 1}, report.summary()
-    assert report.violations[0] == (f"batch {batch_id} says cancelled total/open/completed/failed/cancelled "
-                                    f"2/0/0/0/1 but its job rows say cancelled 2/0/0/0/2"), report.violations
+    assert report.violations[0] == (
+        f"batch {batch_id} says cancelled total/open/completed/failed/cancelled "
+        f"2/0/0/0/1 but its job rows say cancelled 2/0/0/0/2"
+    ), report.violations
 
 
 # -- the operator's retries ---------------------------------------------------------------
+
 
 def test_control_retries_by_ids_by_batch_and_of_everything_are_logged_and_clean(run):
     """Three failed jobs of one batch put back by a retry of one by id, one of the batch,
@@ -700,12 +784,20 @@ def test_control_retries_by_ids_by_batch_and_of_everything_are_logged_and_clean(
     assert report.stats["jobs"] == {"completed": 3}, report.summary()
     retries = [e for e in read_history(run.histories()) if e["call"] == "retry_failed"]
     assert [(e["mode"], len(e["retried_job_ids"]), e["job_ids"]) for e in retries] == [
-        ("jobs", 1, []), ("batch", 2, []), ("all", 0, []), ("jobs", 0, [])]
+        ("jobs", 1, []),
+        ("batch", 2, []),
+        ("all", 0, []),
+        ("jobs", 0, []),
+    ]
     assert retries[0]["retried_batches"] == {str(a.job_id): str(a.batch_id)}
     assert retries[1]["batch_id"] == str(a.batch_id) and retries[0]["requested_job_ids"] == [str(a.job_id)]
     lifecycle = report.stats["lifecycle"]
-    assert (lifecycle["retries_ok"], lifecycle["jobs_retried_by_answers"], lifecycle["retries_refused"],
-            lifecycle["jobs_cancelled_by_answers"]) == (4, 3, {"already_queued": 1}, 0), lifecycle
+    assert (
+        lifecycle["retries_ok"],
+        lifecycle["jobs_retried_by_answers"],
+        lifecycle["retries_refused"],
+        lifecycle["jobs_cancelled_by_answers"],
+    ) == (4, 3, {"already_queued": 1}, 0), lifecycle
 
 
 def test_a_retry_that_reopens_a_cancelled_batch(lock_order_schema, tmp_path):
@@ -731,11 +823,14 @@ def test_a_retry_that_reopens_a_cancelled_batch(lock_order_schema, tmp_path):
     else:
         assert retried.job_ids == [job.job_id], retried
         assert fired(report) == {"retry_reopened_cancelled_batch": 1}, report.summary()
-        assert report.violations[0] == (f"retry_failed (all) put job {job.job_id} back in the queue, of batch "
-                                        f"{job.batch_id} which cancel_batch had cancelled before")
+        assert report.violations[0] == (
+            f"retry_failed (all) put job {job.job_id} back in the queue, of batch "
+            f"{job.batch_id} which cancel_batch had cancelled before"
+        )
 
 
 # -- rollbacks: deadlocks and serialization failures ----------------------------------------
+
 
 def test_a_deadlocked_acknowledgement_is_a_violation(run, new_conn):
     """A worker's bulk acknowledgement is the victim of a deadlock, forced with row locks:
@@ -755,8 +850,9 @@ def test_a_deadlocked_acknowledgement_is_a_violation(run, new_conn):
     holder.execute("select 1 from ingestion_jobs where id = %s for update", (job.job_id,))
     victim.execute("set local deadlock_timeout = '100ms'")
     victim.execute("select 1 from import_batches where id = %s for update", (job.batch_id,))
-    waiting = Background(lambda: holder.execute("select 1 from import_batches where id = %s for update",
-                                                (job.batch_id,)).fetchone())
+    waiting = Background(
+        lambda: holder.execute("select 1 from import_batches where id = %s for update", (job.batch_id,)).fetchone()
+    )
     wait_until_blocked(run.conn, holder_pid, by=victim_pid)
     worker = LoggedRpc(victim, HistoryFile(str(run.folder / "w3.jsonl")))
     item = CompleteItem(job.job_id, job.document_id, job.lease_token, generation_id)
@@ -775,5 +871,9 @@ def test_a_deadlocked_acknowledgement_is_a_violation(run, new_conn):
     assert report.stats["jobs"] == {"completed": 1} and report.stats["documents"] == {"indexed": 1}
     [rollback] = [e for e in read_history(run.histories()) if e["call"] == "rollback"]
     assert (rollback["rpc"], rollback["worker"], rollback["job_ids"], rollback["sqlstate"]) == (
-        "rpc_complete_many", "w1", [str(job.job_id)], DEADLOCK), rollback
+        "rpc_complete_many",
+        "w1",
+        [str(job.job_id)],
+        DEADLOCK,
+    ), rollback
     assert report.violations[0].startswith(f"rpc_complete_many by w1 (jobs {job.job_id}) got 40P01: DeadlockDetected")

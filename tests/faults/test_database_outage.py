@@ -15,9 +15,14 @@ from tests.faults.harness import seed_documents
 from tests.helpers import make_lease_stale
 
 INGEST = Path(sys.executable).parent / "ingest"
-SETTINGS = {"INGEST_CLAIM_RETRY_ATTEMPTS": "2", "INGEST_CONNECT_TIMEOUT_SECONDS": "2",
-            "INGEST_STALE_AFTER_SECONDS": "2", "INGEST_HEARTBEAT_INTERVAL_SECONDS": "0.5",
-            "INGEST_RETRY_BACKOFF_SECONDS": "0", "INGEST_WORKER_CONCURRENCY": "2"}
+SETTINGS = {
+    "INGEST_CLAIM_RETRY_ATTEMPTS": "2",
+    "INGEST_CONNECT_TIMEOUT_SECONDS": "2",
+    "INGEST_STALE_AFTER_SECONDS": "2",
+    "INGEST_HEARTBEAT_INTERVAL_SECONDS": "0.5",
+    "INGEST_RETRY_BACKOFF_SECONDS": "0",
+    "INGEST_WORKER_CONCURRENCY": "2",
+}
 
 
 def completed(url: str) -> int:
@@ -31,10 +36,18 @@ def test_a_database_stop_mid_run_ends_the_worker_clearly_and_loses_nothing(tmp_p
     try:
         migrator.migrate(url)
         seed_documents(url, 400, 2)
-        env = {**{k: v for k, v in os.environ.items() if not k.startswith("INGEST_") and k != "DATABASE_URL"},
-               **SETTINGS}
-        worker = subprocess.Popen([str(INGEST), "work", "--database-url", url], cwd=tmp_path, env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("INGEST_") and k != "DATABASE_URL"},
+            **SETTINGS,
+        }
+        worker = subprocess.Popen(
+            [str(INGEST), "work", "--database-url", url],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 60
         while completed(url) < 20:
             assert worker.poll() is None and time.monotonic() < deadline, worker.communicate()
@@ -50,8 +63,14 @@ def test_a_database_stop_mid_run_ends_the_worker_clearly_and_loses_nothing(tmp_p
         with connect(url) as conn:  # the dead worker's leases: past their deadline
             for row in conn.execute("select id from ingestion_jobs where status = 'processing'").fetchall():
                 make_lease_stale(conn, row["id"])
-        drain = subprocess.run([str(INGEST), "work", "--drain", "--database-url", url], cwd=tmp_path, env=env,
-                               capture_output=True, text=True, timeout=300)
+        drain = subprocess.run(
+            [str(INGEST), "work", "--drain", "--database-url", url],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert drain.returncode == 0, drain.stderr
         report = check(url, [])
         assert report.violations == [], report.summary()

@@ -64,12 +64,22 @@ def worker_url(request, db_url):
 
 
 def test_chaos_loses_no_job_and_corrupts_no_index(db_url, worker_url, pg_server, tmp_path):
-    stats = run_faults(db_url, tmp_path, documents=DOCUMENTS, workers=3, batches=4, chaos_seconds=CHAOS_SECONDS,
-                       drain_timeout=90, worker_url=worker_url)
+    stats = run_faults(
+        db_url,
+        tmp_path,
+        documents=DOCUMENTS,
+        workers=3,
+        batches=4,
+        chaos_seconds=CHAOS_SECONDS,
+        drain_timeout=90,
+        worker_url=worker_url,
+    )
     report = check(db_url, stats.histories)
     outcomes = final_attempt_outcomes(db_url, stats.final_attempt_jobs, stats.final_attempt_seen)
-    counts = (f"zombie_refusals={report.stats['zombie_refusals']} final_attempt_outcomes={outcomes} "
-              f"{stats.summary()}\n{report.summary()}")
+    counts = (
+        f"zombie_refusals={report.stats['zombie_refusals']} final_attempt_outcomes={outcomes} "
+        f"{stats.summary()}\n{report.summary()}"
+    )
     print(counts)
 
     assert stats.kills + stats.pauses + stats.backend_terminations > 0, counts
@@ -86,8 +96,9 @@ def test_chaos_loses_no_job_and_corrupts_no_index(db_url, worker_url, pg_server,
     # while the server restarts: ServerControl.lock).
     assert stats.janitor_errors == [] and report.stats["janitor_call_errors"] == 0, counts
     assert stats.janitor_passes >= MIN_JANITOR_PASSES, counts
-    assert report.stats["janitor_calls"] == (len(JANITOR_PASS_CALLS) * stats.janitor_passes
-                                             + stats.final_cleanup_calls), counts
+    assert report.stats["janitor_calls"] == (
+        len(JANITOR_PASS_CALLS) * stats.janitor_passes + stats.final_cleanup_calls
+    ), counts
     # The batch counters never drifted: the janitor's repair path found nothing to recount
     # (batch_drift_repaired), and every batch's counters equal its job rows at the end
     # (batch_counter_drift): both are among the violations above, and say so here.
@@ -120,14 +131,16 @@ def test_chaos_loses_no_job_and_corrupts_no_index(db_url, worker_url, pg_server,
     assert stats.operator_errors == [] and lifecycle["operator_call_errors"] == 0, counts
     assert lifecycle["deletes_ok"] == stats.deletes, counts
     assert lifecycle["cancels_ok"] == len(stats.cancelled_batches), counts  # a batch may be cancelled twice
-    assert report.stats["jobs"].get("cancelled", 0) == stats.jobs_cancelled \
-        == lifecycle["jobs_cancelled_by_answers"], counts
+    assert report.stats["jobs"].get("cancelled", 0) == stats.jobs_cancelled == lifecycle["jobs_cancelled_by_answers"], (
+        counts
+    )
     assert report.stats["batches_cancelled"] == len(stats.cancelled_batches), counts
     # Bulk retries ran, racing the acknowledgements, and put failed jobs back in the queue
     # (the history's answers and the stats agree).
     assert stats.retries >= 1 and stats.jobs_retried >= 1, counts
-    assert lifecycle["retries_ok"] == stats.retries and lifecycle["jobs_retried_by_answers"] == stats.jobs_retried, \
+    assert lifecycle["retries_ok"] == stats.retries and lifecycle["jobs_retried_by_answers"] == stats.jobs_retried, (
         counts
+    )
     # A worker building a deleted document (or one of a cancelled batch) was refused.
     assert report.stats["cancel_refusals"] + report.stats["cancel_refusals_during"] >= 1, counts
     # Every job ended. Only max_attempts=1 documents (every FINAL_ATTEMPT_EVERY-th) and the
@@ -140,33 +153,58 @@ def test_chaos_loses_no_job_and_corrupts_no_index(db_url, worker_url, pg_server,
     jobs = report.stats["jobs"]
     assert set(jobs) <= {"completed", "failed", "cancelled"} and sum(jobs.values()) == DOCUMENTS, counts
     with connect(db_url) as conn:
-        failed = conn.execute("""
+        failed = conn.execute(
+            """
             select j.max_attempts, j.stage, j.error_message, d.status as document_status,
                    strpos(d.source_name, %s) > 0 as broken
               from ingestion_jobs j join documents d on d.id = j.document_id
-             where j.status = 'failed'""", (BROKEN_MARK,)).fetchall()
-        broken = conn.execute("""
+             where j.status = 'failed'""",
+            (BROKEN_MARK,),
+        ).fetchall()
+        broken = conn.execute(
+            """
             select j.status as job, count(*) as n from ingestion_jobs j join documents d on d.id = j.document_id
-             where strpos(d.source_name, %s) > 0 group by 1""", (BROKEN_MARK,)).fetchall()
-        final_documents = conn.execute("select count(*) as n from ingestion_jobs where max_attempts = 1"
-                                       ).fetchone()["n"]
-        pairs = {(r["job"], r["document"]): r["n"] for r in conn.execute("""
+             where strpos(d.source_name, %s) > 0 group by 1""",
+            (BROKEN_MARK,),
+        ).fetchall()
+        final_documents = conn.execute("select count(*) as n from ingestion_jobs where max_attempts = 1").fetchone()[
+            "n"
+        ]
+        pairs = {
+            (r["job"], r["document"]): r["n"]
+            for r in conn.execute("""
             select j.status as job, d.status as document, count(*) as n
-              from ingestion_jobs j join documents d on d.id = j.document_id group by 1, 2""")}
+              from ingestion_jobs j join documents d on d.id = j.document_id group by 1, 2""")
+        }
     assert final_documents == len(range(0, DOCUMENTS, FINAL_ATTEMPT_EVERY)), counts
-    assert sum(r["n"] for r in broken) == sum(is_broken(n, PERMANENT_FAILURE_EVERY, FINAL_ATTEMPT_EVERY)
-                                              for n in range(DOCUMENTS)), (broken, counts)
+    assert sum(r["n"] for r in broken) == sum(
+        is_broken(n, PERMANENT_FAILURE_EVERY, FINAL_ATTEMPT_EVERY) for n in range(DOCUMENTS)
+    ), (broken, counts)
     assert {r["job"] for r in broken} <= {"failed", "cancelled"}, (broken, counts)  # never indexed
     assert all(f["max_attempts"] == 1 or f["broken"] for f in failed), (failed, counts)
     assert all(f["stage"] == "failed" for f in failed if f["broken"]), (failed, counts)
     assert all(f["stage"] in ("dead_letter", "failed") for f in failed), (failed, counts)
     assert all(f["document_status"] in ("failed", "deleted") for f in failed), (failed, counts)
     assert len(failed) == jobs.get("failed", 0), counts
-    assert set(pairs) <= {("completed", "indexed"), ("completed", "deleted"), ("failed", "failed"),
-                          ("failed", "deleted"), ("cancelled", "cancelled"), ("cancelled", "deleted")}, (pairs, counts)
-    assert pairs.get(("completed", "deleted"), 0) + pairs.get(("failed", "deleted"), 0) \
-        + pairs.get(("cancelled", "deleted"), 0) == lifecycle["deleted_documents"] == stats.deletes, (pairs, counts)
-    expected = {"indexed": pairs.get(("completed", "indexed"), 0), "failed": pairs.get(("failed", "failed"), 0),
-                "cancelled": pairs.get(("cancelled", "cancelled"), 0)}
+    assert set(pairs) <= {
+        ("completed", "indexed"),
+        ("completed", "deleted"),
+        ("failed", "failed"),
+        ("failed", "deleted"),
+        ("cancelled", "cancelled"),
+        ("cancelled", "deleted"),
+    }, (pairs, counts)
+    assert (
+        pairs.get(("completed", "deleted"), 0)
+        + pairs.get(("failed", "deleted"), 0)
+        + pairs.get(("cancelled", "deleted"), 0)
+        == lifecycle["deleted_documents"]
+        == stats.deletes
+    ), (pairs, counts)
+    expected = {
+        "indexed": pairs.get(("completed", "indexed"), 0),
+        "failed": pairs.get(("failed", "failed"), 0),
+        "cancelled": pairs.get(("cancelled", "cancelled"), 0),
+    }
     assert report.stats["documents"] == {k: n for k, n in expected.items() if n}, (pairs, counts)
     assert report.stats["indexed"] == expected["indexed"], counts

@@ -56,12 +56,18 @@ def test_a_worker_killed_on_the_final_attempt_leaves_a_dead_lettered_job(db_url,
         # nothing yet (the lease was live). Once the lease is past its deadline, a new
         # worker's first claim dead-letters the job: no janitor runs in this test.
         fleet.stop_all()
-        wait_for(lambda: one(db_url, "select lease_expires_at < now() as past from ingestion_jobs")["past"],
-                 "the dead worker's lease to expire", timeout=10)
+        wait_for(
+            lambda: one(db_url, "select lease_expires_at < now() as past from ingestion_jobs")["past"],
+            "the dead worker's lease to expire",
+            timeout=10,
+        )
         started = time.monotonic()
         sweeper = fleet.start()
-        wait_for(lambda: one(db_url, "select status from ingestion_jobs")["status"] == "failed",
-                 "the claim loop to dead-letter the job", timeout=20)
+        wait_for(
+            lambda: one(db_url, "select status from ingestion_jobs")["status"] == "failed",
+            "the claim loop to dead-letter the job",
+            timeout=20,
+        )
         assert time.monotonic() - started < 15
     finally:
         fleet.stop_all()
@@ -72,8 +78,7 @@ def test_a_worker_killed_on_the_final_attempt_leaves_a_dead_lettered_job(db_url,
     document = one(db_url, "select status from documents")
     batch = one(db_url, "select status, total_files, completed_files, failed_files from import_batches")
     assert document["status"] == "failed"
-    assert dict(batch) == {"status": "completed_with_errors", "total_files": 1, "completed_files": 0,
-                           "failed_files": 1}
+    assert dict(batch) == {"status": "completed_with_errors", "total_files": 1, "completed_files": 0, "failed_files": 1}
     report = check(db_url, fleet.histories())
     assert report.violations == [], report.summary()
     assert report.stats["jobs"] == {"failed": 1}, report.summary()
@@ -87,8 +92,9 @@ def test_workers_ride_out_a_server_restart_with_only_idle_pooled_connections(db_
     documents = 60
 
     def backends() -> int:
-        return one(db_url, "select count(*) as n from pg_stat_activity where application_name like %s",
-                   ("fault-w%",))["n"]
+        return one(db_url, "select count(*) as n from pg_stat_activity where application_name like %s", ("fault-w%",))[
+            "n"
+        ]
 
     try:
         labels = [fleet.start(), fleet.start()]

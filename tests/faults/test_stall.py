@@ -65,8 +65,11 @@ def test_a_job_thread_stalled_past_its_lease_is_fenced_out(token_schema, tmp_pat
         zombie_pid = fleet.processes[zombie].pid
 
         def zombie_calls():
-            return [e for e in read_history([fleet.history(zombie)])
-                    if e["job_id"] == job_id and e["pid"] == zombie_pid and e["t0"] >= resumed_at]
+            return [
+                e
+                for e in read_history([fleet.history(zombie)])
+                if e["job_id"] == job_id and e["pid"] == zombie_pid and e["t0"] >= resumed_at
+            ]
 
         wait_for(lambda: any(e["call"] in ZOMBIE_CALLS for e in zombie_calls()), "the zombie's next write")
         wait_for(lambda: open_jobs(url) == 0, "every job to finish")
@@ -77,8 +80,14 @@ def test_a_job_thread_stalled_past_its_lease_is_fenced_out(token_schema, tmp_pat
     [stall] = [e for e in history if e["call"] == "stall"]
     assert (stall["point"], stall["job_id"]) == (point, job_id)
     # The stalled process kept claiming and finishing other jobs while its thread slept.
-    assert any(e["call"] in COMPLETIONS and e["ok"] and e["pid"] == zombie_pid and e["job_id"] != job_id
-               and stall["t0"] < e["t0"] < stall["t1"] for e in history), "the stalled worker's loop stopped"
+    assert any(
+        e["call"] in COMPLETIONS
+        and e["ok"]
+        and e["pid"] == zombie_pid
+        and e["job_id"] != job_id
+        and stall["t0"] < e["t0"] < stall["t1"]
+        for e in history
+    ), "the stalled worker's loop stopped"
     claims = [e for e in history if e["call"] == "claim" and e["job_id"] == job_id]
     assert len(claims) == 2 and claims[0]["pid"] == zombie_pid and claims[1]["pid"] != zombie_pid
     after = [(e["call"], e["ok"], e["reason"] or e.get("sqlstate")) for e in zombie_calls()]
@@ -88,8 +97,11 @@ def test_a_job_thread_stalled_past_its_lease_is_fenced_out(token_schema, tmp_pat
 
     # The partition: from the stall on, no heartbeat statement of the stalled worker named
     # the stalled claim's lease (so it was never told the lease was lost).
-    assert not [e for e in history if e["call"] == "heartbeat" and e["job_id"] == job_id
-                and e["pid"] == zombie_pid and e["t0"] >= stall["t0"]]
+    assert not [
+        e
+        for e in history
+        if e["call"] == "heartbeat" and e["job_id"] == job_id and e["pid"] == zombie_pid and e["t0"] >= stall["t0"]
+    ]
     if token_schema.hardened:
         assert (token, claims[1]["token"]) == ("1", 2)
         assert report.violations == [], report.summary()
@@ -103,8 +115,9 @@ def test_a_job_thread_stalled_past_its_lease_is_fenced_out(token_schema, tmp_pat
         # No artifact fence before the lease tokens: the zombie's rows go in. Its next stage
         # log is refused by the worker-id fence, and that stops it before the commit.
         assert after == [("write", True, None), ("record_stage", False, "lease_lost")], after
-        assert any(v.startswith(f"write by {stall['worker']} on job {job_id} accepted after")
-                   for v in report.violations), report.summary()
+        assert any(
+            v.startswith(f"write by {stall['worker']} on job {job_id} accepted after") for v in report.violations
+        ), report.summary()
     else:
         # The worker-id fence holds when another worker id reclaimed: nothing to flag.
         assert after == [("commit", False, "lease_lost")], after
@@ -124,17 +137,24 @@ def test_a_stalled_thread_of_a_loop_that_reclaimed_its_job_is_fenced_out(token_s
         stalled = fleet.history(loop).with_suffix(".stalled")
         embedding = fleet.history(loop).with_suffix(".embedding")
         wait_for(stalled.exists, "a job thread to stall")
-        _, job_id, _ = stalled.read_text().split()
+        _, _job_id, _ = stalled.read_text().split()
         embedding.unlink()
         with connect(url) as conn:  # another worker takes the job over once the lease expires, and fails it
-            intruder = LoggedRpc(conn, HistoryFile(str(intruder_history)),
-                                 stale_after_seconds=FAULT_SETTINGS["stale_after_seconds"])
+            intruder = LoggedRpc(
+                conn, HistoryFile(str(intruder_history)), stale_after_seconds=FAULT_SETTINGS["stale_after_seconds"]
+            )
             claimed = []
             wait_for(lambda: claimed.extend(intruder.claim("intruder")) or claimed, "the stalled lease to expire")
             [job] = claimed
-            assert intruder.fail_or_retry(job.job_id, job.document_id, worker_id="intruder",
-                                          lease_token=job.lease_token, retry=True, error_message="handed back",
-                                          stage="retry_wait").retried
+            assert intruder.fail_or_retry(
+                job.job_id,
+                job.document_id,
+                worker_id="intruder",
+                lease_token=job.lease_token,
+                retry=True,
+                error_message="handed back",
+                stage="retry_wait",
+            ).retried
         wait_for(embedding.exists, "the stalled worker's loop to claim the job again and build it")
         resumed_at = time.time()
         fleet.history(loop).with_suffix(".release").write_text("wake up")
@@ -158,8 +178,11 @@ def test_a_stalled_thread_of_a_loop_that_reclaimed_its_job_is_fenced_out(token_s
         # same job (token 3) was renewed by the worker's heartbeat statements meanwhile.
         beats = [(e["token"], e["ok"]) for e in history if e["call"] == "heartbeat" and e["t0"] >= stall["t0"]]
         assert beats and set(beats) == {(3, True)}, beats
-        zombie = [(e["call"], e["ok"], e.get("sqlstate")) for e in history
-                  if e["t0"] >= resumed_at and e["token"] == stall["token"] and e["call"] != "stall"]
+        zombie = [
+            (e["call"], e["ok"], e.get("sqlstate"))
+            for e in history
+            if e["t0"] >= resumed_at and e["token"] == stall["token"] and e["call"] != "stall"
+        ]
         assert zombie == [("write", False, "IF001")], zombie
         assert str(committed) != stalled_build  # the loop's new claim built what was committed
         assert report.violations == [], report.summary()

@@ -59,15 +59,21 @@ def build_machine(url: str):
                 previous = self.held.get(job.job_id)
                 if previous is not None:  # its lease had gone stale: the old holder is a zombie now
                     assert previous["worker"] != worker
-                    self.zombies.append((previous["worker"], job.job_id, previous["document_id"],
-                                         previous["generation_id"]))
+                    self.zombies.append(
+                        (previous["worker"], job.job_id, previous["document_id"], previous["generation_id"])
+                    )
                 self.zombies = [z for z in self.zombies if (z[0], z[1]) != (worker, job.job_id)]
                 self.held[job.job_id] = {"worker": worker, "document_id": job.document_id, "generation_id": None}
 
         def _pick_held(self, data, with_generation: bool | None = None):
-            jobs = sorted((j for j, h in self.held.items()
-                           if with_generation is None or (h["generation_id"] is not None) == with_generation),
-                          key=str)
+            jobs = sorted(
+                (
+                    j
+                    for j, h in self.held.items()
+                    if with_generation is None or (h["generation_id"] is not None) == with_generation
+                ),
+                key=str,
+            )
             if not jobs:
                 return None, None
             job_id = data.draw(st.sampled_from(jobs))
@@ -107,9 +113,14 @@ def build_machine(url: str):
             job_id, held = self._pick_held(data)
             if job_id is None:
                 return
-            outcome = self.rpcs[held["worker"]].fail_or_retry(job_id, held["document_id"], worker_id=held["worker"],
-                                                              retry=retry, error_message="boom",
-                                                              batch_id=self.batch_id)
+            outcome = self.rpcs[held["worker"]].fail_or_retry(
+                job_id,
+                held["document_id"],
+                worker_id=held["worker"],
+                retry=retry,
+                error_message="boom",
+                batch_id=self.batch_id,
+            )
             assert outcome.ok, outcome
             del self.held[job_id]
 
@@ -123,8 +134,9 @@ def build_machine(url: str):
         def janitor_expires(self):
             self.ops.expire_stale()
             for job_id, held in list(self.held.items()):
-                row = self.admin.execute("select status, locked_by from ingestion_jobs where id = %s",
-                                         (job_id,)).fetchone()
+                row = self.admin.execute(
+                    "select status, locked_by from ingestion_jobs where id = %s", (job_id,)
+                ).fetchone()
                 if row["status"] != "processing" or row["locked_by"] != held["worker"]:
                     self.zombies.append((held["worker"], job_id, held["document_id"], held["generation_id"]))
                     del self.held[job_id]
@@ -144,8 +156,11 @@ def build_machine(url: str):
                 "fail": lambda: rpc.fail_or_retry(job_id, document_id, worker_id=worker, error_message="late"),
                 "retry": lambda: rpc.fail_or_retry(job_id, document_id, worker_id=worker, retry=True),
                 "heartbeat": lambda: rpc.heartbeat(job_id, worker),
-                "commit": lambda: rpc.commit_generation(job_id, document_id, generation_id, worker)
-                if generation_id else rpc.heartbeat(job_id, worker),
+                "commit": lambda: (
+                    rpc.commit_generation(job_id, document_id, generation_id, worker)
+                    if generation_id
+                    else rpc.heartbeat(job_id, worker)
+                ),
                 "begin": lambda: rpc.begin_generation(job_id, document_id, worker),
             }[action]()
             assert result.lease_lost, (action, result)
@@ -155,16 +170,19 @@ def build_machine(url: str):
         @invariant()
         def leases_match_the_model(self):
             for job_id, held in self.held.items():
-                row = self.admin.execute("select status, locked_by from ingestion_jobs where id = %s",
-                                         (job_id,)).fetchone()
+                row = self.admin.execute(
+                    "select status, locked_by from ingestion_jobs where id = %s", (job_id,)
+                ).fetchone()
                 assert (row["status"], row["locked_by"]) == ("processing", held["worker"])
 
         @invariant()
         def builds_in_progress_are_never_cleaned(self):
             for held in self.held.values():
                 if held["generation_id"] is not None:
-                    n = self.admin.execute("select count(*) as n from document_chunks where index_generation_id = %s",
-                                           (held["generation_id"],)).fetchone()["n"]
+                    n = self.admin.execute(
+                        "select count(*) as n from document_chunks where index_generation_id = %s",
+                        (held["generation_id"],),
+                    ).fetchone()["n"]
                     assert n == 3, "cleanup deleted a build under an open job (R23)"
 
         @invariant()
@@ -183,34 +201,47 @@ def build_machine(url: str):
 
         @invariant()
         def no_exhausted_job_waits_forever(self):
-            n = self.admin.execute("select count(*) as n from ingestion_jobs where status = 'pending' "
-                                   "and attempt_count >= max_attempts").fetchone()["n"]
+            n = self.admin.execute(
+                "select count(*) as n from ingestion_jobs where status = 'pending' and attempt_count >= max_attempts"
+            ).fetchone()["n"]
             assert n == 0, "R7: a pending job can never be claimed again"
 
         @invariant()
         def batch_status_agrees_with_its_jobs(self):
-            row = self.admin.execute("""
+            row = self.admin.execute(
+                """
                 select b.status, b.total_files, b.completed_files, b.failed_files,
                        count(j.id) as jobs, count(j.id) filter (where j.status = 'completed') as completed,
                        count(j.id) filter (where j.status = 'failed') as failed,
                        count(j.id) filter (where j.status in ('pending', 'processing')) as open
                   from import_batches b left join ingestion_jobs j on j.batch_id = b.id
-                 where b.id = %s group by b.id""", (self.batch_id,)).fetchone()
+                 where b.id = %s group by b.id""",
+                (self.batch_id,),
+            ).fetchone()
             if row["jobs"]:
-                expected = "processing" if row["open"] else (
-                    "completed_with_errors" if row["failed"] else "completed")
+                expected = "processing" if row["open"] else ("completed_with_errors" if row["failed"] else "completed")
                 assert row["status"] == expected, row
                 assert (row["total_files"], row["completed_files"], row["failed_files"]) == (
-                    row["jobs"], row["completed"], row["failed"]), row
+                    row["jobs"],
+                    row["completed"],
+                    row["failed"],
+                ), row
 
     return QueueMachine
 
 
 @pytest.mark.filterwarnings("ignore::hypothesis.errors.NonInteractiveExampleWarning")
 def test_queue_state_machine(db_url):
-    run_state_machine_as_test(build_machine(db_url), settings=settings(
-        max_examples=25, stateful_step_count=30, deadline=None, derandomize=True,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+    run_state_machine_as_test(
+        build_machine(db_url),
+        settings=settings(
+            max_examples=25,
+            stateful_step_count=30,
+            deadline=None,
+            derandomize=True,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
+    )
 
 
 class Draws:
@@ -264,8 +295,9 @@ def test_the_machine_catches_a_zombie_completion_on_the_pre_hardening_schema(sch
                 machine.zombie_acts(data=Draws(zombie), action="complete")
             # It changed state: the job w2 holds is completed and unlocked under it; the lease
             # invariant sees that too.
-            row = machine.admin.execute("select status, locked_by from ingestion_jobs where id = %s",
-                                        (job_id,)).fetchone()
+            row = machine.admin.execute(
+                "select status, locked_by from ingestion_jobs where id = %s", (job_id,)
+            ).fetchone()
             assert (row["status"], row["locked_by"]) == ("completed", None)
             with pytest.raises(AssertionError, match=r"\('completed', None\) == \('processing', 'w2'\)"):
                 machine.leases_match_the_model()

@@ -6,10 +6,10 @@ import json
 import signal
 import time
 
+from ingestion_pipeline.db.connection import connect
 from tests.faults.checker import check
 from tests.faults.harness import WorkerFleet, seed_documents
 from tests.helpers import make_lease_stale
-from ingestion_pipeline.db.connection import connect
 
 
 def wait_for(condition, what: str, timeout: float = 60):

@@ -57,9 +57,17 @@ from ingestion_pipeline.settings import load_settings
 from ingestion_pipeline.worker import Worker
 from tests.faults.rpc_log import HistoryFile, LoggedRpc
 
-FAULT_SETTINGS = {"stale_after_seconds": 3, "heartbeat_interval_seconds": 0.5, "retry_backoff_seconds": 0,
-                  "retry_backoff_max_seconds": 0.5, "worker_concurrency": 2, "claim_batch_size": 2,
-                  "pool_max_size": 6, "claim_retry_attempts": 20, "connect_timeout_seconds": 5}
+FAULT_SETTINGS = {
+    "stale_after_seconds": 3,
+    "heartbeat_interval_seconds": 0.5,
+    "retry_backoff_seconds": 0,
+    "retry_backoff_max_seconds": 0.5,
+    "worker_concurrency": 2,
+    "claim_batch_size": 2,
+    "pool_max_size": 6,
+    "claim_retry_attempts": 20,
+    "connect_timeout_seconds": 5,
+}
 # Past the lease (the last heartbeat before the stall extends it by the stale window), so
 # another worker has time to reclaim the job before the zombie wakes.
 STALL_SECONDS = FAULT_SETTINGS["stale_after_seconds"] + 1.5
@@ -107,8 +115,7 @@ class StallSwitch:
 
     def take(self, point: str) -> bool:
         with self._lock:
-            if (self.taken < self.signalled
-                    and self.points[(self.first_point + self.taken) % len(self.points)] == point):
+            if self.taken < self.signalled and self.points[(self.first_point + self.taken) % len(self.points)] == point:
                 self.taken += 1
                 return True
             return False
@@ -155,8 +162,9 @@ class FaultRpc(LoggedRpc):
         """How often the job was claimed, and its status (None when the look-up fails)."""
         try:
             with self._connection() as conn:
-                row = conn.execute("select attempt_count, status from ingestion_jobs where id = %s",
-                                   (job_id,)).fetchone()
+                row = conn.execute(
+                    "select attempt_count, status from ingestion_jobs where id = %s", (job_id,)
+                ).fetchone()
         except Exception:  # chaos may have terminated the backend: look again
             return None
         return row["attempt_count"], row["status"]
@@ -174,7 +182,6 @@ class FaultRpc(LoggedRpc):
         if result.ok and self.switch.take("begin_generation"):
             self.switch.stall(self, "begin_generation", job_id, worker_id, lease_token)
         return result
-
 
 
 def stall_before_acknowledging(worker: Worker, rpc: FaultRpc, switch: StallSwitch) -> None:
@@ -208,21 +215,34 @@ def log_artifact_writes(rpc: LoggedRpc) -> None:
     indexing_module.write_encoded = write_encoded
 
 
-def main(url: str, history_path: str, label: str, slow_seconds: float = 0.0, stall_seconds: float = 0.0,
-         stalls_armed: int = 0, stall_points: str = "begin_generation,commit") -> int:
+def main(
+    url: str,
+    history_path: str,
+    label: str,
+    slow_seconds: float = 0.0,
+    stall_seconds: float = 0.0,
+    stalls_armed: int = 0,
+    stall_points: str = "begin_generation,commit",
+) -> int:
     settings = load_settings(database_url=url, **FAULT_SETTINGS)
     stop = threading.Event()
     history = Path(history_path)
-    switch = StallSwitch(stall_seconds, stalls_armed, stall_points.split(","), history.with_suffix(".stalled"),
-                         history.with_suffix(".release"))
+    switch = StallSwitch(
+        stall_seconds,
+        stalls_armed,
+        stall_points.split(","),
+        history.with_suffix(".stalled"),
+        history.with_suffix(".release"),
+    )
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGUSR1, switch.arm)
     history.with_suffix(".ready").write_text("ready")  # SIGUSR1 is safe to send from now on
     pool = make_pool(url, settings, application_name=f"fault-{label}")
     marker = history.with_suffix(".embedding") if slow_seconds else None
     embedder = SlowEmbedder(slow_seconds, marker) if slow_seconds else None
-    rpc = FaultRpc(pool, HistoryFile(history_path), switch, caller=label,
-                   stale_after_seconds=settings.stale_after_seconds)
+    rpc = FaultRpc(
+        pool, HistoryFile(history_path), switch, caller=label, stale_after_seconds=settings.stale_after_seconds
+    )
     log_artifact_writes(rpc)
     worker = Worker(pool, settings, label=label, embedder=embedder, rpc=rpc, poll_seconds=0.2)
     stall_before_acknowledging(worker, rpc, switch)
@@ -235,6 +255,14 @@ def main(url: str, history_path: str, label: str, slow_seconds: float = 0.0, sta
 
 if __name__ == "__main__":
     args = sys.argv[1:]
-    sys.exit(main(args[0], args[1], args[2], float(args[3]) if len(args) > 3 else 0.0,
-                  float(args[4]) if len(args) > 4 else 0.0, int(args[5]) if len(args) > 5 else 0,
-                  *args[6:7]))
+    sys.exit(
+        main(
+            args[0],
+            args[1],
+            args[2],
+            float(args[3]) if len(args) > 3 else 0.0,
+            float(args[4]) if len(args) > 4 else 0.0,
+            int(args[5]) if len(args) > 5 else 0,
+            *args[6:7],
+        )
+    )

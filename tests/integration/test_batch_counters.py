@@ -31,13 +31,20 @@ def claim_one(rpc, worker_id="worker-1"):
 
 
 def complete(rpc, claimed):
-    return rpc.complete(claimed.job_id, claimed.document_id, worker_id=claimed.locked_by,
-                        lease_token=claimed.lease_token)
+    return rpc.complete(
+        claimed.job_id, claimed.document_id, worker_id=claimed.locked_by, lease_token=claimed.lease_token
+    )
 
 
 def fail(rpc, claimed):
-    return rpc.fail_or_retry(claimed.job_id, claimed.document_id, worker_id=claimed.locked_by,
-                             lease_token=claimed.lease_token, retry=False, error_message="broken")
+    return rpc.fail_or_retry(
+        claimed.job_id,
+        claimed.document_id,
+        worker_id=claimed.locked_by,
+        lease_token=claimed.lease_token,
+        retry=False,
+        error_message="broken",
+    )
 
 
 def test_enqueue_counts_a_new_job_and_nothing_for_a_duplicate(conn):
@@ -124,8 +131,7 @@ def two_claimed(conn):
     return batch_id, claim_one(rpc, "worker-1"), claim_one(rpc, "worker-2")
 
 
-def test_a_refresh_waits_for_a_completion_holding_the_batch_row_then_counts_it(db_url, conn, new_conn,
-                                                                               two_claimed):
+def test_a_refresh_waits_for_a_completion_holding_the_batch_row_then_counts_it(db_url, conn, new_conn, two_claimed):
     batch_id, first, _ = two_claimed
     completion = new_conn(db_url, autocommit=False)
     assert complete(IngestionRpc(completion), first).ok  # holds the batch row until commit
@@ -141,8 +147,7 @@ def test_a_refresh_waits_for_a_completion_holding_the_batch_row_then_counts_it(d
     assert counters(conn, batch_id) == ("processing", 2, 1, 1, 0)
 
 
-def test_a_completion_in_flight_when_the_refresh_counts_applies_its_delta_after_it(db_url, conn, new_conn,
-                                                                                  two_claimed):
+def test_a_completion_in_flight_when_the_refresh_counts_applies_its_delta_after_it(db_url, conn, new_conn, two_claimed):
     """The completion has changed its job (uncommitted) when the refresh locks the batch
     and counts; its batch UPDATE then waits for the refresh and applies -1 on top."""
     batch_id, first, second = two_claimed
@@ -153,8 +158,10 @@ def test_a_completion_in_flight_when_the_refresh_counts_applies_its_delta_after_
     completer_pid = backend_pid(completer)
     completion = Background(lambda: complete(IngestionRpc(completer), first))
     wait_until_blocked(conn, completer_pid, by=backend_pid(document_lock))
-    assert conn.execute("select status from ingestion_jobs where id = %s",
-                        (first.job_id,)).fetchone()["status"] == "processing"  # not committed
+    assert (
+        conn.execute("select status from ingestion_jobs where id = %s", (first.job_id,)).fetchone()["status"]
+        == "processing"
+    )  # not committed
 
     refresher = new_conn(db_url, autocommit=False)
     refreshed = IngestionRpc(refresher).refresh_batch(batch_id)  # holds the batch row until commit

@@ -65,10 +65,15 @@ def test_a_superseded_token_loses_its_item_alone_and_answers_keep_the_callers_or
     answers = IngestionRpc(conn).complete_many("worker-1", [item(last), item(lost), item(first)])
 
     assert [(a.job_id, a.ok, a.reason) for a in answers] == [
-        (last.job_id, True, None), (lost.job_id, False, "lease_lost"), (first.job_id, True, None)]
+        (last.job_id, True, None),
+        (lost.job_id, False, "lease_lost"),
+        (first.job_id, True, None),
+    ]
     assert [job(conn, c.job_id)["status"] for c in (first, lost, last)] == ["completed", "processing", "completed"]
     assert (job(conn, lost.job_id)["locked_by"], job(conn, lost.job_id)["lease_token"]) == (
-        "worker-2", new_holder.lease_token)
+        "worker-2",
+        new_holder.lease_token,
+    )
     assert counters(conn, batch_id) == ("processing", 3, 1, 2, 0)
 
 
@@ -76,12 +81,14 @@ def test_an_item_with_a_generation_commits_it_and_one_without_just_completes(con
     rpc = IngestionRpc(conn)
     batch_id = seed_batch(conn)
     built, plain = claim_jobs(conn, 2, batch_id)
-    generation_id = rpc.begin_generation(built.job_id, built.document_id, "worker-1",
-                                         lease_token=built.lease_token).generation_id
+    generation_id = rpc.begin_generation(
+        built.job_id, built.document_id, "worker-1", lease_token=built.lease_token
+    ).generation_id
     write_artifacts(conn, built.document_id, generation_id, pages=2, sections=1, chunks=3)
 
-    answers = rpc.complete_many("worker-1", [item(built, generation_id=generation_id, metadata={"title": "Alpha"}),
-                                             item(plain)])
+    answers = rpc.complete_many(
+        "worker-1", [item(built, generation_id=generation_id, metadata={"title": "Alpha"}), item(plain)]
+    )
 
     assert [(a.ok, a.committed) for a in answers] == [(True, True), (True, False)]
     assert (answers[0].page_count, answers[0].section_count, answers[0].chunk_count) == (2, 1, 3)
@@ -96,19 +103,24 @@ def test_an_item_with_a_generation_commits_it_and_one_without_just_completes(con
 def test_a_generation_begun_by_another_claim_is_refused_for_its_item_only(conn):
     rpc = IngestionRpc(conn)
     [stalled] = claim_jobs(conn, 1)
-    foreign = rpc.begin_generation(stalled.job_id, stalled.document_id, "worker-1",
-                                   lease_token=stalled.lease_token).generation_id
+    foreign = rpc.begin_generation(
+        stalled.job_id, stalled.document_id, "worker-1", lease_token=stalled.lease_token
+    ).generation_id
     taken = reclaim(conn, stalled)
     [other] = claim_jobs(conn, 1, worker_id="worker-2")
 
     answers = rpc.complete_many("worker-2", [item(taken, generation_id=foreign), item(other)])
 
     assert [(a.job_id, a.ok, a.reason) for a in answers] == [
-        (taken.job_id, False, "generation_not_owned"), (other.job_id, True, None)]
+        (taken.job_id, False, "generation_not_owned"),
+        (other.job_id, True, None),
+    ]
     assert job(conn, taken.job_id)["status"] == "processing"
     assert document(conn, taken.document_id)["index_generation_id"] is None
-    assert conn.execute("select status from index_generations where id = %s", (foreign,)).fetchone()["status"] \
+    assert (
+        conn.execute("select status from index_generations where id = %s", (foreign,)).fetchone()["status"]
         == "building"
+    )
     assert job(conn, other.job_id)["status"] == "completed"
 
 
@@ -147,20 +159,38 @@ def test_fail_or_retry_many_mixes_retries_and_final_failures(conn):
     [exhausted] = claim_jobs(conn, 1, batch_id, max_attempts=1)
     reclaim(conn, lost)
 
-    answers = IngestionRpc(conn).fail_or_retry_many("worker-1", [
-        FailItem(exhausted.job_id, exhausted.document_id, exhausted.lease_token, retry=True, error_message="x"),
-        FailItem(retried.job_id, retried.document_id, retried.lease_token, retry=True, error_message="x",
-                 stage="retry_wait", retry_delay_seconds=60),
-        FailItem(lost.job_id, lost.document_id, lost.lease_token, retry=True),
-        FailItem(failed.job_id, failed.document_id, failed.lease_token, retry=False, error_message="broken")])
+    answers = IngestionRpc(conn).fail_or_retry_many(
+        "worker-1",
+        [
+            FailItem(exhausted.job_id, exhausted.document_id, exhausted.lease_token, retry=True, error_message="x"),
+            FailItem(
+                retried.job_id,
+                retried.document_id,
+                retried.lease_token,
+                retry=True,
+                error_message="x",
+                stage="retry_wait",
+                retry_delay_seconds=60,
+            ),
+            FailItem(lost.job_id, lost.document_id, lost.lease_token, retry=True),
+            FailItem(failed.job_id, failed.document_id, failed.lease_token, retry=False, error_message="broken"),
+        ],
+    )
 
     assert [(a.job_id, a.ok, a.reason, a.retried, a.attempts_exhausted) for a in answers] == [
-        (exhausted.job_id, True, None, False, True), (retried.job_id, True, None, True, False),
-        (lost.job_id, False, "lease_lost", None, None), (failed.job_id, True, None, False, False)]
-    assert [(job(conn, c.job_id)["status"], job(conn, c.job_id)["stage"]) for c in (exhausted, retried, failed)] \
-        == [("failed", "failed"), ("pending", "retry_wait"), ("failed", "failed")]
-    wait = conn.execute("select extract(epoch from next_run_at - now()) as s from ingestion_jobs where id = %s",
-                        (retried.job_id,)).fetchone()["s"]
+        (exhausted.job_id, True, None, False, True),
+        (retried.job_id, True, None, True, False),
+        (lost.job_id, False, "lease_lost", None, None),
+        (failed.job_id, True, None, False, False),
+    ]
+    assert [(job(conn, c.job_id)["status"], job(conn, c.job_id)["stage"]) for c in (exhausted, retried, failed)] == [
+        ("failed", "failed"),
+        ("pending", "retry_wait"),
+        ("failed", "failed"),
+    ]
+    wait = conn.execute(
+        "select extract(epoch from next_run_at - now()) as s from ingestion_jobs where id = %s", (retried.job_id,)
+    ).fetchone()["s"]
     assert 55 <= wait <= 60
     assert counters(conn, batch_id) == ("processing", 4, 2, 0, 2)
 
@@ -170,8 +200,10 @@ def test_an_item_without_a_lease_token_fails_the_whole_call(conn, rpc_name):
     batch_id = seed_batch(conn)
     good, tokenless = claim_jobs(conn, 2, batch_id)  # the good one is settled first (id order)
     before = snapshot(conn)
-    items = [{"job_id": str(c.job_id), "document_id": str(c.document_id), "lease_token": c.lease_token}
-             for c in (tokenless, good)]
+    items = [
+        {"job_id": str(c.job_id), "document_id": str(c.document_id), "lease_token": c.lease_token}
+        for c in (tokenless, good)
+    ]
     items[0]["lease_token"] = None
 
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="lease_token"):
@@ -186,17 +218,22 @@ def test_heartbeat_many_renews_held_leases_and_lists_lost_ones(conn):
     new_holder = reclaim(conn, lost)
     before = {c.job_id: job(conn, c.job_id) for c in (renewed, quiet, lost)}
 
-    beat = IngestionRpc(conn).heartbeat_many("worker-1", [
-        LeaseBeat(lost.job_id, lost.lease_token, stage="zombie", progress=99),
-        LeaseBeat(renewed.job_id, renewed.lease_token, stage="parse", progress=40),
-        LeaseBeat(quiet.job_id, quiet.lease_token)])
+    beat = IngestionRpc(conn).heartbeat_many(
+        "worker-1",
+        [
+            LeaseBeat(lost.job_id, lost.lease_token, stage="zombie", progress=99),
+            LeaseBeat(renewed.job_id, renewed.lease_token, stage="parse", progress=40),
+            LeaseBeat(quiet.job_id, quiet.lease_token),
+        ],
+    )
 
     assert (beat.renewed, leases(beat.lost)) == (2, [(lost.job_id, lost.lease_token)])
     for c in (renewed, quiet):
         row = job(conn, c.job_id)
         assert row["lease_expires_at"] > before[c.job_id]["lease_expires_at"]
-        assert conn.execute("select %s::timestamptz > now() + interval '290 seconds' as ok",
-                            (row["lease_expires_at"],)).fetchone()["ok"]
+        assert conn.execute(
+            "select %s::timestamptz > now() + interval '290 seconds' as ok", (row["lease_expires_at"],)
+        ).fetchone()["ok"]
     assert (job(conn, renewed.job_id)["stage"], job(conn, renewed.job_id)["progress"]) == ("parse", 40)
     assert job(conn, lost.job_id) == before[lost.job_id]  # the new holder's lease is untouched
     assert job(conn, lost.job_id)["lease_token"] == new_holder.lease_token
@@ -238,19 +275,25 @@ def test_a_heartbeat_and_a_completion_of_the_same_jobs_lock_in_id_order(db_url, 
     wait_until_blocked(conn, completer_pid, by=backend_pid(barrier))
     assert not lockable(db_url, new_conn, low.job_id, "key share")  # the completion holds the lower job
 
-    beat = Background(lambda: IngestionRpc(beater).heartbeat_many("worker-1", [
-        LeaseBeat(high.job_id, high.lease_token), LeaseBeat(low.job_id, low.lease_token)]))
+    beat = Background(
+        lambda: IngestionRpc(beater).heartbeat_many(
+            "worker-1", [LeaseBeat(high.job_id, high.lease_token), LeaseBeat(low.job_id, low.lease_token)]
+        )
+    )
     wait_until_blocked(conn, beater_pid, by=completer_pid)
     assert lockable(db_url, new_conn, high.job_id, "no key update")  # the heartbeat has not taken it
     barrier.rollback()
 
     assert [(a.ok, a.job_id) for a in completion.join()] == [(True, high.job_id), (True, low.job_id)]
     beaten = beat.join()  # no DeadlockDetected; both jobs were completed meanwhile
-    assert (beaten.renewed, sorted(leases(beaten.lost))) == (0, sorted([(low.job_id, low.lease_token),
-                                                                        (high.job_id, high.lease_token)]))
+    assert (beaten.renewed, sorted(leases(beaten.lost))) == (
+        0,
+        sorted([(low.job_id, low.lease_token), (high.job_id, high.lease_token)]),
+    )
 
 
 # -- the client on the schema before the migration: one call per item, the same answers ---
+
 
 class CountingRpc(IngestionRpc):
     """Records the single-job calls the bulk methods fall back on."""
@@ -285,15 +328,19 @@ def test_complete_many_gives_the_same_answers_with_or_without_the_bulk_rpc(bulk_
     conn = new_conn(bulk_schema.url)
     rpc = CountingRpc(conn)
     built, lost, plain = claim_jobs(conn, 3)
-    generation_id = rpc.begin_generation(built.job_id, built.document_id, "worker-1",
-                                         lease_token=built.lease_token).generation_id
+    generation_id = rpc.begin_generation(
+        built.job_id, built.document_id, "worker-1", lease_token=built.lease_token
+    ).generation_id
     write_artifacts(conn, built.document_id, generation_id, pages=1, sections=1, chunks=2)
     reclaim(conn, lost)
 
     answers = rpc.complete_many("worker-1", [item(plain), item(lost), item(built, generation_id=generation_id)])
 
     assert [(a.job_id, a.ok, a.reason) for a in answers] == [
-        (plain.job_id, True, None), (lost.job_id, False, "lease_lost"), (built.job_id, True, None)]
+        (plain.job_id, True, None),
+        (lost.job_id, False, "lease_lost"),
+        (built.job_id, True, None),
+    ]
     assert (answers[2].generation_id, answers[2].chunk_count) == (generation_id, 2)
     assert document(conn, built.document_id)["index_generation_id"] == generation_id
     assert [job(conn, c.job_id)["status"] for c in (built, lost, plain)] == ["completed", "processing", "completed"]
@@ -306,13 +353,19 @@ def test_fail_or_retry_many_gives_the_same_answers_with_or_without_the_bulk_rpc(
     retried, failed, lost = claim_jobs(conn, 3)
     reclaim(conn, lost)
 
-    answers = rpc.fail_or_retry_many("worker-1", [
-        FailItem(c.job_id, c.document_id, c.lease_token, retry=retry, error_message="x")
-        for c, retry in ((failed, False), (lost, True), (retried, True))])
+    answers = rpc.fail_or_retry_many(
+        "worker-1",
+        [
+            FailItem(c.job_id, c.document_id, c.lease_token, retry=retry, error_message="x")
+            for c, retry in ((failed, False), (lost, True), (retried, True))
+        ],
+    )
 
     assert [(a.job_id, a.ok, a.reason, a.retried) for a in answers] == [
-        (failed.job_id, True, None, False), (lost.job_id, False, "lease_lost", None),
-        (retried.job_id, True, None, True)]
+        (failed.job_id, True, None, False),
+        (lost.job_id, False, "lease_lost", None),
+        (retried.job_id, True, None, True),
+    ]
     assert [job(conn, c.job_id)["status"] for c in (retried, failed, lost)] == ["pending", "failed", "processing"]
     assert rpc.single_calls == ([] if bulk_schema.hardened else ["fail_or_retry"] * 3)
 
@@ -325,8 +378,9 @@ def test_heartbeat_many_gives_the_same_answers_with_or_without_the_bulk_rpc(bulk
     before = job(conn, held.job_id)["lease_expires_at"]
     reclaim(conn, lost)
 
-    beat = rpc.heartbeat_many("worker-1", [LeaseBeat(lost.job_id, lost.lease_token),
-                                           LeaseBeat(held.job_id, held.lease_token, progress=50)])
+    beat = rpc.heartbeat_many(
+        "worker-1", [LeaseBeat(lost.job_id, lost.lease_token), LeaseBeat(held.job_id, held.lease_token, progress=50)]
+    )
 
     assert (beat.ok, beat.renewed, leases(beat.lost)) == (True, 1, [(lost.job_id, lost.lease_token)])
     assert job(conn, held.job_id)["lease_expires_at"] > before

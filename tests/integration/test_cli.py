@@ -17,11 +17,9 @@ UNREACHABLE_WITH_PASSWORD = "postgresql://postgres:s3cret@127.0.0.1:1/nope"
 
 
 def run(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items()
-             if k.upper() != "DATABASE_URL" and not k.upper().startswith("INGEST_")}
+    clean = {k: v for k, v in os.environ.items() if k.upper() != "DATABASE_URL" and not k.upper().startswith("INGEST_")}
     clean.update(env)
-    return subprocess.run([str(INGEST), *args], cwd=tmp_path, env=clean, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run([str(INGEST), *args], cwd=tmp_path, env=clean, capture_output=True, text=True, timeout=120)
 
 
 def one_error_line(result: subprocess.CompletedProcess) -> str:
@@ -57,14 +55,22 @@ def test_unreachable_database_is_one_line(tmp_path, command):
 
 
 def test_non_integer_pool_size_names_the_variable(tmp_path):
-    line = one_error_line(run(tmp_path, "db", "status", "--database-url", UNREACHABLE,
-                              INGEST_POOL_MAX_SIZE="abc"))
+    line = one_error_line(run(tmp_path, "db", "status", "--database-url", UNREACHABLE, INGEST_POOL_MAX_SIZE="abc"))
     assert "INGEST_POOL_MAX_SIZE" in line
 
 
 def test_heartbeat_too_slow_for_stale_window_is_refused(tmp_path):
-    line = one_error_line(run(tmp_path, "db", "status", "--database-url", UNREACHABLE,
-                              INGEST_HEARTBEAT_INTERVAL_SECONDS="200", INGEST_STALE_AFTER_SECONDS="300"))
+    line = one_error_line(
+        run(
+            tmp_path,
+            "db",
+            "status",
+            "--database-url",
+            UNREACHABLE,
+            INGEST_HEARTBEAT_INTERVAL_SECONDS="200",
+            INGEST_STALE_AFTER_SECONDS="300",
+        )
+    )
     assert "INGEST_HEARTBEAT_INTERVAL_SECONDS" in line
 
 
@@ -97,14 +103,22 @@ def test_migrate_then_status_shows_every_migration_applied(tmp_path, empty_db_ur
     assert not (tmp_path / ".ingest").exists(), "a URL was given: the embedded server must not start"
 
 
-@pytest.mark.parametrize("arguments", [
-    ["status", "--batch", "not-a-uuid"],
-    ["search", "x", "--limit", "0"],
-    ["work", "--concurrency", "-1"],
-])
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["status", "--batch", "not-a-uuid"],
+        ["search", "x", "--limit", "0"],
+        ["work", "--concurrency", "-1"],
+    ],
+)
 def test_bad_arguments_are_usage_errors_without_traceback(tmp_path, arguments):
-    result = subprocess.run([str(INGEST), *arguments, "--database-url", "postgresql://postgres@127.0.0.1:1/x"],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [str(INGEST), *arguments, "--database-url", "postgresql://postgres@127.0.0.1:1/x"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert "usage:" in result.stderr
@@ -117,17 +131,25 @@ def test_health_exits_1_and_names_what_needs_action(db_url, tmp_path):
     from ingestion_pipeline.db.rpc import IngestionRpc
     from tests.helpers import make_lease_stale, seed_job
 
-    healthy = subprocess.run([str(INGEST), "health", "--database-url", db_url], cwd=tmp_path,
-                             capture_output=True, text=True, timeout=60)
+    healthy = subprocess.run(
+        [str(INGEST), "health", "--database-url", db_url], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
     assert healthy.returncode == 0, healthy.stdout + healthy.stderr
     with connect(db_url) as conn:
         _, job_id = seed_job(conn)
         IngestionRpc(conn).claim("worker-1")
         make_lease_stale(conn, job_id)
-        conn.execute("insert into documents (source_name, content_sha256, byte_size, status) "
-                     "values ('ghost.txt', repeat('a', 64), 1, 'indexed')")
-    sick = subprocess.run([str(INGEST), "health", "--json", "--database-url", db_url], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
+        conn.execute(
+            "insert into documents (source_name, content_sha256, byte_size, status) "
+            "values ('ghost.txt', repeat('a', 64), 1, 'indexed')"
+        )
+    sick = subprocess.run(
+        [str(INGEST), "health", "--json", "--database-url", db_url],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert sick.returncode == 1
     report = json_module.loads(sick.stdout)
     assert report["stale_leases"] == 1 and report["indexed_without_generation"] == 1

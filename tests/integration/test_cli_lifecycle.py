@@ -50,7 +50,7 @@ def run(capsys, db_url: str, *args: str) -> tuple[int, str, str]:
 
 
 def run_json(capsys, db_url: str, *args: str):
-    code, out, err = run(capsys, db_url, *args, "--json")
+    code, out, _ = run(capsys, db_url, *args, "--json")
     return code, json.loads(out)
 
 
@@ -70,11 +70,13 @@ def search_sources(capsys, db_url: str, text: str) -> set[str]:
 
 
 def failed_job_id(conn, document_id):
-    return conn.execute("select id from ingestion_jobs where document_id = %s and status = 'failed'",
-                        (document_id,)).fetchone()["id"]
+    return conn.execute(
+        "select id from ingestion_jobs where document_id = %s and status = 'failed'", (document_id,)
+    ).fetchone()["id"]
 
 
 # -- delete ---------------------------------------------------------------------------------
+
 
 def test_delete_by_id_takes_the_document_out_of_search_and_purges_it(db_url, conn, drained, capsys):
     leases = document_id(drained, "postgres-leases.md")
@@ -90,13 +92,15 @@ def test_delete_by_id_takes_the_document_out_of_search_and_purges_it(db_url, con
     assert (deleted["status"], deleted["index_generation_id"]) == ("deleted", None)
     assert deleted["deleted_at"] is not None
     assert "postgres-leases.md" not in search_sources(capsys, db_url, "lease fencing")
-    for table in ("document_pages", "document_sections", "document_chunks", "index_generations",
-                  "document_sources"):
+    for table in ("document_pages", "document_sections", "document_chunks", "index_generations", "document_sources"):
         assert rows_of(conn, table, leases) == 0, table
     # its completed job stays counted as completed; the batch is unchanged
     after = batch(conn, drained.batch_id)
     assert (after["status"], after["completed_files"], after["failed_files"]) == (
-        before["status"], before["completed_files"], before["failed_files"])
+        before["status"],
+        before["completed_files"],
+        before["failed_files"],
+    )
 
     again, out, _ = run(capsys, db_url, "delete", str(leases))
     assert again == 1
@@ -104,16 +108,21 @@ def test_delete_by_id_takes_the_document_out_of_search_and_purges_it(db_url, con
 
 
 def test_delete_by_source_names_with_json(db_url, conn, drained, capsys):
-    code, results = run_json(capsys, db_url, "delete", "--source", "tea-notes.txt", "river-otters.html",
-                             "no-such-file.txt")
+    code, results = run_json(
+        capsys, db_url, "delete", "--source", "tea-notes.txt", "river-otters.html", "no-such-file.txt"
+    )
 
     assert code == 0
     by_name = {r["source_name"]: r for r in results}
     assert set(by_name) == {"tea-notes.txt", "river-otters.html", "no-such-file.txt"}
     assert by_name["tea-notes.txt"]["ok"] and by_name["river-otters.html"]["ok"]
     assert by_name["tea-notes.txt"]["purged"] is True and by_name["tea-notes.txt"]["in_flight"] is False
-    assert by_name["no-such-file.txt"] == {"ok": False, "reason": "source_not_found",
-                                           "source_name": "no-such-file.txt", "document_id": None}
+    assert by_name["no-such-file.txt"] == {
+        "ok": False,
+        "reason": "source_not_found",
+        "source_name": "no-such-file.txt",
+        "document_id": None,
+    }
     for name in ("tea-notes.txt", "river-otters.html"):
         assert document(conn, document_id(drained, name))["status"] == "deleted"
     assert document(conn, document_id(drained, "postgres-leases.md"))["status"] == "indexed"
@@ -134,8 +143,7 @@ def test_delete_with_nothing_matched_exits_1(db_url, drained, capsys):
     assert [(r["ok"], r["reason"]) for r in results] == [(False, "not_found")]
 
 
-def test_delete_while_a_worker_builds_it_refuses_the_worker_and_the_janitor_removes_the_rows(
-        db_url, conn, capsys):
+def test_delete_while_a_worker_builds_it_refuses_the_worker_and_the_janitor_removes_the_rows(db_url, conn, capsys):
     rpc = IngestionRpc(conn)
     doc, job_id = seed_job(conn)
     [claimed] = rpc.claim("worker-1")
@@ -147,19 +155,23 @@ def test_delete_while_a_worker_builds_it_refuses_the_worker_and_the_janitor_remo
     assert code == 0
     [result] = results
     assert (result["ok"], result["cancelled_job_id"], result["in_flight"], result["purged"]) == (
-        True, str(job_id), True, False)
+        True,
+        str(job_id),
+        True,
+        False,
+    )
     assert (job(conn, job_id)["status"], job(conn, job_id)["error_message"]) == ("cancelled", "document deleted")
     # the worker that was building it is refused from then on
     assert rpc.heartbeat(job_id, "worker-1", lease_token=claimed.lease_token).lease_lost
-    done = rpc.commit_and_complete(job_id, doc, generation.generation_id, worker_id="worker-1",
-                                   lease_token=claimed.lease_token)
+    done = rpc.commit_and_complete(
+        job_id, doc, generation.generation_id, worker_id="worker-1", lease_token=claimed.lease_token
+    )
     assert done.lease_lost
     assert rows_of(conn, "document_chunks", doc) == 3  # left to the guarded cleanup
 
-    code, out, _ = run(capsys, db_url, "janitor")
+    code, _, _ = run(capsys, db_url, "janitor")
     assert code == 0
-    for table in ("document_pages", "document_sections", "document_chunks", "index_generations",
-                  "document_sources"):
+    for table in ("document_pages", "document_sections", "document_chunks", "index_generations", "document_sources"):
         assert rows_of(conn, table, doc) == 0, table
 
 
@@ -174,10 +186,14 @@ def test_delete_table_says_a_worker_was_on_it(db_url, conn, capsys):
 
 # -- cancel ---------------------------------------------------------------------------------
 
+
 def test_cancel_a_batch_half_done(db_url, conn, pool, settings, enqueued, capsys):
     Worker(pool, settings).run(drain=True, max_jobs=2)
-    settled = {f.document_id: document(conn, f.document_id)["status"] for f in enqueued.files
-               if document(conn, f.document_id)["status"] in ("indexed", "failed")}
+    settled = {
+        f.document_id: document(conn, f.document_id)["status"]
+        for f in enqueued.files
+        if document(conn, f.document_id)["status"] in ("indexed", "failed")
+    }
     assert len(settled) == 2
 
     code, out, err = run(capsys, db_url, "cancel", str(enqueued.batch_id))
@@ -185,13 +201,19 @@ def test_cancel_a_batch_half_done(db_url, conn, pool, settings, enqueued, capsys
     assert code == 0, err
     assert "cancelled 3 job(s)" in out and "documents already indexed stay indexed" in out
     row = batch(conn, enqueued.batch_id)
-    assert (row["status"], row["cancelled_files"], row["completed_files"] + row["failed_files"],
-            row["open_files"]) == ("cancelled", 3, 2, 0)
+    assert (row["status"], row["cancelled_files"], row["completed_files"] + row["failed_files"], row["open_files"]) == (
+        "cancelled",
+        3,
+        2,
+        0,
+    )
     assert row["cancelled_at"] is not None
     for entry in enqueued.files:  # documents already indexed (or failed) keep their state
         assert document(conn, entry.document_id)["status"] == settled.get(entry.document_id, "cancelled")
-    jobs = conn.execute("select status, stage, error_message from ingestion_jobs where batch_id = %s "
-                        "and status = 'cancelled'", (enqueued.batch_id,)).fetchall()
+    jobs = conn.execute(
+        "select status, stage, error_message from ingestion_jobs where batch_id = %s and status = 'cancelled'",
+        (enqueued.batch_id,),
+    ).fetchall()
     assert [(j["stage"], j["error_message"]) for j in jobs] == [("cancelled", "import batch cancelled")] * 3
     assert Worker(pool, settings).run(drain=True).as_dict()["claimed"] == 0
 
@@ -200,7 +222,7 @@ def test_cancel_a_batch_half_done(db_url, conn, pool, settings, enqueued, capsys
     assert code == 0
     header, _, line = out.splitlines()[:3]
     assert "cancelled" in header.split()
-    columns = dict(zip(header.split()[:-2], line.split()))  # "oldest pending" is two words and empty here
+    columns = dict(zip(header.split()[:-2], line.split(), strict=True))  # "oldest pending" is two words and empty here
     assert (columns["status"], columns["cancelled"]) == ("cancelled", "3")
     assert int(columns["completed"]) + int(columns["failed"]) == 2
     code, report = run_json(capsys, db_url, "status", "--batch", str(enqueued.batch_id))
@@ -233,6 +255,7 @@ def test_cancel_json_and_unknown_batch(db_url, conn, enqueued, capsys):
 
 # -- retry ----------------------------------------------------------------------------------
 
+
 def test_retry_failed_jobs_in_each_form(db_url, conn, pool, settings, drained, capsys):
     empty = document_id(drained, "empty.txt")
     failed = failed_job_id(conn, empty)
@@ -259,8 +282,9 @@ def test_retry_failed_jobs_in_each_form(db_url, conn, pool, settings, drained, c
 
 
 def test_retry_refusals_are_in_words(db_url, conn, pool, settings, drained, capsys):
-    completed = conn.execute("select id from ingestion_jobs where document_id = %s",
-                             (document_id(drained, "tea-notes.txt"),)).fetchone()["id"]
+    completed = conn.execute(
+        "select id from ingestion_jobs where document_id = %s", (document_id(drained, "tea-notes.txt"),)
+    ).fetchone()["id"]
     unknown = uuid.uuid4()
 
     code, out, _ = run(capsys, db_url, "retry", str(completed), str(unknown))
@@ -284,8 +308,9 @@ def test_retry_refusals_are_in_words(db_url, conn, pool, settings, drained, caps
 def test_retry_refuses_cancelled_and_open_jobs(db_url, conn, enqueued, capsys):
     rpc = IngestionRpc(conn)
     [claimed] = rpc.claim("worker-1")
-    open_job = conn.execute("select id from ingestion_jobs where batch_id = %s and status = 'pending' limit 1",
-                            (enqueued.batch_id,)).fetchone()["id"]
+    open_job = conn.execute(
+        "select id from ingestion_jobs where batch_id = %s and status = 'pending' limit 1", (enqueued.batch_id,)
+    ).fetchone()["id"]
     code, out, _ = run(capsys, db_url, "retry", str(claimed.job_id), str(open_job))
     assert code == 1
     assert "has a live lease (a worker is on it)" in out and "already queued" in out
@@ -297,17 +322,21 @@ def test_retry_refuses_cancelled_and_open_jobs(db_url, conn, enqueued, capsys):
 
 # -- usage ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("arguments", [
-    ["delete"],
-    ["delete", "not-a-uuid"],
-    ["delete", str(uuid.UUID(int=1)), "123"],
-    ["cancel", "xyz"],
-    ["retry"],
-    ["retry", str(uuid.UUID(int=1)), "--failed"],
-    ["retry", "--failed", "--batch", str(uuid.UUID(int=1))],
-    ["retry", "--batch", "nope"],
-    ["retry", "12"],
-])
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["delete"],
+        ["delete", "not-a-uuid"],
+        ["delete", str(uuid.UUID(int=1)), "123"],
+        ["cancel", "xyz"],
+        ["retry"],
+        ["retry", str(uuid.UUID(int=1)), "--failed"],
+        ["retry", "--failed", "--batch", str(uuid.UUID(int=1))],
+        ["retry", "--batch", "nope"],
+        ["retry", "12"],
+    ],
+)
 def test_usage_errors_are_one_line_and_exit_2(capsys, arguments):
     code, out, err = run(capsys, UNREACHABLE, *arguments)
     assert code == 2
@@ -324,7 +353,7 @@ def test_cancel_without_batch_id_is_an_argparse_usage_error(capsys):
 
 
 def test_unreachable_database_is_one_line(capsys):
-    code, out, err = run(capsys, UNREACHABLE, "delete", str(uuid.uuid4()))
+    code, _, err = run(capsys, UNREACHABLE, "delete", str(uuid.uuid4()))
     assert code == 1
     assert err.startswith("ingest: error:") and "127.0.0.1" in err and len(err.splitlines()) == 1
 

@@ -24,8 +24,13 @@ def forms_of(url: str) -> list[str]:
     rest = url.split("://", 1)[1]
     parts = psycopg.conninfo.conninfo_to_dict(url)
     key_value = " ".join(f"{key}={value}" for key, value in parts.items())
-    return [f"postgresql://{rest}", f"postgres://{rest}", f"postgresql+psycopg2://{rest}",
-            f"postgresql+psycopg://{rest}", key_value]
+    return [
+        f"postgresql://{rest}",
+        f"postgres://{rest}",
+        f"postgresql+psycopg2://{rest}",
+        f"postgresql+psycopg://{rest}",
+        key_value,
+    ]
 
 
 def open_instance(tmp_path: Path) -> dg.DagsterInstance:

@@ -83,10 +83,12 @@ def start_in_processes(data_dir: Path, count: int) -> list[str]:
     """Launch `count` processes together, each calling embedded.start(); all are waited for
     before anything is asserted, so no server is left starting behind a failed test."""
     code = f"from ingestion_pipeline.db import embedded; print(embedded.start({str(data_dir)!r}))"
-    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for _ in range(count)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(count)
+    ]
     outputs = [proc.communicate(timeout=120) for proc in procs]
-    for proc, (_, err) in zip(procs, outputs):
+    for proc, (_, err) in zip(procs, outputs, strict=True):
         assert proc.returncode == 0, err
     return [out.strip().splitlines()[-1] for out, _ in outputs]
 
@@ -137,8 +139,9 @@ def test_start_recovers_from_a_half_written_pid_file_left_by_a_crash(data_dir):
     embedded.start(data_dir)
     pgdata = embedded.status(data_dir).pgdata
     embedded.stop(data_dir)
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    )
     (pgdata / "postmaster.pid").write_text(f"{dead.stdout.strip()}\n{pgdata}\n")
 
     uri = embedded.start(data_dir)

@@ -40,10 +40,15 @@ def test_a_folder_becomes_one_batch_with_bytes_documents_and_jobs(pool, settings
     report = enqueue_paths(pool, [folder], max_bytes=settings.max_file_bytes, batch_name="docs")
     assert sorted(Path(f.path).name for f in report.files) == ["a.txt", "b.md"]
     assert report.counts == {"queued": 2}
-    assert (count(conn, "import_batches"), count(conn, "documents"), count(conn, "document_sources"),
-            count(conn, "ingestion_jobs")) == (1, 2, 2, 2)
-    stored = conn.execute("select content from document_sources s join documents d on d.id = s.document_id "
-                          "where d.source_name = 'a.txt'").fetchone()
+    assert (
+        count(conn, "import_batches"),
+        count(conn, "documents"),
+        count(conn, "document_sources"),
+        count(conn, "ingestion_jobs"),
+    ) == (1, 2, 2, 2)
+    stored = conn.execute(
+        "select content from document_sources s join documents d on d.id = s.document_id where d.source_name = 'a.txt'"
+    ).fetchone()
     assert bytes(stored["content"]) == b"alpha document"
     assert IngestionRpc(conn).refresh_batch(report.batch_id).total == 2
 
@@ -73,8 +78,9 @@ def test_a_batch_of_duplicates_ends_completed_at_enqueue(pool, settings, folder,
     enqueue_paths(pool, [folder], max_bytes=settings.max_file_bytes)
     again = enqueue_paths(pool, [folder], max_bytes=settings.max_file_bytes)
     assert again.counts == {"duplicate": 2} and again.batch_status == "completed"
-    stored = conn.execute("select status, total_files, completed_at from import_batches where id = %s",
-                          (again.batch_id,)).fetchone()
+    stored = conn.execute(
+        "select status, total_files, completed_at from import_batches where id = %s", (again.batch_id,)
+    ).fetchone()
     assert (stored["status"], stored["total_files"]) == ("completed", 0) and stored["completed_at"]
 
     assert ingest(["enqueue", str(folder), "--database-url", db_url]) == 0
@@ -147,12 +153,23 @@ def test_heartbeat_that_finds_the_lease_lost_stops_the_job(conn):
 
 def test_ctrl_c_stops_a_polling_worker_cleanly(db_url, conn, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("INGEST_") and k != "DATABASE_URL"}
-    proc = subprocess.Popen([str(INGEST), "work", "--json", "--database-url", db_url], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(INGEST), "work", "--json", "--database-url", db_url],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 30
-        while conn.execute("select count(*) as n from pg_stat_activity where application_name = 'ingest' "
-                           "and datname = current_database()").fetchone()["n"] == 0:
+        while (
+            conn.execute(
+                "select count(*) as n from pg_stat_activity where application_name = 'ingest' "
+                "and datname = current_database()"
+            ).fetchone()["n"]
+            == 0
+        ):
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "worker never connected"
             time.sleep(0.05)

@@ -47,8 +47,7 @@ def test_cli_lists_a_non_utf8_name(db_url, latin1_folder, capsys):
     assert "caf\\xe9.txt" in out and "2 file(s)" in out
 
 
-def test_a_file_that_vanishes_before_the_first_is_stored_leaves_no_batch(pool, settings, tmp_path, conn,
-                                                                          monkeypatch):
+def test_a_file_that_vanishes_before_the_first_is_stored_leaves_no_batch(pool, settings, tmp_path, conn, monkeypatch):
     (tmp_path / "a.txt").write_text("alpha")
     (tmp_path / "b.txt").write_text("beta")
     checked = enqueue.collect_files
@@ -59,7 +58,7 @@ def test_a_file_that_vanishes_before_the_first_is_stored_leaves_no_batch(pool, s
         return files
 
     monkeypatch.setattr(enqueue, "collect_files", check_then_lose_the_first)
-    with pytest.raises(EnqueueRefused, match="a.txt.*nothing was written"):
+    with pytest.raises(EnqueueRefused, match=r"a\.txt.*nothing was written"):
         enqueue_paths(pool, [tmp_path / "a.txt", tmp_path / "b.txt"], max_bytes=settings.max_file_bytes)
 
     assert (count(conn, "import_batches"), count(conn, "documents")) == (0, 0)
@@ -82,8 +81,7 @@ def test_ctrl_c_during_the_first_file_leaves_no_batch(pool, settings, tmp_path, 
     assert report.counts == {"queued": 1} and count(conn, "import_batches") == 1
 
 
-def test_ctrl_c_after_the_first_file_keeps_the_batch_with_what_was_stored(pool, settings, tmp_path, conn,
-                                                                          monkeypatch):
+def test_ctrl_c_after_the_first_file_keeps_the_batch_with_what_was_stored(pool, settings, tmp_path, conn, monkeypatch):
     (tmp_path / "a.txt").write_text("alpha")
     (tmp_path / "b.txt").write_text("beta")
     real_enqueue = IngestionRpc.enqueue

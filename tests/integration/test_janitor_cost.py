@@ -26,7 +26,9 @@ def rows_read(tx, table: str) -> int:
         """select pg_stat_get_xact_tuples_returned(c.oid) + pg_stat_get_xact_tuples_fetched(c.oid)
                   + coalesce((select sum(pg_stat_get_xact_tuples_returned(i.indexrelid))
                                 from pg_index i where i.indrelid = c.oid), 0) as n
-             from pg_class c where c.oid = %s::regclass""", (table,)).fetchone()["n"]
+             from pg_class c where c.oid = %s::regclass""",
+        (table,),
+    ).fetchone()["n"]
 
 
 def read_by(tx, table: str, statement: str) -> int:
@@ -41,8 +43,11 @@ def test_a_cleanup_pass_with_nothing_to_clean_reads_no_document(lock_order_schem
         seed_document(conn)
     tx = new_conn(lock_order_schema.url, autocommit=False)
     for dry_run in ("true", "false"):
-        read = read_by(tx, "documents", "select cleanup_abandoned_document_index_generations("
-                                        f"p_limit => 100, p_dry_run => {dry_run}) as r")
+        read = read_by(
+            tx,
+            "documents",
+            f"select cleanup_abandoned_document_index_generations(p_limit => 100, p_dry_run => {dry_run}) as r",
+        )
         if lock_order_schema.hardened:
             assert read == 0, f"dry_run={dry_run}"
         else:  # the defect: every document is read to find nothing
@@ -57,8 +62,10 @@ def test_a_drift_pass_reads_no_job_of_batches_finished_long_ago(lock_order_schem
     for _ in range(FINISHED_JOBS):
         seed_job(conn, batch_id)
     claims = rpc.claim("worker-1", limit=FINISHED_JOBS)
-    assert all(a.ok for a in rpc.complete_many("worker-1", [
-        CompleteItem(c.job_id, c.document_id, c.lease_token) for c in claims]))
+    assert all(
+        a.ok
+        for a in rpc.complete_many("worker-1", [CompleteItem(c.job_id, c.document_id, c.lease_token) for c in claims])
+    )
     conn.execute("update import_batches set completed_at = now() - interval '2 days' where id = %s", (batch_id,))
 
     tx = new_conn(lock_order_schema.url, autocommit=False)

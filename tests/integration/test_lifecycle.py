@@ -25,19 +25,32 @@ from tests.helpers import (
 )
 
 WORD = "quokka"
-NOTHING_LEFT = {"document_pages": 0, "document_sections": 0, "document_chunks": 0, "index_generations": 0,
-                "document_sources": 0}
+NOTHING_LEFT = {
+    "document_pages": 0,
+    "document_sections": 0,
+    "document_chunks": 0,
+    "index_generations": 0,
+    "document_sources": 0,
+}
 
 
 def counters(conn, batch_id) -> dict:
     row = batch(conn, batch_id)
-    return {key: row[key] for key in ("status", "total_files", "open_files", "completed_files", "failed_files",
-                                      "cancelled_files")}
+    return {
+        key: row[key]
+        for key in ("status", "total_files", "open_files", "completed_files", "failed_files", "cancelled_files")
+    }
 
 
 def expect(status: str, total: int, open: int = 0, completed: int = 0, failed: int = 0, cancelled: int = 0) -> dict:
-    return {"status": status, "total_files": total, "open_files": open, "completed_files": completed,
-            "failed_files": failed, "cancelled_files": cancelled}
+    return {
+        "status": status,
+        "total_files": total,
+        "open_files": open,
+        "completed_files": completed,
+        "failed_files": failed,
+        "cancelled_files": cancelled,
+    }
 
 
 def index_next(rpc: IngestionRpc, conn) -> tuple[UUID, UUID]:
@@ -48,8 +61,14 @@ def index_next(rpc: IngestionRpc, conn) -> tuple[UUID, UUID]:
 def fail_next(rpc: IngestionRpc) -> UUID:
     """Claim the next pending job and fail it for good; returns its id."""
     [claimed] = rpc.claim("W")
-    outcome = rpc.fail_or_retry(claimed.job_id, claimed.document_id, worker_id="W", lease_token=claimed.lease_token,
-                                retry=False, error_message="parser crashed")
+    outcome = rpc.fail_or_retry(
+        claimed.job_id,
+        claimed.document_id,
+        worker_id="W",
+        lease_token=claimed.lease_token,
+        retry=False,
+        error_message="parser crashed",
+    )
     assert outcome.ok and outcome.retried is not True, outcome
     return claimed.job_id
 
@@ -67,6 +86,7 @@ def assert_healthy(db_url: str, conn) -> None:
 
 
 # -- delete ------------------------------------------------------------------------------
+
 
 def test_delete_of_an_indexed_document_with_nothing_in_flight_purges_at_once(db_url, conn):
     rpc = IngestionRpc(conn)
@@ -140,7 +160,12 @@ def test_delete_of_a_document_with_a_pending_job_cancels_it(db_url, conn):
     assert document_rows(conn, document_id) == NOTHING_LEFT
     assert counters(conn, batch_id) == expect("processing", 3, open=1, failed=1, cancelled=1)
     assert deleted.batch.model_dump(include={"status", "total", "open", "failed", "cancelled"}) == {
-        "status": "processing", "total": 3, "open": 1, "failed": 1, "cancelled": 1}
+        "status": "processing",
+        "total": 3,
+        "open": 1,
+        "failed": 1,
+        "cancelled": 1,
+    }
     assert rpc.claim("W")[0].job_id == other_job  # the cancelled job is never claimed
     assert_healthy(db_url, conn)
 
@@ -176,6 +201,7 @@ def test_the_lifecycle_calls_run_as_the_pipelines_role(conn):
 
 # -- cancel ------------------------------------------------------------------------------
 
+
 def test_cancel_of_a_batch_with_indexed_and_pending_documents(db_url, conn):
     rpc = IngestionRpc(conn)
     batch_id = seed_batch(conn)
@@ -191,16 +217,26 @@ def test_cancel_of_a_batch_with_indexed_and_pending_documents(db_url, conn):
     assert cancelled.ok, cancelled
     assert (cancelled.batch_id, cancelled.cancelled, cancelled.in_flight) == (batch_id, 3, 0), cancelled
     assert ids(cancelled.job_ids) == ids([reindex.job_id, *(j for _, j in pending)])
-    assert cancelled.batch.model_dump(include={"batch_id", "status", "total", "completed", "failed", "cancelled",
-                                               "open"}) == {
-        "batch_id": batch_id, "status": "cancelled", "total": 4, "completed": 1, "failed": 0, "cancelled": 3,
-        "open": 0}
+    assert cancelled.batch.model_dump(
+        include={"batch_id", "status", "total", "completed", "failed", "cancelled", "open"}
+    ) == {
+        "batch_id": batch_id,
+        "status": "cancelled",
+        "total": 4,
+        "completed": 1,
+        "failed": 0,
+        "cancelled": 3,
+        "open": 0,
+    }
     assert counters(conn, batch_id) == expect("cancelled", 4, completed=1, cancelled=3)
     assert batch(conn, batch_id)["cancelled_at"] is not None
     for job_id in cancelled.job_ids:
         row = job(conn, job_id)
         assert (row["status"], row["stage"], row["error_message"]) == (
-            "cancelled", "cancelled", "import batch cancelled")
+            "cancelled",
+            "cancelled",
+            "import batch cancelled",
+        )
     # The indexed document stays indexed (its reindex was cancelled) and searchable.
     assert document(conn, indexed_document)["status"] == "indexed"
     assert searchable(conn, indexed_document, WORD)
@@ -234,6 +270,7 @@ def test_cancel_of_a_finished_batch_marks_it_cancelled_and_nothing_else(db_url, 
 
 
 # -- retry -------------------------------------------------------------------------------
+
 
 def test_retry_one_failed_job(db_url, conn):
     rpc = IngestionRpc(conn)
@@ -305,8 +342,14 @@ def test_retry_refusals(db_url, conn):
     unknown = uuid4()
     before = {b: counters(conn, b) for b in (batch_id, cancelled_batch)}
 
-    expected = {completed_job: "completed", live_job: "lease_live", queued_job: "already_queued",
-                cancelled_job: "cancelled", deleted_job: "document_deleted", unknown: "not_found"}
+    expected = {
+        completed_job: "completed",
+        live_job: "lease_live",
+        queued_job: "already_queued",
+        cancelled_job: "cancelled",
+        deleted_job: "document_deleted",
+        unknown: "not_found",
+    }
     for job_id, reason in expected.items():
         one = rpc.retry(job_id)
         assert (one.ok, one.reason) == (False, reason), (job_id, one)
@@ -316,4 +359,3 @@ def test_retry_refusals(db_url, conn):
     assert {b: counters(conn, b) for b in before} == before
     assert job(conn, cancelled_job)["status"] == "cancelled" and job(conn, deleted_job)["status"] == "failed"
     assert_healthy(db_url, conn)
-

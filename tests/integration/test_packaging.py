@@ -17,8 +17,24 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
-                    "-w", str(out), str(REPO)], check=True, capture_output=True, text=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--quiet",
+            "-w",
+            str(out),
+            str(REPO),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     [built] = out.glob("ingestion_pipeline-*.whl")
     return built
 
@@ -44,8 +60,13 @@ def test_wheel_carries_migrations_and_sql(wheel):
 
 def test_installed_wheel_finds_its_migrations_from_any_folder(wheel, tmp_path):
     site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(site),
-                    str(wheel)], check=True, capture_output=True, text=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", "--target", str(site), str(wheel)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     work = tmp_path / "elsewhere"
     work.mkdir()
     code = (
@@ -58,8 +79,7 @@ def test_installed_wheel_finds_its_migrations_from_any_folder(wheel, tmp_path):
         "print(bool(query('ledger_rows')) and 'ingest_schema_migrations' in sql_text('ledger.sql'))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(site), "PYTHONNOUSERSITE": "1"}
-    result = subprocess.run([sys.executable, "-c", code], cwd=work, env=env, capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run([sys.executable, "-c", code], cwd=work, env=env, capture_output=True, text=True, timeout=60)
 
     assert result.returncode == 0, result.stderr
     module_file, folder, count, sql_ok = result.stdout.strip().splitlines()

@@ -23,16 +23,20 @@ def test_worker_completes_a_job_after_the_server_dropped_every_idle_connection(d
     # a check the claim rode through dead connections with 2+4+8+16 s of waits). Ten dead
     # connections: psycopg_pool's own check alone finds them one by one with a growing
     # back-off (1+2+4+8 s) and gives up at the pool timeout.
-    settings = load_settings(database_url=db_url, retry_backoff_seconds=0, pool_min_size=10, pool_max_size=10,
-                             claim_retry_attempts=1)
+    settings = load_settings(
+        database_url=db_url, retry_backoff_seconds=0, pool_min_size=10, pool_max_size=10, claim_retry_attempts=1
+    )
     shutil.copy(FIXTURES / "sample.md", tmp_path / "sample.md")
     pool = make_pool(db_url, settings, application_name=APP)
     try:
         report = enqueue_paths(pool, [tmp_path / "sample.md"], max_bytes=settings.max_file_bytes)
         pool.wait(timeout=10)  # all ten connections open and idle in the pool
         assert pool.get_stats()["pool_available"] == 10
-        killed = conn.execute("select count(*) filter (where pg_terminate_backend(pid)) as n from pg_stat_activity "
-                              "where application_name = %s", (APP,)).fetchone()["n"]
+        killed = conn.execute(
+            "select count(*) filter (where pg_terminate_backend(pid)) as n from pg_stat_activity "
+            "where application_name = %s",
+            (APP,),
+        ).fetchone()["n"]
         assert killed == 10
 
         started = time.monotonic()

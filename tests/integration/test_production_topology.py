@@ -33,19 +33,23 @@ def test_a_pooler_is_recognised_and_a_direct_connection_is_not(pooler, db_url):
 def test_a_worker_with_more_connections_than_the_server_allows_refuses_in_one_line(db_url, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("INGEST_")}
     env.update(DATABASE_URL=db_url, INGEST_POOL_MAX_SIZE="100000")
-    done = subprocess.run([str(INGEST), "work", "--drain"], env=env, cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [str(INGEST), "work", "--drain"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 1
     [line] = done.stderr.strip().splitlines()
-    assert line.startswith("ingest: error: not enough database connections: this process may open 100000 "
-                           "(INGEST_POOL_MAX_SIZE) but the server has ")
+    assert line.startswith(
+        "ingest: error: not enough database connections: this process may open 100000 "
+        "(INGEST_POOL_MAX_SIZE) but the server has "
+    )
 
 
 def test_through_a_pooler_the_budget_is_the_poolers(pooler, db_url, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("INGEST_")}
     env.update(DATABASE_URL=pooler.url(), INGEST_POOL_MAX_SIZE="150")  # more than the server's 100 slots
-    done = subprocess.run([str(INGEST), "work", "--drain"], env=env, cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [str(INGEST), "work", "--drain"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -55,11 +59,13 @@ def test_dagster_sensor_drain_and_checks_through_the_pooler(pooler, conn):
         seed_job(conn, batch_id)
     definitions = make_definitions(DatabaseResource(database_url=pooler.url()), ProcessingResource())
     with dg.instance_for_test() as instance:
-        context = dg.build_sensor_context(instance=instance, resources={"database": DatabaseResource(
-            database_url=pooler.url())})
+        context = dg.build_sensor_context(
+            instance=instance, resources={"database": DatabaseResource(database_url=pooler.url())}
+        )
         request = import_batch_sensor(context).run_requests[0]
         drained = definitions.resolve_job_def("ingest_documents").execute_in_process(
-            instance=instance, run_config=request.run_config)
+            instance=instance, run_config=request.run_config
+        )
         checked = definitions.resolve_job_def("check_document_index").execute_in_process(instance=instance)
     assert drained.success and checked.success
     [materialization] = drained.asset_materializations_for_node("document_index")

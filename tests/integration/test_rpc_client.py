@@ -44,8 +44,14 @@ def test_a_job_goes_from_enqueue_to_completed_through_a_pool(pool, conn):
     assert beat.ok and beat.locked_at is not None and beat.lease_expires_at > beat.locked_at
     generation = rpc.begin_generation(claimed.job_id, document_id, "worker-1", lease_token=token)
     write_artifacts(conn, document_id, generation.generation_id, chunks=2)
-    outcome = rpc.commit_and_complete(claimed.job_id, document_id, generation.generation_id, worker_id="worker-1",
-                                      lease_token=token, batch_id=batch_id)
+    outcome = rpc.commit_and_complete(
+        claimed.job_id,
+        document_id,
+        generation.generation_id,
+        worker_id="worker-1",
+        lease_token=token,
+        batch_id=batch_id,
+    )
 
     assert outcome.ok and outcome.fenced and outcome.chunk_count == 2
     assert rpc.fence_level is fences.NEWEST
@@ -63,8 +69,9 @@ def test_fallback_to_unfenced_calls_on_the_pre_hardening_schema(pre_hardening_db
         beat = rpc.heartbeat(job_id, "worker-1")
         generation_id = rpc.begin_generation(job_id, document_id, "worker-1").generation_id
         write_artifacts(conn, document_id, generation_id, chunks=2)
-        committed = rpc.commit_generation(job_id, document_id, generation_id, "worker-1",
-                                          {"chunk_count": 2, "page_count": 2, "section_count": 2})
+        committed = rpc.commit_generation(
+            job_id, document_id, generation_id, "worker-1", {"chunk_count": 2, "page_count": 2, "section_count": 2}
+        )
         completed = rpc.complete(job_id, document_id, worker_id="worker-1")
 
         assert rpc.fence_level is FenceLevel.NONE
@@ -131,7 +138,9 @@ def test_retry_refuses_completed_and_live_jobs_and_requeues_failed_ones(conn):
     rpc = IngestionRpc(conn)
     seed_job(conn)
     document_id, _ = index_document(rpc, conn)
-    completed_job = conn.execute("select id from ingestion_jobs where document_id = %s", (document_id,)).fetchone()["id"]
+    completed_job = conn.execute("select id from ingestion_jobs where document_id = %s", (document_id,)).fetchone()[
+        "id"
+    ]
     assert rpc.retry(completed_job).reason == "completed"
 
     other_document, live_job = seed_job(conn)
@@ -165,7 +174,7 @@ def test_cleanup_dry_run_reports_what_the_delete_removes(conn):
     rpc = IngestionRpc(conn)
     seed_job(conn)
     document_id, committed = index_document(rpc, conn)
-    reindex, abandoned = start_reindex_build(rpc, conn, document_id, "worker-2", pages=1, sections=2, chunks=4)
+    reindex, _abandoned = start_reindex_build(rpc, conn, document_id, "worker-2", pages=1, sections=2, chunks=4)
     rpc.fail_or_retry(reindex.job_id, document_id, worker_id="worker-2", error_message="crash")
 
     dry = rpc.cleanup_generations(dry_run=True)
@@ -216,7 +225,7 @@ def test_a_worker_completes_jobs_on_the_pre_hardening_schema(pre_hardening_db_ur
 
     settings = load_settings(database_url=pre_hardening_db_url)
     with connect(pre_hardening_db_url) as conn:
-        document_id, job_id = seed_job(conn)
+        seed_job(conn)
     pool = make_pool(pre_hardening_db_url, settings)
     try:
         report = Worker(pool, settings).run(drain=True)

@@ -10,5 +10,5 @@ def test_head_template_has_every_migration(conn):
 
 def test_seed(conn):
     batch_id = seed_batch(conn)
-    document_id, job_id = seed_job(conn, batch_id)
+    _, job_id = seed_job(conn, batch_id)
     assert job_id is not None

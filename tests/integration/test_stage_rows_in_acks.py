@@ -5,7 +5,7 @@ commits a generation adds its own `commit` row, timed by the server. On the sche
 the migration the worker writes each row with a fenced call of its own, as it did.
 """
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -25,9 +25,11 @@ WORKER = "worker-1"
 
 
 def rows(*names: str, **detail) -> tuple[StageRow, ...]:
-    began = datetime.now(timezone.utc) - timedelta(seconds=len(names))
-    return tuple(StageRow(name, began + timedelta(seconds=n), began + timedelta(seconds=n + 0.5),
-                          {"seconds": 0.5, **detail}) for n, name in enumerate(names))
+    began = datetime.now(UTC) - timedelta(seconds=len(names))
+    return tuple(
+        StageRow(name, began + timedelta(seconds=n), began + timedelta(seconds=n + 0.5), {"seconds": 0.5, **detail})
+        for n, name in enumerate(names)
+    )
 
 
 def claimed(conn, count: int = 1) -> list:
@@ -37,29 +39,39 @@ def claimed(conn, count: int = 1) -> list:
 
 
 def logged(conn, job_id) -> list[dict]:
-    return conn.execute("select stage, worker_id, detail, started_at, finished_at from ingestion_job_stages "
-                        "where job_id = %s order by id", (job_id,)).fetchall()
+    return conn.execute(
+        "select stage, worker_id, detail, started_at, finished_at from ingestion_job_stages "
+        "where job_id = %s order by id",
+        (job_id,),
+    ).fetchall()
 
 
 def test_a_completion_writes_its_stage_rows_and_the_commit_row_the_server_timed(conn):
     rpc = IngestionRpc(conn)
     built, plain = claimed(conn, 2)
-    generation_id = rpc.begin_generation(built.job_id, built.document_id, WORKER,
-                                         lease_token=built.lease_token).generation_id
+    generation_id = rpc.begin_generation(
+        built.job_id, built.document_id, WORKER, lease_token=built.lease_token
+    ).generation_id
     write_artifacts(conn, built.document_id, generation_id, pages=1, sections=1, chunks=2)
     sent = rows("load", "parse", "chunk", "embed", "write")
 
-    answers = rpc.complete_many(WORKER, [
-        CompleteItem(built.job_id, built.document_id, built.lease_token, generation_id, worker_id=WORKER,
-                     stages=sent),
-        CompleteItem(plain.job_id, plain.document_id, plain.lease_token, worker_id=WORKER, stages=rows("load"))])
+    answers = rpc.complete_many(
+        WORKER,
+        [
+            CompleteItem(
+                built.job_id, built.document_id, built.lease_token, generation_id, worker_id=WORKER, stages=sent
+            ),
+            CompleteItem(plain.job_id, plain.document_id, plain.lease_token, worker_id=WORKER, stages=rows("load")),
+        ],
+    )
 
     assert [a.ok for a in answers] == [True, True]
     stages = logged(conn, built.job_id)
     assert [s["stage"] for s in stages] == ["load", "parse", "chunk", "embed", "write", "commit"]
     assert {s["worker_id"] for s in stages} == {WORKER}
     assert [(s["started_at"], s["finished_at"], s["detail"]) for s in stages[:5]] == [
-        (r.started_at, r.finished_at, r.detail) for r in sent]
+        (r.started_at, r.finished_at, r.detail) for r in sent
+    ]
     commit = stages[-1]
     assert commit["detail"]["completes_job"] is True and 0 <= commit["detail"]["seconds"] < 60
     assert commit["started_at"] <= commit["finished_at"]
@@ -73,12 +85,26 @@ def test_an_item_whose_token_was_superseded_writes_none_of_its_rows(conn):
     [taken] = rpc.claim("worker-2")
     assert taken.job_id == lost.job_id
 
-    answers = rpc.complete_many(WORKER, [
-        CompleteItem(lost.job_id, lost.document_id, lost.lease_token, worker_id=WORKER, stages=rows("load")),
-        CompleteItem(kept.job_id, kept.document_id, kept.lease_token, worker_id=WORKER, stages=rows("load"))])
-    failed = rpc.fail_or_retry_many(WORKER, [
-        FailItem(lost.job_id, lost.document_id, lost.lease_token, error_message="x", worker_id=WORKER,
-                 stages=rows("parse", error="x"))])
+    answers = rpc.complete_many(
+        WORKER,
+        [
+            CompleteItem(lost.job_id, lost.document_id, lost.lease_token, worker_id=WORKER, stages=rows("load")),
+            CompleteItem(kept.job_id, kept.document_id, kept.lease_token, worker_id=WORKER, stages=rows("load")),
+        ],
+    )
+    failed = rpc.fail_or_retry_many(
+        WORKER,
+        [
+            FailItem(
+                lost.job_id,
+                lost.document_id,
+                lost.lease_token,
+                error_message="x",
+                worker_id=WORKER,
+                stages=rows("parse", error="x"),
+            )
+        ],
+    )
 
     assert [(a.ok, a.reason) for a in answers] == [(False, "lease_lost"), (True, None)]
     assert failed[0].lease_lost
@@ -93,10 +119,22 @@ def test_a_failure_or_retry_writes_its_stage_rows_with_the_error(conn, retry):
     seed_job(conn, max_attempts=3)
     [claim] = rpc.claim(WORKER)
 
-    [answer] = rpc.fail_or_retry_many(WORKER, [FailItem(
-        claim.job_id, claim.document_id, claim.lease_token, retry=retry, error_message="boom",
-        stage="retry_wait" if retry else "failed", retry_delay_seconds=0 if retry else None, worker_id=WORKER,
-        stages=rows("load") + rows("parse", error="boom"))])
+    [answer] = rpc.fail_or_retry_many(
+        WORKER,
+        [
+            FailItem(
+                claim.job_id,
+                claim.document_id,
+                claim.lease_token,
+                retry=retry,
+                error_message="boom",
+                stage="retry_wait" if retry else "failed",
+                retry_delay_seconds=0 if retry else None,
+                worker_id=WORKER,
+                stages=rows("load") + rows("parse", error="boom"),
+            )
+        ],
+    )
 
     assert answer.ok and answer.retried is retry
     stages = logged(conn, claim.job_id)
@@ -108,8 +146,16 @@ def test_malformed_stage_rows_refuse_the_whole_call_and_change_nothing(conn):
     seed_job(conn)
     [claim] = IngestionRpc(conn).claim(WORKER)
     before = snapshot(conn)
-    items = psycopg.types.json.Jsonb([{"job_id": str(claim.job_id), "document_id": str(claim.document_id),
-                                       "lease_token": claim.lease_token, "stages": [{"stage": "load"}]}])
+    items = psycopg.types.json.Jsonb(
+        [
+            {
+                "job_id": str(claim.job_id),
+                "document_id": str(claim.document_id),
+                "lease_token": claim.lease_token,
+                "stages": [{"stage": "load"}],
+            }
+        ]
+    )
 
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="needs stage and started_at"):
         conn.execute("select complete_ingestion_jobs(%s)", (items,))
@@ -128,8 +174,7 @@ class CountingStages(IngestionRpc):
         return super().record_stage(*args, **kwargs)
 
 
-def test_the_worker_logs_every_stage_on_either_schema_with_one_call_each_only_before(stage_rows_schema,
-                                                                                      new_conn):
+def test_the_worker_logs_every_stage_on_either_schema_with_one_call_each_only_before(stage_rows_schema, new_conn):
     url, at_head = stage_rows_schema.url, stage_rows_schema.hardened
     settings = load_settings(database_url=url, parse_processes=0)
     with make_pool(url, settings) as pool:
@@ -139,5 +184,11 @@ def test_the_worker_logs_every_stage_on_either_schema_with_one_call_each_only_be
 
     assert rpc.fence_level is (FenceLevel.STAGES_IN_ACKS if at_head else FenceLevel.BULK_ACK)
     assert [s["stage"] for s in logged(new_conn(url), result.job_id)] == [
-        "load", "parse", "chunk", "embed", "write", "commit"]
+        "load",
+        "parse",
+        "chunk",
+        "embed",
+        "write",
+        "commit",
+    ]
     assert rpc.stage_calls == (0 if at_head else 6)

@@ -26,8 +26,10 @@ def test_prepared_statements_collide_behind_the_pooler_when_turned_on(pooler):
     """The failure mode the default avoids: two clients whose transactions share one server
     connection each prepare their first statement under the same name."""
     url = pooler.url(single_server_connection=True)
-    with psycopg.connect(url, autocommit=True, prepare_threshold=0) as first, \
-            psycopg.connect(url, autocommit=True, prepare_threshold=0) as second:
+    with (
+        psycopg.connect(url, autocommit=True, prepare_threshold=0) as first,
+        psycopg.connect(url, autocommit=True, prepare_threshold=0) as second,
+    ):
         first.execute("select 1 as one").fetchone()
         with pytest.raises(psycopg.errors.DuplicatePreparedStatement):
             second.execute("select 2 as two").fetchone()
@@ -51,16 +53,23 @@ def test_enqueue_and_drain_a_folder_through_the_pooler(pooler, db_url, conn, tmp
     env = {k: v for k, v in os.environ.items() if not k.startswith("INGEST_")}
     env["DATABASE_URL"] = pooler.url()
 
-    enqueued = subprocess.run([str(INGEST), "enqueue", str(folder), "--json"], env=env, capture_output=True,
-                              text=True, timeout=300)
+    enqueued = subprocess.run(
+        [str(INGEST), "enqueue", str(folder), "--json"], env=env, capture_output=True, text=True, timeout=300
+    )
     assert enqueued.returncode == 0, enqueued.stderr
     batch_id = json.loads(enqueued.stdout)["batch_id"]
-    drained = subprocess.run([str(INGEST), "work", "--drain", "--json", "--concurrency", "4"], env=env,
-                             capture_output=True, text=True, timeout=300)
+    drained = subprocess.run(
+        [str(INGEST), "work", "--drain", "--json", "--concurrency", "4"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert drained.returncode == 0, drained.stderr
     report = json.loads(drained.stdout)
-    assert (report["completed"], report["failed"], report["retried"], report["abandoned"]) == (120, 0, 0, 0), \
+    assert (report["completed"], report["failed"], report["retried"], report["abandoned"]) == (120, 0, 0, 0), (
         drained.stderr
+    )
     assert "prepared statement" not in drained.stderr
     final = batch(conn, batch_id)
     assert (final["status"], final["completed_files"], final["open_files"]) == ("completed", 120, 0)

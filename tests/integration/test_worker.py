@@ -41,7 +41,8 @@ def corpus(tmp_path) -> Path:
     for name in ("sample.txt", "sample.md", "sample.html"):
         shutil.copy(FIXTURES / name, folder / name)
     (folder / "nested" / "sample.pdf").write_bytes(
-        make_pdf(["Pelican report", "A portable pelican document about coastal birds."], title="Pelican report"))
+        make_pdf(["Pelican report", "A portable pelican document about coastal birds."], title="Pelican report")
+    )
     return folder
 
 
@@ -50,7 +51,9 @@ def committed_rows(conn, document_id) -> dict[str, int]:
     for table in ("document_pages", "document_sections", "document_chunks"):
         counts[table] = conn.execute(
             f"select count(*) as n from {table} t join documents d on d.id = t.document_id "
-            "and d.index_generation_id = t.index_generation_id where d.id = %s", (document_id,)).fetchone()["n"]
+            "and d.index_generation_id = t.index_generation_id where d.id = %s",
+            (document_id,),
+        ).fetchone()["n"]
     return counts
 
 
@@ -72,7 +75,10 @@ def test_folder_of_every_format_is_indexed_and_searchable(db_url, pool, settings
         assert stored["status"] == "indexed"
         rows = committed_rows(conn, entry.document_id)
         assert (stored["page_count"], stored["section_count"], stored["chunk_count"]) == (
-            rows["document_pages"], rows["document_sections"], rows["document_chunks"])
+            rows["document_pages"],
+            rows["document_sections"],
+            rows["document_chunks"],
+        )
         assert rows["document_chunks"] > 0
     assert batch(conn, report.batch_id)["status"] == "completed"
     for name, phrase in PHRASES.items():
@@ -83,8 +89,9 @@ def test_folder_of_every_format_is_indexed_and_searchable(db_url, pool, settings
 def test_stage_log_has_every_stage_with_durations(pool, settings, corpus, conn):
     enqueue_paths(pool, [corpus / "sample.md"], max_bytes=settings.max_file_bytes)
     [result] = Worker(pool, settings).run(drain=True).results
-    stages = conn.execute("select stage, detail from ingestion_job_stages where job_id = %s order by id",
-                          (result.job_id,)).fetchall()
+    stages = conn.execute(
+        "select stage, detail from ingestion_job_stages where job_id = %s order by id", (result.job_id,)
+    ).fetchall()
     assert [s["stage"] for s in stages] == ["load", "parse", "chunk", "embed", "write", "commit"]
     assert all(s["detail"]["seconds"] >= 0 for s in stages)
 
@@ -162,26 +169,31 @@ def test_worker_whose_lease_is_taken_over_stops_without_writing(pool, settings, 
     make_lease_stale(conn, job_id)
     report_b = Worker(pool, settings, embedder=NoEmbedder()).run(drain=True)
     assert [r.outcome for r in report_b.results] == [Outcome.COMPLETED]
-    writes_before = conn.execute("select count(*) as n from ingestion_job_stages where worker_id = %s",
-                                 (worker_a.worker_id,)).fetchone()["n"]
+    writes_before = conn.execute(
+        "select count(*) as n from ingestion_job_stages where worker_id = %s", (worker_a.worker_id,)
+    ).fetchone()["n"]
     embedder.release.set()
 
     assert [r.outcome for r in run_a.join().results] == [Outcome.LEASE_LOST]
-    by_a = conn.execute("select count(*) as n from index_generations where worker_id = %s",
-                        (worker_a.worker_id,)).fetchone()["n"]
-    writes_after = conn.execute("select count(*) as n from ingestion_job_stages where worker_id = %s",
-                                (worker_a.worker_id,)).fetchone()["n"]
+    by_a = conn.execute(
+        "select count(*) as n from index_generations where worker_id = %s", (worker_a.worker_id,)
+    ).fetchone()["n"]
+    writes_after = conn.execute(
+        "select count(*) as n from ingestion_job_stages where worker_id = %s", (worker_a.worker_id,)
+    ).fetchone()["n"]
     assert by_a == 0 and writes_after == writes_before
     assert job(conn, job_id)["status"] == "completed"
-    committed = conn.execute("select count(*) as n from index_generations where document_id = %s "
-                             "and status = 'committed'", (document_id,)).fetchone()["n"]
+    committed = conn.execute(
+        "select count(*) as n from index_generations where document_id = %s and status = 'committed'", (document_id,)
+    ).fetchone()["n"]
     assert committed == 1
     assert document(conn, document_id)["status"] == "indexed"
 
 
 @pytest.mark.parametrize("build_cleaned_up", [False, True], ids=["fence", "cleaned-up"])
-def test_rows_refused_by_the_database_stop_the_job_as_lease_lost(build_cleaned_up, pool, settings, corpus, conn,
-                                                                   monkeypatch, caplog):
+def test_rows_refused_by_the_database_stop_the_job_as_lease_lost(
+    build_cleaned_up, pool, settings, corpus, conn, monkeypatch, caplog
+):
     """A thread that stalls between beginning its generation and writing it, while the job
     is taken over and completed: its COPY is refused by the artifact fence (IF001), or by
     the foreign key when the janitor already removed the abandoned build (23503). Either
@@ -228,8 +240,10 @@ def test_killed_connection_mid_build_is_retried_and_completes(db_url, corpus, co
         embedder = BlockingEmbedder()
         run = Background(lambda: Worker(victim_pool, settings, embedder=embedder, concurrency=1).run(drain=True))
         assert embedder.entered.wait(30)
-        killed = conn.execute("select count(*) filter (where pg_terminate_backend(pid)) as n from pg_stat_activity "
-                              "where application_name = 'ingest-test-victim'").fetchone()["n"]
+        killed = conn.execute(
+            "select count(*) filter (where pg_terminate_backend(pid)) as n from pg_stat_activity "
+            "where application_name = 'ingest-test-victim'"
+        ).fetchone()["n"]
         assert killed == 1
         embedder.release.set()
         embedder.entered.clear()

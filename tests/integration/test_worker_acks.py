@@ -48,8 +48,14 @@ class CountingRpc(IngestionRpc):
 
 
 def worker_settings(db_url: str, **overrides):
-    values = {"worker_concurrency": 10, "claim_batch_size": 10, "pool_max_size": 14,
-              "ack_delay_seconds": LONG_ACK_DELAY, "retry_backoff_seconds": 0, **overrides}
+    values = {
+        "worker_concurrency": 10,
+        "claim_batch_size": 10,
+        "pool_max_size": 14,
+        "ack_delay_seconds": LONG_ACK_DELAY,
+        "retry_backoff_seconds": 0,
+        **overrides,
+    }
     return load_settings(database_url=db_url, **values)
 
 
@@ -99,8 +105,14 @@ def test_a_job_that_ends_without_acknowledging_does_not_hold_the_others(db_url, 
 def test_one_heartbeat_statement_renews_every_lease_of_the_worker(db_url, conn):
     for _ in range(4):
         seed_job(conn)
-    settings = worker_settings(db_url, worker_concurrency=4, claim_batch_size=4, pool_max_size=8,
-                               heartbeat_interval_seconds=0.05, ack_delay_seconds=0.01)
+    settings = worker_settings(
+        db_url,
+        worker_concurrency=4,
+        claim_batch_size=4,
+        pool_max_size=8,
+        heartbeat_interval_seconds=0.05,
+        ack_delay_seconds=0.01,
+    )
     renewed_twice = threading.Event()
     started = threading.Barrier(4)
 
@@ -129,8 +141,14 @@ def test_a_heartbeat_that_finds_a_lease_lost_stops_only_that_job(db_url, conn):
     statement reports it lost: that job stops, the other completes."""
     _, taken_job = seed_job(conn)
     seed_job(conn)
-    settings = worker_settings(db_url, worker_concurrency=2, claim_batch_size=2, pool_max_size=6,
-                               heartbeat_interval_seconds=0.05, ack_delay_seconds=0.01)
+    settings = worker_settings(
+        db_url,
+        worker_concurrency=2,
+        claim_batch_size=2,
+        pool_max_size=6,
+        heartbeat_interval_seconds=0.05,
+        ack_delay_seconds=0.01,
+    )
     both_started = threading.Barrier(2)
 
     def wait_for_takeover(run) -> Built:

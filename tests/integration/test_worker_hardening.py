@@ -95,8 +95,10 @@ def test_the_time_budget_ends_claiming_and_lets_the_jobs_in_flight_finish(pool, 
 
     report = Worker(pool, settings, concurrency=1, processor=outlast_the_budget).run(drain=True, max_seconds=budget)
     assert report.claimed == 1 and report.counts["completed"] == 1
-    counts = {row["status"]: row["n"] for row in conn.execute(
-        "select status, count(*) as n from ingestion_jobs group by status").fetchall()}
+    counts = {
+        row["status"]: row["n"]
+        for row in conn.execute("select status, count(*) as n from ingestion_jobs group by status").fetchall()
+    }
     assert counts == {"completed": 1, "pending": 4}
 
 
@@ -128,7 +130,9 @@ def test_janitor_command_runs_the_janitor_passes_without_dagster(db_url, conn, c
     reindex, generation = start_reindex_build(rpc, conn, document_id, "worker")
     rpc.fail_or_retry(reindex.job_id, document_id, worker_id="worker", error_message="crash")
     health = rpc.queue_health()
-    assert health.stale_leases == 1 and any("ingest janitor" in c.message for c in queue_checks(health, 3600) if not c.passed)
+    assert health.stale_leases == 1 and any(
+        "ingest janitor" in c.message for c in queue_checks(health, 3600) if not c.passed
+    )
 
     capsys.readouterr()
     assert ingest(["janitor", "--json", "--database-url", db_url]) == 0
@@ -137,8 +141,12 @@ def test_janitor_command_runs_the_janitor_passes_without_dagster(db_url, conn, c
     assert done["cleanup"]["generations"] == 1 and done["cleanup"]["passes"] == 1
     assert job(conn, dead_job)["status"] == "failed"
     assert batch(conn, batch_id)["status"] == "completed_with_errors"
-    assert conn.execute("select count(*) as n from document_chunks where index_generation_id = %s",
-                        (generation,)).fetchone()["n"] == 0
+    assert (
+        conn.execute(
+            "select count(*) as n from document_chunks where index_generation_id = %s", (generation,)
+        ).fetchone()["n"]
+        == 0
+    )
     assert ingest(["janitor", "--database-url", db_url]) == 0
     assert "expired stale final attempts" in capsys.readouterr().out
 
@@ -178,8 +186,10 @@ def test_a_retry_backs_off_on_the_servers_clock_whatever_the_workers_clock(db_ur
     report = Worker(pool, settings, rpc=rpc).run(drain=True)
 
     assert report.counts["retried"] == 1 and report.claimed == 1  # not claimed again at once
-    stored = conn.execute("select status, stage, extract(epoch from next_run_at - now()) as wait "
-                          "from ingestion_jobs where id = %s", (job_id,)).fetchone()
+    stored = conn.execute(
+        "select status, stage, extract(epoch from next_run_at - now()) as wait from ingestion_jobs where id = %s",
+        (job_id,),
+    ).fetchone()
     assert (stored["status"], stored["stage"]) == ("pending", "retry_wait")
     assert 25 <= stored["wait"] <= 60  # half to full of the 60 s backoff, from the server's now()
 
@@ -264,8 +274,9 @@ def test_post_commit_bookkeeping_never_fails_or_rebuilds_a_finished_build(troubl
     assert (stored["status"], stored["stage"], stored["attempt_count"]) == ("completed", "indexed", 1)
     assert document(conn, document_id)["status"] == "indexed"
     assert batch(conn, batch_id)["status"] == "completed"
-    generations = conn.execute("select status, count(*) as n from index_generations where document_id = %s "
-                               "group by status", (document_id,)).fetchall()
+    generations = conn.execute(
+        "select status, count(*) as n from index_generations where document_id = %s group by status", (document_id,)
+    ).fetchall()
     assert [(g["status"], g["n"]) for g in generations] == [("committed", 1)]
 
 

@@ -4,7 +4,6 @@ no child left behind (worker/isolation.py)."""
 from __future__ import annotations
 
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -30,15 +29,17 @@ def write_corpus(folder: Path, normal: int, hostile: tuple[str, ...] = (), repea
     folder.mkdir()
     for number in range(normal):
         (folder / f"doc-{number:02d}.md").write_text(
-            f"# Document {number}\n\n" + f"Lanterns and harbours, paragraph {number}. " * repeat)
+            f"# Document {number}\n\n" + f"Lanterns and harbours, paragraph {number}. " * repeat
+        )
     for name in hostile:
         (folder / name).write_text(f"{name}: a document its parser cannot handle")
     return folder
 
 
 def jobs_by_source(conn) -> dict[str, dict]:
-    rows = conn.execute("select d.source_name, j.status, j.error_message from ingestion_jobs j "
-                        "join documents d on d.id = j.document_id").fetchall()
+    rows = conn.execute(
+        "select d.source_name, j.status, j.error_message from ingestion_jobs j join documents d on d.id = j.document_id"
+    ).fetchall()
     return {row["source_name"]: row for row in rows}
 
 
@@ -66,8 +67,9 @@ class PeakRss:
 
 def test_hanging_allocating_and_crashing_parsers_fail_alone_within_their_limits(db_url, conn, tmp_path):
     folder = write_corpus(tmp_path / "corpus", 20, ("hang.txt", "allocate.txt", "crash.txt"))
-    settings = Settings(database_url=db_url, parse_timeout_seconds=3, parse_memory_mb=512, worker_concurrency=4,
-                        pool_max_size=8)
+    settings = Settings(
+        database_url=db_url, parse_timeout_seconds=3, parse_memory_mb=512, worker_concurrency=4, pool_max_size=8
+    )
     with make_pool(db_url, settings) as pool:
         enqueue_paths(pool, [folder], max_bytes=1_000_000)
         worker = Worker(pool, settings, parse_processes=2, parse_target=hostile_process)
@@ -77,14 +79,17 @@ def test_hanging_allocating_and_crashing_parsers_fail_alone_within_their_limits(
         seconds = time.monotonic() - started
 
     jobs = jobs_by_source(conn)
-    print(f"\nworker peak RSS {rss.peak / 2**20:.0f} MiB (bound {WORKER_RSS_BOUND / 2**20:.0f} MiB); "
-          f"{report.claimed} jobs in {seconds:.1f} s")
+    print(
+        f"\nworker peak RSS {rss.peak / 2**20:.0f} MiB (bound {WORKER_RSS_BOUND / 2**20:.0f} MiB); "
+        f"{report.claimed} jobs in {seconds:.1f} s"
+    )
     assert report.claimed == 23 and report.counts["completed"] == 20
     assert all(jobs[f"doc-{n:02d}.md"]["status"] == "completed" for n in range(20))
-    assert (jobs["hang.txt"]["status"], jobs["hang.txt"]["error_message"]) == (
-        "failed", "parsing took longer than 3 s")
+    assert (jobs["hang.txt"]["status"], jobs["hang.txt"]["error_message"]) == ("failed", "parsing took longer than 3 s")
     assert (jobs["allocate.txt"]["status"], jobs["allocate.txt"]["error_message"]) == (
-        "failed", "parsing needed more than 512 MiB of memory")
+        "failed",
+        "parsing needed more than 512 MiB of memory",
+    )
     assert jobs["crash.txt"]["status"] == "failed"
     assert jobs["crash.txt"]["error_message"].startswith("the process parsing the document died (killed by SIGKILL)")
     assert not [name for name, job in jobs.items() if job["status"] in ("pending", "processing")]
@@ -133,12 +138,17 @@ def test_no_parsing_child_outlives_the_worker(stop_signal, db_url, conn, tmp_pat
     with make_pool(db_url, Settings(database_url=db_url)) as pool:
         enqueue_paths(pool, [folder], max_bytes=10_000_000)
     env = {**os.environ, "DATABASE_URL": db_url, "INGEST_PARSE_PROCESSES": "2"}
-    proc = subprocess.Popen([str(INGEST), "work"], env=env, cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(INGEST), "work"], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         children = wait_until("parsing children", lambda: len(family_of(proc.pid)) >= 3 and family_of(proc.pid))
-        wait_until("a completed job", lambda: conn.execute(
-            "select count(*) as n from ingestion_jobs where status = 'completed'").fetchone()["n"] > 0)
+        wait_until(
+            "a completed job",
+            lambda: (
+                conn.execute("select count(*) as n from ingestion_jobs where status = 'completed'").fetchone()["n"] > 0
+            ),
+        )
         proc.send_signal(stop_signal)
         proc.wait(60)
     finally:

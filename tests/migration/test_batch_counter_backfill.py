@@ -23,8 +23,9 @@ def test_existing_batches_get_exact_counters(pg_server, template_before):
                 seed_job(conn, mixed, max_attempts=1)
             done, failed, running = rpc.claim("worker-1", limit=3)
             assert rpc.complete(done.job_id, done.document_id, worker_id="worker-1", lease_token=done.lease_token).ok
-            assert rpc.fail_or_retry(failed.job_id, failed.document_id, worker_id="worker-1",
-                                     lease_token=failed.lease_token).ok
+            assert rpc.fail_or_retry(
+                failed.job_id, failed.document_id, worker_id="worker-1", lease_token=failed.lease_token
+            ).ok
             seed_job(conn, wrong)
             conn.execute("update import_batches set status = 'completed' where id = %s", (wrong,))  # an old R9 victim
 
@@ -38,8 +39,9 @@ def test_existing_batches_get_exact_counters(pg_server, template_before):
             assert counters(conn, wrong) == ("processing", 1, 1, 0, 0)
             assert rpc.queue_health().batch_counter_drift == 0
 
-            assert rpc.complete(running.job_id, running.document_id, worker_id="worker-1",
-                                lease_token=running.lease_token).ok
+            assert rpc.complete(
+                running.job_id, running.document_id, worker_id="worker-1", lease_token=running.lease_token
+            ).ok
             [last] = rpc.claim("worker-1")
             assert rpc.complete(last.job_id, last.document_id, worker_id="worker-1", lease_token=last.lease_token).ok
             assert counters(conn, mixed) == ("completed_with_errors", 4, 0, 3, 1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from ingestion_pipeline.db import migrate
@@ -14,8 +15,9 @@ from ingestion_pipeline.errors import MigrationError
 from tests.helpers import Background, backend_pid, wait_until_blocked
 
 V1, V2 = "20260101000001", "20260101000002"
-UNIQUE_INDEX = ("-- ingest:no-transaction\n"
-                "create unique index concurrently if not exists items_code_key on items (code);\n")
+UNIQUE_INDEX = (
+    "-- ingest:no-transaction\ncreate unique index concurrently if not exists items_code_key on items (code);\n"
+)
 
 
 def versions(url: str) -> list[str]:
@@ -26,19 +28,19 @@ def versions(url: str) -> list[str]:
 def index_state(url: str, name: str) -> bool | None:
     """indisvalid of the index, None when there is none."""
     with connect(url) as conn:
-        row = conn.execute("select i.indisvalid from pg_index i join pg_class c on c.oid = i.indexrelid "
-                           "where c.relname = %s", (name,)).fetchone()
+        row = conn.execute(
+            "select i.indisvalid from pg_index i join pg_class c on c.oid = i.indexrelid where c.relname = %s", (name,)
+        ).fetchone()
     return None if row is None else row["indisvalid"]
 
 
 def items_with_duplicates(folder: Path) -> None:
     (folder / f"{V1}_items.sql").write_text(
-        "create table items (id int primary key, code text);\n"
-        "insert into items values (1, 'a'), (2, 'a'), (3, 'b');\n")
+        "create table items (id int primary key, code text);\ninsert into items values (1, 'a'), (2, 'a'), (3, 'b');\n"
+    )
 
 
-def test_failed_concurrent_unique_index_is_dropped_and_the_rerun_records_nothing_invalid(
-        empty_db_url, migrations_dir):
+def test_failed_concurrent_unique_index_is_dropped_and_the_rerun_records_nothing_invalid(empty_db_url, migrations_dir):
     items_with_duplicates(migrations_dir)
     (migrations_dir / f"{V2}_items_code_key.sql").write_text(UNIQUE_INDEX)
 
@@ -68,13 +70,13 @@ def test_an_invalid_index_left_by_an_interrupted_build_is_never_recorded_as_appl
     items_with_duplicates(migrations_dir)
     migrate.migrate(empty_db_url, migrations_dir)
     with connect(empty_db_url) as conn:
-        with pytest.raises(Exception):
+        with pytest.raises(psycopg.errors.UniqueViolation):
             conn.execute("create unique index concurrently items_code_key on items (code)")
         conn.execute("delete from items where id = 2")
     assert index_state(empty_db_url, "items_code_key") is False
     (migrations_dir / f"{V2}_items_code_key.sql").write_text(UNIQUE_INDEX)
 
-    with pytest.raises(MigrationError, match="items_code_key.*INVALID.*drop index concurrently"):
+    with pytest.raises(MigrationError, match=r"items_code_key.*INVALID.*drop index concurrently"):
         migrate.migrate(empty_db_url, migrations_dir)
     assert versions(empty_db_url) == [V1]
 
@@ -86,7 +88,8 @@ def test_an_invalid_index_left_by_an_interrupted_build_is_never_recorded_as_appl
 
 
 def test_lock_timeout_does_not_cut_a_concurrent_build_waiting_for_old_transactions(
-        empty_db_url, migrations_dir, monkeypatch):
+    empty_db_url, migrations_dir, monkeypatch
+):
     """CREATE INDEX CONCURRENTLY takes SHARE UPDATE EXCLUSIVE (writers go on) and then waits
     for transactions older than it; the migrator's lock_timeout (here shortened) would
     abort that wait and leave an INVALID index."""
@@ -103,8 +106,10 @@ def test_lock_timeout_does_not_cut_a_concurrent_build_waiting_for_old_transactio
         run = Background(lambda: migrate.migrate(empty_db_url, migrations_dir))
         builder_pid = None
         for _ in range(1500):
-            row = observer.execute("select pid from pg_stat_activity where query ilike '%%create unique index concurrently%%' "
-                                   "and datname = current_database() and pid <> pg_backend_pid()").fetchone()
+            row = observer.execute(
+                "select pid from pg_stat_activity where query ilike '%%create unique index concurrently%%' "
+                "and datname = current_database() and pid <> pg_backend_pid()"
+            ).fetchone()
             if row:
                 builder_pid = row["pid"]
                 break
@@ -124,14 +129,17 @@ def test_lock_timeout_does_not_cut_a_concurrent_build_waiting_for_old_transactio
     assert index_state(empty_db_url, "items_code_key") is True
 
 
-@pytest.mark.parametrize("statement, concurrent", [
-    ("-- ingest:no-transaction\ncreate index concurrently if not exists a on t (x);", True),
-    ("CREATE UNIQUE INDEX CONCURRENTLY a ON t (x);", True),
-    ("drop index concurrently if exists a;", True),
-    ("reindex (verbose) index concurrently a;", True),
-    ("reindex table concurrently t;", True),
-    ("create index a on t (x);", False),
-    ("alter table t add column y int;", False),
-])
+@pytest.mark.parametrize(
+    "statement, concurrent",
+    [
+        ("-- ingest:no-transaction\ncreate index concurrently if not exists a on t (x);", True),
+        ("CREATE UNIQUE INDEX CONCURRENTLY a ON t (x);", True),
+        ("drop index concurrently if exists a;", True),
+        ("reindex (verbose) index concurrently a;", True),
+        ("reindex table concurrently t;", True),
+        ("create index a on t (x);", False),
+        ("alter table t add column y int;", False),
+    ],
+)
 def test_which_statements_run_without_the_lock_timeout(statement, concurrent):
     assert bool(migrate.CONCURRENT_INDEX.match(migrate._code(statement))) is concurrent

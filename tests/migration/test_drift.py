@@ -42,12 +42,15 @@ def test_foreign_key_drift_is_reported_both_ways(db_url):
     with connect(db_url) as conn:
         conn.execute("alter table document_chunks drop constraint document_chunks_index_generation_id_fkey")
         # R24e: the stage log must not reference jobs.
-        conn.execute("alter table ingestion_job_stages add constraint stages_job_fk "
-                     "foreign key (job_id) references ingestion_jobs (id)")
+        conn.execute(
+            "alter table ingestion_job_stages add constraint stages_job_fk "
+            "foreign key (job_id) references ingestion_jobs (id)"
+        )
     lines = drift_lines(db_url)
     assert "missing constraint document_chunks.document_chunks_index_generation_id_fkey" in lines
-    assert ("unexpected constraint ingestion_job_stages.stages_job_fk "
-            "(FOREIGN KEY (job_id) REFERENCES ingestion_jobs(id))") in lines
+    assert (
+        "unexpected constraint ingestion_job_stages.stages_job_fk (FOREIGN KEY (job_id) REFERENCES ingestion_jobs(id))"
+    ) in lines
 
 
 def test_changed_function_body_missing_index_and_grant_are_reported(db_url):
@@ -61,8 +64,10 @@ def test_changed_function_body_missing_index_and_grant_are_reported(db_url):
         conn.execute("drop index ingestion_jobs_claimable")
         conn.execute("grant execute on function retry_ingestion_job(uuid) to public")
     lines = drift_lines(db_url)
-    assert any(line.startswith("changed function heartbeat_ingestion_job(uuid,text,integer,text,bigint): body_md5")
-               for line in lines), lines
+    assert any(
+        line.startswith("changed function heartbeat_ingestion_job(uuid,text,integer,text,bigint): body_md5")
+        for line in lines
+    ), lines
     assert "missing index ingestion_jobs_claimable" in lines
     assert "unexpected function grant retry_ingestion_job(uuid) to PUBLIC" in lines
 
@@ -76,8 +81,10 @@ def test_a_pre_hardening_database_lacks_the_fenced_signatures(pre_hardening_db_u
 
 def test_an_edited_applied_migration_is_reported(db_url):
     with connect(db_url) as conn:
-        conn.execute("update ingest_schema_migrations set checksum = repeat('0', 64) "
-                     "where version = (select min(version) from ingest_schema_migrations)")
+        conn.execute(
+            "update ingest_schema_migrations set checksum = repeat('0', 64) "
+            "where version = (select min(version) from ingest_schema_migrations)"
+        )
     [line] = drift.ledger_problems(db_url)
     assert "changed after it was applied" in line
 
@@ -87,9 +94,11 @@ def test_cli_check_drift_exit_codes(db_url, empty_db_url):
     assert clean.returncode == 0, clean.stdout + clean.stderr
     with connect(db_url) as conn:
         conn.execute("alter table documents drop constraint documents_batch_id_fkey")
-        conn.execute("create or replace function ingestion_queue_health(p_stale_after_seconds integer default 300) "
-                     "returns jsonb language sql security definer set search_path = pg_catalog, public, pg_temp "
-                     "as $$ select '{}'::jsonb $$")
+        conn.execute(
+            "create or replace function ingestion_queue_health(p_stale_after_seconds integer default 300) "
+            "returns jsonb language sql security definer set search_path = pg_catalog, public, pg_temp "
+            "as $$ select '{}'::jsonb $$"
+        )
     drifted = run_ingest("db", "check-drift", "--database-url", db_url)
     assert drifted.returncode == 1
     assert "missing constraint documents.documents_batch_id_fkey" in drifted.stdout
@@ -102,21 +111,39 @@ def test_cli_check_drift_exit_codes(db_url, empty_db_url):
     assert run_ingest("db", "check-drift", "--database-url", empty_db_url).returncode == 0
 
 
-@pytest.mark.parametrize("statement, rule", [
-    ("create index jobs_kind on ingestion_jobs (kind);", "require-concurrent-index-creation"),
-    ("alter table documents add column owner text not null;", "adding-required-field"),
-])
+@pytest.mark.parametrize(
+    "statement, rule",
+    [
+        ("create index jobs_kind on ingestion_jobs (kind);", "require-concurrent-index-creation"),
+        ("alter table documents add column owner text not null;", "adding-required-field"),
+    ],
+)
 def test_squawk_catches_an_unsafe_migration(tmp_path, statement, rule):
     bad = tmp_path / "20991231000000_unsafe.sql"
     bad.write_text(statement + "\n")
-    result = subprocess.run([str(Path(sys.executable).parent / "squawk"), "--config", str(ROOT / ".squawk.toml"),
-                             "--reporter", "gcc", str(bad)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "squawk"),
+            "--config",
+            str(ROOT / ".squawk.toml"),
+            "--reporter",
+            "gcc",
+            str(bad),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode != 0
     assert rule in result.stdout + result.stderr
 
 
 def test_project_migrations_pass_squawk():
     files = sorted(str(p) for p in (ROOT / "migrations").glob("2*.sql"))
-    result = subprocess.run([str(Path(sys.executable).parent / "squawk"), "--config", str(ROOT / ".squawk.toml"),
-                             *files], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "squawk"), "--config", str(ROOT / ".squawk.toml"), *files],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -38,8 +38,9 @@ def unindexed_foreign_keys(url: str) -> list[str]:
 
 def foreign_key_count(url: str) -> int:
     with connect(url) as conn:
-        return conn.execute("select count(*) as n from pg_constraint where contype = 'f' "
-                            "and connamespace = 'public'::regnamespace").fetchone()["n"]
+        return conn.execute(
+            "select count(*) as n from pg_constraint where contype = 'f' and connamespace = 'public'::regnamespace"
+        ).fetchone()["n"]
 
 
 def test_every_foreign_key_is_indexed_at_head(db_url):

@@ -70,7 +70,7 @@ def test_files_apply_in_version_order_with_checksums(empty_db_url, migrations_di
     assert [m.version for m in result.newly_applied] == [V1, V2, V3]
     rows = ledger(empty_db_url)
     assert [(r["version"], r["name"]) for r in rows] == [(V1, "create_a"), (V2, "create_b"), (V3, "create_c")]
-    for row, path in zip(rows, [a, b, c]):
+    for row, path in zip(rows, [a, b, c], strict=True):
         assert row["checksum"] == hashlib.sha256(path.read_bytes()).hexdigest()
         assert row["duration_ms"] >= 0
         assert row["transactional"] is True
@@ -134,8 +134,12 @@ def test_out_of_order_new_file_is_refused_and_nothing_applied(empty_db_url, migr
 
 def test_failing_migration_is_rolled_back_and_earlier_files_stay(empty_db_url, migrations_dir):
     write(migrations_dir, V1, "create_a")
-    bad = write(migrations_dir, V2, "create_b",
-                "create table b (id int primary key);\ninsert into b values (1);\nselect 1 / 0;\n")
+    bad = write(
+        migrations_dir,
+        V2,
+        "create_b",
+        "create table b (id int primary key);\ninsert into b values (1);\nselect 1 / 0;\n",
+    )
     write(migrations_dir, V3, "create_c")
 
     with pytest.raises(MigrationError) as failed:
@@ -160,8 +164,9 @@ def test_no_transaction_marker_allows_create_index_concurrently(empty_db_url, mi
     rows = ledger(empty_db_url)
     assert [(r["version"], r["transactional"]) for r in rows] == [(V1, True), (V2, False)]
     with connect(empty_db_url) as conn:
-        index = conn.execute("select i.indisvalid from pg_index i join pg_class c on c.oid = i.indexrelid "
-                             "where c.relname = 'a_id_desc'").fetchone()
+        index = conn.execute(
+            "select i.indisvalid from pg_index i join pg_class c on c.oid = i.indexrelid where c.relname = 'a_id_desc'"
+        ).fetchone()
     assert index == {"indisvalid": True}
 
 
@@ -179,8 +184,7 @@ def test_no_transaction_file_with_dollar_quoting_is_refused(empty_db_url, migrat
     migrate.migrate(empty_db_url, migrations_dir)
     before = ledger(empty_db_url)
     (migrations_dir / f"{V2}_add_function.sql").write_text(
-        "-- ingest:no-transaction\n"
-        "create function one() returns int language sql as $$ select 1; $$;\n"
+        "-- ingest:no-transaction\ncreate function one() returns int language sql as $$ select 1; $$;\n"
     )
 
     with pytest.raises(MigrationError, match="dollar-quoted"):
@@ -191,13 +195,16 @@ def test_no_transaction_file_with_dollar_quoting_is_refused(empty_db_url, migrat
         assert conn.execute("select to_regproc('public.one') is null as gone").fetchone()["gone"]
 
 
-@pytest.mark.parametrize("bad_name", [
-    "2026010100001_short_version.sql",
-    "20260101000001-dash.sql",
-    "20260101000001_CamelCase.sql",
-    "20260101000001_.sql",
-    "create_a.sql",
-])
+@pytest.mark.parametrize(
+    "bad_name",
+    [
+        "2026010100001_short_version.sql",
+        "20260101000001-dash.sql",
+        "20260101000001_CamelCase.sql",
+        "20260101000001_.sql",
+        "create_a.sql",
+    ],
+)
 def test_badly_named_sql_file_is_refused(empty_db_url, migrations_dir, bad_name):
     write(migrations_dir, V1, "create_a")
     (migrations_dir / bad_name).write_text("select 1;\n")
@@ -249,8 +256,7 @@ def test_unsplittable_no_transaction_file_refuses_the_whole_run(empty_db_url, mi
     """Checked before anything runs: the earlier pending file is not applied either."""
     write(migrations_dir, V1, "create_a")
     (migrations_dir / f"{V2}_add_function.sql").write_text(
-        "-- ingest:no-transaction\n"
-        "create function one() returns int language sql as $$ select 1; $$;\n"
+        "-- ingest:no-transaction\ncreate function one() returns int language sql as $$ select 1; $$;\n"
     )
     with pytest.raises(MigrationError, match="dollar-quoted"):
         migrate.migrate(empty_db_url, migrations_dir)
@@ -264,7 +270,7 @@ def test_failing_no_transaction_file_says_what_stayed_applied(empty_db_url, migr
         "create table t (id int);\n"
         "create index concurrently t_missing on no_such_table (id);\n"
     )
-    with pytest.raises(MigrationError, match="statement 2 of 2.*stay applied"):
+    with pytest.raises(MigrationError, match=r"statement 2 of 2.*stay applied"):
         migrate.migrate(empty_db_url, migrations_dir)
     assert versions(empty_db_url) == []
     assert table_exists(empty_db_url, "t")  # what the message promised
@@ -350,13 +356,15 @@ def test_two_concurrent_migrators_apply_each_file_once(empty_db_url, migrations_
 
 
 def test_a_waiting_migrator_does_not_hang_the_running_ones_concurrent_index_build(
-        empty_db_url, migrations_dir, monkeypatch):
+    empty_db_url, migrations_dir, monkeypatch
+):
     """CREATE INDEX CONCURRENTLY waits for every transaction holding an older snapshot. A
     migrator waiting in the server for the lock (pg_advisory_lock) holds one while it waits
     for the running migrator, whose build waits for it: both hang. Waiting migrators poll."""
     write(migrations_dir, V1, "create_a")
     (migrations_dir / f"{V2}_index_a.sql").write_text(
-        "-- ingest:no-transaction\ncreate index concurrently if not exists a_id_desc on create_a (id desc);\n")
+        "-- ingest:no-transaction\ncreate index concurrently if not exists a_id_desc on create_a (id desc);\n"
+    )
     results = run_two_migrators_behind_the_lock(empty_db_url, migrations_dir, monkeypatch)
     assert sorted(len(r.newly_applied) for r in results) == [0, 2]
     assert versions(empty_db_url) == [V1, V2]

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from ingestion_pipeline import cli
-from ingestion_pipeline.db.ready import require_migrated
 from ingestion_pipeline.db import migrate
 from ingestion_pipeline.db.connection import connect, make_pool
+from ingestion_pipeline.db.ready import require_migrated
 from ingestion_pipeline.enqueue import enqueue_paths
 from ingestion_pipeline.errors import IngestError, MigrationError
 from ingestion_pipeline.settings import load_settings
@@ -41,6 +41,7 @@ def folder_with(tmp_path: Path, name: str, *written: tuple[str, str]) -> Path:
 
 
 # --- the rules, on synthetic folders --------------------------------------------------------
+
 
 def test_database_ahead_of_the_release_is_accepted_with_a_warning(empty_db_url, tmp_path, caplog):
     new = folder_with(tmp_path, "new", (V1, "create_a"), (V2, "create_b"), (V3, "create_c"))
@@ -96,6 +97,7 @@ def test_changed_known_file_is_refused_even_when_the_database_is_ahead(empty_db_
 
 # --- the project's own previous release ------------------------------------------------------
 
+
 def previous_release_folder(tmp_path: Path) -> Path:
     """The package's migrations minus the files added after the release before lease tokens."""
     folder = tmp_path / "previous-migrations"
@@ -108,7 +110,8 @@ def previous_release_folder(tmp_path: Path) -> Path:
 
 
 def test_previous_release_folder_accepts_a_head_database_and_its_ingest_work_drains(
-        db_url, tmp_path, monkeypatch, capsys, caplog):
+    db_url, tmp_path, monkeypatch, capsys, caplog
+):
     folder = previous_release_folder(tmp_path)
     newer = [f for f in migrate.discover(migrate.default_migrations_dir()) if f.version > pre_tokens_version()]
     assert newer, "head has no migration after the previous release"
@@ -137,8 +140,11 @@ def _archive(commit: str, dest: Path) -> Path:
     probe = subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True)
     if probe.returncode != 0:
         pytest.skip(f"commit {commit} is not in this checkout's history")
-    tar = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", commit, "ingestion_pipeline", "migrations"],
-                         capture_output=True, check=True).stdout
+    tar = subprocess.run(
+        ["git", "-C", str(REPO), "archive", "--format=tar", commit, "ingestion_pipeline", "migrations"],
+        capture_output=True,
+        check=True,
+    ).stdout
     with tarfile.open(fileobj=BytesIO(tar)) as archive:
         archive.extractall(dest, filter="data")
     return dest
@@ -175,16 +181,24 @@ def test_worker_of_the_release_before_lease_tokens_drains_a_head_database(db_url
 
     env = {**os.environ, "PYTHONPATH": str(root)}
     env.pop("DATABASE_URL", None)
-    run = subprocess.run([sys.executable, "-c", OLD_WORKER, db_url, str(root)], capture_output=True, text=True,
-                         env=env, cwd=tmp_path, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-c", OLD_WORKER, db_url, str(root)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     result = json.loads(run.stdout.strip().splitlines()[-1])
     assert result["counts"]["completed"] == 3, result
 
     with connect(db_url) as conn:
-        rows = conn.execute("select j.status, j.lease_token, d.status as document_status from ingestion_jobs j "
-                            "join documents d on d.id = j.document_id where j.batch_id = %s",
-                            (report.batch_id,)).fetchall()
+        rows = conn.execute(
+            "select j.status, j.lease_token, d.status as document_status from ingestion_jobs j "
+            "join documents d on d.id = j.document_id where j.batch_id = %s",
+            (report.batch_id,),
+        ).fetchall()
         batch = conn.execute("select status from import_batches where id = %s", (report.batch_id,)).fetchone()
     assert [(r["status"], r["document_status"]) for r in rows] == [("completed", "indexed")] * 3
     assert batch["status"] == "completed"

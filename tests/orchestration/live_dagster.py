@@ -6,6 +6,7 @@ and waits until the code location has loaded."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -36,8 +37,7 @@ def free_port() -> int:
 
 
 def clean_env(data_dir: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("INGEST_", "DAGSTER_")) and k != "DATABASE_URL"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("INGEST_", "DAGSTER_")) and k != "DATABASE_URL"}
     return {**env, "INGEST_DATA_DIR": str(data_dir), **extra}
 
 
@@ -54,12 +54,19 @@ class LiveDagster:
     log_path: Path
 
     @classmethod
-    def start(cls, command: list[str], *, env: dict, log_path: Path, cwd: Path = ROOT,
-              timeout: float = 180) -> LiveDagster:
+    def start(
+        cls, command: list[str], *, env: dict, log_path: Path, cwd: Path = ROOT, timeout: float = 180
+    ) -> LiveDagster:
         port = free_port()
         log = log_path.open("w")
-        proc = subprocess.Popen([*command, "--port", str(port)], cwd=cwd, env=env, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [*command, "--port", str(port)],
+            cwd=cwd,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         live = cls(proc, port, log_path)
         try:
             live.wait_for_location(timeout)
@@ -76,9 +83,10 @@ class LiveDagster:
 
     def graphql(self, query: str, variables: dict | None = None, timeout: float = 30) -> dict:
         body = json.dumps({"query": query, "variables": variables or {}}).encode()
-        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/graphql", data=body,
-                                         headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/graphql", data=body, headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - http://127.0.0.1, our server
             answer = json.loads(response.read())
         assert not answer.get("errors"), answer["errors"]
         return answer["data"]
@@ -124,8 +132,6 @@ class LiveDagster:
         except psutil.NoSuchProcess:
             family = []
         for process in family:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(os.getpgid(process.pid), signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         self.proc.wait(timeout=30)

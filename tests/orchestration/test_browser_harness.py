@@ -19,7 +19,9 @@ PAGE = """<!doctype html><html><body>
 <script>
   const modal = document.getElementById('modal');
   if (!localStorage.getItem('k')) modal.hidden = false;
-  modal.querySelector('button').onclick = () => { modal.remove(); document.querySelector('main').append(' (modal closed)'); };
+  modal.querySelector('button').onclick = () => {
+    modal.remove(); document.querySelector('main').append(' (modal closed)');
+  };
 </script>
 </body></html>"""
 

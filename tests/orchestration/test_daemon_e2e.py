@@ -31,8 +31,7 @@ LAUNCH = """mutation ($job: String!) { launchRun(executionParams: {selector: {re
 RUN_MESSAGES = """query ($runId: ID!) { runOrError(runId: $runId) { ... on Run { eventConnection {
   events { __typename ... on MessageEvent { message } } } } } }"""
 INDEX = {"path": ["document_index"]}
-CHECKS = ("schema_matches_migrations", "no_stuck_batches", "counts_match_rows", "no_stale_leases",
-          "pending_jobs_fresh")
+CHECKS = ("schema_matches_migrations", "no_stuck_batches", "counts_match_rows", "no_stale_leases", "pending_jobs_fresh")
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +51,9 @@ def live(tmp_path_factory):
 
 
 def ingest(live, *args: str) -> dict:
-    done = subprocess.run([str(BIN / "ingest"), *args, "--json"], cwd=ROOT, env=live.env, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [str(BIN / "ingest"), *args, "--json"], cwd=ROOT, env=live.env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout)
 
@@ -78,14 +78,20 @@ def test_the_sensor_drains_an_enqueued_folder_and_the_asset_records_it(live):
     assert all({"key": "dagster/sensor_name", "value": "import_batch_sensor"} in run["tags"] for run in runs)
     assert all({"key": "dagster/max_runtime", "value": "600"} in run["tags"] for run in runs)
     # what the run's page shows: the drain's budgets and its summary in the run's log
-    messages = [event.get("message") or "" for event in live.graphql(RUN_MESSAGES, {"runId": runs[0]["runId"]})[
-        "runOrError"]["eventConnection"]["events"]]
+    messages = [
+        event.get("message") or ""
+        for event in live.graphql(RUN_MESSAGES, {"runId": runs[0]["runId"]})["runOrError"]["eventConnection"]["events"]
+    ]
     assert any(m.startswith("draining: at most 10000 job(s)") for m in messages), messages
     assert any(m.startswith("indexed ") and "claimed job(s)" in m for m in messages), messages
 
     node = live.graphql(MATERIALIZATIONS, {"key": INDEX})["assetNodeOrError"]
-    indexed = sum(entry.get("intValue") or 0 for m in node["assetMaterializations"] for entry in m["metadataEntries"]
-                  if entry["label"] == "documents_indexed")
+    indexed = sum(
+        entry.get("intValue") or 0
+        for m in node["assetMaterializations"]
+        for entry in m["metadataEntries"]
+        if entry["label"] == "documents_indexed"
+    )
     assert {m["runId"] for m in node["assetMaterializations"]} <= {run["runId"] for run in runs}
     assert indexed == 4
     # the runs' step logs are kept with the pipeline's data, not in a temporary DAGSTER_HOME
@@ -120,8 +126,9 @@ def test_the_ui_renders_the_asset_its_checks_and_both_sensors(live, chromium):
         assert "Join the Dagster community" not in text
 
         browser.open(f"{base}/automation")
-        browser.wait_for_text("import_batch_sensor", "batch_status_sensor", "failed_drain_run_sensor",
-                              "janitor_schedule", timeout=90)
+        browser.wait_for_text(
+            "import_batch_sensor", "batch_status_sensor", "failed_drain_run_sensor", "janitor_schedule", timeout=90
+        )
         browser.screenshot(live.folder / "automation.png")
     assert (live.folder / "asset-checks.png").stat().st_size > 10_000
 

@@ -16,9 +16,14 @@ def test_dagster_definitions_validate_passes_with_no_environment_set(tmp_path):
     # `ingest` finds its database (here a scratch embedded server)
     env = clean_env(tmp_path / "data")
     try:
-        result = subprocess.run([str(Path(sys.executable).parent / "dagster"), "definitions", "validate",
-                                 "-w", "workspace.yaml"], cwd=ROOT, env=env, capture_output=True, text=True,
-                                timeout=300)
+        result = subprocess.run(
+            [str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-w", "workspace.yaml"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     finally:
         embedded.stop(tmp_path / "data")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -27,12 +32,20 @@ def test_dagster_definitions_validate_passes_with_no_environment_set(tmp_path):
 
 def test_definitions_hold_the_jobs_sensors_and_schedule():
     repository = defs.get_repository_def()
-    assert {job.name for job in repository.get_all_jobs()} >= {"ingest_documents", "refresh_batch_status",
-                                                                "janitor", "check_document_index",
-                                                                "delete_documents", "cancel_import_batch",
-                                                                "retry_failed_jobs"}
-    assert {sensor.name for sensor in repository.sensor_defs} == {"import_batch_sensor", "batch_status_sensor",
-                                                                  "failed_drain_run_sensor"}
+    assert {job.name for job in repository.get_all_jobs()} >= {
+        "ingest_documents",
+        "refresh_batch_status",
+        "janitor",
+        "check_document_index",
+        "delete_documents",
+        "cancel_import_batch",
+        "retry_failed_jobs",
+    }
+    assert {sensor.name for sensor in repository.sensor_defs} == {
+        "import_batch_sensor",
+        "batch_status_sensor",
+        "failed_drain_run_sensor",
+    }
     assert [schedule.name for schedule in repository.schedule_defs] == ["janitor_schedule"]
 
 

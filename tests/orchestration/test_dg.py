@@ -14,8 +14,7 @@ import pytest
 from ingestion_pipeline.db import embedded
 from tests.orchestration.live_dagster import BIN, ROOT, LiveDagster, clean_env
 
-CHECKS = {"schema_matches_migrations", "no_stuck_batches", "counts_match_rows", "no_stale_leases",
-          "pending_jobs_fresh"}
+CHECKS = {"schema_matches_migrations", "no_stuck_batches", "counts_match_rows", "no_stale_leases", "pending_jobs_fresh"}
 
 
 @pytest.fixture
@@ -40,11 +39,20 @@ def test_dg_check_defs_and_list_defs_show_the_asset_its_checks_jobs_sensors_and_
     assert [asset["asset_key"] for asset in defs["assets"]] == ["document_index"]
     assert {check["name"] for check in defs["asset_checks"]} == CHECKS
     assert {check["asset_key"] for check in defs["asset_checks"]} == {"document_index"}
-    assert {job["name"] for job in defs["jobs"]} == {"ingest_documents", "check_document_index", "janitor",
-                                                     "refresh_batch_status", "delete_documents",
-                                                     "cancel_import_batch", "retry_failed_jobs"}
-    assert {sensor["name"] for sensor in defs["sensors"]} == {"import_batch_sensor", "batch_status_sensor",
-                                                              "failed_drain_run_sensor"}
+    assert {job["name"] for job in defs["jobs"]} == {
+        "ingest_documents",
+        "check_document_index",
+        "janitor",
+        "refresh_batch_status",
+        "delete_documents",
+        "cancel_import_batch",
+        "retry_failed_jobs",
+    }
+    assert {sensor["name"] for sensor in defs["sensors"]} == {
+        "import_batch_sensor",
+        "batch_status_sensor",
+        "failed_drain_run_sensor",
+    }
     assert [schedule["name"] for schedule in defs["schedules"]] == ["janitor_schedule"]
 
 
@@ -52,16 +60,19 @@ def test_dg_launch_materializes_document_index(env, tmp_path):
     folder = tmp_path / "docs"
     folder.mkdir()
     (folder / "note.md").write_text("# Note\n\nLaunched through dg.\n")
-    migrated = subprocess.run([str(BIN / "ingest"), "db", "migrate"], cwd=ROOT, env=env, capture_output=True,
-                              text=True, timeout=120)
+    migrated = subprocess.run(
+        [str(BIN / "ingest"), "db", "migrate"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert migrated.returncode == 0, migrated.stderr
-    enqueued = subprocess.run([str(BIN / "ingest"), "enqueue", str(folder)], cwd=ROOT, env=env, capture_output=True,
-                              text=True, timeout=120)
+    enqueued = subprocess.run(
+        [str(BIN / "ingest"), "enqueue", str(folder)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert enqueued.returncode == 0, enqueued.stderr
     launched = dg("launch", "--assets", "document_index", env=env)
     assert launched.returncode == 0, launched.stdout[-3000:] + launched.stderr[-3000:]
-    status = subprocess.run([str(BIN / "ingest"), "status", "--json"], cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=120)
+    status = subprocess.run(
+        [str(BIN / "ingest"), "status", "--json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     [batch] = json.loads(status.stdout)["batches"]
     assert (batch["status"], batch["completed"]) == ("completed", 1)
 

@@ -5,8 +5,8 @@ import shutil
 from pathlib import Path
 
 from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.enqueue import enqueue_paths
 from ingestion_pipeline.definitions import make_definitions
+from ingestion_pipeline.enqueue import enqueue_paths
 from ingestion_pipeline.orchestration.jobs import janitor, refresh_batch_status
 from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
 from ingestion_pipeline.worker.index_checks import DESCRIPTIONS
@@ -57,8 +57,10 @@ def test_drain_job_completes_a_real_batch(instance, resources, pool, conn, tmp_p
 
 
 def test_drain_job_fails_clearly_when_the_database_is_down(instance):
-    down = {"database": DatabaseResource(database_url="postgresql://postgres@127.0.0.1:1/nope"),
-            "processing": ProcessingResource()}
+    down = {
+        "database": DatabaseResource(database_url="postgresql://postgres@127.0.0.1:1/nope"),
+        "processing": ProcessingResource(),
+    }
     result = resolved_job("ingest_documents", down).execute_in_process(instance=instance, raise_on_error=False)
     assert not result.success
     [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
@@ -100,7 +102,8 @@ def test_janitor_expires_refreshes_and_cleans_but_spares_open_documents(instance
     assert job(conn, dead_job)["status"] == "failed"
     assert batch(conn, dead_batch)["status"] == "completed_with_errors"
     left = lambda generation: conn.execute(  # noqa: E731
-        "select count(*) as n from document_chunks where index_generation_id = %s", (generation,)).fetchone()["n"]
+        "select count(*) as n from document_chunks where index_generation_id = %s", (generation,)
+    ).fetchone()["n"]
     assert left(abandoned["idle"][1]) == 0
     assert left(abandoned["busy"][1]) == 3
     assert document(conn, abandoned["busy"][0])["status"] == "indexed"
@@ -125,7 +128,8 @@ def test_checks_job_reports_a_stale_lease_in_the_words_of_ingest_health(instance
     assert not passed and message.startswith("1 job(s) hold a lease past its deadline")
     assert all(passed for name, (passed, _) in sick.items() if name != "no_stale_leases")
     record = instance.event_log_storage.get_latest_asset_check_execution_by_key(
-        [next(iter(checks.asset_layer.asset_graph.asset_check_keys))])
+        [next(iter(checks.asset_layer.asset_graph.asset_check_keys))]
+    )
     assert record  # stored, so the UI shows it
 
     import contextlib
@@ -137,8 +141,9 @@ def test_checks_job_reports_a_stale_lease_in_the_words_of_ingest_health(instance
     assert f"needs action: {message}" in out.getvalue()
 
 
-def test_drain_job_claims_within_its_job_budget_and_logs_progress(instance, resources, pool, conn, tmp_path,
-                                                                   monkeypatch):
+def test_drain_job_claims_within_its_job_budget_and_logs_progress(
+    instance, resources, pool, conn, tmp_path, monkeypatch
+):
     monkeypatch.setenv("INGEST_DRAIN_JOBS_PER_RUN", "2")
     monkeypatch.setattr("ingestion_pipeline.orchestration.assets.PROGRESS_EVERY_SECONDS", 0.0)
     folder = tmp_path / "docs"
@@ -155,7 +160,8 @@ def test_drain_job_claims_within_its_job_budget_and_logs_progress(instance, reso
     assert any("progress: indexed" in message for message in messages)
 
     overridden = resolved_job("ingest_documents", resources).execute_in_process(
-        instance=instance, run_config={"ops": {"document_index": {"config": {"max_jobs": 10}}}})
+        instance=instance, run_config={"ops": {"document_index": {"config": {"max_jobs": 10}}}}
+    )
     [materialization] = overridden.asset_materializations_for_node("document_index")
     assert materialization.metadata["claimed"].value == 2
 

@@ -37,7 +37,8 @@ def write_documents(folder: Path, prefix: str, count: int) -> Path:
     folder.mkdir()
     for number in range(count):
         (folder / f"{prefix}-{number}.md").write_text(
-            f"# {prefix} document {number}\n\n" + f"Paragraph about lighthouse {prefix}{number}. " * 40)
+            f"# {prefix} document {number}\n\n" + f"Paragraph about lighthouse {prefix}{number}. " * 40
+        )
     return folder
 
 
@@ -47,9 +48,11 @@ def status_counts(conn: psycopg.Connection) -> dict[str, int]:
 
 
 def run_backends(observer: psycopg.Connection) -> list[dict]:
-    return observer.execute("select pid, pg_blocking_pids(pid) as blockers from pg_stat_activity "
-                            "where application_name = %s and datname = current_database()",
-                            (RUN_APPLICATION_NAME,)).fetchall()
+    return observer.execute(
+        "select pid, pg_blocking_pids(pid) as blockers from pg_stat_activity "
+        "where application_name = %s and datname = current_database()",
+        (RUN_APPLICATION_NAME,),
+    ).fetchall()
 
 
 def wait_for(what: str, probe, proc: subprocess.Popen, log: Path, timeout: float = 120):
@@ -74,13 +77,21 @@ class BlockedRun:
         self.blocker.execute("select id from import_batches where id = %s for update", (self.second.batch_id,))
         self.log = tmp_path / "drain-run.log"
         env = clean_env(tmp_path / "data", DATABASE_URL=db_url, INGEST_WORKER_CONCURRENCY="2")
-        self.proc = subprocess.Popen([str(DAGSTER), "job", "execute", "-m", "ingestion_pipeline.definitions",
-                                      "-j", "ingest_documents"], env=env, stdout=self.log.open("w"),
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [str(DAGSTER), "job", "execute", "-m", "ingestion_pipeline.definitions", "-j", "ingest_documents"],
+            env=env,
+            stdout=self.log.open("w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         blocker_pid = self.blocker.info.backend_pid
         try:
-            wait_for("an acknowledgement blocked on batch B", lambda: [
-                row for row in run_backends(conn) if blocker_pid in row["blockers"]], self.proc, self.log)
+            wait_for(
+                "an acknowledgement blocked on batch B",
+                lambda: [row for row in run_backends(conn) if blocker_pid in row["blockers"]],
+                self.proc,
+                self.log,
+            )
         except BaseException:
             self.kill()
             self.release()
@@ -112,14 +123,18 @@ def test_a_drain_run_killed_mid_way_loses_nothing(db_url, pool, conn, instance, 
     # Mid-way: batch A done before B's first claim freed a slot, B's first jobs in flight, the rest waiting.
     at_kill = status_counts(conn)
     assert at_kill.get("completed", 0) >= 1 and at_kill.get("processing", 0) >= 1 and at_kill.get("pending", 0) >= 1
-    orphaned = [row["id"] for row in conn.execute(
-        "select id from ingestion_jobs where status = 'processing'").fetchall()]
+    orphaned = [
+        row["id"] for row in conn.execute("select id from ingestion_jobs where status = 'processing'").fetchall()
+    ]
     assert batch(conn, second.batch_id)["status"] != "completed"
     # What the dead run built for them is in the database, uncommitted, with its rows.
-    dead_builds = conn.execute("""
+    dead_builds = conn.execute(
+        """
         select g.status, (select count(*) from document_chunks c where c.index_generation_id = g.id) as chunks
           from index_generations g join ingestion_jobs j on j.document_id = g.document_id
-         where j.id = any(%s)""", (orphaned,)).fetchall()
+         where j.id = any(%s)""",
+        (orphaned,),
+    ).fetchall()
     assert dead_builds and all(row["status"] == "building" and row["chunks"] > 0 for row in dead_builds), dead_builds
 
     for job_id in orphaned:  # the dead run's leases have run out
@@ -133,8 +148,10 @@ def test_a_drain_run_killed_mid_way_loses_nothing(db_url, pool, conn, instance, 
     for report, files in ((first, 4), (second, 6)):
         row = batch(conn, report.batch_id)
         assert (row["status"], row["completed_files"], row["failed_files"]) == ("completed", files, 0)
-    attempts = {row["id"]: row["attempt_count"] for row in conn.execute(
-        "select id, attempt_count from ingestion_jobs").fetchall()}
+    attempts = {
+        row["id"]: row["attempt_count"]
+        for row in conn.execute("select id, attempt_count from ingestion_jobs").fetchall()
+    }
     assert all(attempts[job_id] == 2 for job_id in orphaned)  # reclaimed once, under a new token
     # Each document: indexed, exactly one generation left (its committed one), every artifact row of it.
     documents = conn.execute("""
@@ -157,8 +174,9 @@ def test_a_drain_run_interrupted_mid_way_finishes_its_jobs_in_flight(db_url, poo
     have, acknowledged, not left leased for a lease's lifetime."""
     run = BlockedRun(db_url, pool, conn, tmp_path)
     try:
-        in_flight = [row["id"] for row in conn.execute(
-            "select id from ingestion_jobs where status = 'processing'").fetchall()]
+        in_flight = [
+            row["id"] for row in conn.execute("select id from ingestion_jobs where status = 'processing'").fetchall()
+        ]
         os.kill(run.proc.pid, signal.SIGINT)
         run.release()  # the blocked acknowledgement goes through
         assert run.proc.wait(60) != 0  # an interrupted run is not a success

@@ -36,8 +36,9 @@ def document_id(report, name: str):
 
 
 def run(job_def, instance, resources, op: str, config: dict):
-    return job_def.execute_in_process(instance=instance, resources=resources, raise_on_error=False,
-                                      run_config={"ops": {op: {"config": config}}})
+    return job_def.execute_in_process(
+        instance=instance, resources=resources, raise_on_error=False, run_config={"ops": {op: {"config": config}}}
+    )
 
 
 def metadata(result, op: str) -> dict:
@@ -62,8 +63,13 @@ def test_the_jobs_are_in_the_code_location():
 def test_delete_documents_by_id_and_by_source(instance, resources, conn, drained):
     leases = document_id(drained, "postgres-leases.md")
 
-    result = run(delete_documents, instance, resources, "delete_by_id_or_source",
-                 {"document_ids": [str(leases)], "source_names": ["tea-notes.txt", "no-such-file.txt"]})
+    result = run(
+        delete_documents,
+        instance,
+        resources,
+        "delete_by_id_or_source",
+        {"document_ids": [str(leases)], "source_names": ["tea-notes.txt", "no-such-file.txt"]},
+    )
 
     assert result.success
     shown = metadata(result, "delete_by_id_or_source")
@@ -78,12 +84,15 @@ def test_delete_documents_by_id_and_by_source(instance, resources, conn, drained
     assert message.startswith("nothing deleted") and "already deleted" in message
 
 
-@pytest.mark.parametrize("config, words", [
-    ({}, "give document_ids and/or source_names"),
-    ({"document_ids": ["not-a-uuid"]}, "not a document id"),
-    ({"document_ids": [str(uuid.UUID(int=7))]}, "no such document"),
-    ({"source_names": ["nothing.txt"]}, "no live document has this name"),
-])
+@pytest.mark.parametrize(
+    "config, words",
+    [
+        ({}, "give document_ids and/or source_names"),
+        ({"document_ids": ["not-a-uuid"]}, "not a document id"),
+        ({"document_ids": [str(uuid.UUID(int=7))]}, "no such document"),
+        ({"source_names": ["nothing.txt"]}, "no live document has this name"),
+    ],
+)
 def test_delete_documents_fails_when_nothing_matched_or_the_config_is_invalid(instance, resources, config, words):
     assert words in failure(run(delete_documents, instance, resources, "delete_by_id_or_source", config))
 
@@ -102,8 +111,9 @@ def test_cancel_import_batch(instance, resources, conn, enqueued):
     assert again.success
     shown = metadata(again, "cancel_batch_jobs")
     assert (shown["cancelled"], shown["nothing_open"], shown["status"]) == (0, True, "cancelled")
-    unknown = failure(run(cancel_import_batch, instance, resources, "cancel_batch_jobs",
-                          {"batch_id": str(uuid.uuid4())}))
+    unknown = failure(
+        run(cancel_import_batch, instance, resources, "cancel_batch_jobs", {"batch_id": str(uuid.uuid4())})
+    )
     assert "no such batch" in unknown
     bad = failure(run(cancel_import_batch, instance, resources, "cancel_batch_jobs", {"batch_id": "nope"}))
     assert "not a batch id" in bad
@@ -119,7 +129,8 @@ def test_retry_failed_jobs_in_each_form(instance, resources, conn, pool, setting
     assert job(conn, failed)["status"] == "pending"
 
     assert "nothing retried: no failed job" in failure(
-        run(retry_failed_jobs, instance, resources, "retry_jobs", {"all_failed": True}))
+        run(retry_failed_jobs, instance, resources, "retry_jobs", {"all_failed": True})
+    )
 
     Worker(pool, settings).run(drain=True)
     by_batch = run(retry_failed_jobs, instance, resources, "retry_jobs", {"batch_id": str(drained.batch_id)})
@@ -136,10 +147,13 @@ def test_retry_failed_jobs_in_each_form(instance, resources, conn, pool, setting
     assert "completed jobs are not retried" in refused
 
 
-@pytest.mark.parametrize("config", [
-    {},
-    {"all_failed": True, "batch_id": str(uuid.UUID(int=1))},
-    {"job_ids": [str(uuid.UUID(int=1))], "all_failed": True},
-])
+@pytest.mark.parametrize(
+    "config",
+    [
+        {},
+        {"all_failed": True, "batch_id": str(uuid.UUID(int=1))},
+        {"job_ids": [str(uuid.UUID(int=1))], "all_failed": True},
+    ],
+)
 def test_retry_failed_jobs_wants_exactly_one_form(instance, resources, config):
     assert "give exactly one of" in failure(run(retry_failed_jobs, instance, resources, "retry_jobs", config))

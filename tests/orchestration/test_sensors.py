@@ -35,8 +35,11 @@ def test_batch_sensor_requests_runs_scaled_by_depth_and_advances_its_cursor(inst
     assert first.cursor == "1"
     # The runs drain with the settings' budgets; Dagster fails one that outlives them by a lease.
     assert not first.run_requests[0].run_config
-    assert first.run_requests[0].tags == {"ingestion/drain": "true", "dagster/max_runtime": "210",
-                                          "ingestion/claimable": "5"}
+    assert first.run_requests[0].tags == {
+        "ingestion/drain": "true",
+        "dagster/max_runtime": "210",
+        "ingestion/claimable": "5",
+    }
 
     again = tick(import_batch_sensor, instance, resources, cursor=None)
     assert [r.run_key for r in again.run_requests] == [r.run_key for r in first.run_requests]  # same tick: same keys
@@ -76,15 +79,15 @@ def test_batch_status_sensor_heals_a_batch_left_processing(instance, resources, 
     assert request.run_config["ops"]["refresh_batches"]["config"]["batch_ids"] == [str(batch_id)]
     assert result.cursor == "1"
 
-    run = refresh_batch_status.execute_in_process(run_config=request.run_config, instance=instance,
-                                                  resources=resources)
+    run = refresh_batch_status.execute_in_process(run_config=request.run_config, instance=instance, resources=resources)
     assert run.success
     assert batch(conn, batch_id)["status"] == "completed"
     assert isinstance(tick(batch_status_sensor, instance, resources, cursor="1"), dg.SkipReason)
 
 
-@pytest.mark.parametrize(("minute", "next_tick"), [(0, (3, 0)), (5, (3, 10)), (10, (3, 10)), (50, (3, 50)),
-                                                   (51, (4, 0)), (59, (4, 0))])
+@pytest.mark.parametrize(
+    ("minute", "next_tick"), [(0, (3, 0)), (5, (3, 10)), (10, (3, 10)), (50, (3, 50)), (51, (4, 0)), (59, (4, 0))]
+)
 def test_janitor_schedule_runs_the_janitor_every_ten_minutes(instance, minute, next_tick):
     """From 03:`minute` the schedule's next tick, as the Dagster daemon computes it from the
     cron string, is the next minute divisible by ten (that minute itself when it is one);
@@ -95,9 +98,12 @@ def test_janitor_schedule_runs_the_janitor_every_ten_minutes(instance, minute, n
 
     assert janitor_schedule.job_name == "janitor"
     assert janitor_schedule.cron_schedule == "*/10 * * * *"
-    when = datetime.datetime(2026, 11, 30, 3, minute, tzinfo=datetime.timezone.utc)
-    ticks = cron_string_iterator((when - datetime.timedelta(seconds=1)).timestamp(), janitor_schedule.cron_schedule,
-                                 janitor_schedule.execution_timezone or "UTC")
+    when = datetime.datetime(2026, 11, 30, 3, minute, tzinfo=datetime.UTC)
+    ticks = cron_string_iterator(
+        (when - datetime.timedelta(seconds=1)).timestamp(),
+        janitor_schedule.cron_schedule,
+        janitor_schedule.execution_timezone or "UTC",
+    )
     first, second = next(ticks), next(ticks)
     assert (first.hour, first.minute) == next_tick
     assert second - first == datetime.timedelta(minutes=10)
@@ -111,15 +117,19 @@ def test_a_failed_drain_run_is_recorded_on_the_asset(instance):
     from ingestion_pipeline.definitions import make_definitions
     from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
 
-    down = make_definitions(DatabaseResource(database_url="postgresql://postgres@127.0.0.1:1/nope"),
-                            ProcessingResource()).resolve_job_def("ingest_documents")
+    down = make_definitions(
+        DatabaseResource(database_url="postgresql://postgres@127.0.0.1:1/nope"), ProcessingResource()
+    ).resolve_job_def("ingest_documents")
     result = down.execute_in_process(instance=instance, raise_on_error=False)
     assert not result.success
     [failure] = [e for e in result.all_events if e.event_type_value == "PIPELINE_FAILURE"]
 
     context = dg.build_run_status_sensor_context(
-        sensor_name=failed_drain_run_sensor.name, dagster_instance=instance, dagster_run=result.dagster_run,
-        dagster_event=failure).for_run_failure()
+        sensor_name=failed_drain_run_sensor.name,
+        dagster_instance=instance,
+        dagster_run=result.dagster_run,
+        dagster_event=failure,
+    ).for_run_failure()
     failed_drain_run_sensor(context)
 
     [record] = instance.fetch_observations(dg.AssetKey("document_index"), limit=10).records

@@ -19,6 +19,7 @@ from tests.orchestration.live_dagster import BIN, ROOT, LiveDagster, clean_env, 
 
 def gone(processes: list[psutil.Process], timeout: float = 10) -> list[int]:
     """The pids still alive (zombies count as gone) after waiting up to `timeout`."""
+
     def alive(process: psutil.Process) -> bool:
         try:
             return process.status() != psutil.STATUS_ZOMBIE
@@ -38,10 +39,17 @@ def test_plain_dagster_dev_in_the_checkout_loads_the_location(tmp_path):
     try:
         repository = live.repository()
         assert [node["assetKey"]["path"] for node in repository["assetNodes"]] == [["document_index"]]
-        assert {job["name"] for job in repository["jobs"]} >= {"ingest_documents", "check_document_index",
-                                                                "janitor", "refresh_batch_status"}
-        assert {s["name"] for s in repository["sensors"]} == {"import_batch_sensor", "batch_status_sensor",
-                                                              "failed_drain_run_sensor"}
+        assert {job["name"] for job in repository["jobs"]} >= {
+            "ingest_documents",
+            "check_document_index",
+            "janitor",
+            "refresh_batch_status",
+        }
+        assert {s["name"] for s in repository["sensors"]} == {
+            "import_batch_sensor",
+            "batch_status_sensor",
+            "failed_drain_run_sensor",
+        }
         assert [s["name"] for s in repository["schedules"]] == ["janitor_schedule"]
     finally:
         os.killpg(live.proc.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole group
@@ -54,8 +62,9 @@ def test_plain_dagster_dev_in_the_checkout_loads_the_location(tmp_path):
 
 
 def test_sigint_to_ingest_ui_stops_every_process_it_started(tmp_path):
-    live = LiveDagster.start([str(BIN / "ingest"), "ui"], env=clean_env(tmp_path / "data"),
-                             log_path=tmp_path / "ui.log")
+    live = LiveDagster.start(
+        [str(BIN / "ingest"), "ui"], env=clean_env(tmp_path / "data"), log_path=tmp_path / "ui.log"
+    )
     try:
         family = psutil.Process(live.proc.pid).children(recursive=True)
         assert len(family) >= 3

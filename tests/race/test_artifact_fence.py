@@ -31,16 +31,20 @@ LATE_ORDINAL = 99
 
 
 def insert_chunk(conn, document_id, generation_id, ordinal: int = LATE_ORDINAL) -> None:
-    conn.execute("insert into document_chunks (document_id, index_generation_id, ordinal, content, token_count) "
-                 "values (%s, %s, %s, 'late chunk about omega', 4)", (document_id, generation_id, ordinal))
+    conn.execute(
+        "insert into document_chunks (document_id, index_generation_id, ordinal, content, token_count) "
+        "values (%s, %s, %s, 'late chunk about omega', 4)",
+        (document_id, generation_id, ordinal),
+    )
 
 
 def copy_chunk(conn, document_id, generation_id, ordinal: int = LATE_ORDINAL) -> None:
     """The worker's own path: COPY, in one transaction (ingestion_pipeline/worker/artifacts.py),
     its client-side lease check taken as passed (the write races a reclaim or a commit)."""
     parsed = ParsedDocument(title=None, mime_type="text/plain", pages=[], sections=[])
-    chunk = Chunk(ordinal=ordinal, section_ordinal=None, page_ordinal=None, text="late chunk about omega",
-                  token_count=4)
+    chunk = Chunk(
+        ordinal=ordinal, section_ordinal=None, page_ordinal=None, text="late chunk about omega", token_count=4
+    )
     write_generation(conn, document_id, generation_id, parsed, [chunk], check_lease=lambda: None)
 
 
@@ -69,9 +73,12 @@ def assert_refused(write, *args) -> None:
 
 
 def committed_chunks(conn, document_id) -> list[int]:
-    return [r["ordinal"] for r in conn.execute(
-        "select ordinal from committed_document_chunks where document_id = %s order by ordinal",
-        (document_id,)).fetchall()]
+    return [
+        r["ordinal"]
+        for r in conn.execute(
+            "select ordinal from committed_document_chunks where document_id = %s order by ordinal", (document_id,)
+        ).fetchall()
+    ]
 
 
 def claim_one(rpc: IngestionRpc, worker_id: str) -> ClaimedJob:
@@ -80,15 +87,22 @@ def claim_one(rpc: IngestionRpc, worker_id: str) -> ClaimedJob:
 
 
 def begin(rpc: IngestionRpc, claim: ClaimedJob):
-    return rpc.begin_generation(claim.job_id, claim.document_id, claim.locked_by,
-                                lease_token=claim.lease_token).generation_id
+    return rpc.begin_generation(
+        claim.job_id, claim.document_id, claim.locked_by, lease_token=claim.lease_token
+    ).generation_id
 
 
 def build_and_commit(rpc: IngestionRpc, conn, claim: ClaimedJob, chunks: int = 3):
     generation_id = begin(rpc, claim)
     write_artifacts(conn, claim.document_id, generation_id, chunks=chunks)
-    assert rpc.commit_and_complete(claim.job_id, claim.document_id, generation_id, worker_id=claim.locked_by,
-                                   lease_token=claim.lease_token, batch_id=claim.batch_id).ok
+    assert rpc.commit_and_complete(
+        claim.job_id,
+        claim.document_id,
+        generation_id,
+        worker_id=claim.locked_by,
+        lease_token=claim.lease_token,
+        batch_id=claim.batch_id,
+    ).ok
     return generation_id
 
 
@@ -134,8 +148,12 @@ def test_a_reclaimed_claim_cannot_write_into_its_own_building_generation(token_s
 
     if not token_schema.hardened:
         copy_chunk(conn, a.document_id, a_generation)
-        assert conn.execute("select count(*) as n from document_chunks where index_generation_id = %s",
-                            (a_generation,)).fetchone()["n"] == 3
+        assert (
+            conn.execute(
+                "select count(*) as n from document_chunks where index_generation_id = %s", (a_generation,)
+            ).fetchone()["n"]
+            == 3
+        )
         return
 
     before = snapshot(conn)
@@ -147,8 +165,12 @@ def test_a_reclaimed_claim_cannot_write_into_its_own_building_generation(token_s
     write_artifacts(conn, b.document_id, b_generation, chunks=4)
     with as_worker_role(conn):
         copy_chunk(conn, b.document_id, b_generation, ordinal=4)
-    assert rpc.commit_and_complete(b.job_id, b.document_id, b_generation, worker_id="B",
-                                   lease_token=b.lease_token).chunk_count == 5
+    assert (
+        rpc.commit_and_complete(
+            b.job_id, b.document_id, b_generation, worker_id="B", lease_token=b.lease_token
+        ).chunk_count
+        == 5
+    )
     assert document(conn, b.document_id)["index_generation_id"] == b_generation
     assert committed_chunks(conn, b.document_id) == [0, 1, 2, 3, 4]
 
@@ -163,8 +185,10 @@ def test_superseded_and_abandoned_generations_refuse_rows(token_schema, new_conn
     superseded = build_and_commit(rpc, conn, first)
     assert rpc.enqueue(first.document_id, kind="reindex").ok
     build_and_commit(rpc, conn, claim_one(rpc, "W"))
-    assert conn.execute("select status from index_generations where id = %s",
-                        (superseded,)).fetchone()["status"] == "superseded"
+    assert (
+        conn.execute("select status from index_generations where id = %s", (superseded,)).fetchone()["status"]
+        == "superseded"
+    )
 
     seed_job(conn)
     holder = claim_one(rpc, "W")
@@ -206,10 +230,10 @@ def test_an_open_artifact_write_holds_off_a_takeover_but_not_the_heartbeat(token
 
     make_lease_stale(setup, job_id)
     assert IngestionRpc(other).claim("taker") == []
-    job_row_free = other.execute("select id from ingestion_jobs where id = %s for update skip locked",
-                                 (job_id,)).fetchall()
-    heartbeat = IngestionRpc(heartbeat_conn).heartbeat(job_id, "holder", lease_token=holder.lease_token,
-                                                       progress=60)
+    job_row_free = other.execute(
+        "select id from ingestion_jobs where id = %s for update skip locked", (job_id,)
+    ).fetchall()
+    heartbeat = IngestionRpc(heartbeat_conn).heartbeat(job_id, "holder", lease_token=holder.lease_token, progress=60)
     assert heartbeat.ok, heartbeat  # under lock_timeout: it did not wait for the writer
 
     if not token_schema.hardened:
@@ -219,7 +243,8 @@ def test_an_open_artifact_write_holds_off_a_takeover_but_not_the_heartbeat(token
 
     assert job_row_free == []
     writer.commit()
-    assert rpc.commit_and_complete(job_id, document_id, generation_id, worker_id="holder",
-                                   lease_token=holder.lease_token).ok
+    assert rpc.commit_and_complete(
+        job_id, document_id, generation_id, worker_id="holder", lease_token=holder.lease_token
+    ).ok
     assert job(setup, job_id)["status"] == "completed"
     assert document(setup, document_id)["chunk_count"] == 3

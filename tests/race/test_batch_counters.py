@@ -27,11 +27,13 @@ def finish(rpc: IngestionRpc, claim: ClaimedJob, how: str) -> bool:
     if how == "bulk":  # before BULK_ACK the client makes one call per item, in this transaction
         return all(r.ok for r in rpc.complete_many(worker, [CompleteItem(claim.job_id, claim.document_id, token)]))
     if how == "fail":  # a final failure
-        return rpc.fail_or_retry(claim.job_id, claim.document_id, worker_id=worker, lease_token=token,
-                                 retry=False, error_message="broken").ok
+        return rpc.fail_or_retry(
+            claim.job_id, claim.document_id, worker_id=worker, lease_token=token, retry=False, error_message="broken"
+        ).ok
     if how == "retry":  # attempts remain (1 of 3 used): the job goes back to pending
-        outcome = rpc.fail_or_retry(claim.job_id, claim.document_id, worker_id=worker, lease_token=token,
-                                    retry=True, error_message="transient")
+        outcome = rpc.fail_or_retry(
+            claim.job_id, claim.document_id, worker_id=worker, lease_token=token, retry=True, error_message="transient"
+        )
         return outcome.ok and outcome.retried
     raise ValueError(how)
 

@@ -45,8 +45,14 @@ def failed_and_open(conn: psycopg.Connection) -> tuple[UUID, UUID, UUID]:
     _, failed_id = seed_job(conn, batch_id)
     [claim] = rpc.claim("W")
     assert claim.job_id == failed_id
-    assert rpc.fail_or_retry(claim.job_id, claim.document_id, worker_id="W", lease_token=claim.lease_token,
-                             retry=False, error_message="broken").ok
+    assert rpc.fail_or_retry(
+        claim.job_id,
+        claim.document_id,
+        worker_id="W",
+        lease_token=claim.lease_token,
+        retry=False,
+        error_message="broken",
+    ).ok
     _, open_id = seed_job(conn, batch_id)
     return batch_id, failed_id, open_id
 
@@ -154,6 +160,7 @@ def test_a_retry_waiting_on_the_cancel_is_refused_once_it_commits(lock_order_sch
 
 # -- 10. cancel a batch with nothing open ------------------------------------------------
 
+
 @pytest.mark.parametrize("contents", ["empty", "all_finished"])
 def test_a_batch_with_nothing_open_is_cancelled_and_takes_no_new_files(lock_order_schema, new_conn, contents):
     """`ingest cancel` on a batch with no job yet, or whose jobs all finished, then one more
@@ -166,8 +173,7 @@ def test_a_batch_with_nothing_open_is_cancelled_and_takes_no_new_files(lock_orde
         seed_job(conn, batch_id)
         index_document(IngestionRpc(conn), conn)
 
-    answer = conn.execute("select cancel_import_batch(p_batch_id => %s) as result",
-                          (batch_id,)).fetchone()["result"]
+    answer = conn.execute("select cancel_import_batch(p_batch_id => %s) as result", (batch_id,)).fetchone()["result"]
     documents = documents_of(conn, batch_id)
     if not lock_order_schema.hardened:
         assert (answer["ok"], answer["reason"]) == (False, "nothing_open")
@@ -177,7 +183,13 @@ def test_a_batch_with_nothing_open_is_cancelled_and_takes_no_new_files(lock_orde
         return
     keys = ("ok", "batch_id", "cancelled", "in_flight", "job_ids", "nothing_open")
     assert {key: answer.get(key) for key in keys} == {
-        "ok": True, "batch_id": str(batch_id), "cancelled": 0, "in_flight": 0, "job_ids": [], "nothing_open": True}
+        "ok": True,
+        "batch_id": str(batch_id),
+        "cancelled": 0,
+        "in_flight": 0,
+        "job_ids": [],
+        "nothing_open": True,
+    }
     assert answer["batch"]["status"] == "cancelled"
     row = batch(conn, batch_id)
     assert (row["status"], row["cancelled_at"] is not None) == ("cancelled", True)

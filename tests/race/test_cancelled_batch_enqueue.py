@@ -28,8 +28,10 @@ def enqueue_into(conn, batch_id):
 
 
 def open_jobs(conn, batch_id) -> int:
-    return conn.execute("select count(*) as n from ingestion_jobs where batch_id = %s "
-                        "and status in ('pending', 'processing')", (batch_id,)).fetchone()["n"]
+    return conn.execute(
+        "select count(*) as n from ingestion_jobs where batch_id = %s and status in ('pending', 'processing')",
+        (batch_id,),
+    ).fetchone()["n"]
 
 
 def documents_of(conn, batch_id) -> int:
@@ -78,6 +80,7 @@ def test_ingest_enqueue_stops_at_the_first_file_after_the_cancel(cancelled_batch
         (folder / name).write_text(f"the file called {name}")
     settings = load_settings(database_url=cancelled_batch_schema.url)
     with make_pool(cancelled_batch_schema.url, settings) as pool:
+
         def cancel_after_the_first(entry):
             if entry.path.endswith("a.txt"):
                 assert IngestionRpc(pool).cancel_batch(entry_batch(pool, entry)).ok
@@ -87,7 +90,8 @@ def test_ingest_enqueue_stops_at_the_first_file_after_the_cancel(cancelled_batch
                 enqueue_paths(pool, [folder], max_bytes=1_000_000, on_file=cancel_after_the_first)
             assert "b.txt: import batch" in str(refused.value)
             assert "was cancelled: it takes no new files; stopped there, 1 file(s) before it remain" in str(
-                refused.value)
+                refused.value
+            )
         else:
             report = enqueue_paths(pool, [folder], max_bytes=1_000_000, on_file=cancel_after_the_first)
             assert [f.outcome for f in report.files] == ["queued"] * 3  # all in, after the cancel
@@ -95,5 +99,4 @@ def test_ingest_enqueue_stops_at_the_first_file_after_the_cancel(cancelled_batch
 
 def entry_batch(pool, entry):
     with pool.connection() as conn:
-        return conn.execute("select batch_id from documents where id = %s", (entry.document_id,)).fetchone()[
-            "batch_id"]
+        return conn.execute("select batch_id from documents where id = %s", (entry.document_id,)).fetchone()["batch_id"]

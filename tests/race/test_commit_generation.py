@@ -7,8 +7,9 @@ from tests.helpers import document, index_document, seed_job, start_reindex_buil
 
 
 def visible_chunks(conn, document_id):
-    rows = conn.execute("select index_generation_id from committed_document_chunks where document_id = %s",
-                        (document_id,)).fetchall()
+    rows = conn.execute(
+        "select index_generation_id from committed_document_chunks where document_id = %s", (document_id,)
+    ).fetchall()
     return [r["index_generation_id"] for r in rows]
 
 
@@ -20,8 +21,9 @@ def test_commit_counts_the_rows_of_the_generation(conn):
     write_artifacts(conn, document_id, generation_id, pages=1, sections=4, chunks=7)
 
     # The client claims other counts; the server ignores them.
-    result = rpc.commit_generation(claimed.job_id, document_id, generation_id, "worker-1",
-                                   {"chunk_count": 99, "page_count": 99})
+    result = rpc.commit_generation(
+        claimed.job_id, document_id, generation_id, "worker-1", {"chunk_count": 99, "page_count": 99}
+    )
     assert (result.page_count, result.section_count, result.chunk_count) == (1, 4, 7)
     stored = document(conn, document_id)
     assert (stored["page_count"], stored["section_count"], stored["chunk_count"]) == (1, 4, 7)
@@ -35,8 +37,9 @@ def test_commit_merges_metadata(conn):
     conn.execute("update documents set metadata = %s where id = %s", (Jsonb({"owner": "ops"}), document_id))
     [claimed] = rpc.claim("worker-1")
     generation_id = rpc.begin_generation(claimed.job_id, document_id, "worker-1").generation_id
-    rpc.commit_generation(claimed.job_id, document_id, generation_id, "worker-1",
-                          {"title": "Annual report", "language": "en"})
+    rpc.commit_generation(
+        claimed.job_id, document_id, generation_id, "worker-1", {"title": "Annual report", "language": "en"}
+    )
     stored = document(conn, document_id)
     assert stored["metadata"] == {"owner": "ops", "title": "Annual report", "language": "en"}
     assert stored["title"] == "Annual report"

@@ -13,7 +13,7 @@ the role it ran as.
 """
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
@@ -25,16 +25,33 @@ from tests.helpers import batch, document, job, seed_document, write_artifacts
 TRAP_SQLSTATE = "IFTRP"
 TRAP_VARIANT_TYPES = ["integer", "text", "uuid", "bigint", "jsonb", "timestamp with time zone"]
 TRAP_OPERATORS = {
-    **{op: [("uuid", "uuid"), ("text", "text"), ("integer", "integer"), ("bigint", "bigint"),
-            ("bigint", "integer"), ("integer", "bigint"), ("timestamp with time zone", "timestamp with time zone"),
-            ("jsonb", "jsonb")]
-       for op in ("=", "<>", "<", "<=", ">", ">=")},
+    **{
+        op: [
+            ("uuid", "uuid"),
+            ("text", "text"),
+            ("integer", "integer"),
+            ("bigint", "bigint"),
+            ("bigint", "integer"),
+            ("integer", "bigint"),
+            ("timestamp with time zone", "timestamp with time zone"),
+            ("jsonb", "jsonb"),
+        ]
+        for op in ("=", "<>", "<", "<=", ">", ">=")
+    },
     "||": [("text", "text"), ("jsonb", "jsonb")],
     "->>": [("jsonb", "text")],
-    "+": [("integer", "integer"), ("bigint", "bigint"), ("bigint", "integer"),
-          ("timestamp with time zone", "interval")],
-    "-": [("integer", "integer"), ("bigint", "bigint"), ("timestamp with time zone", "interval"),
-          ("timestamp with time zone", "timestamp with time zone")],
+    "+": [
+        ("integer", "integer"),
+        ("bigint", "bigint"),
+        ("bigint", "integer"),
+        ("timestamp with time zone", "interval"),
+    ],
+    "-": [
+        ("integer", "integer"),
+        ("bigint", "bigint"),
+        ("timestamp with time zone", "interval"),
+        ("timestamp with time zone", "timestamp with time zone"),
+    ],
 }
 
 # Names of pg_catalog functions that appear called (`name(`) in the bodies of our
@@ -78,7 +95,8 @@ class Traps:
             "perform nextval('public.search_path_trap_hits'); "
             "raise exception 'search_path trap: public.% ran as %', {label}, current_user "
             "using errcode = '{code}'; "
-            "end $trap$").format(label=sql.Literal(label), code=sql.SQL(TRAP_SQLSTATE))
+            "end $trap$"
+        ).format(label=sql.Literal(label), code=sql.SQL(TRAP_SQLSTATE))
 
     def _try(self, label: str, *statements: sql.Composable) -> None:
         try:
@@ -91,8 +109,13 @@ class Traps:
 
     def function(self, name: str, arguments: str, result: str) -> None:
         label = f"{name}({arguments})"
-        self._try(label, sql.SQL("create function public.{name}({arguments}) returns {result} ").format(
-            name=sql.Identifier(name), arguments=sql.SQL(arguments), result=sql.SQL(result)) + self._body(label))
+        self._try(
+            label,
+            sql.SQL("create function public.{name}({arguments}) returns {result} ").format(
+                name=sql.Identifier(name), arguments=sql.SQL(arguments), result=sql.SQL(result)
+            )
+            + self._body(label),
+        )
 
     def operator(self, op: str, left: str, right: str) -> None:
         self.count += 1
@@ -100,15 +123,22 @@ class Traps:
         result = self.conn.execute(
             "select oprresult::regtype::text as t from pg_operator where oprname = %s and oprleft = %s::regtype "
             "and oprright = %s::regtype and oprnamespace = 'pg_catalog'::regnamespace",
-            (op, left, right)).fetchone()
+            (op, left, right),
+        ).fetchone()
         label = f"operator {op}({left}, {right})"
         self._try(
             label,
             sql.SQL("create function public.{f}(l {left}, r {right}) returns {result} ").format(
-                f=function, left=sql.SQL(left), right=sql.SQL(right),
-                result=sql.SQL(result["t"] if result else "boolean")) + self._body(label),
+                f=function,
+                left=sql.SQL(left),
+                right=sql.SQL(right),
+                result=sql.SQL(result["t"] if result else "boolean"),
+            )
+            + self._body(label),
             sql.SQL("create operator public.{op} (leftarg = {left}, rightarg = {right}, function = public.{f})").format(
-                op=sql.SQL(op), left=sql.SQL(left), right=sql.SQL(right), f=function))
+                op=sql.SQL(op), left=sql.SQL(left), right=sql.SQL(right), f=function
+            ),
+        )
 
     def plant(self) -> None:
         builtins = [r["name"] for r in self.conn.execute(CALLED_BUILTINS).fetchall()]
@@ -165,8 +195,9 @@ def expire_lease(conn, job_id, deadline_on_row: bool) -> None:
     """The lease has run out (written without make_interval, which is trapped here)."""
     conn.execute("update ingestion_jobs set locked_at = now() - interval '1 hour' where id = %s", (job_id,))
     if deadline_on_row:
-        conn.execute("update ingestion_jobs set lease_expires_at = now() - interval '1 second' where id = %s",
-                     (job_id,))
+        conn.execute(
+            "update ingestion_jobs set lease_expires_at = now() - interval '1 second' where id = %s", (job_id,)
+        )
 
 
 def run_lifecycle(conn, rpc: IngestionRpc, deadline_on_row: bool, steps: list[str]) -> dict:
@@ -176,7 +207,7 @@ def run_lifecycle(conn, rpc: IngestionRpc, deadline_on_row: bool, steps: list[st
         steps.append(name)
         return call()
 
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     batch_id = step("create_batch", lambda: rpc.create_batch("trapped")).batch_id
     good_document, bad_document = seed_document(conn, batch_id), seed_document(conn, batch_id)
     good_job = step("enqueue", lambda: rpc.enqueue(good_document, batch_id=batch_id)).job_id
@@ -185,27 +216,44 @@ def run_lifecycle(conn, rpc: IngestionRpc, deadline_on_row: bool, steps: list[st
 
     [a] = step("claim", lambda: rpc.claim("worker-a"))
     assert a.job_id == good_job
-    abandoned = step("begin", lambda: rpc.begin_generation(a.job_id, good_document, "worker-a",
-                                                           lease_token=a.lease_token)).generation_id
+    abandoned = step(
+        "begin", lambda: rpc.begin_generation(a.job_id, good_document, "worker-a", lease_token=a.lease_token)
+    ).generation_id
     write_artifacts(conn, good_document, abandoned, chunks=1)
     expire_lease(conn, good_job, deadline_on_row)
     [b] = step("reclaim", lambda: rpc.claim("worker-b"))  # the stale-lease branch of the claim
     assert b.job_id == good_job
     token = b.lease_token
     assert step("heartbeat", lambda: rpc.heartbeat(good_job, "worker-b", lease_token=token, progress=10)).ok
-    assert step("record_stage", lambda: rpc.record_stage(good_job, "worker-b", "parse", started_at=now,
-                                                         finished_at=now, lease_token=token)).ok
-    generation_id = step("begin", lambda: rpc.begin_generation(good_job, good_document, "worker-b",
-                                                                lease_token=token)).generation_id
+    assert step(
+        "record_stage",
+        lambda: rpc.record_stage(good_job, "worker-b", "parse", started_at=now, finished_at=now, lease_token=token),
+    ).ok
+    generation_id = step(
+        "begin", lambda: rpc.begin_generation(good_job, good_document, "worker-b", lease_token=token)
+    ).generation_id
     write_artifacts(conn, good_document, generation_id, chunks=2)
-    assert step("commit_and_complete", lambda: rpc.commit_and_complete(
-        good_job, good_document, generation_id, worker_id="worker-b", lease_token=token, batch_id=batch_id)).ok
+    assert step(
+        "commit_and_complete",
+        lambda: rpc.commit_and_complete(
+            good_job, good_document, generation_id, worker_id="worker-b", lease_token=token, batch_id=batch_id
+        ),
+    ).ok
 
     [c] = step("claim", lambda: rpc.claim("worker-c"))
     assert c.job_id == bad_job
-    failed = step("fail_or_retry", lambda: rpc.fail_or_retry(bad_job, bad_document, worker_id="worker-c",
-                                                             lease_token=c.lease_token, retry=True,
-                                                             error_message="parse error", batch_id=batch_id))
+    failed = step(
+        "fail_or_retry",
+        lambda: rpc.fail_or_retry(
+            bad_job,
+            bad_document,
+            worker_id="worker-c",
+            lease_token=c.lease_token,
+            retry=True,
+            error_message="parse error",
+            batch_id=batch_id,
+        ),
+    )
     assert failed.ok and failed.attempts_exhausted
     assert step("retry", lambda: rpc.retry(bad_job)).ok
     [c] = step("claim", lambda: rpc.claim("worker-c"))
@@ -219,14 +267,27 @@ def run_lifecycle(conn, rpc: IngestionRpc, deadline_on_row: bool, steps: list[st
     stuck = step("refresh_stuck_batches", lambda: rpc.refresh_stuck_batches())
     report = step("batch_report", lambda: rpc.batch_report(batch_id=batch_id))
     refreshed = step("refresh_batch", lambda: rpc.refresh_batch(batch_id))
-    return {"batch_id": batch_id, "good_job": good_job, "bad_job": bad_job, "good_document": good_document,
-            "generation_id": generation_id, "abandoned": abandoned, "dry": dry, "real": real, "health": health,
-            "sensor": sensor, "stuck": stuck, "report": report, "refreshed": refreshed}
+    return {
+        "batch_id": batch_id,
+        "good_job": good_job,
+        "bad_job": bad_job,
+        "good_document": good_document,
+        "generation_id": generation_id,
+        "abandoned": abandoned,
+        "dry": dry,
+        "real": real,
+        "health": health,
+        "sensor": sensor,
+        "stuck": stuck,
+        "report": report,
+        "refreshed": refreshed,
+    }
 
 
 def rpc_owner(conn) -> str:
-    return conn.execute("select proowner::regrole::text as owner from pg_proc "
-                        "where proname = 'claim_ingestion_jobs'").fetchone()["owner"]
+    return conn.execute(
+        "select proowner::regrole::text as owner from pg_proc where proname = 'claim_ingestion_jobs'"
+    ).fetchone()["owner"]
 
 
 def test_look_alikes_in_public_never_run_inside_the_rpcs(token_schema, traps, new_conn):
@@ -268,7 +329,8 @@ def definer_search_paths(conn) -> dict[str, str | None]:
                   (select c from unnest(p.proconfig) c where c like 'search_path=%%') as search_path
              from pg_proc p
             where p.pronamespace = 'public'::regnamespace and p.prosecdef
-            order by 1""").fetchall()
+            order by 1"""
+    ).fetchall()
     assert len(rows) >= 20
     return {r["signature"]: r["search_path"] for r in rows}
 

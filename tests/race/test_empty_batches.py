@@ -15,8 +15,10 @@ from tests.helpers import batch, index_document, seed_document
 
 
 def created_ago(conn, batch_id: UUID, interval: str) -> None:
-    conn.execute("update import_batches set created_at = now() - %s::interval, updated_at = now() - %s::interval "
-                 "where id = %s", (interval, interval, batch_id))
+    conn.execute(
+        "update import_batches set created_at = now() - %s::interval, updated_at = now() - %s::interval where id = %s",
+        (interval, interval, batch_id),
+    )
 
 
 def test_a_batch_of_duplicates_completes(token_schema, new_conn, tmp_path):

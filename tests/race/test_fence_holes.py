@@ -11,7 +11,7 @@ are called directly (named notation) where the client would not send what the te
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
@@ -41,8 +41,12 @@ def bulk(conn: psycopg.Connection, function: str, items: list[dict]) -> dict:
 
 
 def item(claim: ClaimedJob, **fields) -> dict:
-    return {"job_id": str(claim.job_id), "document_id": str(claim.document_id), "lease_token": claim.lease_token,
-            **fields}
+    return {
+        "job_id": str(claim.job_id),
+        "document_id": str(claim.document_id),
+        "lease_token": claim.lease_token,
+        **fields,
+    }
 
 
 def by_item(answer: dict) -> dict[int, dict]:
@@ -54,17 +58,23 @@ def generation_status(conn: psycopg.Connection, generation_id) -> str:
 
 
 def stage_rows(conn: psycopg.Connection, job_id) -> list[str]:
-    return [r["stage"] for r in conn.execute("select stage from ingestion_job_stages where job_id = %s order by id",
-                                             (job_id,)).fetchall()]
+    return [
+        r["stage"]
+        for r in conn.execute(
+            "select stage from ingestion_job_stages where job_id = %s order by id", (job_id,)
+        ).fetchall()
+    ]
 
 
 def record_stage(rpc: IngestionRpc, claim: ClaimedJob, stage: str = "parse"):
-    now = datetime.now(timezone.utc)
-    return rpc.record_stage(claim.job_id, claim.locked_by, stage, started_at=now, finished_at=now,
-                            lease_token=claim.lease_token)
+    now = datetime.now(UTC)
+    return rpc.record_stage(
+        claim.job_id, claim.locked_by, stage, started_at=now, finished_at=now, lease_token=claim.lease_token
+    )
 
 
 # -- 4. a duplicate item of a bulk acknowledgement ---------------------------------------
+
 
 def test_a_second_item_of_a_job_in_one_bulk_completion_writes_nothing(lock_order_schema, new_conn):
     """One claim begins two generations (g1, g2) and sends one complete_ingestion_jobs with
@@ -77,16 +87,19 @@ def test_a_second_item_of_a_job_in_one_bulk_completion_writes_nothing(lock_order
     batch_id = seed_batch(conn)
     document_id, job_id = seed_job(conn, batch_id)
     [claim] = rpc.claim("W")
-    g1, g2 = (rpc.begin_generation(job_id, document_id, "W", lease_token=claim.lease_token).generation_id
-              for _ in range(2))
+    g1, g2 = (
+        rpc.begin_generation(job_id, document_id, "W", lease_token=claim.lease_token).generation_id for _ in range(2)
+    )
     write_artifacts(conn, document_id, g1, word="marigold")
     write_artifacts(conn, document_id, g2, word="juniper")
-    now = datetime.now(timezone.utc).isoformat()
+    now = datetime.now(UTC).isoformat()
     second_stages = [{"stage": "second_item", "started_at": now, "finished_at": now}]
 
-    answer = bulk(conn, "complete_ingestion_jobs", [
-        item(claim, generation_id=str(g1)),
-        item(claim, generation_id=str(g2), worker_id="W", stages=second_stages)])
+    answer = bulk(
+        conn,
+        "complete_ingestion_jobs",
+        [item(claim, generation_id=str(g1)), item(claim, generation_id=str(g2), worker_id="W", stages=second_stages)],
+    )
     first, second = by_item(answer)[1], by_item(answer)[2]
 
     assert (first["ok"], first["committed"], first["generation_id"]) == (True, True, str(g1))
@@ -115,22 +128,27 @@ def test_a_second_item_of_a_job_in_one_bulk_failure_is_a_duplicate(lock_order_sc
     _, job_id = seed_job(conn, batch_id)
     [claim] = rpc.claim("W")
 
-    answer = bulk(conn, "fail_or_retry_ingestion_jobs", [
-        item(claim, retry=True, error_message="transient"),
-        item(claim, retry=False, error_message="final")])
+    answer = bulk(
+        conn,
+        "fail_or_retry_ingestion_jobs",
+        [item(claim, retry=True, error_message="transient"), item(claim, retry=False, error_message="final")],
+    )
     first, second = by_item(answer)[1], by_item(answer)[2]
 
     assert (first["ok"], first["retried"]) == (True, True)
     assert (job(conn, job_id)["status"], job(conn, job_id)["error_message"]) == ("pending", "transient")
     assert (batch(conn, batch_id)["open_files"], batch(conn, batch_id)["failed_files"]) == (1, 0)
     assert (second["ok"], second["reason"]) == (
-        (False, "duplicate_item") if lock_order_schema.hardened else (False, "lease_lost"))
+        (False, "duplicate_item") if lock_order_schema.hardened else (False, "lease_lost")
+    )
 
 
 # -- 5. neither lease token nor worker id ------------------------------------------------
 
-BEGIN_UNFENCED = ("select begin_document_index_generation(p_job_id => %(job)s, p_document_id => %(document)s, "
-                  "p_worker_id => null, p_lease_token => null) as result")
+BEGIN_UNFENCED = (
+    "select begin_document_index_generation(p_job_id => %(job)s, p_document_id => %(document)s, "
+    "p_worker_id => null, p_lease_token => null) as result"
+)
 
 
 def test_a_session_that_never_claimed_cannot_build_or_complete_the_job(lock_order_schema, new_conn):
@@ -153,10 +171,12 @@ def test_a_session_that_never_claimed_cannot_build_or_complete_the_job(lock_orde
         committed = intruder.execute(
             "select commit_document_index_generation(p_job_id => %(job)s, p_document_id => %(document)s, "
             "p_generation_id => %(generation)s, p_worker_id => null) as result",
-            {**ids, "generation": began["generation_id"]}).fetchone()["result"]
+            {**ids, "generation": began["generation_id"]},
+        ).fetchone()["result"]
         assert committed["ok"], committed
-        completed = intruder.execute("select complete_ingestion_job(%(job)s, %(document)s, %(batch)s, 'indexed') "
-                                     "as result", ids).fetchone()["result"]
+        completed = intruder.execute(
+            "select complete_ingestion_job(%(job)s, %(document)s, %(batch)s, 'indexed') as result", ids
+        ).fetchone()["result"]
         assert completed["ok"], completed
         assert searchable(holder_conn, document_id, "intruder")
         assert holder.begin_generation(job_id, document_id, "W", lease_token=claim.lease_token).lease_lost
@@ -168,8 +188,7 @@ def test_a_session_that_never_claimed_cannot_build_or_complete_the_job(lock_orde
     assert snapshot(holder_conn) == before
     generation_id = holder.begin_generation(job_id, document_id, "W", lease_token=claim.lease_token).generation_id
     write_artifacts(holder_conn, document_id, generation_id, word="holder")
-    done = holder.commit_and_complete(job_id, document_id, generation_id, worker_id="W",
-                                      lease_token=claim.lease_token)
+    done = holder.commit_and_complete(job_id, document_id, generation_id, worker_id="W", lease_token=claim.lease_token)
     assert done.ok, done
     assert searchable(holder_conn, document_id, "holder") and not searchable(holder_conn, document_id, "intruder")
 
@@ -177,19 +196,19 @@ def test_a_session_that_never_claimed_cannot_build_or_complete_the_job(lock_orde
 UNFENCED_CALLS = {  # call with neither token nor worker id -> head raises 22023
     "begin_generation": BEGIN_UNFENCED,
     "commit_generation": "select commit_document_index_generation(p_job_id => %(job)s, "
-                         "p_document_id => %(document)s, p_generation_id => %(generation)s, p_worker_id => null, "
-                         "p_lease_token => null) as result",
+    "p_document_id => %(document)s, p_generation_id => %(generation)s, p_worker_id => null, "
+    "p_lease_token => null) as result",
     "complete_4_arguments": "select complete_ingestion_job(%(job)s, %(document)s, %(batch)s, 'indexed') as result",
     "complete": "select complete_ingestion_job(p_job_id => %(job)s, p_document_id => %(document)s, "
-                "p_worker_id => null, p_lease_token => null) as result",
+    "p_worker_id => null, p_lease_token => null) as result",
     "fail_or_retry": "select fail_or_retry_ingestion_job(p_job_id => %(job)s, p_document_id => %(document)s, "
-                     "p_error_message => 'intruder', p_worker_id => null, p_lease_token => null) as result",
+    "p_error_message => 'intruder', p_worker_id => null, p_lease_token => null) as result",
 }
 LEASE_LOST_CALLS = {  # already refused before the migration; kept so at head
     "heartbeat": "select heartbeat_ingestion_job(p_job_id => %(job)s, p_worker_id => null, p_progress => 99, "
-                 "p_lease_token => null) as result",
+    "p_lease_token => null) as result",
     "record_stage": "select record_ingestion_job_stage(p_job_id => %(job)s, p_worker_id => null, "
-                    "p_stage => 'intruder', p_started_at => now(), p_lease_token => null) as result",
+    "p_stage => 'intruder', p_started_at => now(), p_lease_token => null) as result",
 }
 
 
@@ -226,6 +245,7 @@ def test_a_fenced_call_with_neither_token_nor_worker_id_is_refused(lock_order_sc
 
 # -- 7. the document status a worker may ask for -----------------------------------------
 
+
 @pytest.mark.parametrize("form", ["bulk", "single"])
 @pytest.mark.parametrize("status", ["indexed", "deleted", "cancelled", "processing"])
 def test_a_worker_may_only_ask_for_a_failed_document(lock_order_schema, new_conn, status, form):
@@ -247,10 +267,13 @@ def test_a_worker_may_only_ask_for_a_failed_document(lock_order_schema, new_conn
             return conn.execute(
                 "select fail_or_retry_ingestion_job(p_job_id => %s, p_document_id => %s, p_document_status => %s, "
                 "p_error_message => 'broken', p_lease_token => %s) as result",
-                (bad.job_id, bad.document_id, document_status, bad.lease_token)).fetchone()["result"]
-        return bulk(conn, "fail_or_retry_ingestion_jobs", [
-            item(bad, error_message="broken", document_status=document_status),
-            item(good, error_message="broken")])  # no document_status: `failed`
+                (bad.job_id, bad.document_id, document_status, bad.lease_token),
+            ).fetchone()["result"]
+        return bulk(
+            conn,
+            "fail_or_retry_ingestion_jobs",
+            [item(bad, error_message="broken", document_status=document_status), item(good, error_message="broken")],
+        )  # no document_status: `failed`
 
     if not lock_order_schema.hardened:
         answer = fail(status)
@@ -270,6 +293,7 @@ def test_a_worker_may_only_ask_for_a_failed_document(lock_order_schema, new_conn
 
 
 # -- 8. stage rows only from the current lease -------------------------------------------
+
 
 def test_a_dead_lettered_claim_writes_no_stage_row_once_its_job_is_superseded(lock_order_schema, new_conn):
     """A claim on its final attempt stalls and is dead-lettered; its stage row at the old
@@ -317,18 +341,26 @@ def test_no_stage_row_after_the_job_completed(lock_order_schema, new_conn):
 
 # -- 9. bulk acknowledgements take at most 1,000 items -----------------------------------
 
+
 def claimed_jobs(conn: psycopg.Connection, count: int) -> list[ClaimedJob]:
     """`count` documents of one batch, each with a pending job, all claimed by W (seeded in
     a few statements: the test is about the acknowledgement)."""
     batch_id = seed_batch(conn)
-    ids = [r["id"] for r in conn.execute(
-        "insert into documents (batch_id, source_name, mime_type, content_sha256, byte_size) "
-        "select %s, 'bulk-' || i || '.txt', 'text/plain', "
-        "       encode(sha256(convert_to('bulk ' || i, 'UTF8')), 'hex'), 6 "
-        "  from generate_series(1, %s) i returning id", (batch_id, count)).fetchall()]
-    enqueued = conn.execute("select count(*) filter (where (enqueue_ingestion_job(p_document_id => d, "
-                            "p_batch_id => %s) ->> 'ok')::boolean) as n from unnest(%s::uuid[]) d",
-                            (batch_id, ids)).fetchone()["n"]
+    ids = [
+        r["id"]
+        for r in conn.execute(
+            "insert into documents (batch_id, source_name, mime_type, content_sha256, byte_size) "
+            "select %s, 'bulk-' || i || '.txt', 'text/plain', "
+            "       encode(sha256(convert_to('bulk ' || i, 'UTF8')), 'hex'), 6 "
+            "  from generate_series(1, %s) i returning id",
+            (batch_id, count),
+        ).fetchall()
+    ]
+    enqueued = conn.execute(
+        "select count(*) filter (where (enqueue_ingestion_job(p_document_id => d, "
+        "p_batch_id => %s) ->> 'ok')::boolean) as n from unnest(%s::uuid[]) d",
+        (batch_id, ids),
+    ).fetchone()["n"]
     assert enqueued == count
     claims = IngestionRpc(conn).claim("W", limit=count)
     assert len(claims) == count
@@ -339,8 +371,10 @@ def processing(conn: psycopg.Connection) -> int:
     return conn.execute("select count(*) as n from ingestion_jobs where status = 'processing'").fetchone()["n"]
 
 
-ACKS = {"complete": ("complete_ingestion_jobs", {}),
-        "fail": ("fail_or_retry_ingestion_jobs", {"retry": False, "error_message": "broken"})}
+ACKS = {
+    "complete": ("complete_ingestion_jobs", {}),
+    "fail": ("fail_or_retry_ingestion_jobs", {"retry": False, "error_message": "broken"}),
+}
 
 
 @pytest.mark.parametrize("ack", list(ACKS))
@@ -376,8 +410,9 @@ def test_the_client_acknowledges_more_than_1000_items(lock_order_schema, new_con
     if ack == "complete":
         answers = rpc.complete_many("W", [CompleteItem(c.job_id, c.document_id, c.lease_token) for c in claims])
     else:
-        answers = rpc.fail_or_retry_many("W", [FailItem(c.job_id, c.document_id, c.lease_token,
-                                                        error_message="broken") for c in claims])
+        answers = rpc.fail_or_retry_many(
+            "W", [FailItem(c.job_id, c.document_id, c.lease_token, error_message="broken") for c in claims]
+        )
     assert [a.job_id for a in answers] == [c.job_id for c in claims]
     assert all(a.ok for a in answers)
     assert processing(conn) == 0

@@ -53,6 +53,7 @@ LOCK_TIMEOUT = "10s"
 
 pytestmark = pytest.mark.pooler
 
+
 @pytest.fixture
 def token_schema(pg_server: PgServer, templates: Templates) -> Iterator[Schema]:
     """A fresh head database behind its own PgBouncer (transaction mode, a pool of several
@@ -60,8 +61,11 @@ def token_schema(pg_server: PgServer, templates: Templates) -> Iterator[Schema]:
     for url in _fresh_database(pg_server, templates.head):
         with connect(url) as conn:
             dbname = conn.info.dbname
-            conn.execute(sql.SQL("alter database {} set lock_timeout = {}").format(
-                sql.Identifier(dbname), sql.Literal(LOCK_TIMEOUT)))
+            conn.execute(
+                sql.SQL("alter database {} set lock_timeout = {}").format(
+                    sql.Identifier(dbname), sql.Literal(LOCK_TIMEOUT)
+                )
+            )
         with pgbouncer(url) as pooler:
             schema = Schema(url=pooler.url(), hardened=True, server_url=url)
             with connect(schema.url) as through:

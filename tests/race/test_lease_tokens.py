@@ -6,7 +6,7 @@ used with `lease_token=` the claim returned: before the migration the claim retu
 token (None) and the client falls back on the worker-id fence, which is the defect.
 """
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from ingestion_pipeline.db.models import ClaimedJob
 from ingestion_pipeline.db.rpc import IngestionRpc
@@ -32,30 +32,38 @@ def claim_one(rpc: IngestionRpc, worker_id: str, stale_after_seconds: int = 300)
 
 
 def stage_rows(conn, job_id) -> int:
-    return conn.execute("select count(*) as n from ingestion_job_stages where job_id = %s",
-                        (job_id,)).fetchone()["n"]
+    return conn.execute("select count(*) as n from ingestion_job_stages where job_id = %s", (job_id,)).fetchone()["n"]
 
 
 def zombie_calls(rpc: IngestionRpc, claim: ClaimedJob, generation_id, batch_id) -> dict:
     """Every fenced call a stalled worker thread may still make, with its own claim's token
     (None before the migration: then the worker id is the fence)."""
     job_id, document_id, token = claim.job_id, claim.document_id, claim.lease_token
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return {
         "heartbeat": lambda: rpc.heartbeat(job_id, claim.locked_by, lease_token=token, progress=90),
         "begin_generation": lambda: rpc.begin_generation(job_id, document_id, claim.locked_by, lease_token=token),
-        "record_stage": lambda: rpc.record_stage(job_id, claim.locked_by, "parse", started_at=now,
-                                                 finished_at=now, lease_token=token),
-        "commit_generation": lambda: rpc.commit_generation(job_id, document_id, generation_id, claim.locked_by,
-                                                           {"title": "zombie"}, lease_token=token),
-        "complete": lambda: rpc.complete(job_id, document_id, worker_id=claim.locked_by, lease_token=token,
-                                         batch_id=batch_id),
-        "fail_or_retry": lambda: rpc.fail_or_retry(job_id, document_id, worker_id=claim.locked_by,
-                                                   lease_token=token, retry=False, error_message="zombie",
-                                                   batch_id=batch_id),
-        "commit_and_complete": lambda: rpc.commit_and_complete(job_id, document_id, generation_id,
-                                                               worker_id=claim.locked_by, lease_token=token,
-                                                               batch_id=batch_id),
+        "record_stage": lambda: rpc.record_stage(
+            job_id, claim.locked_by, "parse", started_at=now, finished_at=now, lease_token=token
+        ),
+        "commit_generation": lambda: rpc.commit_generation(
+            job_id, document_id, generation_id, claim.locked_by, {"title": "zombie"}, lease_token=token
+        ),
+        "complete": lambda: rpc.complete(
+            job_id, document_id, worker_id=claim.locked_by, lease_token=token, batch_id=batch_id
+        ),
+        "fail_or_retry": lambda: rpc.fail_or_retry(
+            job_id,
+            document_id,
+            worker_id=claim.locked_by,
+            lease_token=token,
+            retry=False,
+            error_message="zombie",
+            batch_id=batch_id,
+        ),
+        "commit_and_complete": lambda: rpc.commit_and_complete(
+            job_id, document_id, generation_id, worker_id=claim.locked_by, lease_token=token, batch_id=batch_id
+        ),
     }
 
 
@@ -69,11 +77,18 @@ def assert_zombie_changes_nothing(conn, rpc, claim, generation_id, batch_id) -> 
 
 def finish(rpc: IngestionRpc, conn, claim: ClaimedJob, batch_id, chunks: int = 4):
     """The current holder builds, writes and commits-and-completes its generation."""
-    generation_id = rpc.begin_generation(claim.job_id, claim.document_id, claim.locked_by,
-                                         lease_token=claim.lease_token).generation_id
+    generation_id = rpc.begin_generation(
+        claim.job_id, claim.document_id, claim.locked_by, lease_token=claim.lease_token
+    ).generation_id
     write_artifacts(conn, claim.document_id, generation_id, chunks=chunks)
-    outcome = rpc.commit_and_complete(claim.job_id, claim.document_id, generation_id, worker_id=claim.locked_by,
-                                      lease_token=claim.lease_token, batch_id=batch_id)
+    outcome = rpc.commit_and_complete(
+        claim.job_id,
+        claim.document_id,
+        generation_id,
+        worker_id=claim.locked_by,
+        lease_token=claim.lease_token,
+        batch_id=batch_id,
+    )
     assert outcome.ok, outcome
     return generation_id
 
@@ -95,8 +110,16 @@ def test_a_stalled_thread_of_a_reused_worker_id_is_fenced_by_its_token(token_sch
     make_lease_stale(conn, job_id)  # T1 stalls
     w2 = claim_one(rpc, "W2")
     assert w2.job_id == job_id
-    assert rpc.fail_or_retry(job_id, document_id, worker_id="W2", lease_token=w2.lease_token, retry=True,
-                             stage="retry_wait", error_message="t", batch_id=batch_id).retried
+    assert rpc.fail_or_retry(
+        job_id,
+        document_id,
+        worker_id="W2",
+        lease_token=w2.lease_token,
+        retry=True,
+        stage="retry_wait",
+        error_message="t",
+        batch_id=batch_id,
+    ).retried
     t3 = claim_one(rpc, "W")  # the same claim loop, a new claim
     assert (t3.job_id, t3.attempt_count) == (job_id, 3)
 
@@ -121,7 +144,9 @@ def test_a_stalled_thread_of_a_reused_worker_id_is_fenced_by_its_token(token_sch
     t3_generation = finish(rpc, conn, t3, batch_id, chunks=4)
     assert job(conn, job_id)["status"] == "completed"
     assert (document(conn, document_id)["index_generation_id"], document(conn, document_id)["chunk_count"]) == (
-        t3_generation, 4)
+        t3_generation,
+        4,
+    )
     assert batch(conn, batch_id)["status"] == "completed"
 
 
@@ -164,15 +189,19 @@ def final_attempt_build(rpc: IngestionRpc, conn, worker_id: str):
     batch_id = seed_batch(conn)
     seed_job(conn, batch_id, max_attempts=1)
     claim = claim_one(rpc, worker_id)
-    generation_id = rpc.begin_generation(claim.job_id, claim.document_id, worker_id,
-                                         lease_token=claim.lease_token).generation_id
+    generation_id = rpc.begin_generation(
+        claim.job_id, claim.document_id, worker_id, lease_token=claim.lease_token
+    ).generation_id
     write_artifacts(conn, claim.document_id, generation_id)
     return batch_id, claim, generation_id
 
 
 def states(conn, claim: ClaimedJob, batch_id) -> tuple:
-    return (job(conn, claim.job_id)["status"], document(conn, claim.document_id)["status"],
-            batch(conn, batch_id)["status"])
+    return (
+        job(conn, claim.job_id)["status"],
+        document(conn, claim.document_id)["status"],
+        batch(conn, batch_id)["status"],
+    )
 
 
 class JanitorInTheGap(IngestionRpc):
@@ -201,8 +230,9 @@ def test_a_final_attempt_is_never_dead_lettered_between_commit_and_complete(toke
     conn = new_conn(token_schema.url)
     rpc = JanitorInTheGap(conn, new_conn(token_schema.url))
     batch_id, claim, generation_id = final_attempt_build(rpc, conn, "W")
-    outcome = rpc.commit_and_complete(claim.job_id, claim.document_id, generation_id, worker_id="W",
-                                      lease_token=claim.lease_token, batch_id=batch_id)
+    outcome = rpc.commit_and_complete(
+        claim.job_id, claim.document_id, generation_id, worker_id="W", lease_token=claim.lease_token, batch_id=batch_id
+    )
 
     if not token_schema.hardened:
         assert rpc.janitor_expired == [claim.job_id]
@@ -227,9 +257,16 @@ def test_a_final_attempt_is_never_dead_lettered_between_commit_and_complete(toke
     blocker = new_conn(token_schema.direct_url, autocommit=False)
     blocker.execute("select 1 from import_batches where id = %s for no key update", (batch_id,))
     worker = new_conn(token_schema.url, application_name="in-flight-W2")
-    in_flight = Background(lambda: IngestionRpc(worker).commit_and_complete(
-        claim.job_id, claim.document_id, generation_id, worker_id="W2", lease_token=claim.lease_token,
-        batch_id=batch_id))
+    in_flight = Background(
+        lambda: IngestionRpc(worker).commit_and_complete(
+            claim.job_id,
+            claim.document_id,
+            generation_id,
+            worker_id="W2",
+            lease_token=claim.lease_token,
+            batch_id=batch_id,
+        )
+    )
     wait_until_client_blocked(new_conn(token_schema.direct_url), "in-flight-W2", by=backend_pid(blocker))
     assert IngestionRpc(new_conn(token_schema.url)).expire_stale().expired == 0
     blocker.rollback()
@@ -241,8 +278,9 @@ def test_a_final_attempt_is_never_dead_lettered_between_commit_and_complete(toke
     make_lease_stale(conn, claim.job_id)
     assert rpc.expire_stale().job_ids == [claim.job_id]
     before = snapshot(conn)
-    late = rpc.commit_and_complete(claim.job_id, claim.document_id, generation_id, worker_id="W3",
-                                   lease_token=claim.lease_token, batch_id=batch_id)
+    late = rpc.commit_and_complete(
+        claim.job_id, claim.document_id, generation_id, worker_id="W3", lease_token=claim.lease_token, batch_id=batch_id
+    )
     assert late.lease_lost and not late.committed
     assert snapshot(conn) == before
     assert states(conn, claim, batch_id) == ("failed", "failed", "completed_with_errors")
@@ -310,15 +348,17 @@ def test_commit_refuses_a_generation_the_claim_did_not_begin(token_schema, new_c
     dead = claim_one(rpc, "C")
     foreign_b = rpc.begin_generation(failed_job, document_b, "C", lease_token=dead.lease_token).generation_id
     write_artifacts(conn, document_b, foreign_b, chunks=1)
-    assert rpc.fail_or_retry(failed_job, document_b, worker_id="C", lease_token=dead.lease_token,
-                             error_message="parse error").ok
+    assert rpc.fail_or_retry(
+        failed_job, document_b, worker_id="C", lease_token=dead.lease_token, error_message="parse error"
+    ).ok
     assert rpc.enqueue(document_b).ok
     second = claim_one(rpc, "D")
     assert second.job_id != failed_job and second.document_id == document_b
 
     def commit(claim, document_id, generation_id):
-        return rpc.commit_generation(claim.job_id, document_id, generation_id, claim.locked_by,
-                                     lease_token=claim.lease_token)
+        return rpc.commit_generation(
+            claim.job_id, document_id, generation_id, claim.locked_by, lease_token=claim.lease_token
+        )
 
     if not token_schema.hardened:
         assert commit(reclaim, document_a, foreign_a).ok

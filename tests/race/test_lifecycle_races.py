@@ -50,18 +50,27 @@ from tests.helpers import (
 WORD = "zephyr"  # in every artifact row the tests write: what the search looks for
 FENCE_REFUSED = "IF001"
 BARRIER_KEY = 190_001  # the advisory lock that holds a worker's COPY mid-way
-NOTHING_LEFT = {"document_pages": 0, "document_sections": 0, "document_chunks": 0, "index_generations": 0,
-                "document_sources": 0}
+NOTHING_LEFT = {
+    "document_pages": 0,
+    "document_sections": 0,
+    "document_chunks": 0,
+    "index_generations": 0,
+    "document_sources": 0,
+}
 
 
 # -- the delete and the cancel, as each schema offers them -------------------------------
+
 
 def operator_delete(conn: psycopg.Connection, document_id: UUID) -> None:
     """Before the lifecycle migration: what an operator could do by hand, in one
     transaction (the document leaves search through deleted_at; its rows and bytes go)."""
     with conn.transaction():
-        conn.execute("update documents set deleted_at = now(), index_generation_id = null, status = 'failed', "
-                     "error_message = 'deleted by operator', updated_at = now() where id = %s", (document_id,))
+        conn.execute(
+            "update documents set deleted_at = now(), index_generation_id = null, status = 'failed', "
+            "error_message = 'deleted by operator', updated_at = now() where id = %s",
+            (document_id,),
+        )
         for table in ("document_pages", "document_sections", "document_chunks", "document_sources"):
             conn.execute(f"delete from {table} where document_id = %s", (document_id,))
 
@@ -77,9 +86,11 @@ def delete(schema: Schema, conn: psycopg.Connection, document_id: UUID):
 
 def operator_cancel(conn: psycopg.Connection, batch_id: UUID) -> None:
     """Before the lifecycle migration: fail the batch's pending jobs by hand."""
-    conn.execute("update ingestion_jobs set status = 'failed', stage = 'failed', error_message = 'cancelled', "
-                 "completed_at = now(), updated_at = now() where batch_id = %s and status = 'pending'",
-                 (batch_id,))
+    conn.execute(
+        "update ingestion_jobs set status = 'failed', stage = 'failed', error_message = 'cancelled', "
+        "completed_at = now(), updated_at = now() where batch_id = %s and status = 'pending'",
+        (batch_id,),
+    )
 
 
 def cancel(schema: Schema, conn: psycopg.Connection, batch_id: UUID):
@@ -103,6 +114,7 @@ def counters(conn: psycopg.Connection, batch_id: UUID) -> dict:
 
 # -- a worker holding one claim ----------------------------------------------------------
 
+
 @dataclass
 class Worker:
     rpc: IngestionRpc
@@ -119,22 +131,29 @@ class Worker:
         return self.claim.job_id, self.claim.document_id
 
     def heartbeat(self):
-        return self.rpc.heartbeat(self.claim.job_id, self.claim.locked_by, lease_token=self.claim.lease_token,
-                                  progress=50, stage="chunking")
+        return self.rpc.heartbeat(
+            self.claim.job_id, self.claim.locked_by, lease_token=self.claim.lease_token, progress=50, stage="chunking"
+        )
 
     def begin(self):
         return self.rpc.begin_generation(*self.ids, self.claim.locked_by, lease_token=self.claim.lease_token)
 
     def commit(self, generation_id: UUID):
-        return self.rpc.commit_generation(*self.ids, generation_id, self.claim.locked_by,
-                                          lease_token=self.claim.lease_token)
+        return self.rpc.commit_generation(
+            *self.ids, generation_id, self.claim.locked_by, lease_token=self.claim.lease_token
+        )
 
     def complete(self):
         return self.rpc.complete(*self.ids, worker_id=self.claim.locked_by, lease_token=self.claim.lease_token)
 
     def fail(self):
-        return self.rpc.fail_or_retry(*self.ids, worker_id=self.claim.locked_by, lease_token=self.claim.lease_token,
-                                      retry=True, error_message="parser crashed")
+        return self.rpc.fail_or_retry(
+            *self.ids,
+            worker_id=self.claim.locked_by,
+            lease_token=self.claim.lease_token,
+            retry=True,
+            error_message="parser crashed",
+        )
 
 
 class Build(NamedTuple):
@@ -159,8 +178,11 @@ def begun_build(schema: Schema, new_conn) -> Build:
 
 
 def insert_late_chunk(conn: psycopg.Connection, document_id: UUID, generation_id: UUID) -> None:
-    conn.execute("insert into document_chunks (document_id, index_generation_id, ordinal, content, token_count) "
-                 "values (%s, %s, 99, %s, 3)", (document_id, generation_id, f"late chunk {WORD}"))
+    conn.execute(
+        "insert into document_chunks (document_id, index_generation_id, ordinal, content, token_count) "
+        "values (%s, %s, 99, %s, 3)",
+        (document_id, generation_id, f"late chunk {WORD}"),
+    )
 
 
 def assert_fence_refuses(write, *args) -> None:
@@ -192,6 +214,7 @@ def assert_deleted(conn, document_id: UUID) -> None:
 
 
 # -- 1. delete vs a worker between begin_generation and commit ---------------------------
+
 
 def test_delete_refuses_a_worker_between_begin_and_commit(lifecycle_schema, new_conn):
     """The worker claimed, began its generation and wrote its rows; the delete commits.
@@ -225,8 +248,14 @@ def test_delete_refuses_a_worker_between_begin_and_commit(lifecycle_schema, new_
     assert_refused_everywhere(worker, generation_id)
     assert_deleted(operator, document_id)
     assert not searchable(operator, document_id, WORD)
-    assert counters(operator, batch_id) == {"status": "completed", "total_files": 1, "open_files": 0,
-                                            "completed_files": 0, "failed_files": 0, "cancelled_files": 1}
+    assert counters(operator, batch_id) == {
+        "status": "completed",
+        "total_files": 1,
+        "open_files": 0,
+        "completed_files": 0,
+        "failed_files": 0,
+        "cancelled_files": 1,
+    }
     cleaned = cleanup(operator)
     assert (cleaned.generations, cleaned.chunks, cleaned.sources) == (1, 3, 1), cleaned
     assert document_rows(operator, document_id) == NOTHING_LEFT
@@ -234,6 +263,7 @@ def test_delete_refuses_a_worker_between_begin_and_commit(lifecycle_schema, new_
 
 
 # -- 2. delete vs a worker between commit and complete -----------------------------------
+
 
 def test_delete_refuses_a_worker_between_commit_and_complete(lifecycle_schema, new_conn):
     """The worker committed its generation (the document is searchable) but has not
@@ -268,8 +298,14 @@ def test_delete_refuses_a_worker_between_commit_and_complete(lifecycle_schema, n
     assert_deleted(operator, document_id)
     assert conn_scalar(operator, "select status from index_generations where id = %s", generation_id) == "abandoned"
     assert not searchable(operator, document_id, WORD)
-    assert counters(operator, batch_id) == {"status": "completed", "total_files": 1, "open_files": 0,
-                                            "completed_files": 0, "failed_files": 0, "cancelled_files": 1}
+    assert counters(operator, batch_id) == {
+        "status": "completed",
+        "total_files": 1,
+        "open_files": 0,
+        "completed_files": 0,
+        "failed_files": 0,
+        "cancelled_files": 1,
+    }
     cleanup(operator)
     assert document_rows(operator, document_id) == NOTHING_LEFT
     assert failing_index_checks(schema.url, operator) == []
@@ -282,17 +318,21 @@ def conn_scalar(conn, sql: str, *params):
 
 # -- 3. delete during the worker's COPY --------------------------------------------------
 
+
 def parsed_document() -> tuple[ParsedDocument, list[Chunk]]:
     pages = [Page(ordinal=i, text=f"page {i} {WORD}") for i in range(2)]
-    sections = [Section(ordinal=i, heading=f"Section {i}", level=1, page_ordinal=i, text=f"section {i} {WORD}")
-                for i in range(2)]
-    chunks = [Chunk(ordinal=i, section_ordinal=i % 2, page_ordinal=i % 2, text=f"chunk {i} about {WORD}",
-                    token_count=3) for i in range(3)]
+    sections = [
+        Section(ordinal=i, heading=f"Section {i}", level=1, page_ordinal=i, text=f"section {i} {WORD}")
+        for i in range(2)
+    ]
+    chunks = [
+        Chunk(ordinal=i, section_ordinal=i % 2, page_ordinal=i % 2, text=f"chunk {i} about {WORD}", token_count=3)
+        for i in range(3)
+    ]
     return ParsedDocument(title="Lifecycle", mime_type="text/plain", pages=pages, sections=sections), chunks
 
 
-def done_or_blocked(observer: psycopg.Connection, call: Background, pid: int, by: int,
-                    timeout: float = 15.0) -> str:
+def done_or_blocked(observer: psycopg.Connection, call: Background, pid: int, by: int, timeout: float = 15.0) -> str:
     """Wait until `call` (running on backend `pid`) has finished, or is blocked on `by`:
     an observation of a state, not an ordering (either is allowed by the lifecycle's design)."""
     deadline = time.monotonic() + timeout
@@ -332,8 +372,9 @@ def test_delete_during_the_workers_copy(lifecycle_schema, new_conn, pause):
 
     parsed, chunks = parsed_document()
     worker_pid, barrier_pid = backend_pid(worker_conn), backend_pid(barrier)
-    copying = Background(lambda: write_generation(worker_conn, document_id, generation_id, parsed, chunks,
-                                                  check_lease=lease_check))
+    copying = Background(
+        lambda: write_generation(worker_conn, document_id, generation_id, parsed, chunks, check_lease=lease_check)
+    )
     wait_until_blocked(operator, worker_pid, by=barrier_pid)
 
     deleter = new_conn(schema.url)
@@ -381,6 +422,7 @@ def test_delete_during_the_workers_copy(lifecycle_schema, new_conn, pause):
 
 # -- 4. cancel vs a claim in flight ------------------------------------------------------
 
+
 def test_cancel_waits_for_a_claim_in_flight_then_cancels_the_claimed_job(lifecycle_schema, new_conn):
     """The claim locked the first job of the batch in a transaction still open; the cancel
     blocks on it; then the claim commits. Head: the cancel cancels the now-processing job
@@ -424,11 +466,23 @@ def test_cancel_waits_for_a_claim_in_flight_then_cancels_the_claimed_job(lifecyc
     assert_cancelled(operator, second_job, "import batch cancelled")
     assert_refused_everywhere(worker, None)
     assert {document(operator, d)["status"] for d in (first_document, second_document)} == {"cancelled"}
-    expected = {"status": "cancelled", "total_files": 2, "open_files": 0, "completed_files": 0,
-                "failed_files": 0, "cancelled_files": 2}
+    expected = {
+        "status": "cancelled",
+        "total_files": 2,
+        "open_files": 0,
+        "completed_files": 0,
+        "failed_files": 0,
+        "cancelled_files": 2,
+    }
     assert counters(operator, batch_id) == expected
     assert cancelled.batch.model_dump(include={"status", "total", "completed", "failed", "cancelled", "open"}) == {
-        "status": "cancelled", "total": 2, "completed": 0, "failed": 0, "cancelled": 2, "open": 0}
+        "status": "cancelled",
+        "total": 2,
+        "completed": 0,
+        "failed": 0,
+        "cancelled": 2,
+        "open": 0,
+    }
     assert batch(operator, batch_id)["cancelled_at"] is not None
     again = IngestionRpc(operator).cancel_batch(batch_id)
     # From …_one_lock_order.sql a cancel with nothing open still answers ok (and marks the batch).
@@ -466,8 +520,14 @@ def test_cancel_refuses_a_worker_between_begin_and_commit(lifecycle_schema, new_
     assert not searchable(operator, document_id, WORD)
     cleanup(operator)
     assert document_rows(operator, document_id) == {**NOTHING_LEFT, "document_sources": 1}
-    assert counters(operator, batch_id) == {"status": "cancelled", "total_files": 1, "open_files": 0,
-                                            "completed_files": 0, "failed_files": 0, "cancelled_files": 1}
+    assert counters(operator, batch_id) == {
+        "status": "cancelled",
+        "total_files": 1,
+        "open_files": 0,
+        "completed_files": 0,
+        "failed_files": 0,
+        "cancelled_files": 1,
+    }
     assert failing_index_checks(schema.url, operator) == []
 
 
@@ -491,8 +551,9 @@ def test_cancel_waits_for_a_completion_in_flight_and_leaves_it_completed(lifecyc
     write_artifacts(worker_conn, first_document, generation_id, word=WORD)
     worker_conn.commit()
     worker_pid = backend_pid(worker_conn)
-    done = worker.rpc.commit_and_complete(*worker.ids, generation_id, worker_id="W",
-                                          lease_token=worker.claim.lease_token)  # transaction left open
+    done = worker.rpc.commit_and_complete(
+        *worker.ids, generation_id, worker_id="W", lease_token=worker.claim.lease_token
+    )  # transaction left open
     assert done.ok, done
 
     canceller = new_conn(schema.url)
@@ -507,8 +568,13 @@ def test_cancel_waits_for_a_completion_in_flight_and_leaves_it_completed(lifecyc
     if not schema.hardened:
         assert state == "done"  # its UPDATE never matched the processing job
         assert job(operator, second_job)["status"] == "failed"
-        assert counters(operator, batch_id) == {"status": "processing", "total_files": 2, "open_files": 1,
-                                                "completed_files": 1, "failed_files": 0}
+        assert counters(operator, batch_id) == {
+            "status": "processing",
+            "total_files": 2,
+            "open_files": 1,
+            "completed_files": 1,
+            "failed_files": 0,
+        }
         assert IngestionRpc(operator).queue_health().batch_counter_drift == 1
         return
 
@@ -517,8 +583,14 @@ def test_cancel_waits_for_a_completion_in_flight_and_leaves_it_completed(lifecyc
     assert cancelled.job_ids == [second_job]
     assert_cancelled(operator, second_job, "import batch cancelled")
     assert document(operator, first_document)["status"] == "indexed"
-    assert counters(operator, batch_id) == {"status": "cancelled", "total_files": 2, "open_files": 0,
-                                            "completed_files": 1, "failed_files": 0, "cancelled_files": 1}
+    assert counters(operator, batch_id) == {
+        "status": "cancelled",
+        "total_files": 2,
+        "open_files": 0,
+        "completed_files": 1,
+        "failed_files": 0,
+        "cancelled_files": 1,
+    }
     assert failing_index_checks(schema.url, operator) == []
 
 
@@ -548,8 +620,13 @@ def test_a_claim_skips_the_jobs_a_cancel_in_flight_holds(lifecycle_schema, new_c
     assert IngestionRpc(claimer).claim("W", limit=3) == []
 
     if not schema.hardened:
-        assert counters(operator, batch_id) == {"status": "processing", "total_files": 2, "open_files": 2,
-                                                "completed_files": 0, "failed_files": 0}
+        assert counters(operator, batch_id) == {
+            "status": "processing",
+            "total_files": 2,
+            "open_files": 2,
+            "completed_files": 0,
+            "failed_files": 0,
+        }
         assert IngestionRpc(operator).queue_health().batch_counter_drift == 1
         assert IngestionRpc(operator).retry(first_job).ok
         [reclaimed] = IngestionRpc(claimer).claim("W")
@@ -560,8 +637,14 @@ def test_a_claim_skips_the_jobs_a_cancel_in_flight_holds(lifecycle_schema, new_c
     assert_cancelled(operator, first_job, "import batch cancelled")
     assert_cancelled(operator, second_job, "import batch cancelled")
     assert document(operator, first_document)["status"] == "cancelled"
-    assert counters(operator, batch_id) == {"status": "cancelled", "total_files": 2, "open_files": 0,
-                                            "completed_files": 0, "failed_files": 0, "cancelled_files": 2}
+    assert counters(operator, batch_id) == {
+        "status": "cancelled",
+        "total_files": 2,
+        "open_files": 0,
+        "completed_files": 0,
+        "failed_files": 0,
+        "cancelled_files": 2,
+    }
     refused = IngestionRpc(operator).retry(first_job)
     assert (refused.ok, refused.reason) == (False, "cancelled"), refused
     assert IngestionRpc(claimer).claim("W") == []
@@ -571,9 +654,12 @@ def test_a_claim_skips_the_jobs_a_cancel_in_flight_holds(lifecycle_schema, new_c
 
 # -- 5. delete vs an enqueue in flight ---------------------------------------------------
 
+
 def open_jobs(conn, document_id: UUID) -> list[dict]:
-    return conn.execute("select id, status from ingestion_jobs where document_id = %s "
-                        "and status in ('pending', 'processing')", (document_id,)).fetchall()
+    return conn.execute(
+        "select id, status from ingestion_jobs where document_id = %s and status in ('pending', 'processing')",
+        (document_id,),
+    ).fetchall()
 
 
 def assert_no_open_job_of_a_deleted_document(conn, document_id: UUID) -> None:

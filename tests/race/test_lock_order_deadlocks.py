@@ -48,8 +48,8 @@ from tests.helpers import (
     write_artifacts,
 )
 
-
 # -- connections, barriers and outcomes -------------------------------------------------
+
 
 def racer(new_conn, url: str) -> tuple[psycopg.Connection, int]:
     """An autocommit connection for one side of a race (each RPC its own transaction) that
@@ -67,8 +67,9 @@ def hold(new_conn, url: str, statement: str, *args) -> tuple[psycopg.Connection,
     return conn, backend_pid(conn)
 
 
-def wait_until_blocked_or_finished(observer: psycopg.Connection, pid: int, call: Background, by: int,
-                                   timeout: float = 15.0) -> bool:
+def wait_until_blocked_or_finished(
+    observer: psycopg.Connection, pid: int, call: Background, by: int, timeout: float = 15.0
+) -> bool:
     """True once backend `pid` is blocked on a lock held by `by`; False if its call finished
     without waiting (at head the lock order may let it through while the other side stalls).
 
@@ -116,16 +117,24 @@ def assert_counters_match_jobs(conn: psycopg.Connection, batch_id: UUID) -> None
         "select count(*) as total_files, count(*) filter (where status in ('pending', 'processing')) as open_files, "
         "count(*) filter (where status = 'completed') as completed_files, "
         "count(*) filter (where status = 'failed') as failed_files "
-        "from ingestion_jobs where batch_id = %s", (batch_id,)).fetchone()
+        "from ingestion_jobs where batch_id = %s",
+        (batch_id,),
+    ).fetchone()
     assert {key: row[key] for key in counted} == counted, (row, counted)
 
 
 def open_jobs(conn: psycopg.Connection, document_id: UUID) -> list[UUID]:
-    return [r["id"] for r in conn.execute("select id from ingestion_jobs where document_id = %s "
-                                          "and status in ('pending', 'processing')", (document_id,)).fetchall()]
+    return [
+        r["id"]
+        for r in conn.execute(
+            "select id from ingestion_jobs where document_id = %s and status in ('pending', 'processing')",
+            (document_id,),
+        ).fetchall()
+    ]
 
 
 # -- seeds ------------------------------------------------------------------------------
+
 
 class Job(NamedTuple):
     id: UUID
@@ -135,8 +144,14 @@ class Job(NamedTuple):
 def fail_next_claim(rpc: IngestionRpc) -> Job:
     """Claim the one pending job and fail it for good."""
     [claim] = rpc.claim("seed-worker")
-    assert rpc.fail_or_retry(claim.job_id, claim.document_id, worker_id=claim.locked_by,
-                             lease_token=claim.lease_token, retry=False, error_message="parser crashed").ok
+    assert rpc.fail_or_retry(
+        claim.job_id,
+        claim.document_id,
+        worker_id=claim.locked_by,
+        lease_token=claim.lease_token,
+        retry=False,
+        error_message="parser crashed",
+    ).ok
     return Job(claim.job_id, claim.document_id)
 
 
@@ -152,6 +167,7 @@ def retry(conn: psycopg.Connection, *jobs: Job):
 
 
 # -- 1. bulk retry against a bulk acknowledgement of the same two batches ---------------
+
 
 @dataclass
 class CrossedBatches:
@@ -179,8 +195,9 @@ def crossed_batches(conn: psycopg.Connection) -> CrossedBatches:
 
 def ack(conn: psycopg.Connection, claims: list[ClaimedJob]):
     """The worker's bulk acknowledgement of its claims (one `complete_ingestion_jobs`)."""
-    return IngestionRpc(conn).complete_many("ack-worker", [
-        CompleteItem(c.job_id, c.document_id, c.lease_token) for c in claims])
+    return IngestionRpc(conn).complete_many(
+        "ack-worker", [CompleteItem(c.job_id, c.document_id, c.lease_token) for c in claims]
+    )
 
 
 def assert_retry_and_ack_settled(schema, setup, seeded: CrossedBatches, outcomes: dict, second_waited: bool):
@@ -208,8 +225,9 @@ def test_retry_holding_the_later_batch_against_a_bulk_ack(lock_order_schema, new
     url = lock_order_schema.url
     setup = new_conn(url)
     seeded = crossed_batches(setup)
-    blocker, blocker_pid = hold(new_conn, url, "select 1 from documents where id = %s for no key update",
-                                seeded.jb.document_id)
+    blocker, blocker_pid = hold(
+        new_conn, url, "select 1 from documents where id = %s for no key update", seeded.jb.document_id
+    )
     operator, operator_pid = racer(new_conn, url)
     worker, worker_pid = racer(new_conn, url)
 
@@ -232,8 +250,9 @@ def test_bulk_ack_holding_the_earlier_batch_against_a_retry(lock_order_schema, n
     url = lock_order_schema.url
     setup = new_conn(url)
     seeded = crossed_batches(setup)
-    blocker, blocker_pid = hold(new_conn, url, "select 1 from import_batches where id = %s for no key update",
-                                seeded.b2)
+    blocker, blocker_pid = hold(
+        new_conn, url, "select 1 from import_batches where id = %s for no key update", seeded.b2
+    )
     operator, operator_pid = racer(new_conn, url)
     worker, worker_pid = racer(new_conn, url)
 
@@ -248,6 +267,7 @@ def test_bulk_ack_holding_the_earlier_batch_against_a_retry(lock_order_schema, n
 
 
 # -- 1'. bulk retry against a re-enqueue: a document locked after a batch row -----------
+
 
 @dataclass
 class RetryAndReenqueue:
@@ -266,8 +286,7 @@ def reenqueue(conn: psycopg.Connection, seeded: RetryAndReenqueue):
     return IngestionRpc(conn).enqueue(seeded.jb.document_id, batch_id=seeded.batch_id)
 
 
-def assert_retry_and_reenqueue_settled(schema, setup, seeded: RetryAndReenqueue, outcomes: dict,
-                                       second_waited: bool):
+def assert_retry_and_reenqueue_settled(schema, setup, seeded: RetryAndReenqueue, outcomes: dict, second_waited: bool):
     through = assert_observed(schema.hardened, outcomes, second_waited)
     if "retry" in through:
         retried = outcomes["retry"]
@@ -295,8 +314,7 @@ def test_retry_holding_the_batch_against_a_reenqueue(lock_order_schema, new_conn
     url = lock_order_schema.url
     setup = new_conn(url)
     seeded = retry_and_reenqueue(setup)
-    blocker, blocker_pid = hold(new_conn, url, "select 1 from ingestion_jobs where id = %s for update",
-                                seeded.jb.id)
+    blocker, blocker_pid = hold(new_conn, url, "select 1 from ingestion_jobs where id = %s for update", seeded.jb.id)
     operator, operator_pid = racer(new_conn, url)
     uploader, uploader_pid = racer(new_conn, url)
 
@@ -320,8 +338,9 @@ def test_reenqueue_holding_the_document_against_a_retry(lock_order_schema, new_c
     url = lock_order_schema.url
     setup = new_conn(url)
     seeded = retry_and_reenqueue(setup)
-    blocker, blocker_pid = hold(new_conn, url, "insert into ingestion_jobs (document_id) values (%s)",
-                                seeded.jb.document_id)
+    blocker, blocker_pid = hold(
+        new_conn, url, "insert into ingestion_jobs (document_id) values (%s)", seeded.jb.document_id
+    )
     operator, operator_pid = racer(new_conn, url)
     uploader, uploader_pid = racer(new_conn, url)
 
@@ -336,6 +355,7 @@ def test_reenqueue_holding_the_document_against_a_retry(lock_order_schema, new_c
 
 
 # -- 2. commit-and-complete against the retry of the document's older failed job --------
+
 
 @dataclass
 class RebuildWithFailedSibling:
@@ -356,8 +376,9 @@ def rebuild_with_failed_sibling(conn: psycopg.Connection) -> RebuildWithFailedSi
     failed = fail_next_claim(rpc)
     assert rpc.enqueue(document_id, batch_id=batch_id, kind="reindex").ok
     [claim] = rpc.claim("builder")
-    generation_id = rpc.begin_generation(claim.job_id, document_id, claim.locked_by,
-                                         lease_token=claim.lease_token).generation_id
+    generation_id = rpc.begin_generation(
+        claim.job_id, document_id, claim.locked_by, lease_token=claim.lease_token
+    ).generation_id
     write_artifacts(conn, document_id, generation_id)
     return RebuildWithFailedSibling(batch_id, document_id, committed, failed, claim, generation_id)
 
@@ -366,19 +387,28 @@ def commit(conn: psycopg.Connection, seeded: RebuildWithFailedSibling, how: str)
     """The worker commits G and completes its job in one transaction; True when accepted."""
     rpc, claim = IngestionRpc(conn), seeded.claim
     if how == "commit_and_complete":
-        return rpc.commit_and_complete(claim.job_id, claim.document_id, seeded.generation_id,
-                                       worker_id=claim.locked_by, lease_token=claim.lease_token).ok
-    [done] = rpc.complete_many(claim.locked_by, [CompleteItem(claim.job_id, claim.document_id, claim.lease_token,
-                                                              generation_id=seeded.generation_id)])
+        return rpc.commit_and_complete(
+            claim.job_id,
+            claim.document_id,
+            seeded.generation_id,
+            worker_id=claim.locked_by,
+            lease_token=claim.lease_token,
+        ).ok
+    [done] = rpc.complete_many(
+        claim.locked_by,
+        [CompleteItem(claim.job_id, claim.document_id, claim.lease_token, generation_id=seeded.generation_id)],
+    )
     return done.ok and done.committed
 
 
-def assert_commit_and_retry_settled(schema, setup, seeded: RebuildWithFailedSibling, outcomes: dict,
-                                    second_waited: bool):
+def assert_commit_and_retry_settled(
+    schema, setup, seeded: RebuildWithFailedSibling, outcomes: dict, second_waited: bool
+):
     through = assert_observed(schema.hardened, outcomes, second_waited)
     if "retry" in through:  # refused in either serial order: the rebuild is open, or it settled the job
-        assert not outcomes["retry"].ok and outcomes["retry"].reason in ("already_queued", "completed"), \
-            outcomes["retry"]
+        assert not outcomes["retry"].ok and outcomes["retry"].reason in ("already_queued", "completed"), outcomes[
+            "retry"
+        ]
     doc = document(setup, seeded.document_id)
     if "commit" in through:
         assert outcomes["commit"] is True
@@ -405,8 +435,10 @@ COMMITS = pytest.mark.parametrize("how", ["commit_and_complete", "complete_many"
 #   queue; head: also the failed job); the retry starts (before: locks the failed job,
 #   queues on D behind the commit; head: waits on the failed job); released, the commit gets
 #   D and goes on to the failed job (before: held by the retry, which waits on D: 40P01).
-HELD = {"generation": ("select 1 from index_generations where id = %s for no key update", "committed_generation_id"),
-        "document": ("select 1 from documents where id = %s for no key update", "document_id")}
+HELD = {
+    "generation": ("select 1 from index_generations where id = %s for no key update", "committed_generation_id"),
+    "document": ("select 1 from documents where id = %s for no key update", "document_id"),
+}
 
 
 @COMMITS

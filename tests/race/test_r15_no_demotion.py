@@ -7,8 +7,9 @@ from tests.helpers import document, index_document, seed_job
 
 
 def committed_chunks(conn, document_id):
-    return conn.execute("select count(*) as n from committed_document_chunks where document_id = %s",
-                        (document_id,)).fetchone()["n"]
+    return conn.execute(
+        "select count(*) as n from committed_document_chunks where document_id = %s", (document_id,)
+    ).fetchone()["n"]
 
 
 @pytest.mark.parametrize("retry", [False, True], ids=["fail", "retry"])
@@ -20,8 +21,9 @@ def test_failed_reindex_keeps_the_live_index(schema, new_conn, retry):
     assert rpc.enqueue(document_id, kind="reindex").ok
     [reindex] = rpc.claim("worker-r")
 
-    outcome = rpc.fail_or_retry(reindex.job_id, document_id, worker_id="worker-r", retry=retry,
-                                error_message="parser crashed")
+    outcome = rpc.fail_or_retry(
+        reindex.job_id, document_id, worker_id="worker-r", retry=retry, error_message="parser crashed"
+    )
     assert outcome.ok
 
     after = document(conn, document_id)

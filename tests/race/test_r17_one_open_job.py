@@ -21,9 +21,13 @@ from tests.helpers import Background, backend_pid, seed_batch, seed_document, wa
 
 
 def open_jobs(conn, document_id) -> list:
-    return [r["id"] for r in conn.execute(
-        "select id from ingestion_jobs where document_id = %s and status in ('pending', 'processing')",
-        (document_id,)).fetchall()]
+    return [
+        r["id"]
+        for r in conn.execute(
+            "select id from ingestion_jobs where document_id = %s and status in ('pending', 'processing')",
+            (document_id,),
+        ).fetchall()
+    ]
 
 
 def test_a_second_enqueue_of_a_queued_document(schema, new_conn):

@@ -15,8 +15,9 @@ def generation_rows(conn, generation_id):
     counts = {}
     for table in ("document_pages", "document_sections", "document_chunks", "index_generations"):
         column = "id" if table == "index_generations" else "index_generation_id"
-        counts[table] = conn.execute(f"select count(*) as n from {table} where {column} = %s",
-                                     (generation_id,)).fetchone()["n"]
+        counts[table] = conn.execute(
+            f"select count(*) as n from {table} where {column} = %s", (generation_id,)
+        ).fetchone()["n"]
     return counts
 
 
@@ -32,8 +33,9 @@ def test_build_claimed_during_cleanup_survives(schema, new_conn):
     # Barrier: hold a lock on one abandoned page so cleanup stops inside its deletes,
     # after it has chosen the document as a candidate.
     barrier = new_conn(schema.url, autocommit=False)
-    barrier.execute("select 1 from document_pages where index_generation_id = %s and ordinal = 0 for update",
-                    (abandoned,))
+    barrier.execute(
+        "select 1 from document_pages where index_generation_id = %s and ordinal = 0 for update", (abandoned,)
+    )
     cleaner = new_conn(schema.url)
     cleaner_pid = backend_pid(cleaner)
     cleanup = Background(lambda: IngestionRpc(cleaner).cleanup_generations(dry_run=False))
@@ -47,8 +49,7 @@ def test_build_claimed_during_cleanup_survives(schema, new_conn):
 
     staged = generation_rows(conn, fresh)
     if schema.hardened:
-        assert staged == {"document_pages": 2, "document_sections": 2, "document_chunks": 3,
-                          "index_generations": 1}
+        assert staged == {"document_pages": 2, "document_sections": 2, "document_chunks": 3, "index_generations": 1}
         committed = rpc.commit_generation(fresh_job.job_id, document_id, fresh, "worker-new")
         assert committed.ok and committed.chunk_count == 3
     else:

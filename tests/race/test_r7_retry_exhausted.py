@@ -12,8 +12,9 @@ def test_retry_of_an_exhausted_job_is_terminal(schema, new_conn):
     [claimed] = rpc.claim("worker-a")
     assert claimed.attempt_count == claimed.max_attempts == 1
 
-    outcome = rpc.fail_or_retry(job_id, document_id, worker_id="worker-a", retry=True,
-                                error_message="connection reset", batch_id=batch_id)
+    outcome = rpc.fail_or_retry(
+        job_id, document_id, worker_id="worker-a", retry=True, error_message="connection reset", batch_id=batch_id
+    )
     assert outcome.ok
 
     if schema.hardened:

@@ -16,14 +16,14 @@ def test_overlapping_last_completions_leave_the_batch_terminal(schema, new_conn)
     # Transaction 1 completes the first job and stays open.
     tx1 = new_conn(schema.url, autocommit=False)
     tx1.execute("select 1")
-    assert IngestionRpc(tx1).complete(first.job_id, first.document_id, worker_id="worker-1",
-                                      batch_id=batch_id).ok
+    assert IngestionRpc(tx1).complete(first.job_id, first.document_id, worker_id="worker-1", batch_id=batch_id).ok
 
     # Transaction 2 completes the second job; it must block on the batch row.
     tx2 = new_conn(schema.url)
     tx2_pid = backend_pid(tx2)
-    second_done = Background(lambda: IngestionRpc(tx2).complete(
-        second.job_id, second.document_id, worker_id="worker-2", batch_id=batch_id))
+    second_done = Background(
+        lambda: IngestionRpc(tx2).complete(second.job_id, second.document_id, worker_id="worker-2", batch_id=batch_id)
+    )
     wait_until_blocked(setup, tx2_pid, by=backend_pid(tx1))
     tx1.commit()
     assert second_done.join().ok
@@ -48,8 +48,9 @@ def test_several_batches_are_locked_in_id_order_whatever_the_input_order(db_url,
 
     refresher = new_conn(db_url)
     refresher_pid = backend_pid(refresher)
-    refresh = Background(lambda: refresher.execute(
-        "select refresh_import_batches(array[%s, %s]::uuid[])", (high, low)).fetchone())
+    refresh = Background(
+        lambda: refresher.execute("select refresh_import_batches(array[%s, %s]::uuid[])", (high, low)).fetchone()
+    )
     wait_until_blocked(setup, refresher_pid, by=backend_pid(holder))
     # Blocked on the lower id, it has not touched the higher one yet.
     free = new_conn(db_url, autocommit=False)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from ingestion_pipeline.db.rpc import acks as rpc_module
 from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.db.rpc import acks as rpc_module
 from tests.helpers import job, seed_job
 
 
@@ -32,12 +32,21 @@ def test_a_retry_waits_its_delay_on_the_servers_clock(retry_delay_schema, new_co
     [claimed] = rpc.claim("worker-1")
     monkeypatch.setattr(rpc_module, "datetime", SkewedClock)
 
-    outcome = rpc.fail_or_retry(job_id, document_id, worker_id="worker-1", lease_token=claimed.lease_token,
-                                retry=True, error_message="transient", retry_delay_seconds=60, stage="retry_wait")
+    outcome = rpc.fail_or_retry(
+        job_id,
+        document_id,
+        worker_id="worker-1",
+        lease_token=claimed.lease_token,
+        retry=True,
+        error_message="transient",
+        retry_delay_seconds=60,
+        stage="retry_wait",
+    )
 
     assert outcome.ok and outcome.retried
-    wait = conn.execute("select extract(epoch from next_run_at - now()) as s from ingestion_jobs where id = %s",
-                        (job_id,)).fetchone()["s"]
+    wait = conn.execute(
+        "select extract(epoch from next_run_at - now()) as s from ingestion_jobs where id = %s", (job_id,)
+    ).fetchone()["s"]
     reclaimed = rpc.claim("worker-2")
     if retry_delay_schema.hardened:
         assert 55 <= wait <= 60 and reclaimed == []
@@ -51,8 +60,16 @@ def test_a_refused_retry_stores_the_failed_stage(retry_delay_schema, new_conn):
     document_id, job_id = seed_job(conn, max_attempts=1)
     [claimed] = rpc.claim("worker-1")
 
-    outcome = rpc.fail_or_retry(job_id, document_id, worker_id="worker-1", lease_token=claimed.lease_token,
-                                retry=True, error_message="transient", retry_delay_seconds=5, stage="retry_wait")
+    outcome = rpc.fail_or_retry(
+        job_id,
+        document_id,
+        worker_id="worker-1",
+        lease_token=claimed.lease_token,
+        retry=True,
+        error_message="transient",
+        retry_delay_seconds=5,
+        stage="retry_wait",
+    )
 
     assert outcome.ok and not outcome.retried and outcome.attempts_exhausted
     stored = job(conn, job_id)

@@ -23,31 +23,66 @@ SEARCH_PATH = "search_path=pg_catalog, pg_temp"
 
 # Functions ingestion_worker may EXECUTE: the RPCs.
 WORKER_RPCS = {
-    "create_import_batch", "enqueue_ingestion_job", "claim_ingestion_jobs", "heartbeat_ingestion_job",
-    "begin_document_index_generation", "commit_document_index_generation", "complete_ingestion_job",
-    "commit_and_complete_ingestion_job", "fail_or_retry_ingestion_job", "record_ingestion_job_stage",
-    "retry_ingestion_job", "refresh_import_batch_status", "refresh_stuck_import_batches",
-    "expire_stale_ingestion_jobs", "cleanup_abandoned_document_index_generations", "ingestion_queue_health",
-    "ingestion_batch_report", "ingestion_sensor_state",
+    "create_import_batch",
+    "enqueue_ingestion_job",
+    "claim_ingestion_jobs",
+    "heartbeat_ingestion_job",
+    "begin_document_index_generation",
+    "commit_document_index_generation",
+    "complete_ingestion_job",
+    "commit_and_complete_ingestion_job",
+    "fail_or_retry_ingestion_job",
+    "record_ingestion_job_stage",
+    "retry_ingestion_job",
+    "refresh_import_batch_status",
+    "refresh_stuck_import_batches",
+    "expire_stale_ingestion_jobs",
+    "cleanup_abandoned_document_index_generations",
+    "ingestion_queue_health",
+    "ingestion_batch_report",
+    "ingestion_sensor_state",
     # bulk acknowledgement and the counters' repair path (20261201000100)
-    "complete_ingestion_jobs", "fail_or_retry_ingestion_jobs", "heartbeat_ingestion_jobs",
+    "complete_ingestion_jobs",
+    "fail_or_retry_ingestion_jobs",
+    "heartbeat_ingestion_jobs",
     "refresh_drifted_import_batches",
     # the lifecycle's operator calls, run as the pipeline's role like retry (20261201000200)
-    "delete_document", "cancel_import_batch", "retry_failed_ingestion_jobs",
+    "delete_document",
+    "cancel_import_batch",
+    "retry_failed_ingestion_jobs",
 }
 # Internal helpers (called by the RPCs or the trigger as their owner): granted to no one.
-INTERNAL = {"lock_fenced_ingestion_job", "refresh_import_batches", "stuck_import_batch_ids",
-            "enforce_artifact_fence", "secure_rpc", "move_import_batch_counters", "import_batch_status_of",
-            "settle_completed_ingestion_jobs", "settle_failed_ingestion_job", "drifted_import_batch_ids",
-            "insert_ingestion_job_stages",
-            "import_batch_counters_of", "cancel_import_batch_counters", "cancel_locked_ingestion_jobs",
-            # trigger functions: the weighted search vector (20261201000300), and the move of
-            # a chunk's vector into pgvector's column where the extension is (20261201000400)
-            "document_chunks_search_vector", "document_chunks_embedding_vector",
-            # the lock order's phases, the fences and the checks before effects (20261202000100)
-            "max_ack_items", "require_fence", "require_failed_document_status", "require_ack_items",
-            "lock_settling_ingestion_jobs", "fence_refusal", "lock_commit_generations", "lock_documents",
-            "generation_refusal", "apply_generation_commit"}
+INTERNAL = {
+    "lock_fenced_ingestion_job",
+    "refresh_import_batches",
+    "stuck_import_batch_ids",
+    "enforce_artifact_fence",
+    "secure_rpc",
+    "move_import_batch_counters",
+    "import_batch_status_of",
+    "settle_completed_ingestion_jobs",
+    "settle_failed_ingestion_job",
+    "drifted_import_batch_ids",
+    "insert_ingestion_job_stages",
+    "import_batch_counters_of",
+    "cancel_import_batch_counters",
+    "cancel_locked_ingestion_jobs",
+    # trigger functions: the weighted search vector (20261201000300), and the move of
+    # a chunk's vector into pgvector's column where the extension is (20261201000400)
+    "document_chunks_search_vector",
+    "document_chunks_embedding_vector",
+    # the lock order's phases, the fences and the checks before effects (20261202000100)
+    "max_ack_items",
+    "require_fence",
+    "require_failed_document_status",
+    "require_ack_items",
+    "lock_settling_ingestion_jobs",
+    "fence_refusal",
+    "lock_commit_generations",
+    "lock_documents",
+    "generation_refusal",
+    "apply_generation_commit",
+}
 # Created only where the server has pgvector.
 OPTIONAL = {"document_chunks_embedding_vector"}
 # secure_rpc is run only by the migrations, as the owner of the functions it alters: it
@@ -82,14 +117,19 @@ def public_functions(conn) -> list[dict]:
             where p.pronamespace = 'public'::regnamespace
               and not exists (select 1 from pg_depend d
                               where d.classid = 'pg_proc'::regclass and d.objid = p.oid and d.deptype = 'e')
-            order by 3""").fetchall()
+            order by 3"""
+    ).fetchall()
 
 
 def executable(conn, role: str) -> set[str]:
     """Names of the functions of public that `role` may execute ('public' = PUBLIC)."""
-    return {row["proname"] for row in public_functions(conn)
-            if conn.execute("select has_function_privilege(%s, %s::oid, 'EXECUTE') as ok",
-                            (role, row["oid"])).fetchone()["ok"]}
+    return {
+        row["proname"]
+        for row in public_functions(conn)
+        if conn.execute("select has_function_privilege(%s, %s::oid, 'EXECUTE') as ok", (role, row["oid"])).fetchone()[
+            "ok"
+        ]
+    }
 
 
 def relation_privileges(conn, role: str) -> dict[str, set[str]]:
@@ -103,24 +143,30 @@ def relation_privileges(conn, role: str) -> dict[str, set[str]]:
     relations = conn.execute(
         """select c.oid, c.relname, c.relkind from pg_class c
             where c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'p', 'v', 'm', 'f', 'S')
-            order by c.relname""").fetchall()
+            order by c.relname"""
+    ).fetchall()
     assert len(relations) >= 12
     for rel in relations:
         got = set()
         if rel["relkind"] == "S":
             for privilege in SEQUENCE_PRIVILEGES:
-                if conn.execute("select has_sequence_privilege(%s, %s::oid, %s) as ok",
-                                (role, rel["oid"], privilege)).fetchone()["ok"]:
+                if conn.execute(
+                    "select has_sequence_privilege(%s, %s::oid, %s) as ok", (role, rel["oid"], privilege)
+                ).fetchone()["ok"]:
                     got.add(privilege)
         else:
             for privilege in table_privileges:
-                if conn.execute("select has_table_privilege(%s, %s::oid, %s) as ok",
-                                (role, rel["oid"], privilege)).fetchone()["ok"]:
+                if conn.execute(
+                    "select has_table_privilege(%s, %s::oid, %s) as ok", (role, rel["oid"], privilege)
+                ).fetchone()["ok"]:
                     got.add(privilege)
             for privilege in COLUMN_PRIVILEGES:
-                if privilege not in got and conn.execute(
-                        "select has_any_column_privilege(%s, %s::oid, %s) as ok",
-                        (role, rel["oid"], privilege)).fetchone()["ok"]:
+                if (
+                    privilege not in got
+                    and conn.execute(
+                        "select has_any_column_privilege(%s, %s::oid, %s) as ok", (role, rel["oid"], privilege)
+                    ).fetchone()["ok"]
+                ):
                     got.add(f"{privilege} (column)")
         if got:
             held[rel["relname"]] = got
@@ -144,8 +190,9 @@ def outsider(conn):
 def test_every_function_is_classified_pins_search_path_and_runs_as_definer(conn):
     functions = public_functions(conn)
     names = [row["proname"] for row in functions]
-    assert set(names) - OPTIONAL == (WORKER_RPCS | INTERNAL) - OPTIONAL, \
+    assert set(names) - OPTIONAL == (WORKER_RPCS | INTERNAL) - OPTIONAL, (
         "a function of public that is neither an RPC nor a helper"
+    )
     assert len(names) == len(set(names)), "an overload nobody classified"
     assert "enforce_artifact_fence" in names  # the trigger function, like the RPCs
     for row in functions:
@@ -158,7 +205,8 @@ def test_secure_rpc_is_an_invoker_function_nobody_but_its_owner_may_run(conn):
         """select p.prosecdef, p.proconfig, pg_get_userbyid(p.proowner) as owner,
                   (select array_agg(a.grantee::regrole::text order by a.grantee)
                      from aclexplode(p.proacl) a) as grantees
-             from pg_proc p where p.oid = 'public.secure_rpc(regprocedure, boolean)'::regprocedure""").fetchone()
+             from pg_proc p where p.oid = 'public.secure_rpc(regprocedure, boolean)'::regprocedure"""
+    ).fetchone()
     assert row["prosecdef"] is False
     assert row["proconfig"] == [SEARCH_PATH]
     assert row["grantees"] == [row["owner"]]  # an explicit ACL, and only the owner in it
@@ -212,8 +260,9 @@ def supabase_db_url(pg_server, conn):
     for url in _fresh_database(pg_server, "template0"):
         with psycopg.connect(url, autocommit=True) as fresh:
             for objects, privilege in (("functions", "execute"), ("tables", "all"), ("sequences", "all")):
-                fresh.execute(f"alter default privileges in schema public "
-                              f"grant {privilege} on {objects} to anon, authenticated")
+                fresh.execute(
+                    f"alter default privileges in schema public grant {privilege} on {objects} to anon, authenticated"
+                )
         migrator.migrate(url)
         yield url
 
@@ -241,4 +290,6 @@ def test_supabase_roles_cannot_execute_secure_rpc(supabase_db_url):
 
     with psycopg.connect(supabase_db_url, autocommit=True, row_factory=dict_row) as fresh:
         assert {role: "secure_rpc" in executable(fresh, role) for role in ("anon", "authenticated")} == {
-            "anon": False, "authenticated": False}
+            "anon": False,
+            "authenticated": False,
+        }

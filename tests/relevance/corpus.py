@@ -44,6 +44,8 @@ def index_pages(url: str) -> int:
         report = Worker(pool, settings, label="relevance").run(drain=True)
     completed = report.counts["completed"]
     if completed != len(enqueued.files):
-        raise RuntimeError(f"{completed} of {len(enqueued.files)} relevance pages indexed: "
-                           + "; ".join(r.message or "" for r in report.results if r.outcome.value != "completed"))
+        raise RuntimeError(
+            f"{completed} of {len(enqueued.files)} relevance pages indexed: "
+            + "; ".join(r.message or "" for r in report.results if r.outcome.value != "completed")
+        )
     return completed

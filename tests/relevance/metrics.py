@@ -58,9 +58,12 @@ def summarize(ranks: Sequence[int | None]) -> Summary:
     if not ranks:
         raise ValueError("no queries to summarize")
     recalled = sum(1 for rank in ranks if rank is not None and rank <= RECALL_DEPTH)
-    return Summary(queries=len(ranks), recall_at_5=recalled / len(ranks),
-                   mrr_at_10=sum(reciprocal(rank) for rank in ranks) / len(ranks),
-                   first=sum(1 for rank in ranks if rank == 1))
+    return Summary(
+        queries=len(ranks),
+        recall_at_5=recalled / len(ranks),
+        mrr_at_10=sum(reciprocal(rank) for rank in ranks) / len(ranks),
+        first=sum(1 for rank in ranks if rank == 1),
+    )
 
 
 def rank_cell(rank: int | None) -> str:
@@ -68,6 +71,16 @@ def rank_cell(rank: int | None) -> str:
 
 
 def per_query_table(ranked: Sequence[Ranked]) -> str:
-    return render_table(["rank", "kind", "query", "expected", "first result"],
-                        [[rank_cell(r.rank), r.query.kind, r.query.text, r.query.expected,
-                          "" if r.rank == 1 else (r.top or "(none)")] for r in ranked])
+    return render_table(
+        ["rank", "kind", "query", "expected", "first result"],
+        [
+            [
+                rank_cell(r.rank),
+                r.query.kind,
+                r.query.text,
+                r.query.expected,
+                "" if r.rank == 1 else (r.top or "(none)"),
+            ]
+            for r in ranked
+        ],
+    )

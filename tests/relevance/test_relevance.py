@@ -21,8 +21,9 @@ MIN_MRR_AT_10 = 0.85
 
 def test_lexical_search_puts_the_answering_page_near_the_top(relevance_db: str) -> None:
     with connect(relevance_db) as conn:
-        ranked = rank_queries(load_queries(), lambda text: [
-            hit.source_name for hit in search(conn, text, mode="lexical", limit=10)])
+        ranked = rank_queries(
+            load_queries(), lambda text: [hit.source_name for hit in search(conn, text, mode="lexical", limit=10)]
+        )
     summary = summarize([r.rank for r in ranked])
     report = per_query_table(ranked) + "\n\n" + render_table(SUMMARY_HEADERS, [summary.row("lexical")])
     print("\n" + report)
@@ -45,11 +46,14 @@ def test_corpus_is_what_the_relevance_test_claims() -> None:
         assert parsed.title and len([s for s in parsed.sections if s.heading]) >= 3, name
 
 
-@pytest.mark.parametrize("ranks, recall, mrr", [
-    ([1, 1, 1, 1], 1.0, 1.0),
-    ([1, 5, 6, None], 0.5, (1 + 1 / 5 + 1 / 6) / 4),
-    ([11, None], 0.0, 0.0),
-])
+@pytest.mark.parametrize(
+    "ranks, recall, mrr",
+    [
+        ([1, 1, 1, 1], 1.0, 1.0),
+        ([1, 5, 6, None], 0.5, (1 + 1 / 5 + 1 / 6) / 4),
+        ([11, None], 0.0, 0.0),
+    ],
+)
 def test_metrics(ranks, recall, mrr) -> None:
     summary = summarize(ranks)
     assert summary.recall_at_5 == pytest.approx(recall) and summary.mrr_at_10 == pytest.approx(mrr)

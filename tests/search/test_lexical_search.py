@@ -5,7 +5,6 @@ committed generations only; `ingest reindex` rebuilds documents written before t
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -27,24 +26,37 @@ def page(title: str, *sections: tuple[str, str]) -> str:
     return f"<html><head><title>{title}</title></head><body><h1>{title}</h1>{body}</body></html>"
 
 
-FILLER = ("The server keeps its configuration in one file and reads it again on a reload signal. "
-          "Settings changed this way apply to new sessions; others need a restart of the server. ")
+FILLER = (
+    "The server keeps its configuration in one file and reads it again on a reload signal. "
+    "Settings changed this way apply to new sessions; others need a restart of the server. "
+)
 
 PAGES = {
-    "vacuum.html": page("VACUUM", ("Description", "Reclaims storage occupied by dead tuples. " + FILLER),
-                        ("Parameters", "FULL rewrites the whole table into a new file. " + FILLER)),
+    "vacuum.html": page(
+        "VACUUM",
+        ("Description", "Reclaims storage occupied by dead tuples. " + FILLER),
+        ("Parameters", "FULL rewrites the whole table into a new file. " + FILLER),
+    ),
     # Says "vacuum" many more times than the VACUUM page, in body text only.
-    "storage.html": page("CREATE TABLE storage parameters", (
-        "Per-table settings", "autovacuum_enabled, vacuum_truncate, autovacuum_vacuum_threshold: vacuum "
-        "vacuum vacuum vacuum vacuum. The vacuum settings override the vacuum defaults. " + FILLER)),
+    "storage.html": page(
+        "CREATE TABLE storage parameters",
+        (
+            "Per-table settings",
+            "autovacuum_enabled, vacuum_truncate, autovacuum_vacuum_threshold: vacuum "
+            "vacuum vacuum vacuum vacuum. The vacuum settings override the vacuum defaults. " + FILLER,
+        ),
+    ),
     # The answer to "password file for client connections": the words are spread over sections.
-    "pgpass.html": page("The password file", ("Location", "The file .pgpass in the home directory holds "
-                        "passwords. " + FILLER),
-                        ("Use by clients", "Client programs read it when a connection needs a password. " + FILLER)),
+    "pgpass.html": page(
+        "The password file",
+        ("Location", "The file .pgpass in the home directory holds passwords. " + FILLER),
+        ("Use by clients", "Client programs read it when a connection needs a password. " + FILLER),
+    ),
     "auth.html": page("Authentication methods", ("Password", "The server may ask a password. " + FILLER)),
     # A long page that mentions everything: it may appear once, never ten times.
-    "long.html": page("Reference", *[(f"Part {i}", "vacuum password file client connection. " + FILLER * 3)
-                                     for i in range(30)]),
+    "long.html": page(
+        "Reference", *[(f"Part {i}", "vacuum password file client connection. " + FILLER * 3) for i in range(30)]
+    ),
 }
 
 
@@ -112,14 +124,13 @@ def test_hits_carry_title_heading_and_snippet(indexed, conn):
 def test_cli_search_json(indexed, capsys):
     assert cli.main(["search", "vacuum", "--json", "--limit", "2", "--database-url", indexed]) == 0
     hits = json.loads(capsys.readouterr().out)
-    assert [h["source_name"] for h in hits][0] == "vacuum.html" and len(hits) == 2
+    assert hits[0]["source_name"] == "vacuum.html" and len(hits) == 2
     assert set(hits[0]) == {"document_id", "title", "source_name", "heading", "chunk_ordinal", "score", "snippet"}
 
 
 @pytest.fixture
 def pre_weights_url(pg_server, template_before) -> str:
-    for url in _fresh_database(pg_server, template_before(WEIGHTED_SEARCH)):
-        yield url
+    yield from _fresh_database(pg_server, template_before(WEIGHTED_SEARCH))
 
 
 def test_reindex_brings_documents_indexed_before_the_weights_to_them(pre_weights_url, tmp_path, capsys):

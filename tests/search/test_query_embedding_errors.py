@@ -20,10 +20,13 @@ class FailingEmbedder:
 
 
 @pytest.mark.parametrize("mode", ["vector", "hybrid"])
-@pytest.mark.parametrize("error", [
-    EmbeddingRejected("the embedding endpoint rejected the API key (401): check INGEST_OPENAI_API_KEY"),
-    EmbeddingUnavailable("the embedding endpoint did not answer in 60 s"),
-])
+@pytest.mark.parametrize(
+    "error",
+    [
+        EmbeddingRejected("the embedding endpoint rejected the API key (401): check INGEST_OPENAI_API_KEY"),
+        EmbeddingUnavailable("the embedding endpoint did not answer in 60 s"),
+    ],
+)
 def test_embedding_errors_become_one_line(conn, mode, error):
     with pytest.raises(IngestError, match=re.escape(f"could not embed the query: {error}")):
         search(conn, "vacuum", mode=mode, embedder=FailingEmbedder(error))

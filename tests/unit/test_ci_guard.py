@@ -10,7 +10,11 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_make_test_fails_when_no_test_is_collected():
     result = subprocess.run(
         ["make", "-s", "test", "PYTEST_ARGS=-k no_test_has_this_name_ci_guard -p no:cacheprovider"],
-        cwd=ROOT, capture_output=True, text=True, env={**os.environ, "MAKEFLAGS": ""}, timeout=600,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MAKEFLAGS": ""},
+        timeout=600,
     )
     assert result.returncode != 0
     assert "no tests ran" in result.stdout + result.stderr or "deselected" in result.stdout

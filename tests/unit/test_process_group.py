@@ -54,8 +54,12 @@ def test_a_signal_to_the_runner_stops_a_tree_that_ignores_polite_signals(tmp_pat
     (tmp_path / "tree.py").write_text(STUBBORN_TREE)
     ready = tmp_path / "ready"
     ready.mkdir()
-    runner = subprocess.Popen([sys.executable, "-c", RUNNER, str(tmp_path / "tree.py"), str(ready)],
-                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    runner = subprocess.Popen(
+        [sys.executable, "-c", RUNNER, str(tmp_path / "tree.py"), str(ready)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     tree = wait_for_files(ready, 2)
 
     runner.send_signal(signum)
@@ -66,11 +70,17 @@ def test_a_signal_to_the_runner_stops_a_tree_that_ignores_polite_signals(tmp_pat
 
 
 def test_when_the_leader_exits_by_itself_its_children_are_stopped(tmp_path):
-    (tmp_path / "tree.py").write_text(STUBBORN_TREE.replace("time.sleep(600)", "time.sleep(600 if len(sys.argv) > 2 else 0)"))
+    (tmp_path / "tree.py").write_text(
+        STUBBORN_TREE.replace("time.sleep(600)", "time.sleep(600 if len(sys.argv) > 2 else 0)")
+    )
     ready = tmp_path / "ready"
     ready.mkdir()
-    done = subprocess.run([sys.executable, "-c", RUNNER, str(tmp_path / "tree.py"), str(ready)],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", RUNNER, str(tmp_path / "tree.py"), str(ready)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.stdout.strip() == "0"
     tree = wait_for_files(ready, 2)
     assert [pid for pid in tree if alive(pid)] == []

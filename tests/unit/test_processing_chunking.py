@@ -3,6 +3,7 @@ sentence ends when possible, never across sections; dense ordinals; deterministi
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 
@@ -20,9 +21,7 @@ def sentence(rng: random.Random) -> str:
 
 def prose(seed: int, paragraphs: int = 12) -> str:
     rng = random.Random(seed)
-    return "\n\n".join(
-        " ".join(sentence(rng) for _ in range(rng.randint(1, 8))) for _ in range(paragraphs)
-    )
+    return "\n\n".join(" ".join(sentence(rng) for _ in range(rng.randint(1, 8))) for _ in range(paragraphs))
 
 
 def section(ordinal: int, text: str, page: int | None = 0) -> Section:
@@ -61,7 +60,7 @@ def test_bounds_overlap_and_coverage(seed, options):
         text = sections[ordinal].text
         assert group[0].text == text[: len(group[0].text)]
         assert text.endswith(group[-1].text)
-        for previous, following in zip(group, group[1:]):
+        for previous, following in itertools.pairwise(group):
             overlap = shared_overlap(previous.text, following.text, options.overlap_chars)
             if options.overlap_chars:
                 assert overlap > 0, "consecutive chunks share text"
@@ -80,7 +79,7 @@ def test_overlap_never_exceeds_the_option():
         start = text.index(chunk.text, position)
         spans.append((start, start + len(chunk.text)))
         position = start + 1
-    for (_, end), (start, _) in zip(spans, spans[1:]):
+    for (_, end), (start, _) in itertools.pairwise(spans):
         assert end - start <= options.overlap_chars
 
 
@@ -171,8 +170,7 @@ def test_random_texts_and_options_always_progress_and_cover_everything():
         max_chars = rng.randint(100, 400)
         options = ChunkingOptions(max_chars, rng.randint(0, max_chars - 1))
         parts = [
-            "y" * rng.randint(1, 600) if rng.random() < 0.05 else rng.choice(tokens)
-            for _ in range(rng.randint(0, 80))
+            "y" * rng.randint(1, 600) if rng.random() < 0.05 else rng.choice(tokens) for _ in range(rng.randint(0, 80))
         ]
         text = " ".join(parts).strip()
         spans = chunk_spans(text, options)

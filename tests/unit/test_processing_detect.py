@@ -47,9 +47,7 @@ def test_detects_by_content(content, name, expected):
 def test_known_binary_named_as_text_is_refused_with_what_it_looks_like(content, what):
     with pytest.raises(ProcessingError) as caught:
         detect_type(content, "report.txt")
-    assert str(caught.value) == (
-        f"unsupported file type: looks like binary data ({what}) although named report.txt"
-    )
+    assert str(caught.value) == (f"unsupported file type: looks like binary data ({what}) although named report.txt")
 
 
 def test_png_header_followed_by_printable_bytes_is_still_refused():

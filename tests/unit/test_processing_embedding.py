@@ -44,7 +44,7 @@ def test_hash_embedder_is_deterministic_normalised_and_sized():
 def test_hash_embedder_similar_texts_are_closer():
     embedder = HashEmbedder(dimensions=256)
     a, b, c = embedder.embed(["pelican fish bay pouch", "pelican fish bay wings", "walrus ice clams"])
-    dot = lambda u, v: sum(x * y for x, y in zip(u, v))  # noqa: E731
+    dot = lambda u, v: sum(x * y for x, y in zip(u, v, strict=True))  # noqa: E731
     assert dot(a, b) > dot(a, c)
 
 
@@ -63,7 +63,8 @@ def test_hash_embedder_known_vector_is_stable_across_runs():
     sentence = HashEmbedder().embed(["the pelican eats fish"])[0]
     assert {i: round(x, 6) for i, x in enumerate(sentence) if x} == PELICAN_SENTENCE_64
     assert HashEmbedder(dimensions=8).embed(["the pelican eats fish"])[0] == pytest.approx(
-        PELICAN_SENTENCE_8, abs=1e-12)
+        PELICAN_SENTENCE_8, abs=1e-12
+    )
 
 
 @pytest.mark.parametrize("hash_seed", ["0", "1", "4242"])
@@ -75,11 +76,19 @@ def test_hash_embedder_vector_does_not_depend_on_the_interpreter_hash_seed(hash_
     import subprocess
     import sys
 
-    program = ("import json, sys; from ingestion_pipeline.processing import HashEmbedder; "
-               "print(json.dumps([hash('pelican'), HashEmbedder().embed(['the pelican eats fish'])[0]]))")
+    program = (
+        "import json, sys; from ingestion_pipeline.processing import HashEmbedder; "
+        "print(json.dumps([hash('pelican'), HashEmbedder().embed(['the pelican eats fish'])[0]]))"
+    )
     env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-    out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[2])
+    out = subprocess.run(
+        [sys.executable, "-c", program],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     str_hash, vector = json.loads(out.stdout)
     assert str_hash != hash("pelican") or hash_seed == os.environ.get("PYTHONHASHSEED")  # the salt did change
     assert vector == HashEmbedder().embed(["the pelican eats fish"])[0]
@@ -106,8 +115,11 @@ def test_embedder_from_settings():
 
 
 def test_embedder_from_settings_unknown_lists_the_choices():
-    with pytest.raises(ConfigError, match=r"^bad setting INGEST_EMBEDDER: unknown embedder 'bert'; "
-                                          r"choose one of: hash, none, openai$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^bad setting INGEST_EMBEDDER: unknown embedder 'bert'; "
+        r"choose one of: hash, none, openai$",
+    ):
         embedder_from_settings(load_settings(embedder="none"), "bert")
 
 
@@ -144,7 +156,11 @@ def test_embed_chunks_rejects_a_wrong_vector_count():
         ("sample.txt", (FIXTURES / "sample.txt").read_bytes(), "the quick brown fox of plaintext"),
         ("sample.md", (FIXTURES / "sample.md").read_bytes(), "markdown walrus migration"),
         ("sample.html", (FIXTURES / "sample.html").read_bytes(), "html heron habitat"),
-        ("pelican.pdf", make_pdf(["Portable pelican document", "More pages."], "Pelicans"), "portable pelican document"),
+        (
+            "pelican.pdf",
+            make_pdf(["Portable pelican document", "More pages."], "Pelicans"),
+            "portable pelican document",
+        ),
     ],
 )
 def test_process_document_end_to_end(name, content, phrase):

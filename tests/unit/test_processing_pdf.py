@@ -28,7 +28,9 @@ def test_pages_and_metadata_title():
     assert document.pages[0].text.startswith("Portable pelican document\n")
     assert "(on islands) and costs 5 € each." in document.pages[1].text
     assert [(s.heading, s.level, s.page_ordinal) for s in document.sections] == [
-        (None, 1, 0), (None, 1, 1), (None, 1, 2),
+        (None, 1, 0),
+        (None, 1, 1),
+        (None, 1, 2),
     ]
     assert [s.text for s in document.sections] == [p.text for p in document.pages]
 
@@ -97,7 +99,7 @@ def test_damaged_page_content():
 def test_wrong_xref_offsets_are_repaired():
     content = make_pdf(PAGES)
     first_entry = content.index(b"0000000015 00000 n")  # object 1 sits right after the header
-    content = content[:first_entry] + b"0000000999" + content[first_entry + 10:]
+    content = content[:first_entry] + b"0000000999" + content[first_entry + 10 :]
     assert parse(content, "repaired.pdf", max_bytes=MAX).pages[0].text.startswith("Portable pelican")
 
 
@@ -123,7 +125,7 @@ def test_encrypted_pdf_with_empty_user_password_opens():
 
 def test_pypdf_repair_warnings_are_silenced_but_its_errors_are_not(caplog):
     content = make_pdf(PAGES)
-    pointer = content[content.rindex(b"startxref\n"):]
+    pointer = content[content.rindex(b"startxref\n") :]
     content = content.replace(pointer, b"startxref\n5\n%%EOF\n")  # pypdf warns, then repairs
     caplog.set_level(logging.WARNING)
     assert parse(content, "repaired.pdf", max_bytes=MAX).pages[0].text.startswith("Portable")

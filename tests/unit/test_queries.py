@@ -11,9 +11,13 @@ import ingestion_pipeline
 from ingestion_pipeline.db.queries import QUERY_FILES, query, sql_text
 
 PACKAGE = Path(ingestion_pipeline.__file__).parent
-NAMES = [name for filename in QUERY_FILES
-         for name in re.findall(r"^--\s*name:\s*(\w+)\s*$", (PACKAGE / "db" / "sql" / filename).read_text("utf-8"),
-                                re.MULTILINE)]
+NAMES = [
+    name
+    for filename in QUERY_FILES
+    for name in re.findall(
+        r"^--\s*name:\s*(\w+)\s*$", (PACKAGE / "db" / "sql" / filename).read_text("utf-8"), re.MULTILINE
+    )
+]
 
 
 def code_lines(text: str) -> list[str]:

@@ -11,14 +11,17 @@ from ingestion_pipeline.search.model import Hit
 from ingestion_pipeline.search.terms import split_terms
 
 
-@pytest.mark.parametrize("text, included, excluded", [
-    ("password file for client connections", ["password", "file", "for", "client", "connections"], []),
-    ('vacuum -full "dead rows"', ["vacuum", '"dead rows"'], ["full"]),
-    ("wal or xlog", ["wal", "xlog"], []),  # every term is optional already
-    ('"unclosed phrase', ['"unclosed phrase"'], []),
-    ('-"x y" z', ["z"], ['"x y"']),
-    ('-- "" vacuum vacuum', ["vacuum"], []),
-])
+@pytest.mark.parametrize(
+    "text, included, excluded",
+    [
+        ("password file for client connections", ["password", "file", "for", "client", "connections"], []),
+        ('vacuum -full "dead rows"', ["vacuum", '"dead rows"'], ["full"]),
+        ("wal or xlog", ["wal", "xlog"], []),  # every term is optional already
+        ('"unclosed phrase', ['"unclosed phrase"'], []),
+        ('-"x y" z', ["z"], ['"x y"']),
+        ('-- "" vacuum vacuum', ["vacuum"], []),
+    ],
+)
 def test_split_terms(text, included, excluded):
     terms = split_terms(text)
     assert (terms.included, terms.excluded) == (included, excluded)
@@ -34,16 +37,36 @@ def section(ordinal, heading, level):
 
 
 def test_heading_paths_follow_the_outline():
-    sections = [section(0, None, 1), section(1, "Backup", 1), section(2, "Dumps", 2), section(3, "Options", 3),
-                section(4, "Archiving", 2), section(5, None, 1), section(6, "Restore", 1)]
+    sections = [
+        section(0, None, 1),
+        section(1, "Backup", 1),
+        section(2, "Dumps", 2),
+        section(3, "Options", 3),
+        section(4, "Archiving", 2),
+        section(5, None, 1),
+        section(6, "Restore", 1),
+    ]
     assert heading_paths(sections) == {
-        0: None, 1: "Backup", 2: "Backup › Dumps", 3: "Backup › Dumps › Options",
-        4: "Backup › Archiving", 5: "Backup › Archiving", 6: "Restore"}
+        0: None,
+        1: "Backup",
+        2: "Backup › Dumps",
+        3: "Backup › Dumps › Options",
+        4: "Backup › Archiving",
+        5: "Backup › Archiving",
+        6: "Restore",
+    }
 
 
 def hit(n: int, snippet: str = "") -> Hit:
-    return Hit(document_id=UUID(int=n), title=f"t{n}", source_name=f"d{n}", heading=None, chunk_ordinal=0,
-               score=0.0, snippet=snippet)
+    return Hit(
+        document_id=UUID(int=n),
+        title=f"t{n}",
+        source_name=f"d{n}",
+        heading=None,
+        chunk_ordinal=0,
+        score=0.0,
+        snippet=snippet,
+    )
 
 
 def test_fusion_rewards_agreement_and_keeps_one_hit_per_document():

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from ingestion_pipeline.errors import ConfigError
 from ingestion_pipeline.settings import load_settings
 from tests.settings_env import clean_env, config_error  # noqa: F401 - clean_env is an autouse fixture
 
@@ -32,7 +31,9 @@ def test_defaults(tmp_path, monkeypatch):
 
 def test_parsing_in_threads_keeps_four_jobs_in_flight_and_an_explicit_value_wins(monkeypatch):
     assert (load_settings(parse_processes=0).worker_concurrency, load_settings(parse_processes=0).pool_max_size) == (
-        4, 10)
+        4,
+        10,
+    )
     monkeypatch.setenv("INGEST_WORKER_CONCURRENCY", "3")
     assert load_settings(parse_processes=8).worker_concurrency == 3
 
@@ -54,8 +55,10 @@ def test_blank_database_url_means_embedded(monkeypatch):
 
 def test_override_wins_over_environment(monkeypatch):
     monkeypatch.setenv("DATABASE_URL", "postgresql://env@db.example/env")
-    assert load_settings(database_url="postgresql://flag@db.example/flag").database_url == \
-        "postgresql://flag@db.example/flag"
+    assert (
+        load_settings(database_url="postgresql://flag@db.example/flag").database_url
+        == "postgresql://flag@db.example/flag"
+    )
 
 
 def test_prefixed_variables_are_read(monkeypatch):
@@ -76,14 +79,17 @@ def test_non_integer_names_the_variable(monkeypatch):
     assert "INGEST_POOL_MAX_SIZE" in message and "'abc'" in message
 
 
-@pytest.mark.parametrize("name, value", [
-    ("INGEST_WORKER_CONCURRENCY", "0"),
-    ("INGEST_WORKER_CONCURRENCY", "1000"),
-    ("INGEST_STALE_AFTER_SECONDS", "1"),
-    ("INGEST_HEARTBEAT_INTERVAL_SECONDS", "0"),
-    ("INGEST_MAX_ATTEMPTS", "0"),
-    ("INGEST_CONNECT_TIMEOUT_SECONDS", "0"),
-])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("INGEST_WORKER_CONCURRENCY", "0"),
+        ("INGEST_WORKER_CONCURRENCY", "1000"),
+        ("INGEST_STALE_AFTER_SECONDS", "1"),
+        ("INGEST_HEARTBEAT_INTERVAL_SECONDS", "0"),
+        ("INGEST_MAX_ATTEMPTS", "0"),
+        ("INGEST_CONNECT_TIMEOUT_SECONDS", "0"),
+    ],
+)
 def test_out_of_range_names_the_variable(monkeypatch, name, value):
     monkeypatch.setenv(name, value)
     assert name in config_error()

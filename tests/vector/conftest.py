@@ -20,7 +20,6 @@ import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -86,8 +85,9 @@ def external_server() -> Server | None:
     if not TEST_DATABASE_URL:
         return None
     with connect(TEST_DATABASE_URL) as conn:
-        has_vector = conn.execute("select exists (select from pg_available_extensions where name = 'vector') as v"
-                                  ).fetchone()["v"]
+        has_vector = conn.execute(
+            "select exists (select from pg_available_extensions where name = 'vector') as v"
+        ).fetchone()["v"]
     if has_vector:
         pytest.fail("TEST_DATABASE_URL's server has pgvector: these tests use it as the server without")
     return Server(TEST_DATABASE_URL)
@@ -108,16 +108,21 @@ def _migrate_template(server: Server, kind: str, suffix: str) -> str:
     path = _path(server.url(name))
     expected = "pgvector" if kind == "pgvector" else "exact"
     if path != expected:
-        pytest.fail(f"a {kind} database takes the {path} path, not {expected}: "
-                    f"{'the embedded server has no usable pgvector' if kind == 'pgvector' else 'see the migration'}")
+        pytest.fail(
+            f"a {kind} database takes the {path} path, not {expected}: "
+            f"{'the embedded server has no usable pgvector' if kind == 'pgvector' else 'see the migration'}"
+        )
     return name
 
 
 def _ensure_role(server: Server) -> None:
     with connect(server.admin_url) as conn:
-        conn.execute(sql.SQL("do $$ begin if not exists (select from pg_roles where rolname = {name}) then "
-                             "create role {role} login nosuperuser; end if; end $$").format(
-            name=sql.Literal(NO_PRIVILEGE_ROLE), role=sql.Identifier(NO_PRIVILEGE_ROLE)))
+        conn.execute(
+            sql.SQL(
+                "do $$ begin if not exists (select from pg_roles where rolname = {name}) then "
+                "create role {role} login nosuperuser; end if; end $$"
+            ).format(name=sql.Literal(NO_PRIVILEGE_ROLE), role=sql.Identifier(NO_PRIVILEGE_ROLE))
+        )
 
 
 def _path(url: str) -> str:

@@ -51,7 +51,8 @@ def topic_text(name: str, paragraphs: int = 6, seed: int = 0) -> str:
     words, filler = TOPICS[name].split(), FILLER.split()
     return "\n\n".join(
         " ".join(rng.choice(words) if rng.random() < 0.5 else rng.choice(filler) for _ in range(200))
-        for _ in range(paragraphs))
+        for _ in range(paragraphs)
+    )
 
 
 def write_corpus(folder: Path, names: list[str] | None = None, paragraphs: int = 6) -> Path:
@@ -81,8 +82,9 @@ def expected_ranking(url: str, vector: list[float]) -> list[tuple[str, float]]:
     """(source name, best cosine similarity) per document, best first, computed here from
     the committed chunks' text re-embedded: what either SQL path must return."""
     with connect(url) as conn:
-        rows = conn.execute("select d.source_name, c.content from committed_document_chunks c "
-                            "join documents d on d.id = c.document_id").fetchall()
+        rows = conn.execute(
+            "select d.source_name, c.content from committed_document_chunks c join documents d on d.id = c.document_id"
+        ).fetchall()
     best: dict[str, float] = {}
     for row in rows:
         score = cosine(vector, embed(row["content"]))
@@ -93,4 +95,4 @@ def expected_ranking(url: str, vector: list[float]) -> list[tuple[str, float]]:
 
 def cosine(a: list[float], b: list[float]) -> float | None:
     norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
-    return sum(x * y for x, y in zip(a, b)) / norm if norm else None
+    return sum(x * y for x, y in zip(a, b, strict=True)) / norm if norm else None

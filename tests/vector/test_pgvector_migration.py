@@ -42,17 +42,19 @@ def test_without_pgvector_the_migration_changes_nothing(exact_db):
     # The manifest's top level is the schema without pgvector: exactly this database.
     assert {kind: actual[kind] for kind in drift.KINDS} == {kind: manifest[kind] for kind in drift.KINDS}
     with connect(exact_db.url) as conn:
-        applied = conn.execute("select count(*) as n from ingest_schema_migrations where name = %s",
-                               (MIGRATION,)).fetchone()
+        applied = conn.execute(
+            "select count(*) as n from ingest_schema_migrations where name = %s", (MIGRATION,)
+        ).fetchone()
     assert applied["n"] == 1, "recorded as applied: a no-op, not skipped"
 
 
 def test_with_pgvector_the_migration_adds_the_column_trigger_and_view_column(pgvector_db):
     assert set(pgvector_objects(pgvector_db.url).values()) == {True}
     with connect(pgvector_db.url) as conn:
-        column = conn.execute("select format_type(atttypid, atttypmod) as type from pg_attribute "
-                              "where attrelid = 'document_chunks'::regclass and attname = 'embedding_vector'"
-                              ).fetchone()
+        column = conn.execute(
+            "select format_type(atttypid, atttypmod) as type from pg_attribute "
+            "where attrelid = 'document_chunks'::regclass and attname = 'embedding_vector'"
+        ).fetchone()
     assert column["type"] == "vector", "untyped: the dimension is the embedder's"
 
 
@@ -68,8 +70,10 @@ def test_drift_catches_pgvector_drift(pgvector_db):
     with connect(pgvector_db.url) as conn:
         conn.execute("drop trigger document_chunks_embedding_vector on document_chunks")
         # Named like a dimension index but built differently (L2 distance): not configuration.
-        conn.execute(f"create index {index_name(32)} on document_chunks using hnsw "
-                     "((embedding_vector::vector(32)) vector_l2_ops) where vector_dims(embedding_vector) = 32")
+        conn.execute(
+            f"create index {index_name(32)} on document_chunks using hnsw "
+            "((embedding_vector::vector(32)) vector_l2_ops) where vector_dims(embedding_vector) = 32"
+        )
     lines = drift_lines(pgvector_db.url)
     assert "missing trigger document_chunks.document_chunks_embedding_vector" in lines
     assert any(line.startswith(f"unexpected index {index_name(32)} (") for line in lines), lines
@@ -116,15 +120,18 @@ def test_vectors_embedded_before_the_migration_move_into_the_vector_column(vecto
         migrator.migrate(url, target=before)
         index_folder(url, write_corpus(tmp_path / "corpus", ["otters.txt", "tea.txt"]))
         with connect(url) as conn:
-            old = {(r["document_id"], r["ordinal"]): r["embedding"]
-                   for r in conn.execute("select document_id, ordinal, embedding from document_chunks")}
+            old = {
+                (r["document_id"], r["ordinal"]): r["embedding"]
+                for r in conn.execute("select document_id, ordinal, embedding from document_chunks")
+            }
         assert old and all(vector is not None for vector in old.values())
 
         migrator.migrate(url)
         with connect(url) as conn:
             assert vector_search_path(conn) == "pgvector"
-            moved = conn.execute("select document_id, ordinal, embedding, embedding_vector::real[] as vector "
-                                 "from document_chunks").fetchall()
+            moved = conn.execute(
+                "select document_id, ordinal, embedding, embedding_vector::real[] as vector from document_chunks"
+            ).fetchall()
             assert {(r["document_id"], r["ordinal"]) for r in moved} == set(old)
             for row in moved:
                 assert row["embedding"] is None

@@ -42,9 +42,12 @@ def test_each_kind_of_database_takes_its_path(any_db):
 def test_worker_vectors_land_in_the_vector_column(pgvector_db, tmp_path):
     ids = index_folder(pgvector_db.url, write_corpus(tmp_path / "corpus", ["otters.txt", "tea.txt"]))
     with connect(pgvector_db.url) as conn:
-        rows = conn.execute("select content, embedding, embedding_vector::real[] as vector, "
-                            "vector_dims(embedding_vector) as dims from document_chunks "
-                            "where document_id = any(%s)", (list(ids.values()),)).fetchall()
+        rows = conn.execute(
+            "select content, embedding, embedding_vector::real[] as vector, "
+            "vector_dims(embedding_vector) as dims from document_chunks "
+            "where document_id = any(%s)",
+            (list(ids.values()),),
+        ).fetchall()
     assert len(rows) > 2
     for row in rows:
         assert row["embedding"] is None, "moved, not copied: the real[] copy is cleared"
@@ -68,8 +71,10 @@ def test_nearest_documents_on_every_path(any_db, tmp_path):
             hits = vector_hits(conn, vector, 5)
             assert hits[0].source_name == document, (text, hits)
             assert_nearest(hits, expected_ranking(any_db.url, vector), 5)
-            content = conn.execute("select content from committed_document_chunks where document_id = %s "
-                                   "and ordinal = %s", (hits[0].document_id, hits[0].chunk_ordinal)).fetchone()
+            content = conn.execute(
+                "select content from committed_document_chunks where document_id = %s and ordinal = %s",
+                (hits[0].document_id, hits[0].chunk_ordinal),
+            ).fetchone()
             assert hits[0].snippet == snippet(content["content"]) and hits[0].snippet.endswith(" …")
             assert len(hits[0].snippet.split()) == 31
             json.dumps(hits[0].as_json())
@@ -87,8 +92,7 @@ def test_pgvector_and_exact_paths_agree_on_the_same_documents(fresh_db, tmp_path
             hnsw = vector_hits(a, vector, 12)
             scan = vector_hits(b, vector, 12)
             assert hnsw[0].source_name == scan[0].source_name, text
-            assert {h.source_name: round(h.score, 3) for h in hnsw} == {h.source_name: round(h.score, 3)
-                                                                         for h in scan}
+            assert {h.source_name: round(h.score, 3) for h in hnsw} == {h.source_name: round(h.score, 3) for h in scan}
 
 
 def test_explain_shows_the_hnsw_index(pgvector_db, tmp_path):
@@ -100,13 +104,15 @@ def test_explain_shows_the_hnsw_index(pgvector_db, tmp_path):
     with connect(pgvector_db.url) as conn:
         conn.execute("analyze document_chunks")
         assert conn.execute("select count(*) as n from document_chunks").fetchone()["n"] > 500
-        plan = conn.execute(sql.SQL("explain (format json) ") + pgvector_statement(DIMENSIONS),
-                            {"query": embed("otter river"), "candidates": 100, "limit": 10}).fetchone()
+        plan = conn.execute(
+            sql.SQL("explain (format json) ") + pgvector_statement(DIMENSIONS),
+            {"query": embed("otter river"), "candidates": 100, "limit": 10},
+        ).fetchone()
     scans = list(_nodes(plan["QUERY PLAN"][0]["Plan"]))
-    assert any(node.get("Index Name") == index_name(DIMENSIONS) and node["Node Type"] == "Index Scan"
-               for node in scans), json.dumps(plan, indent=1)
-    assert not any(node.get("Relation Name") == "document_chunks" and node["Node Type"] == "Seq Scan"
-                   for node in scans)
+    assert any(
+        node.get("Index Name") == index_name(DIMENSIONS) and node["Node Type"] == "Index Scan" for node in scans
+    ), json.dumps(plan, indent=1)
+    assert not any(node.get("Relation Name") == "document_chunks" and node["Node Type"] == "Seq Scan" for node in scans)
 
 
 def _nodes(node: dict):
@@ -145,8 +151,9 @@ def test_deleted_documents_and_uncommitted_generations_never_appear(any_db, tmp_
         _, doomed = start_reindex_build(rpc, conn, ids["volcano.txt"], "builder-b")
         plant(conn, ids["volcano.txt"], doomed, planted)
         assert rpc.delete_document(ids["volcano.txt"]).ok
-        left = conn.execute("select count(*) as n from document_chunks where document_id = %s",
-                            (ids["volcano.txt"],)).fetchone()["n"]
+        left = conn.execute(
+            "select count(*) as n from document_chunks where document_id = %s", (ids["volcano.txt"],)
+        ).fetchone()["n"]
         assert left > 0, "the deleted document's rows must still be there for this test to mean anything"
 
         for vector in (planted, embed("lava from the volcano crater")):
@@ -156,8 +163,11 @@ def test_deleted_documents_and_uncommitted_generations_never_appear(any_db, tmp_
 
 
 def plant(conn, document_id, generation_id, vector: list[float]) -> None:
-    conn.execute("insert into document_chunks (document_id, index_generation_id, ordinal, content, embedding) "
-                 "values (%s, %s, 1000, %s, %s::real[])", (document_id, generation_id, PLANTED, vector))
+    conn.execute(
+        "insert into document_chunks (document_id, index_generation_id, ordinal, content, embedding) "
+        "values (%s, %s, 1000, %s, %s::real[])",
+        (document_id, generation_id, PLANTED, vector),
+    )
 
 
 def test_other_dimensions_and_empty_databases_give_no_hits(any_db, tmp_path):
@@ -169,11 +179,14 @@ def test_other_dimensions_and_empty_databases_give_no_hits(any_db, tmp_path):
         assert [hit.source_name for hit in vector_hits(conn, embed("otter"), 5)] == ["otters.txt"]
 
 
-@pytest.mark.parametrize("vector, limit, message", [
-    ([], 5, "empty"),
-    ([1.0, float("nan")], 5, "NaN"),
-    ([1.0, 2.0], 0, "limit"),
-])
+@pytest.mark.parametrize(
+    "vector, limit, message",
+    [
+        ([], 5, "empty"),
+        ([1.0, float("nan")], 5, "NaN"),
+        ([1.0, 2.0], 0, "limit"),
+    ],
+)
 def test_bad_queries_are_refused_with_a_reason(pgvector_db, vector, limit, message):
     with connect(pgvector_db.url) as conn, pytest.raises(ValueError, match=message):
         vector_hits(conn, vector, limit)
@@ -195,7 +208,9 @@ def test_cli_vector_and_hybrid_search(any_db, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("INGEST_EMBEDDER", "hash")  # HashEmbedder() has the corpus's 64 dimensions
     for mode in ("vector", "hybrid"):
         capsys.readouterr()
-        assert ingest(["search", "lava from the volcano crater", "--mode", mode, "--json",
-                       "--database-url", any_db.url]) == 0
+        assert (
+            ingest(["search", "lava from the volcano crater", "--mode", mode, "--json", "--database-url", any_db.url])
+            == 0
+        )
         hits = json.loads(capsys.readouterr().out)
         assert hits[0]["source_name"] == "volcano.txt", (mode, hits)

@@ -4,7 +4,7 @@ one job per call or many in one statement (bulk acknowledgement); and the operat
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 from psycopg.types.json import Jsonb
@@ -19,47 +19,104 @@ MAX_ACK_ITEMS = 1000
 
 
 class AckRpc(GenerationRpc):
-    def complete(self, job_id: UUID, document_id: UUID, *, worker_id: str | None, lease_token: int | None = None,
-                 batch_id: UUID | None = None, stage: str = "indexed") -> JobOutcome:
-        return self._fenced(JobOutcome, "complete", {
-            "job_id": job_id, "document_id": document_id, "batch_id": batch_id, "stage": stage,
-            "worker_id": worker_id, "lease_token": lease_token})
+    def complete(
+        self,
+        job_id: UUID,
+        document_id: UUID,
+        *,
+        worker_id: str | None,
+        lease_token: int | None = None,
+        batch_id: UUID | None = None,
+        stage: str = "indexed",
+    ) -> JobOutcome:
+        return self._fenced(
+            JobOutcome,
+            "complete",
+            {
+                "job_id": job_id,
+                "document_id": document_id,
+                "batch_id": batch_id,
+                "stage": stage,
+                "worker_id": worker_id,
+                "lease_token": lease_token,
+            },
+        )
 
-    def commit_and_complete(self, job_id: UUID, document_id: UUID, generation_id: UUID, *, worker_id: str,
-                            lease_token: int | None, metadata: dict | None = None,
-                            batch_id: UUID | None = None) -> CommitResult:
+    def commit_and_complete(
+        self,
+        job_id: UUID,
+        document_id: UUID,
+        generation_id: UUID,
+        *,
+        worker_id: str,
+        lease_token: int | None,
+        metadata: dict | None = None,
+        batch_id: UUID | None = None,
+    ) -> CommitResult:
         """Commit the generation and complete the job. With a token on a lease-token
         schema that is one transaction; older schemas (or no token) get the two calls of
         earlier releases, and `committed` says whether the first one went through."""
         if self.fence_level >= FenceLevel.LEASE_TOKEN and lease_token is not None:
-            return self._result(CommitResult, "rpc_commit_and_complete", {
-                "job_id": job_id, "document_id": document_id, "generation_id": generation_id,
-                "lease_token": lease_token, "metadata": Jsonb(metadata or {}), "batch_id": batch_id,
-                "stage": "indexed", "worker_id": worker_id})  # worker_id: not sent, kept for loggers
-        committed = self.commit_generation(job_id, document_id, generation_id, worker_id, metadata,
-                                           lease_token=lease_token)
+            return self._result(
+                CommitResult,
+                "rpc_commit_and_complete",
+                {
+                    "job_id": job_id,
+                    "document_id": document_id,
+                    "generation_id": generation_id,
+                    "lease_token": lease_token,
+                    "metadata": Jsonb(metadata or {}),
+                    "batch_id": batch_id,
+                    "stage": "indexed",
+                    "worker_id": worker_id,
+                },
+            )  # worker_id: not sent, kept for loggers
+        committed = self.commit_generation(
+            job_id, document_id, generation_id, worker_id, metadata, lease_token=lease_token
+        )
         if not committed.ok:
             return CommitResult.model_validate(committed.model_dump())
-        completed = self.complete(job_id, document_id, worker_id=worker_id, lease_token=lease_token,
-                                  batch_id=batch_id)
+        completed = self.complete(job_id, document_id, worker_id=worker_id, lease_token=lease_token, batch_id=batch_id)
         return CommitResult.model_validate({**committed.model_dump(), **completed.model_dump(), "committed": True})
 
-    def fail_or_retry(self, job_id: UUID, document_id: UUID, *, worker_id: str | None,
-                      lease_token: int | None = None, retry: bool = False, error_message: str | None = None,
-                      next_run_at: datetime | None = None, batch_id: UUID | None = None,
-                      document_status: str = "failed", stage: str = "failed",
-                      retry_delay_seconds: float | None = None) -> JobOutcome:
+    def fail_or_retry(
+        self,
+        job_id: UUID,
+        document_id: UUID,
+        *,
+        worker_id: str | None,
+        lease_token: int | None = None,
+        retry: bool = False,
+        error_message: str | None = None,
+        next_run_at: datetime | None = None,
+        batch_id: UUID | None = None,
+        document_status: str = "failed",
+        stage: str = "failed",
+        retry_delay_seconds: float | None = None,
+    ) -> JobOutcome:
         """Fail the job, or re-queue it while attempts remain. A retry runs again after
         `retry_delay_seconds`, counted on the database server's clock; on a schema older
         than that parameter the delay is added to this machine's clock instead (or
         `next_run_at` is sent as given)."""
         if retry_delay_seconds is not None and next_run_at is None and self.fence_level < FenceLevel.SERVER_RETRY_DELAY:
-            next_run_at = datetime.now(timezone.utc) + timedelta(seconds=retry_delay_seconds)
-        return self._fenced(JobOutcome, "fail_or_retry", {
-            "job_id": job_id, "document_id": document_id, "batch_id": batch_id, "retry": retry,
-            "document_status": document_status, "stage": stage, "error_message": error_message,
-            "next_run_at": next_run_at, "worker_id": worker_id, "lease_token": lease_token,
-            "retry_delay_seconds": retry_delay_seconds})
+            next_run_at = datetime.now(UTC) + timedelta(seconds=retry_delay_seconds)
+        return self._fenced(
+            JobOutcome,
+            "fail_or_retry",
+            {
+                "job_id": job_id,
+                "document_id": document_id,
+                "batch_id": batch_id,
+                "retry": retry,
+                "document_status": document_status,
+                "stage": stage,
+                "error_message": error_message,
+                "next_run_at": next_run_at,
+                "worker_id": worker_id,
+                "lease_token": lease_token,
+                "retry_delay_seconds": retry_delay_seconds,
+            },
+        )
 
     # -- bulk acknowledgement ---------------------------------------------------------
     # One statement for many jobs (at most MAX_ACK_ITEMS each) when the schema has it and
@@ -90,20 +147,50 @@ class AckRpc(GenerationRpc):
         return [self._complete_one(worker_id, item) for item in items]
 
     def _complete_part(self, items: Sequence[CompleteItem]) -> list[CommitResult]:
-        answer = self._result(CompletedJobs, "rpc_complete_many", {"items": Jsonb([self._with_stages(i, {
-            "job_id": str(i.job_id), "document_id": str(i.document_id), "lease_token": i.lease_token,
-            "generation_id": str(i.generation_id) if i.generation_id else None,
-            "metadata": i.metadata or {}, "stage": i.stage}) for i in items])})
+        answer = self._result(
+            CompletedJobs,
+            "rpc_complete_many",
+            {
+                "items": Jsonb(
+                    [
+                        self._with_stages(
+                            i,
+                            {
+                                "job_id": str(i.job_id),
+                                "document_id": str(i.document_id),
+                                "lease_token": i.lease_token,
+                                "generation_id": str(i.generation_id) if i.generation_id else None,
+                                "metadata": i.metadata or {},
+                                "stage": i.stage,
+                            },
+                        )
+                        for i in items
+                    ]
+                )
+            },
+        )
         return _in_order(items, answer.results)
 
     def _complete_one(self, worker_id: str, item: CompleteItem) -> CommitResult:
         if item.generation_id is not None:
-            done = self.commit_and_complete(item.job_id, item.document_id, item.generation_id, worker_id=worker_id,
-                                            lease_token=item.lease_token, metadata=item.metadata,
-                                            batch_id=item.batch_id)
+            done = self.commit_and_complete(
+                item.job_id,
+                item.document_id,
+                item.generation_id,
+                worker_id=worker_id,
+                lease_token=item.lease_token,
+                metadata=item.metadata,
+                batch_id=item.batch_id,
+            )
             return done if done.committed is not None else done.model_copy(update={"committed": done.ok})
-        done = self.complete(item.job_id, item.document_id, worker_id=worker_id, lease_token=item.lease_token,
-                             batch_id=item.batch_id, stage=item.stage)
+        done = self.complete(
+            item.job_id,
+            item.document_id,
+            worker_id=worker_id,
+            lease_token=item.lease_token,
+            batch_id=item.batch_id,
+            stage=item.stage,
+        )
         return CommitResult.model_validate({**done.model_dump(), "job_id": item.job_id, "committed": False})
 
     def fail_or_retry_many(self, worker_id: str, items: Sequence[FailItem]) -> list[JobOutcome]:
@@ -111,17 +198,47 @@ class AckRpc(GenerationRpc):
             return []
         if self._bulk(items):
             return [result for part in _parts(items) for result in self._fail_part(part)]
-        return [self.fail_or_retry(i.job_id, i.document_id, worker_id=worker_id, lease_token=i.lease_token,
-                                   retry=i.retry, error_message=i.error_message, batch_id=i.batch_id,
-                                   document_status=i.document_status, stage=i.stage,
-                                   retry_delay_seconds=i.retry_delay_seconds) for i in items]
+        return [
+            self.fail_or_retry(
+                i.job_id,
+                i.document_id,
+                worker_id=worker_id,
+                lease_token=i.lease_token,
+                retry=i.retry,
+                error_message=i.error_message,
+                batch_id=i.batch_id,
+                document_status=i.document_status,
+                stage=i.stage,
+                retry_delay_seconds=i.retry_delay_seconds,
+            )
+            for i in items
+        ]
 
     def _fail_part(self, items: Sequence[FailItem]) -> list[JobOutcome]:
-        answer = self._result(FailedJobs, "rpc_fail_or_retry_many", {"items": Jsonb([self._with_stages(i, {
-            "job_id": str(i.job_id), "document_id": str(i.document_id), "lease_token": i.lease_token,
-            "retry": i.retry, "error_message": i.error_message, "stage": i.stage,
-            "document_status": i.document_status, "retry_delay_seconds": i.retry_delay_seconds})
-            for i in items])})
+        answer = self._result(
+            FailedJobs,
+            "rpc_fail_or_retry_many",
+            {
+                "items": Jsonb(
+                    [
+                        self._with_stages(
+                            i,
+                            {
+                                "job_id": str(i.job_id),
+                                "document_id": str(i.document_id),
+                                "lease_token": i.lease_token,
+                                "retry": i.retry,
+                                "error_message": i.error_message,
+                                "stage": i.stage,
+                                "document_status": i.document_status,
+                                "retry_delay_seconds": i.retry_delay_seconds,
+                            },
+                        )
+                        for i in items
+                    ]
+                )
+            },
+        )
         return _in_order(items, answer.results)
 
     def retry(self, job_id: UUID) -> JobOutcome:
@@ -131,7 +248,7 @@ class AckRpc(GenerationRpc):
 
 def _parts(items):
     """The items in calls of at most MAX_ACK_ITEMS, in order."""
-    return [items[start:start + MAX_ACK_ITEMS] for start in range(0, len(items), MAX_ACK_ITEMS)]
+    return [items[start : start + MAX_ACK_ITEMS] for start in range(0, len(items), MAX_ACK_ITEMS)]
 
 
 def _in_order(items, results):

@@ -64,12 +64,18 @@ class RpcBase:
             with self._connection() as conn:
                 self._fence_level = fences.probe(conn)
             if self._fence_level < FenceLevel.LEASE_TOKEN:
-                log.warning("this database has %s fences, not lease tokens (schema older than the lease-token "
-                            "migration)%s. Run `ingest db migrate`.", self._fence_level.name.lower(),
-                            "; state RPCs run unfenced" if self._fence_level is FenceLevel.NONE else "")
+                log.warning(
+                    "this database has %s fences, not lease tokens (schema older than the lease-token "
+                    "migration)%s. Run `ingest db migrate`.",
+                    self._fence_level.name.lower(),
+                    "; state RPCs run unfenced" if self._fence_level is FenceLevel.NONE else "",
+                )
             elif self._fence_level < fences.NEWEST:
-                log.warning("this database's schema is older than this client's (%s): %s. Run `ingest db migrate`.",
-                            self._fence_level.name.lower(), fences.MISSING[self._fence_level])
+                log.warning(
+                    "this database's schema is older than this client's (%s): %s. Run `ingest db migrate`.",
+                    self._fence_level.name.lower(),
+                    fences.MISSING[self._fence_level],
+                )
         return self._fence_level
 
     @property

@@ -27,13 +27,17 @@ class BatchRpc(RpcBase):
     def create_batch(self, name: str, metadata: dict | None = None) -> BatchCreated:
         return self._result(BatchCreated, "rpc_create_batch", {"name": name, "metadata": Jsonb(metadata or {})})
 
-    def enqueue(self, document_id: UUID, *, batch_id: UUID | None = None, kind: str = "index",
-                max_attempts: int = 3) -> EnqueueResult:
+    def enqueue(
+        self, document_id: UUID, *, batch_id: UUID | None = None, kind: str = "index", max_attempts: int = 3
+    ) -> EnqueueResult:
         """Raises BatchWasCancelled when `batch_id` was cancelled (the caller's transaction is then
         aborted: roll it back)."""
         try:
-            return self._result(EnqueueResult, "rpc_enqueue", {
-                "document_id": document_id, "batch_id": batch_id, "kind": kind, "max_attempts": max_attempts})
+            return self._result(
+                EnqueueResult,
+                "rpc_enqueue",
+                {"document_id": document_id, "batch_id": batch_id, "kind": kind, "max_attempts": max_attempts},
+            )
         except psycopg.Error as exc:
             if exc.sqlstate == BATCH_CANCELLED_SQLSTATE:
                 raise BatchWasCancelled(f"import batch {batch_id} was cancelled: it takes no new files") from None
@@ -57,13 +61,15 @@ class BatchRpc(RpcBase):
 
     def sensor_state(self, *, limit: int = 100) -> SensorState:
         """Claimable work and stuck batches, in one cheap call (Dagster sensors)."""
-        return self._result(SensorState, "rpc_sensor_state", {
-            "stale_after_seconds": self.stale_after_seconds, "limit": limit})
+        return self._result(
+            SensorState, "rpc_sensor_state", {"stale_after_seconds": self.stale_after_seconds, "limit": limit}
+        )
 
     def batch_report(self, *, batch_id: UUID | None = None, limit: int = 20) -> dict:
         """Batches with their job counts and recent failures (`ingest status`)."""
         return self._value("rpc_batch_report", {"batch_id": batch_id, "limit": limit})
 
     def queue_health(self, stale_after_seconds: int | None = None) -> QueueHealth:
-        return self._result(QueueHealth, "rpc_queue_health", {
-            "stale_after_seconds": stale_after_seconds or self.stale_after_seconds})
+        return self._result(
+            QueueHealth, "rpc_queue_health", {"stale_after_seconds": stale_after_seconds or self.stale_after_seconds}
+        )

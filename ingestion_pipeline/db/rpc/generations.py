@@ -12,27 +12,68 @@ from ingestion_pipeline.db.rpc.base import RpcBase
 
 
 class GenerationRpc(RpcBase):
-    def begin_generation(self, job_id: UUID, document_id: UUID, worker_id: str, *,
-                         lease_token: int | None = None) -> GenerationResult:
-        return self._fenced(GenerationResult, "begin_generation", {
-            "job_id": job_id, "document_id": document_id, "worker_id": worker_id, "lease_token": lease_token})
+    def begin_generation(
+        self, job_id: UUID, document_id: UUID, worker_id: str, *, lease_token: int | None = None
+    ) -> GenerationResult:
+        return self._fenced(
+            GenerationResult,
+            "begin_generation",
+            {"job_id": job_id, "document_id": document_id, "worker_id": worker_id, "lease_token": lease_token},
+        )
 
-    def commit_generation(self, job_id: UUID, document_id: UUID, generation_id: UUID, worker_id: str | None,
-                          metadata: dict | None = None, *, lease_token: int | None = None) -> GenerationResult:
-        return self._fenced(GenerationResult, "commit_generation", {
-            "job_id": job_id, "document_id": document_id, "generation_id": generation_id,
-            "worker_id": worker_id, "metadata": Jsonb(metadata or {}), "lease_token": lease_token})
+    def commit_generation(
+        self,
+        job_id: UUID,
+        document_id: UUID,
+        generation_id: UUID,
+        worker_id: str | None,
+        metadata: dict | None = None,
+        *,
+        lease_token: int | None = None,
+    ) -> GenerationResult:
+        return self._fenced(
+            GenerationResult,
+            "commit_generation",
+            {
+                "job_id": job_id,
+                "document_id": document_id,
+                "generation_id": generation_id,
+                "worker_id": worker_id,
+                "metadata": Jsonb(metadata or {}),
+                "lease_token": lease_token,
+            },
+        )
 
-    def record_stage(self, job_id: UUID, worker_id: str, stage: str, *, started_at: datetime,
-                     finished_at: datetime, detail: dict | None = None,
-                     lease_token: int | None = None) -> RpcResult:
+    def record_stage(
+        self,
+        job_id: UUID,
+        worker_id: str,
+        stage: str,
+        *,
+        started_at: datetime,
+        finished_at: datetime,
+        detail: dict | None = None,
+        lease_token: int | None = None,
+    ) -> RpcResult:
         """Append to the stage log, only while the caller holds the lease (a no-op on a
         pre-hardening database, which has no stage log RPC)."""
-        return self._fenced(RpcResult, "record_stage", {
-            "job_id": job_id, "worker_id": worker_id, "stage": stage, "started_at": started_at,
-            "finished_at": finished_at, "detail": Jsonb(detail or {}), "lease_token": lease_token})
+        return self._fenced(
+            RpcResult,
+            "record_stage",
+            {
+                "job_id": job_id,
+                "worker_id": worker_id,
+                "stage": stage,
+                "started_at": started_at,
+                "finished_at": finished_at,
+                "detail": Jsonb(detail or {}),
+                "lease_token": lease_token,
+            },
+        )
 
-    def cleanup_generations(self, *, document_id: UUID | None = None, limit: int = 100,
-                            dry_run: bool = True) -> CleanupResult:
-        return self._result(CleanupResult, "rpc_cleanup", {
-            "document_id": document_id, "limit": limit, "dry_run": dry_run})
+    def cleanup_generations(
+        self, *, document_id: UUID | None = None, limit: int = 100, dry_run: bool = True
+    ) -> CleanupResult:
+        return self._result(
+            CleanupResult, "rpc_cleanup", {"document_id": document_id, "limit": limit, "dry_run": dry_run}
+        )

@@ -29,8 +29,11 @@ class LifecycleRpc(RpcBase):
     def retry_failed(self, *, job_ids: Sequence[UUID] | None = None, batch_id: UUID | None = None) -> JobsRetried:
         """Put failed jobs back in the queue: the given ones, a batch's, or (neither given)
         every failed job. Each refused job is listed with its reason."""
-        return self._result(JobsRetried, "rpc_retry_failed", {
-            "job_ids": list(job_ids) if job_ids is not None else None, "batch_id": batch_id})
+        return self._result(
+            JobsRetried,
+            "rpc_retry_failed",
+            {"job_ids": list(job_ids) if job_ids is not None else None, "batch_id": batch_id},
+        )
 
     def live_documents_by_source(self, names: Sequence[str]) -> list[dict]:
         """Documents not deleted whose source name is one of `names`."""
