@@ -27,11 +27,13 @@ demo: $(STAMP)
 PYTEST_XDIST ?= -n auto --maxprocesses 4
 
 # Lint first (seconds), then the suite: ruff (lint and format; pyproject.toml), import-linter
-# (the layers), squawk (migrations; .squawk.toml), and no tracked file over 1 MB.
+# (the layers), mypy (strict, over the package; pyproject.toml), squawk (migrations;
+# .squawk.toml), and no tracked file over 1 MB.
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/squawk --config .squawk.toml migrations/2*.sql
 	$(BIN)/python tools/check_file_sizes.py
 

@@ -5,12 +5,12 @@ import dagster as dg
 from ingestion_pipeline.orchestration.assets import document_index
 from ingestion_pipeline.orchestration.checks import document_index_checks
 from ingestion_pipeline.orchestration.jobs import (
-    LIFECYCLE_JOBS,
     check_document_index,
     ingest_documents,
     janitor,
     refresh_batch_status,
 )
+from ingestion_pipeline.orchestration.lifecycle import LIFECYCLE_JOBS
 from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
 from ingestion_pipeline.orchestration.schedules import janitor_schedule
 from ingestion_pipeline.orchestration.sensors import batch_status_sensor, failed_drain_run_sensor, import_batch_sensor

@@ -23,8 +23,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
+import psycopg
+from psycopg.rows import DictRow
 from psycopg_pool import ConnectionPool
 
 from ingestion_pipeline.db.queries import query
@@ -54,13 +57,13 @@ class EnqueueReport:
     batch_name: str
     files: list[EnqueuedFile] = field(default_factory=list)
     # The batch's status after the enqueue: `completed` at once when no file needed a job.
-    batch_status: str = "processing"
+    batch_status: str | None = "processing"
 
     @property
     def counts(self) -> dict[str, int]:
         return dict(Counter(f.outcome for f in self.files))
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "batch_id": str(self.batch_id),
             "batch_name": self.batch_name,
@@ -107,7 +110,7 @@ def collect_files(paths: Iterable[str | Path], max_bytes: int) -> list[Path]:
 def _walk(folder: Path) -> list[Path]:
     """Every non-hidden file below `folder`. Symlinked folders are followed like symlinked
     files are, each real folder once (a link back up the tree is not a loop)."""
-    found = []
+    found: list[Path] = []
     seen = {folder.resolve()}
     for root, dirs, names in os.walk(folder, followlinks=True):
         kept = []
@@ -143,7 +146,7 @@ def _mb(size: int) -> str:
 
 
 def enqueue_paths(
-    pool: ConnectionPool,
+    pool: ConnectionPool[psycopg.Connection[DictRow]],
     paths: Iterable[str | Path],
     *,
     max_bytes: int,
@@ -177,7 +180,7 @@ def enqueue_paths(
         report.batch_id = batch.id
         if on_file:
             on_file(entry)
-    if not any(f.outcome in QUEUED for f in report.files):
+    if batch.id is not None and not any(f.outcome in QUEUED for f in report.files):
         # No file got a job in this batch (duplicates, or already queued elsewhere): no job
         # will ever refresh it, so finish it now.
         report.batch_status = IngestionRpc(pool).refresh_batch(batch.id).status
@@ -187,16 +190,19 @@ def enqueue_paths(
 class _LazyBatch:
     """The import batch, created inside the first file's transaction."""
 
-    def __init__(self, name: str, metadata: dict):
+    def __init__(self, name: str, metadata: dict[str, Any]):
         self.name, self.metadata = name, metadata
         self.id: UUID | None = None
 
-    def id_in(self, conn) -> UUID:
+    def id_in(self, conn: psycopg.Connection[DictRow]) -> UUID:
         if self.id is None:
-            self.id = IngestionRpc(conn).create_batch(self.name, self.metadata).batch_id
+            created = IngestionRpc(conn).create_batch(self.name, self.metadata)
+            if created.batch_id is None:
+                raise RuntimeError(f"rpc_create_batch answered without a batch id ({created.reason})")
+            self.id = created.batch_id
         return self.id
 
-    def rolled_back_unless(self, stored: list) -> None:
+    def rolled_back_unless(self, stored: list[EnqueuedFile]) -> None:
         """After a file's transaction failed: with no file stored yet, the batch row went
         with it."""
         if not stored:
@@ -209,7 +215,12 @@ def _read_at_most(path: Path, limit: int) -> bytes:
 
 
 def _enqueue_file(
-    pool: ConnectionPool, path: Path, batch: _LazyBatch, max_bytes: int, reindex: bool, max_attempts: int
+    pool: ConnectionPool[psycopg.Connection[DictRow]],
+    path: Path,
+    batch: _LazyBatch,
+    max_bytes: int,
+    reindex: bool,
+    max_attempts: int,
 ) -> EnqueuedFile:
     content = _read_at_most(path, max_bytes + 1)
     if len(content) > max_bytes:  # it grew after the check
@@ -236,10 +247,12 @@ def _enqueue_file(
             return EnqueuedFile(shown, "queued", row["id"], job.job_id, len(content))
 
         existing = conn.execute(query("find_live_document"), {"content_sha256": sha256}).fetchone()
+        if existing is None:  # the identical document was deleted between the insert and this look-up
+            raise EnqueueRefused("its identical document was deleted meanwhile: enqueue it again")
         # A failed document re-uploaded is indexed again; an indexed one only on --reindex.
         kind = "reindex" if reindex and existing["index_generation_id"] else "index"
         if not reindex and existing["status"] != "failed":
             return EnqueuedFile(shown, "duplicate", existing["id"], None, len(content))
         job = rpc.enqueue(existing["id"], batch_id=batch_id, kind=kind, max_attempts=max_attempts)
-        outcome = ("reindex_queued" if kind == "reindex" else "queued") if job.ok else job.reason
+        outcome = ("reindex_queued" if kind == "reindex" else "queued") if job.ok else (job.reason or "refused")
         return EnqueuedFile(shown, outcome, existing["id"], job.job_id, len(content))

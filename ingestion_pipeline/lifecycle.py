@@ -7,9 +7,11 @@ The state changes themselves are the RPCs' (`delete_document`, `cancel_import_ba
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 from uuid import UUID
 
+from ingestion_pipeline.db.models import RpcResult
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import IngestError
 
@@ -45,9 +47,9 @@ def parse_uuid(value: str, what: str) -> UUID:
         raise IngestError(f"not a {what} id: {value!r}") from None
 
 
-def as_dict(result) -> dict:
+def as_dict(result: RpcResult) -> dict[str, Any]:
     """An RPC result as plain JSON-able data (without the client's `fenced` marker)."""
-    data = result.model_dump(mode="json", exclude={"fenced"})
+    data: dict[str, Any] = result.model_dump(mode="json", exclude={"fenced"})
     if isinstance(data.get("batch"), dict):  # a nested BatchStatus: its counters, not the RPC envelope
         data["batch"] = {k: v for k, v in data["batch"].items() if k not in ("ok", "reason", "fenced")}
     return data
@@ -55,13 +57,13 @@ def as_dict(result) -> dict:
 
 def delete_documents(
     rpc: IngestionRpc, document_ids: Iterable[UUID] = (), source_names: Iterable[str] = ()
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Delete the given documents and every live (not deleted) document of the given source
     names, each in its own transaction (`delete_document`). One answer per document, in the
     order asked, ids first; a name no live document has is answered
     `{"ok": false, "reason": "source_not_found", "source_name": name}`. A document asked
     twice (by id and by name) is deleted once."""
-    results: list[dict] = []
+    results: list[dict[str, Any]] = []
     wanted: list[UUID] = list(dict.fromkeys(document_ids))
     names = list(dict.fromkeys(source_names))
     if names:
@@ -75,21 +77,21 @@ def delete_documents(
     return answers + results
 
 
-def one_retry_form(job_ids, batch_id, all_failed: bool) -> bool:
+def one_retry_form(job_ids: Sequence[object] | None, batch_id: object | None, all_failed: bool) -> bool:
     """A retry names exactly one of: jobs, a batch (its failed jobs), or every failed job."""
     return sum([bool(job_ids), batch_id is not None, bool(all_failed)]) == 1
 
 
 def retry_jobs(
     rpc: IngestionRpc, *, job_ids: list[UUID] | None = None, batch_id: UUID | None = None, all_failed: bool = False
-) -> dict:
+) -> dict[str, Any]:
     """Exactly one form: these jobs, the failed jobs of a batch, or every failed job."""
     if not one_retry_form(job_ids, batch_id, all_failed):
         raise IngestError("give exactly one of: job ids, a batch id, or all failed jobs")
     return as_dict(rpc.retry_failed(job_ids=job_ids or None, batch_id=batch_id))
 
 
-def delete_detail(result: dict) -> str:
+def delete_detail(result: dict[str, Any]) -> str:
     """What one delete did (or why it was refused), in words."""
     if not result.get("ok"):
         words = reason_words(result.get("reason"), "document")

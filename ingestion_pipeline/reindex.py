@@ -10,10 +10,14 @@ enqueued per transaction, so a million documents never hold one long transaction
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 from uuid import UUID
 
+import psycopg
+from psycopg.rows import DictRow
 from psycopg_pool import ConnectionPool
 
 from ingestion_pipeline.db.queries import query
@@ -36,7 +40,7 @@ class ReindexReport:
     def counts(self) -> dict[str, int]:
         return dict(Counter(self.outcomes.values()))
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "batch_id": str(self.batch_id) if self.batch_id else None,
             "counts": self.counts,
@@ -45,7 +49,7 @@ class ReindexReport:
 
 
 def reindex_documents(
-    pool: ConnectionPool,
+    pool: ConnectionPool[psycopg.Connection[DictRow]],
     document_ids: list[UUID] | None = None,
     *,
     batch_name: str | None = None,
@@ -72,13 +76,13 @@ def _outcome(reason: str | None) -> str:
     return "not_found" if reason == "document_not_found" else reason or "refused"
 
 
-def _pages_of(document_ids: list[UUID]):
+def _pages_of(document_ids: list[UUID]) -> Iterator[list[UUID]]:
     unique = list(dict.fromkeys(document_ids))
     for at in range(0, len(unique), PAGE_SIZE):
         yield unique[at : at + PAGE_SIZE]
 
 
-def _indexed_pages(pool: ConnectionPool):
+def _indexed_pages(pool: ConnectionPool[psycopg.Connection[DictRow]]) -> Iterator[list[UUID]]:
     after = FIRST_ID
     while True:
         with pool.connection() as conn:

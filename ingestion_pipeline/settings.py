@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 from urllib.parse import urlsplit
 
 import psycopg
@@ -178,8 +178,22 @@ class Settings(BaseSettings):
             )
         return self
 
+    # The two sizes validation fills in when unset (_coherent), typed as the numbers they then are.
 
-def _env_name(loc: tuple) -> str:
+    @property
+    def resolved_worker_concurrency(self) -> int:
+        if self.worker_concurrency is None:
+            raise RuntimeError("Settings were not validated: worker_concurrency is unset")
+        return self.worker_concurrency
+
+    @property
+    def resolved_pool_max_size(self) -> int:
+        if self.pool_max_size is None:
+            raise RuntimeError("Settings were not validated: pool_max_size is unset")
+        return self.pool_max_size
+
+
+def _env_name(loc: tuple[int | str, ...]) -> str:
     """The variable a user sets. pydantic reports the field name for constructor values
     and the alias (e.g. 'DATABASE_URL') for environment values."""
     if not loc:
@@ -190,7 +204,7 @@ def _env_name(loc: tuple) -> str:
     return f"{ENV_PREFIX}{field.upper()}"
 
 
-def load_settings(**overrides) -> Settings:
+def load_settings(**overrides: Any) -> Settings:
     """Build Settings, turning validation errors into one ConfigError line."""
     try:
         return Settings(**overrides)

@@ -31,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         overrides = {"database_url": args.database_url} if getattr(args, "database_url", None) else {}
         settings = load_settings(**overrides)
-        return args.handler(args, settings)
+        code: int = args.handler(args, settings)
+        return code
     except IngestError as exc:
         print(f"ingest: error: {exc}", file=sys.stderr)
         return 1

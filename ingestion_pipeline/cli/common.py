@@ -5,6 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    # What `parser.add_subparsers()` returns, which each command module adds its commands to
+    # (typeshed's name; the class is not subscriptable at runtime).
+    Commands = argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def _whole_number(value: str, minimum: int) -> int:
@@ -26,11 +32,11 @@ def non_negative_int(value: str) -> int:
     return _whole_number(value, 0)
 
 
-def add_database_url(parser) -> None:
+def add_database_url(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--database-url", metavar="URL", help="overrides DATABASE_URL")
 
 
-def print_json(data) -> None:
+def print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, default=str))
 
 

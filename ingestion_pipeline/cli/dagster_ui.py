@@ -7,11 +7,13 @@ materialization are in the UI when it opens, however the UI was started."""
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import sys
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ingestion_pipeline.cli import documents, search
 from ingestion_pipeline.cli.common import add_database_url
@@ -24,8 +26,11 @@ from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.tables import render_table
 
+if TYPE_CHECKING:
+    from ingestion_pipeline.cli.common import Commands
 
-def register(commands) -> None:
+
+def register(commands: Commands) -> None:
     ui = commands.add_parser("ui", help="migrate, then run the Dagster UI and daemon (dg dev) on this pipeline")
     ui.add_argument("--port", type=int, default=3000, help="webserver port (default 3000)")
     ui.add_argument("--host", default="127.0.0.1", help="webserver host (default 127.0.0.1)")
@@ -56,7 +61,7 @@ def dagster_environment(settings: Settings) -> dict[str, str]:
     return env
 
 
-def cmd_ui(args, settings: Settings) -> int:
+def cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
     root = checkout_root()
     migrator.migrate(direct_database_url(settings))
     env = {**os.environ, **dagster_environment(settings)}
@@ -70,7 +75,7 @@ def cmd_ui(args, settings: Settings) -> int:
     return run_process_group(command, env=env, cwd=root)
 
 
-def cmd_demo(args, settings: Settings) -> int:
+def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     root = checkout_root()
     url = resolve_database_url(settings)
     settings = settings.model_copy(update={"database_url": url})
@@ -92,7 +97,7 @@ def cmd_demo(args, settings: Settings) -> int:
     return 0
 
 
-def _drain_with_dagster(settings: Settings, root: Path) -> tuple[str, dict]:
+def _drain_with_dagster(settings: Settings, root: Path) -> tuple[str, dict[str, Any]]:
     """One run of ingest_documents in this process, recorded in the instance the UI uses
     (the checkout's dagster.yaml; local files under <INGEST_DATA_DIR>/dagster)."""
     with warnings.catch_warnings():

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from ingestion_pipeline.cli import operations
 from ingestion_pipeline.cli.common import add_database_url
 from ingestion_pipeline.db import embedded, vector_index
 from ingestion_pipeline.db import migrate as migrator
-from ingestion_pipeline.db.connection import connect, direct_database_url, redact, resolve_database_url
+from ingestion_pipeline.db.connection import connect, direct_database_url, one_row, redact, resolve_database_url
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.processing import embedder_from_settings
 from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.tables import render_table
 
+if TYPE_CHECKING:
+    from ingestion_pipeline.cli.common import Commands
 
-def register(commands) -> None:
+
+def register(commands: Commands) -> None:
     db = commands.add_parser("db", help="the database: embedded server and migrations")
     db_commands = db.add_subparsers(dest="db_command", required=True)
     db_commands.add_parser("start", help="start (or reuse) the embedded server and print its URL").set_defaults(
@@ -35,7 +40,7 @@ def register(commands) -> None:
     operations.register_db(db_commands)
 
 
-def cmd_db_start(args, settings: Settings) -> int:
+def cmd_db_start(args: argparse.Namespace, settings: Settings) -> int:
     if settings.database_url:
         print(f"DATABASE_URL is set ({redact(settings.database_url)}); the embedded server is not used.")
         return 0
@@ -43,37 +48,37 @@ def cmd_db_start(args, settings: Settings) -> int:
     return 0
 
 
-def cmd_db_stop(args, settings: Settings) -> int:
+def cmd_db_stop(args: argparse.Namespace, settings: Settings) -> int:
     stopped = embedded.stop(settings.data_dir)
     print("stopped" if stopped else f"not running ({embedded.pgdata_path(settings.data_dir)})")
     return 0
 
 
-def cmd_db_url(args, settings: Settings) -> int:
+def cmd_db_url(args: argparse.Namespace, settings: Settings) -> int:
     print(resolve_database_url(settings))
     return 0
 
 
-def cmd_db_status(args, settings: Settings) -> int:
+def cmd_db_status(args: argparse.Namespace, settings: Settings) -> int:
     if settings.database_url:
         url = settings.database_url
         print(f"database: {redact(url)} (DATABASE_URL)")
     else:
         state = embedded.status(settings.data_dir)
-        if not state.running:
+        if not state.running or state.uri is None:  # a running server has its URI
             print(f"database: embedded server in {state.pgdata}: not running (start it: ingest db start)")
             return 0
         url = state.uri
         print(f"database: embedded server in {state.pgdata}: running, pid {state.pid}")
     with connect(url) as conn:
-        server = conn.execute(query("server_version")).fetchone()
+        server = one_row(conn.execute(query("server_version")))
     print(f"server: PostgreSQL {server['version']}, database {server['database']}")
     _print_plan(migrator.plan(url))
     print(_vector_search_line(url))
     return 0
 
 
-def cmd_db_migrate(args, settings: Settings) -> int:
+def cmd_db_migrate(args: argparse.Namespace, settings: Settings) -> int:
     url = direct_database_url(settings)
     if args.dry_run:
         plan = migrator.plan(url, target=args.target)

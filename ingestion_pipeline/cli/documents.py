@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from tqdm import tqdm
@@ -16,10 +17,13 @@ from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.tables import render_table
 
+if TYPE_CHECKING:
+    from ingestion_pipeline.cli.common import Commands
+
 FILES_LISTED = 25
 
 
-def register(commands) -> None:
+def register(commands: Commands) -> None:
     enqueue = commands.add_parser("enqueue", help="upload files and folders as one import batch")
     enqueue.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (recursive)")
     enqueue.add_argument("--batch", metavar="NAME", help="batch name (default: 'import <time>')")
@@ -46,7 +50,7 @@ def _uuid(value: str) -> UUID:
         raise argparse.ArgumentTypeError(f"not a batch id: {value!r}") from None
 
 
-def cmd_enqueue(args, settings: Settings) -> int:
+def cmd_enqueue(args: argparse.Namespace, settings: Settings) -> int:
     max_attempts = args.max_attempts or settings.max_attempts
     with migrated_pool(settings) as pool:
         progress = tqdm(unit="file", desc="enqueue", disable=args.json or not sys.stderr.isatty(), file=sys.stderr)
@@ -74,7 +78,7 @@ def cmd_enqueue(args, settings: Settings) -> int:
     return 0
 
 
-def cmd_status(args, settings: Settings) -> int:
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     print_status(settings, batch_id=args.batch, limit=args.limit, as_json=args.json)
     return 0
 

@@ -6,6 +6,8 @@ usage errors (a missing or doubled form, an id that is not a UUID)."""
 
 from __future__ import annotations
 
+import argparse
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from ingestion_pipeline import lifecycle
@@ -16,10 +18,13 @@ from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.tables import render_table
 
+if TYPE_CHECKING:
+    from ingestion_pipeline.cli.common import Commands
+
 ROWS_LISTED = 25
 
 
-def register(commands) -> None:
+def register(commands: Commands) -> None:
     delete = commands.add_parser(
         "delete",
         help="delete documents: out of search at once, their open jobs cancelled",
@@ -68,7 +73,7 @@ def uuids(values: list[str], what: str) -> list[UUID]:
     return [lifecycle.parse_uuid(value, what) for value in values]
 
 
-def cmd_delete(args, settings: Settings) -> int:
+def cmd_delete(args: argparse.Namespace, settings: Settings) -> int:
     if not args.document_ids and not args.source_names:
         return usage_error("delete", "give document ids or --source NAME")
     try:
@@ -99,7 +104,7 @@ def cmd_delete(args, settings: Settings) -> int:
     return 0 if deleted else EXIT_NOTHING_DONE
 
 
-def cmd_cancel(args, settings: Settings) -> int:
+def cmd_cancel(args: argparse.Namespace, settings: Settings) -> int:
     try:
         batch_id = lifecycle.parse_uuid(args.batch_id, "batch")
     except IngestError as exc:
@@ -147,7 +152,7 @@ def cmd_cancel(args, settings: Settings) -> int:
     return 0 if result.get("ok") else EXIT_NOTHING_DONE
 
 
-def cmd_retry(args, settings: Settings) -> int:
+def cmd_retry(args: argparse.Namespace, settings: Settings) -> int:
     if not lifecycle.one_retry_form(args.job_ids, args.batch_id, args.all_failed):
         return usage_error("retry", "give exactly one of: JOB_ID..., --batch BATCH_ID, --failed")
     try:

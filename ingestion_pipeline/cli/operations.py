@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from ingestion_pipeline.cli.common import add_database_url, print_json
 from ingestion_pipeline.db import drift
@@ -16,11 +18,14 @@ from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.tables import render_table
 from ingestion_pipeline.worker import index_checks, janitor
 
+if TYPE_CHECKING:
+    from ingestion_pipeline.cli.common import Commands
+
 EXIT_DRIFTED = 1
 EXIT_UNCHECKED = 2
 
 
-def register_db(db_commands) -> None:
+def register_db(db_commands: Commands) -> None:
     manifest = db_commands.add_parser(
         "manifest", help="regenerate migrations/schema.sql and drift-manifest.json from a scratch replay"
     )
@@ -32,7 +37,7 @@ def register_db(db_commands) -> None:
     check.set_defaults(handler=cmd_check_drift)
 
 
-def register(commands) -> None:
+def register(commands: Commands) -> None:
     health = commands.add_parser("health", help="queue and index checks after an apply; exit 1 if action needed")
     health.add_argument("--json", action="store_true", help="machine-readable output")
     add_database_url(health)
@@ -48,7 +53,7 @@ def register(commands) -> None:
     sweep.set_defaults(handler=cmd_janitor)
 
 
-def cmd_manifest(args, settings: Settings) -> int:
+def cmd_manifest(args: argparse.Namespace, settings: Settings) -> int:
     folder = migrator.default_migrations_dir()
     snapshot = drift.replay_snapshot(folder)
     targets = {folder / drift.SCHEMA_NAME: snapshot.schema_sql, folder / drift.MANIFEST_NAME: snapshot.manifest_json}
@@ -63,7 +68,7 @@ def cmd_manifest(args, settings: Settings) -> int:
     return 0
 
 
-def cmd_check_drift(args, settings: Settings) -> int:
+def cmd_check_drift(args: argparse.Namespace, settings: Settings) -> int:
     """Exit 0 when clean, 1 when drifted, 2 when the check itself could not run."""
     try:
         expected = drift.load_manifest()
@@ -82,7 +87,7 @@ def cmd_check_drift(args, settings: Settings) -> int:
     return 0
 
 
-def cmd_health(args, settings: Settings) -> int:
+def cmd_health(args: argparse.Namespace, settings: Settings) -> int:
     """The index checks (the same ones Dagster runs on `document_index`); exit 1 if any fails."""
     url = resolve_database_url(settings)
     with connect(url) as conn:
@@ -110,7 +115,7 @@ def cmd_health(args, settings: Settings) -> int:
     return 1 if problems else 0
 
 
-def cmd_janitor(args, settings: Settings) -> int:
+def cmd_janitor(args: argparse.Namespace, settings: Settings) -> int:
     """One janitor run (what the Dagster `janitor` job does), then exit 0."""
     url = resolve_database_url(settings)
     require_migrated(url)

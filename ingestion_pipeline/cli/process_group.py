@@ -17,13 +17,17 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import psutil
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def run_process_group(command: list[str], *, env: dict, cwd, grace_seconds: float = 20.0) -> int:
+def run_process_group(
+    command: list[str], *, env: dict[str, str], cwd: str | Path | None, grace_seconds: float = 20.0
+) -> int:
     # `command` is an argument list built by the caller (`ingest ui`: our own `dg dev`), never a shell string.
     proc = subprocess.Popen(command, env=env, cwd=cwd, start_new_session=True)  # noqa: S603
     requested = threading.Event()
@@ -39,7 +43,7 @@ def run_process_group(command: list[str], *, env: dict, cwd, grace_seconds: floa
     return 128 - code if code < 0 else code  # killed by a signal: the shell's convention
 
 
-def stop_group(leader: subprocess.Popen, grace_seconds: float) -> None:
+def stop_group(leader: subprocess.Popen[bytes], grace_seconds: float) -> None:
     pgid = leader.pid
     steps = ((signal.SIGINT, grace_seconds), (signal.SIGTERM, grace_seconds), (signal.SIGKILL, 10.0))
     for number, (signum, wait) in enumerate(steps):
@@ -64,7 +68,7 @@ def group_members(pgid: int) -> list[psutil.Process]:
     return members
 
 
-def _wait_empty(leader: subprocess.Popen, seconds: float) -> bool:
+def _wait_empty(leader: subprocess.Popen[bytes], seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while True:
         leader.poll()  # reap the leader: we are its parent
@@ -75,6 +79,6 @@ def _wait_empty(leader: subprocess.Popen, seconds: float) -> bool:
         time.sleep(0.2)
 
 
-def _signal(send, pid: int, signum: int) -> None:
+def _signal(send: Callable[[int, int], None], pid: int, signum: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         send(pid, signum)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
+from typing import TYPE_CHECKING
+
 from ingestion_pipeline.cli.common import EXIT_NOTHING_DONE, add_database_url, print_json, usage_error
 from ingestion_pipeline.cli.lifecycle import uuids
 from ingestion_pipeline.db.ready import migrated_pool
@@ -9,8 +12,11 @@ from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.reindex import reindex_documents
 from ingestion_pipeline.settings import Settings
 
+if TYPE_CHECKING:
+    from ingestion_pipeline.cli.common import Commands
 
-def register(commands) -> None:
+
+def register(commands: Commands) -> None:
     parser = commands.add_parser(
         "reindex",
         help="index documents again from their stored bytes (after an upgrade)",
@@ -26,7 +32,7 @@ def register(commands) -> None:
     parser.set_defaults(handler=cmd_reindex)
 
 
-def cmd_reindex(args, settings: Settings) -> int:
+def cmd_reindex(args: argparse.Namespace, settings: Settings) -> int:
     if bool(args.document_ids) == args.all_indexed:
         return usage_error("reindex", "give document ids or --all (not both)")
     try:

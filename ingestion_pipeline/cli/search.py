@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import argparse
+from typing import TYPE_CHECKING
+
 from ingestion_pipeline.cli.common import add_database_url, positive_int, print_json
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.processing import embedder_from_settings
-from ingestion_pipeline.search import MODES, search
+from ingestion_pipeline.search import MODES, Mode, search
 from ingestion_pipeline.settings import Settings
 
+if TYPE_CHECKING:
+    from ingestion_pipeline.cli.common import Commands
 
-def register(commands) -> None:
+
+def register(commands: Commands) -> None:
     parser = commands.add_parser(
         "search",
         help="search the committed index: one result per document, best first",
@@ -26,13 +32,13 @@ def register(commands) -> None:
     parser.set_defaults(handler=cmd_search)
 
 
-def cmd_search(args, settings: Settings) -> int:
+def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     print_search(settings, args.query, mode=args.mode, limit=args.limit, as_json=args.json)
     return 0
 
 
 def print_search(
-    settings: Settings, text: str, *, mode: str = "lexical", limit: int = 10, as_json: bool = False
+    settings: Settings, text: str, *, mode: Mode = "lexical", limit: int = 10, as_json: bool = False
 ) -> None:
     embedder = embedder_from_settings(settings) if mode != "lexical" else None
     with migrated_pool(settings) as pool, pool.connection() as conn:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import sys
 import threading
+from types import FrameType
+from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
@@ -16,8 +19,11 @@ from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.tables import render_table
 from ingestion_pipeline.worker import Outcome, Worker, WorkerReport
 
+if TYPE_CHECKING:
+    from ingestion_pipeline.cli.common import Commands
 
-def register(commands) -> None:
+
+def register(commands: Commands) -> None:
     work = commands.add_parser("work", help="claim and process jobs (without Dagster)")
     work.add_argument("--drain", action="store_true", help="exit once nothing is claimable")
     work.add_argument("--concurrency", type=positive_int, metavar="N", help="jobs at once (INGEST_WORKER_CONCURRENCY)")
@@ -39,11 +45,11 @@ def register(commands) -> None:
     work.set_defaults(handler=cmd_work)
 
 
-def cmd_work(args, settings: Settings) -> int:
+def cmd_work(args: argparse.Namespace, settings: Settings) -> int:
     stop = threading.Event()
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
 
-    def interrupt(signum, frame):
+    def interrupt(signum: int, frame: FrameType | None) -> None:
         if stop.is_set():
             # Second Ctrl-C: abort now. Jobs in flight keep their leases until the stale
             # window passes; then a worker reclaims them, or, on their final attempt, a

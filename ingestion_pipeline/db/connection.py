@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any, TypeVar
+
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
 
 from ingestion_pipeline.db import embedded
@@ -24,14 +26,25 @@ def direct_database_url(settings: Settings) -> str:
     return settings.direct_database_url or resolve_database_url(settings)
 
 
-def through_pooler(conn: psycopg.Connection) -> bool:
+def through_pooler(conn: psycopg.Connection[Any]) -> bool:
     """True when a pooler or proxy sits between us and the server. PgBouncer (and poolers
     like it) answer the connection's startup themselves, with a backend key of their own:
     the pid the connection was given is not the pid of the server process running our
     statements."""
-    row = conn.execute("select pg_backend_pid() as pid").fetchone()
-    pid = row["pid"] if isinstance(row, dict) else row[0]
+    row = one_row(conn.execute("select pg_backend_pid() as pid"))
+    pid: int = row["pid"] if isinstance(row, dict) else row[0]
     return pid != conn.info.backend_pid
+
+
+R = TypeVar("R")
+
+
+def one_row(cursor: psycopg.Cursor[R]) -> R:
+    """The row of a statement that always returns one (an aggregate, a function call)."""
+    row = cursor.fetchone()
+    if row is None:
+        raise RuntimeError("a statement that always returns a row returned none")
+    return row
 
 
 def redact(url: str) -> str:
@@ -60,8 +73,8 @@ def connect(
     autocommit: bool = True,
     timeout: int = 10,
     prepare_threshold: int | None = NO_PREPARED_STATEMENTS,
-    **kwargs,
-) -> psycopg.Connection:
+    **kwargs: Any,
+) -> psycopg.Connection[DictRow]:
     """Open one connection, turning failures into a one-line DatabaseUnavailable."""
     try:
         return psycopg.connect(
@@ -87,9 +100,9 @@ def _cause(exc: psycopg.OperationalError) -> str:
     return lines[0].rsplit("failed: ", 1)[-1]
 
 
-def make_pool(url: str, settings: Settings, **kwargs) -> ConnectionPool:
+def make_pool(url: str, settings: Settings, **kwargs: Any) -> ConnectionPool[psycopg.Connection[DictRow]]:
     """A psycopg pool sized from settings; opened and checked before it is returned."""
-    pool = ConnectionPool(
+    pool: ConnectionPool[psycopg.Connection[DictRow]] = ConnectionPool(
         url,
         min_size=settings.pool_min_size,
         max_size=settings.pool_max_size,
@@ -117,7 +130,7 @@ def make_pool(url: str, settings: Settings, **kwargs) -> ConnectionPool:
     return pool
 
 
-def _check_connection(conn: psycopg.Connection) -> None:
+def _check_connection(conn: psycopg.Connection[DictRow]) -> None:
     """The pool's check before it hands out an idle connection. One dead idle connection
     usually means the server dropped all of them; psycopg_pool would find the others one
     at a time with a growing back-off between them (1 + 2 + 4 + … s, past the pool

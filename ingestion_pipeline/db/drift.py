@@ -23,6 +23,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -53,11 +54,11 @@ SAMPLE_DIMENSIONS = 1536
 _DUMP_NOISE = re.compile(r"^(--|SET |SELECT pg_catalog\.set_config|\\(un)?restrict )")
 
 
-def catalog_manifest(url: str) -> dict:
+def catalog_manifest(url: str) -> dict[str, Any]:
     """{kind: {object name: {property: value}}} for the live database at `url`, and
     "extensions": the extensions it has installed (which variant it should match)."""
     with connect(url) as conn:
-        manifest: dict = {}
+        manifest: dict[str, Any] = {}
         for kind in KINDS:
             rows = conn.execute(query(kind, "catalog.sql")).fetchall()
             manifest[kind] = {row.pop("name"): row for row in rows}
@@ -96,7 +97,7 @@ def normalise_dump(text: str) -> str:
     return header + "\n".join(out).strip() + "\n"
 
 
-def render_manifest(manifest: dict) -> str:
+def render_manifest(manifest: dict[str, Any]) -> str:
     return json.dumps(manifest, indent=2, sort_keys=True) + "\n"
 
 
@@ -134,12 +135,12 @@ def _scratch_database(url: str, name: str) -> str:
     return psycopg.conninfo.make_conninfo(url, dbname=name)
 
 
-def _with_variant(base: dict, with_vector: dict) -> dict:
+def _with_variant(base: dict[str, Any], with_vector: dict[str, Any]) -> dict[str, Any]:
     """The base schema, and what the vector extension changes: {kind: {name: properties,
     or None when the object is absent there}}, with the HNSW index as a template."""
     index = vector_index.index_name(SAMPLE_DIMENSIONS)
     definition = with_vector["indexes"].pop(index)["definition"]
-    delta: dict = {"index_templates": {_template(index): _template(definition)}}
+    delta: dict[str, Any] = {"index_templates": {_template(index): _template(definition)}}
     for kind in KINDS:
         want, have = base[kind], with_vector[kind]
         changed = {name: have.get(name) for name in want.keys() | have.keys() if want.get(name) != have.get(name)}
@@ -152,7 +153,7 @@ def _template(text: str) -> str:
     return text.replace(str(SAMPLE_DIMENSIONS), "{dimensions}")
 
 
-def expected_for(manifest: dict, extensions: list[str]) -> dict:
+def expected_for(manifest: dict[str, Any], extensions: list[str]) -> dict[str, Any]:
     """The manifest's schema for a database with these extensions installed."""
     expected = {kind: dict(manifest.get(kind, {})) for kind in KINDS}
     for extension, delta in manifest.get(VARIANTS, {}).items():
@@ -167,7 +168,7 @@ def expected_for(manifest: dict, extensions: list[str]) -> dict:
     return expected
 
 
-def _configured_indexes(manifest: dict, actual: dict) -> set[str]:
+def _configured_indexes(manifest: dict[str, Any], actual: dict[str, Any]) -> set[str]:
     """Indexes of the actual database that match an index template of its variants."""
     matched = set()
     for extension, delta in manifest.get(VARIANTS, {}).items():
@@ -182,14 +183,15 @@ def _configured_indexes(manifest: dict, actual: dict) -> set[str]:
     return matched
 
 
-def load_manifest(migrations_dir: Path | None = None) -> dict:
+def load_manifest(migrations_dir: Path | None = None) -> dict[str, Any]:
     path = (migrations_dir or migrator.default_migrations_dir()) / MANIFEST_NAME
     if not path.exists():
         raise IngestError(f"no drift manifest at {path}: run `ingest db manifest`")
-    return json.loads(path.read_text("utf-8"))
+    manifest: dict[str, Any] = json.loads(path.read_text("utf-8"))
+    return manifest
 
 
-def differences(manifest: dict, actual: dict) -> list[str]:
+def differences(manifest: dict[str, Any], actual: dict[str, Any]) -> list[str]:
     """One line per difference: missing, unexpected, or changed (what and how)."""
     expected = expected_for(manifest, actual.get("extensions", []))
     configured = _configured_indexes(manifest, actual)
@@ -210,7 +212,7 @@ def differences(manifest: dict, actual: dict) -> list[str]:
     return lines
 
 
-def _describe(properties: dict) -> str:
+def _describe(properties: dict[str, Any]) -> str:
     definition = properties.get("definition")
     return f" ({definition})" if definition else ""
 

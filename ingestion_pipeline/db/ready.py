@@ -9,10 +9,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psycopg
+from psycopg.rows import DictRow
 from psycopg_pool import ConnectionPool
 
 from ingestion_pipeline.db import migrate as migrator
-from ingestion_pipeline.db.connection import connect, make_pool, resolve_database_url, through_pooler
+from ingestion_pipeline.db.connection import connect, make_pool, one_row, resolve_database_url, through_pooler
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.settings import Settings
@@ -42,10 +44,12 @@ def require_migrated(url: str, folder: Path | None = None) -> None:
 
 
 @contextmanager
-def migrated_pool(settings: Settings, application_name: str = "ingest") -> Iterator[ConnectionPool]:
+def migrated_pool(
+    settings: Settings, application_name: str = "ingest"
+) -> Iterator[ConnectionPool[psycopg.Connection[DictRow]]]:
     url = resolve_database_url(settings)
     require_migrated(url)
-    require_connections(url, settings.pool_max_size)
+    require_connections(url, settings.resolved_pool_max_size)
     pool = make_pool(url, settings, application_name=application_name)
     try:
         yield pool
@@ -61,7 +65,7 @@ def require_connections(url: str, needed: int) -> None:
         if through_pooler(conn):
             log.info("connected through a pooler: the connection budget is the pooler's")
             return
-        budget = conn.execute(query("connection_budget")).fetchone()
+        budget = one_row(conn.execute(query("connection_budget")))
     free = budget["max_connections"] - budget["reserved"] - budget["in_use"] + 1  # +1: this check's own
     if needed > free:
         raise IngestError(

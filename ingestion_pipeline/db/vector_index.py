@@ -15,11 +15,13 @@ expression and predicate, which is how the planner finds the index.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.rows import DictRow
 
-from ingestion_pipeline.db.connection import connect
+from ingestion_pipeline.db.connection import connect, one_row
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.errors import MigrationError
 
@@ -40,7 +42,7 @@ class VectorColumn:
         return _version_tuple(self.version) >= (0, 8)
 
 
-def vector_column(conn: psycopg.Connection) -> VectorColumn | None:
+def vector_column(conn: psycopg.Connection[DictRow]) -> VectorColumn | None:
     """The pgvector column, or None: the database searches real[] exactly."""
     row = conn.execute(query("vector_column")).fetchone()
     return VectorColumn(row["extension_schema"], row["extension_version"]) if row else None
@@ -63,7 +65,7 @@ def ensure_hnsw_index(url: str, dimensions: int) -> str:
                 f"vector index: none for {dimensions} dimensions (HNSW indexes at most "
                 f"{HNSW_MAX_DIMENSIONS}); vector search scans every vector"
             )
-        if not conn.execute(query("hnsw_access_method")).fetchone()["present"]:
+        if not one_row(conn.execute(query("hnsw_access_method")))["present"]:
             return f"vector index: none (pgvector {column.version} has no HNSW; 0.5.0 or later does)"
         name = index_name(dimensions)
         state = conn.execute(query("hnsw_index_state"), {"index": f"public.{name}"}).fetchone()
@@ -97,7 +99,7 @@ def _formatted(name: str, **parts: sql.Composable) -> sql.Composed:
     return sql.SQL(query(name)).format(**parts)
 
 
-def hnsw_indexes(conn: psycopg.Connection) -> list[dict]:
+def hnsw_indexes(conn: psycopg.Connection[DictRow]) -> list[dict[str, Any]]:
     """The HNSW indexes on chunk vectors: name and validity."""
     return conn.execute(query("hnsw_indexes")).fetchall()
 

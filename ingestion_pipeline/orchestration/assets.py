@@ -6,12 +6,15 @@ records one materialization with what it indexed."""
 
 import time
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 import dagster as dg
 import psycopg
 
 from ingestion_pipeline.errors import DatabaseUnavailable, IngestError
 from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
+from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.worker import JobResult, Worker, WorkerReport
 
 INDEX_KEY = dg.AssetKey("document_index")
@@ -37,7 +40,7 @@ class DrainConfig(dg.Config):
 )
 def document_index(
     context: dg.AssetExecutionContext, config: DrainConfig, database: DatabaseResource, processing: ProcessingResource
-) -> dg.MaterializeResult:
+) -> dg.MaterializeResult[Any]:  # [Any]: what Dagster reads the bare form as
     settings = database.settings()
     max_jobs = config.max_jobs or settings.drain_jobs_per_run
     max_seconds = config.max_seconds or settings.drain_run_seconds
@@ -65,7 +68,7 @@ def document_index(
     return dg.MaterializeResult(metadata=drain_metadata(report))
 
 
-def parse_processes_per_run(settings) -> int:
+def parse_processes_per_run(settings: Settings) -> int:
     """The sensor runs up to INGEST_MAX_DRAIN_RUNS drain runs at once: they share the
     machine's parsing children (INGEST_PARSE_PROCESSES, one per core) rather than each
     starting one per core. 0 (parse in the run's threads) stays 0."""
@@ -78,11 +81,11 @@ class DrainProgress:
     """A line in the run's log every PROGRESS_EVERY_SECONDS while the run drains: a long
     run shows how far it got before its materialization is recorded."""
 
-    def __init__(self, log, every: float | None = None):
+    def __init__(self, log: Callable[[str], None], every: float | None = None):
         self.log = log
         self.every = PROGRESS_EVERY_SECONDS if every is None else every
         self.started = self.last = time.monotonic()
-        self.outcomes: Counter = Counter()
+        self.outcomes: Counter[str] = Counter()
 
     def __call__(self, result: JobResult) -> None:
         self.outcomes[result.outcome.value] += 1
@@ -97,7 +100,7 @@ class DrainProgress:
             )
 
 
-def drain_metadata(report: WorkerReport) -> dict:
+def drain_metadata(report: WorkerReport) -> dict[str, Any]:
     counts = report.counts
     return {
         "documents_indexed": counts["completed"],

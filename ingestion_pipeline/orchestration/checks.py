@@ -3,6 +3,7 @@ health`. Run on demand from the UI (or the `check_document_index` job) and by th
 schedule, whose last op reports them (`report_index_checks` in ops.py)."""
 
 from collections.abc import Iterator
+from typing import Any
 
 import dagster as dg
 
@@ -18,7 +19,7 @@ def evaluate(database: DatabaseResource) -> list[IndexCheck]:
     return run_index_checks(database.url(), health, settings.max_pending_age_seconds)
 
 
-def check_metadata(check: IndexCheck) -> dict:
+def check_metadata(check: IndexCheck) -> dict[str, Any]:
     return {"message": dg.MetadataValue.text(check.message), **check.metadata}
 
 

@@ -16,6 +16,9 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 import psycopg
@@ -27,23 +30,29 @@ from ingestion_pipeline.db.connection import connect, direct_database_url, throu
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.settings import load_settings
 
+if TYPE_CHECKING:
+    from dagster._config import UserConfigSchema
+    from dagster._serdes import ConfigurableClassData
+
 DAGSTER_DATABASE = "dagster"
 # dagster-postgres is built on psycopg2; SQLAlchemy 2.1 picks psycopg 3 for a plain
 # postgresql:// URL, and Dagster's storage then fails with "the connection is closed".
 SCHEME = "postgresql+psycopg2"
 _DRIVER_PREFIX = re.compile(r"^postgres(?:ql)?(?:\+\w+)?://", re.IGNORECASE)
-_resolved: dict[tuple, str] = {}
+_resolved: dict[tuple[str | None, ...], str] = {}
 
 
 class PipelineDagsterStorage(DagsterPostgresStorage):
     """dagster-postgres's storage with the URL resolved at load time (no config needed)."""
 
     @classmethod
-    def config_type(cls):
+    def config_type(cls) -> UserConfigSchema:
         return {}
 
     @classmethod
-    def from_config_value(cls, inst_data, config_value) -> PipelineDagsterStorage:
+    def from_config_value(
+        cls, inst_data: ConfigurableClassData | None, config_value: Mapping[str, Any]
+    ) -> PipelineDagsterStorage:
         return cls(postgres_url=dagster_storage_url(), inst_data=inst_data)
 
 
@@ -51,15 +60,17 @@ class PipelineComputeLogManager(LocalComputeLogManager):
     """Dagster's local step-log files, kept under the pipeline's data folder."""
 
     @classmethod
-    def config_type(cls):
+    def config_type(cls) -> UserConfigSchema:
         return {}
 
     @classmethod
-    def from_config_value(cls, inst_data, config_value) -> PipelineComputeLogManager:
+    def from_config_value(
+        cls, inst_data: ConfigurableClassData | None, config_value: Mapping[str, Any]
+    ) -> PipelineComputeLogManager:
         return cls(base_dir=str(compute_log_dir()), inst_data=inst_data)
 
 
-def compute_log_dir():
+def compute_log_dir() -> Path:
     return load_settings().data_dir.resolve() / "dagster" / "compute_logs"
 
 
@@ -97,7 +108,7 @@ def _resolve_storage_url() -> str:
 def normalise_url(url: str) -> str:
     """Any PostgreSQL URL a user writes, as the psycopg2 SQLAlchemy URL Dagster needs."""
     libpq_url = _DRIVER_PREFIX.sub("postgresql://", url)
-    dbname = psycopg.conninfo.conninfo_to_dict(libpq_url).get("dbname") or "postgres"
+    dbname = str(psycopg.conninfo.conninfo_to_dict(libpq_url).get("dbname") or "postgres")
     return sqlalchemy_url(libpq_url, dbname)
 
 
@@ -107,10 +118,11 @@ def sqlalchemy_url(url: str, dbname: str) -> str:
     parameter: sslmode, sslrootcert, options, ...; psycopg2 passes them on to libpq). A
     single TCP host goes in the netloc (an IPv6 address in brackets); a Unix-socket folder
     or a multi-host list goes into the query string with its port(s), where libpq reads it."""
-    parts = psycopg.conninfo.conninfo_to_dict(url)
+    # libpq's options are strings (psycopg types them str | int: its own keyword arguments)
+    parts = {key: str(value) for key, value in psycopg.conninfo.conninfo_to_dict(url).items()}
     parts.pop("dbname", None)
-    user = quote(parts.pop("user", None) or "postgres", safe="")
-    password = parts.pop("password", None)
+    user = quote(parts.pop("user", "") or "postgres", safe="")
+    password = parts.pop("password", "")
     password = f":{quote(password, safe='')}" if password else ""
     host = parts.get("host") or ""
     netloc = ""

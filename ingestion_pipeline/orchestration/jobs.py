@@ -55,12 +55,12 @@ check_document_index = dg.define_asset_job(
 
 
 @dg.job(description="Recompute import batch statuses from their jobs.")
-def refresh_batch_status():
+def refresh_batch_status() -> None:
     refresh_batches()
 
 
 @dg.job(description="Expire stale leases, heal stuck batches, clean abandoned generations, report the index checks.")
-def janitor():
+def janitor() -> None:
     expired = expire_stale_leases()
     cleaned = cleanup_abandoned_generations(after=refresh_stuck_batches(after=expired))
     report_index_checks(after=cleaned)

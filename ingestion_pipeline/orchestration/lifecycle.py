@@ -5,6 +5,7 @@ its config is invalid or nothing matched."""
 
 # no `from __future__ import annotations`: Dagster reads the op and config annotations at runtime
 
+from typing import Any
 from uuid import UUID
 
 import dagster as dg
@@ -45,7 +46,7 @@ def _ids(values: list[str], what: str) -> list[UUID]:
 )
 def delete_by_id_or_source(
     context: dg.OpExecutionContext, config: DeleteDocumentsConfig, database: DatabaseResource
-) -> list:
+) -> list[dict[str, Any]]:
     if not config.document_ids and not config.source_names:
         raise dg.Failure(description="invalid config: give document_ids and/or source_names")
     document_ids = _ids(config.document_ids, "document")
@@ -53,7 +54,7 @@ def delete_by_id_or_source(
         results = lifecycle.delete_documents(rpc, document_ids, config.source_names)
     deleted = [r for r in results if r.get("ok")]
     refused = [r for r in results if not r.get("ok")]
-    metadata = {
+    metadata: dict[str, Any] = {
         "deleted": len(deleted),
         "refused": len(refused),
         "in_flight": sum(1 for r in deleted if r.get("in_flight")),
@@ -77,7 +78,9 @@ def delete_by_id_or_source(
 
 
 @dg.op(description="Cancel every pending or processing job of an import batch; the batch ends cancelled.")
-def cancel_batch_jobs(context: dg.OpExecutionContext, config: CancelBatchConfig, database: DatabaseResource) -> dict:
+def cancel_batch_jobs(
+    context: dg.OpExecutionContext, config: CancelBatchConfig, database: DatabaseResource
+) -> dict[str, Any]:
     [batch_id] = _ids([config.batch_id], "batch")
     with database.rpc() as rpc:
         result = lifecycle.as_dict(rpc.cancel_batch(batch_id))
@@ -101,7 +104,7 @@ def cancel_batch_jobs(context: dg.OpExecutionContext, config: CancelBatchConfig,
 
 
 @dg.op(description="Re-queue failed jobs: the given ones, a batch's, or every failed job (exactly one).")
-def retry_jobs(context: dg.OpExecutionContext, config: RetryJobsConfig, database: DatabaseResource) -> dict:
+def retry_jobs(context: dg.OpExecutionContext, config: RetryJobsConfig, database: DatabaseResource) -> dict[str, Any]:
     if not lifecycle.one_retry_form(config.job_ids, config.batch_id, config.all_failed):
         raise dg.Failure(description="invalid config: give exactly one of job_ids, batch_id, all_failed: true")
     job_ids = _ids(config.job_ids, "job")
@@ -131,17 +134,17 @@ def retry_jobs(context: dg.OpExecutionContext, config: RetryJobsConfig, database
     description="Delete documents (config: document_ids and/or source_names): out of search at once, "
     "their open jobs cancelled."
 )
-def delete_documents():
+def delete_documents() -> None:
     delete_by_id_or_source()
 
 
 @dg.job(description="Cancel an import batch (config: batch_id): every pending or processing job of it.")
-def cancel_import_batch():
+def cancel_import_batch() -> None:
     cancel_batch_jobs()
 
 
 @dg.job(description="Re-queue failed jobs (config: job_ids, batch_id, or all_failed: true).")
-def retry_failed_jobs():
+def retry_failed_jobs() -> None:
     retry_jobs()
 
 

@@ -7,6 +7,7 @@ from contextlib import contextmanager
 
 import dagster as dg
 import psycopg
+from psycopg.rows import DictRow
 from psycopg_pool import ConnectionPool
 
 from ingestion_pipeline.db.connection import connect, resolve_database_url
@@ -16,7 +17,9 @@ from ingestion_pipeline.processing import ChunkingOptions, Embedder, embedder_fr
 from ingestion_pipeline.settings import Settings, load_settings
 
 
-class DatabaseResource(dg.ConfigurableResource):
+# Dagster's resources subclass ConfigurableResource unparameterized (its documented form): a
+# type argument would have pydantic build a parametrized subclass at import.
+class DatabaseResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     """The ingestion database (not Dagster's own storage). Unset fields come from the
     environment settings: DATABASE_URL, or the embedded server under INGEST_DATA_DIR."""
 
@@ -31,7 +34,7 @@ class DatabaseResource(dg.ConfigurableResource):
         return resolve_database_url(self.settings())
 
     @contextmanager
-    def pool(self) -> Iterator[ConnectionPool]:
+    def pool(self) -> Iterator[ConnectionPool[psycopg.Connection[DictRow]]]:
         """A pool for a drain run; refuses a database with pending migrations."""
         with migrated_pool(self.settings()) as pool:
             yield pool
@@ -43,12 +46,12 @@ class DatabaseResource(dg.ConfigurableResource):
         settings = self.settings()
         url = resolve_database_url(settings)
         require_migrated(url)
-        conn: psycopg.Connection = connect(url, timeout=settings.connect_timeout_seconds)
+        conn: psycopg.Connection[DictRow] = connect(url, timeout=settings.connect_timeout_seconds)
         with conn:
             yield IngestionRpc(conn, stale_after_seconds=settings.stale_after_seconds)
 
 
-class ProcessingResource(dg.ConfigurableResource):
+class ProcessingResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # as DatabaseResource
     """How documents are cut and embedded. `embedder` unset: INGEST_EMBEDDER; the embedder's
     own settings (INGEST_OPENAI_*, the key among them) come from the environment only, never
     from run config, which the UI shows."""

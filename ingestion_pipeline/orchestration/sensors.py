@@ -61,7 +61,9 @@ def active_drain_runs(instance: dg.DagsterInstance) -> int:
     description="Requests drain runs while jobs are claimable: one per INGEST_DRAIN_BACKLOG_PER_RUN claimable "
     "jobs, at most INGEST_MAX_DRAIN_RUNS (default: one per core) at once.",
 )
-def import_batch_sensor(context: dg.SensorEvaluationContext, database: DatabaseResource):
+def import_batch_sensor(
+    context: dg.SensorEvaluationContext, database: DatabaseResource
+) -> dg.SensorResult | dg.SkipReason:
     settings = database.settings()
     state = queue_state(database)
     if isinstance(state, dg.SkipReason):
@@ -92,7 +94,9 @@ def import_batch_sensor(context: dg.SensorEvaluationContext, database: DatabaseR
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Refreshes batches still pending/processing although all their jobs are terminal.",
 )
-def batch_status_sensor(context: dg.SensorEvaluationContext, database: DatabaseResource):
+def batch_status_sensor(
+    context: dg.SensorEvaluationContext, database: DatabaseResource
+) -> dg.SensorResult | dg.SkipReason:
     state = queue_state(database)
     if isinstance(state, dg.SkipReason):
         return state
@@ -117,7 +121,7 @@ def batch_status_sensor(context: dg.SensorEvaluationContext, database: DatabaseR
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Records each failed drain run as an observation of document_index.",
 )
-def failed_drain_run_sensor(context: dg.RunFailureSensorContext):
+def failed_drain_run_sensor(context: dg.RunFailureSensorContext) -> None:
     # Its claimed jobs are safe: their leases expire and another run reclaims them. What is
     # recorded here puts the failure where an operator looks, next to the materializations.
     reason = context.failure_event.message or "unknown"

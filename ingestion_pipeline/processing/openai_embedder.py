@@ -24,9 +24,10 @@ import base64
 import binascii
 import sys
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import openai
+from openai.types import Embedding
 from pydantic import SecretStr
 
 from ingestion_pipeline.errors import ConfigError
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 # The client insists on a key; a local server without authentication ignores this one.
 NO_KEY = "no-key-set"
 MESSAGE_CHARS = 200  # of the server's own error message, in a job's one-line error
+EncodingFormat = Literal["float", "base64"]  # how vectors come back (INGEST_OPENAI_ENCODING_FORMAT)
 
 
 class OpenAIEmbedder:
@@ -55,7 +57,7 @@ class OpenAIEmbedder:
         batch_size: int = 32,
         timeout_seconds: float = 60.0,
         max_retries: int = 2,
-        encoding_format: str = "base64",
+        encoding_format: EncodingFormat = "base64",
     ):
         self.model = model
         self.base_url = base_url
@@ -86,18 +88,19 @@ class OpenAIEmbedder:
             batch_size=settings.openai_batch_size,
             timeout_seconds=settings.openai_timeout_seconds,
             max_retries=settings.openai_max_retries,
-            encoding_format=settings.openai_encoding_format,
+            # the setting's pattern admits only these two
+            encoding_format=cast(EncodingFormat, settings.openai_encoding_format),
         )
 
     def __repr__(self) -> str:  # never the key
         return f"OpenAIEmbedder(model={self.model!r}, base_url={self.base_url!r}, dimensions={self.dimensions})"
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         del state["_client"], state["_lock"]  # sockets and locks do not travel
         return state
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, _client=None, _lock=threading.Lock())
 
     def embed(self, texts: list[str]) -> list[list[float]]:
@@ -119,7 +122,7 @@ class OpenAIEmbedder:
             return self._client
 
     def _request(self, texts: list[str]) -> list[list[float]]:
-        options = {"dimensions": self.requested_dimensions} if self.requested_dimensions else {}
+        options: dict[str, Any] = {"dimensions": self.requested_dimensions} if self.requested_dimensions else {}
         try:
             # Asked for explicitly, base64 comes back undecoded: _vector decodes it.
             response = self._http().embeddings.create(
@@ -139,7 +142,7 @@ class OpenAIEmbedder:
             ) from None
         return self._checked(sorted(response.data, key=lambda item: item.index), len(texts))
 
-    def _checked(self, data: list, expected: int) -> list[list[float]]:
+    def _checked(self, data: list[Embedding], expected: int) -> list[list[float]]:
         if len(data) != expected:
             raise EmbeddingRejected(
                 f"the embedding endpoint returned {len(data)} vectors for {expected} texts: "
@@ -198,7 +201,7 @@ class OpenAIEmbedder:
         return f"{tries} tr{'y' if tries == 1 else 'ies'} (INGEST_OPENAI_MAX_RETRIES={self.max_retries})"
 
 
-def _vector(embedding: str | list) -> list[float]:
+def _vector(embedding: str | list[float]) -> list[float]:
     """One vector: base64 of little-endian float32 (as asked), or a list of numbers (a
     server that ignores encoding_format)."""
     if not isinstance(embedding, str):

@@ -7,6 +7,7 @@ generations of documents that are not deleted.
 from __future__ import annotations
 
 import psycopg
+from psycopg.rows import DictRow
 
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.processing import Embedder, ProcessingError
@@ -25,7 +26,12 @@ FUSION_DEPTH = 5
 
 
 def search(
-    conn: psycopg.Connection, text: str, *, mode: Mode = "lexical", limit: int = 10, embedder: Embedder | None = None
+    conn: psycopg.Connection[DictRow],
+    text: str,
+    *,
+    mode: Mode = "lexical",
+    limit: int = 10,
+    embedder: Embedder | None = None,
 ) -> list[Hit]:
     if not text.strip():
         raise IngestError("the search query is empty")

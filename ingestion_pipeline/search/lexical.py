@@ -4,7 +4,7 @@ cover (db/sql/search.sql), one hit per page."""
 from __future__ import annotations
 
 import psycopg
-from psycopg.rows import class_row
+from psycopg.rows import DictRow, class_row
 
 from ingestion_pipeline.db.queries import query
 
@@ -12,7 +12,7 @@ from .model import Hit
 from .terms import split_terms
 
 
-def lexical_hits(conn: psycopg.Connection, text: str, limit: int) -> list[Hit]:
+def lexical_hits(conn: psycopg.Connection[DictRow], text: str, limit: int) -> list[Hit]:
     terms = split_terms(text)
     if not terms.included:
         return []  # only excluded terms: nothing to rank by

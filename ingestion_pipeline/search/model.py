@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Literal
+from typing import Any, Literal
 from uuid import UUID
 
 Mode = Literal["lexical", "vector", "hybrid"]
@@ -20,7 +20,7 @@ class Hit:
     score: float  # comparable within one result list only
     snippet: str
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         row = asdict(self)
         row["document_id"] = str(self.document_id)
         return row

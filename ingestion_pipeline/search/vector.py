@@ -15,10 +15,11 @@ score is the cosine similarity of that chunk.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 import psycopg
 from psycopg import sql
+from psycopg.rows import DictRow
 
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.vector_index import VectorColumn, vector_column
@@ -37,11 +38,11 @@ EF_SEARCH_BOUNDS = (40, 1000)
 SNIPPET_WORDS = 30
 
 
-def vector_search_path(conn: psycopg.Connection) -> VectorPath:
+def vector_search_path(conn: psycopg.Connection[DictRow]) -> VectorPath:
     return "exact" if vector_column(conn) is None else "pgvector"
 
 
-def vector_hits(conn: psycopg.Connection, vector: list[float], limit: int) -> list[Hit]:
+def vector_hits(conn: psycopg.Connection[DictRow], vector: list[float], limit: int) -> list[Hit]:
     """The `limit` documents nearest `vector`, best first."""
     _check(vector, limit)
     column = vector_column(conn)
@@ -59,7 +60,9 @@ def _check(vector: list[float], limit: int) -> None:
         raise ValueError("the query vector holds a NaN or an infinite value")
 
 
-def _pgvector_rows(conn: psycopg.Connection, column: VectorColumn, vector: list[float], limit: int) -> list[dict]:
+def _pgvector_rows(
+    conn: psycopg.Connection[DictRow], column: VectorColumn, vector: list[float], limit: int
+) -> list[dict[str, Any]]:
     """Over-fetch the nearest chunks, keep each document's best; when long documents took
     every candidate and fewer than `limit` documents came back, fetch twice as many."""
     conn.execute(query("use_extension_schema"), {"schema": column.schema})
@@ -75,7 +78,7 @@ def _pgvector_rows(conn: psycopg.Connection, column: VectorColumn, vector: list[
         candidates = min(candidates * 2, most)
 
 
-def _hnsw_settings(conn: psycopg.Connection, column: VectorColumn, candidates: int) -> None:
+def _hnsw_settings(conn: psycopg.Connection[DictRow], column: VectorColumn, candidates: int) -> None:
     ef_search = str(min(max(candidates, EF_SEARCH_BOUNDS[0]), EF_SEARCH_BOUNDS[1]))
     name = "hnsw_settings" if column.iterative_scans else "hnsw_ef_search"
     conn.execute(query(name), {"ef_search": ef_search})
@@ -86,12 +89,12 @@ def pgvector_statement(dimensions: int) -> sql.Composed:
     return sql.SQL(query("nearest_documents_pgvector")).format(dimensions=sql.Literal(dimensions))
 
 
-def _exact_rows(conn: psycopg.Connection, vector: list[float], limit: int) -> list[dict]:
+def _exact_rows(conn: psycopg.Connection[DictRow], vector: list[float], limit: int) -> list[dict[str, Any]]:
     params = {"query": vector, "dimensions": len(vector), "limit": limit}
     return conn.execute(query("nearest_documents_exact"), params).fetchall()
 
 
-def _hit(row: dict) -> Hit:
+def _hit(row: dict[str, Any]) -> Hit:
     return Hit(
         document_id=row["document_id"],
         title=row["title"],

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from ingestion_pipeline.db.models import CommitResult, CompleteItem, FailItem, JobOutcome, RpcResult
 from ingestion_pipeline.db.rpc import IngestionRpc
@@ -50,13 +52,15 @@ class AckBuffer:
             self._in_flight -= 1
             self._cond.notify_all()
 
+    # An item's answer is the one its kind's bulk call gives (complete_many, fail_or_retry_many).
+
     def complete(self, item: CompleteItem) -> CommitResult:
-        return self._submit(item)
+        return cast(CommitResult, self._submit(item))
 
     def fail(self, item: FailItem) -> JobOutcome:
-        return self._submit(item)
+        return cast(JobOutcome, self._submit(item))
 
-    def _submit(self, item: CompleteItem | FailItem):
+    def _submit(self, item: CompleteItem | FailItem) -> RpcResult | None:
         ack, batch = _Ack(item), None
         with self._cond:
             self._pending.append(ack)  # no wake-up: this thread checks the send conditions itself
@@ -84,8 +88,12 @@ class AckBuffer:
     def _send(self, batch: list[_Ack]) -> None:
         completions = [a for a in batch if isinstance(a.item, CompleteItem)]
         failures = [a for a in batch if isinstance(a.item, FailItem)]
+        sends: tuple[tuple[list[_Ack], Callable[[str, Any], Sequence[RpcResult]]], ...] = (
+            (completions, self._rpc.complete_many),
+            (failures, self._rpc.fail_or_retry_many),
+        )
         try:
-            for acks, send in ((completions, self._rpc.complete_many), (failures, self._rpc.fail_or_retry_many)):
+            for acks, send in sends:
                 if not acks:
                     continue
                 try:

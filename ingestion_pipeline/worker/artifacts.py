@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from uuid import UUID
 
 import psycopg
+from psycopg.rows import DictRow
 
+from ingestion_pipeline.db.connection import one_row
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.processing import Chunk, ParsedDocument, heading_paths
 from ingestion_pipeline.worker.copy_rows import encode_rows, with_leading_columns
@@ -36,7 +38,11 @@ def encode_artifacts(parsed: ParsedDocument, chunks: list[Chunk], *, with_headin
     headings = heading_paths(parsed.sections)
     chunk_rows = (
         (c.ordinal, c.section_ordinal, c.page_ordinal, c.text, c.token_count, c.embedding)
-        + ((parsed.title, headings.get(c.section_ordinal)) if with_headings else ())
+        + (
+            (parsed.title, None if c.section_ordinal is None else headings.get(c.section_ordinal))
+            if with_headings
+            else ()
+        )
         for c in chunks
     )
     return EncodedArtifacts(
@@ -45,7 +51,7 @@ def encode_artifacts(parsed: ParsedDocument, chunks: list[Chunk], *, with_headin
 
 
 def write_encoded(
-    conn: psycopg.Connection,
+    conn: psycopg.Connection[DictRow],
     document_id: UUID,
     generation_id: UUID,
     artifacts: EncodedArtifacts,
@@ -66,7 +72,7 @@ def write_encoded(
 
 
 def write_generation(
-    conn: psycopg.Connection,
+    conn: psycopg.Connection[DictRow],
     document_id: UUID,
     generation_id: UUID,
     parsed: ParsedDocument,
@@ -78,7 +84,7 @@ def write_generation(
     """Encode and write in one call. `with_headings`: whether the database has the chunks'
     title and heading columns (looked up here when not given)."""
     if with_headings is None:
-        with_headings = conn.execute(query("chunks_have_headings")).fetchone()["present"]
+        with_headings = bool(one_row(conn.execute(query("chunks_have_headings")))["present"])
     write_encoded(
         conn, document_id, generation_id, encode_artifacts(parsed, chunks, with_headings=with_headings), check_lease
     )

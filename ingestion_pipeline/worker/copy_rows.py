@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 NULL = "\\N"
 
 
-def copy_text(value) -> str:
+def copy_text(value: object) -> str:
     """One value as a COPY text field: str, int, None, or a list of floats (real[])."""
     if value is None:
         return NULL
@@ -29,12 +29,12 @@ def copy_text(value) -> str:
     return str(value)
 
 
-def encode_rows(rows: Iterable[Sequence]) -> bytes:
+def encode_rows(rows: Iterable[Sequence[object]]) -> bytes:
     """Rows without a trailing newline; empty when there are none."""
     return "\n".join("\t".join(copy_text(v) for v in row) for row in rows).encode("utf-8")
 
 
-def with_leading_columns(payload: bytes, *values) -> bytes:
+def with_leading_columns(payload: bytes, *values: object) -> bytes:
     """`payload`'s rows with `values` as their first columns, ready for COPY. Newlines only
     separate rows (a newline in a value is escaped), so one replace prefixes them all."""
     if not payload:

@@ -8,10 +8,13 @@ just completes): the queue's own cost, for benchmarks.
 
 from __future__ import annotations
 
+from uuid import UUID
+
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.processing import ProcessingError, chunk_sections, embed_chunks, parse
 from ingestion_pipeline.worker.artifacts import EncodedArtifacts, encode_artifacts, write_encoded
 from ingestion_pipeline.worker.errors import LeaseLost, describe, is_build_refused
+from ingestion_pipeline.worker.isolation import ParsePool
 from ingestion_pipeline.worker.job import Built, JobRun
 
 
@@ -27,11 +30,13 @@ def index_document(run: JobRun) -> Built:
     if ctx.parse_pool is None:
         artifacts = _process_in_thread(run, bytes(row["content"]), with_headings)
     else:
-        artifacts = _process_in_child(run, bytes(row["content"]), with_headings)
+        artifacts = _process_in_child(run, ctx.parse_pool, bytes(row["content"]), with_headings)
     with run.stage("write", 80, chunks=artifacts.chunk_count):
         begun = run.fenced(
             ctx.rpc.begin_generation(job.job_id, job.document_id, ctx.worker_id, lease_token=job.lease_token)
         )
+        if begun.generation_id is None:
+            raise RuntimeError("begin_generation answered without a generation id")
         _write(run, begun.generation_id, artifacts)
     metadata = {"title": artifacts.title, "mime_type": artifacts.mime_type, "embedder": ctx.embedder.name}
     return Built(begun.generation_id, {k: v for k, v in metadata.items() if v}, artifacts.chunk_count)
@@ -48,14 +53,14 @@ def _process_in_thread(run: JobRun, content: bytes, with_headings: bool) -> Enco
     return encode_artifacts(parsed, chunks, with_headings=with_headings)
 
 
-def _process_in_child(run: JobRun, content: bytes, with_headings: bool) -> EncodedArtifacts:
+def _process_in_child(run: JobRun, pool: ParsePool, content: bytes, with_headings: bool) -> EncodedArtifacts:
     """Parse, chunk, embed and encode the rows in one task of the worker's parsing children
     (within their time and memory limits); the stage log keeps the three stages, timed in
     the child. An embedder that cannot be sent to a child embeds here, in the job's thread."""
     job, ctx = run.job, run.ctx
-    in_child = ctx.parse_pool.accepts(ctx.embedder)
+    in_child = pool.accepts(ctx.embedder)
     with run.stage("parse", 20, isolated=True):
-        processed = ctx.parse_pool.process(
+        processed = pool.process(
             run.lease.lost,
             content,
             job.source_name,
@@ -66,15 +71,17 @@ def _process_in_child(run: JobRun, content: bytes, with_headings: bool) -> Encod
             with_headings=with_headings,
         )
     run.record_stage("chunk", processed.seconds["chunk"], isolated=True)
-    if in_child:
+    if processed.encoded is not None:  # embedded in the child (in_child), or nothing to embed
         run.record_stage("embed", processed.seconds.get("embed", 0.0), isolated=True, embedder=ctx.embedder.name)
         return processed.encoded
+    if processed.document is None or processed.chunks is None:
+        raise RuntimeError("the parsing child answered with neither rows nor a parsed document")
     with run.stage("embed", 60, embedder=ctx.embedder.name):
         chunks = embed_chunks(processed.chunks, ctx.embedder)
     return encode_artifacts(processed.document, chunks, with_headings=with_headings)
 
 
-def _write(run: JobRun, generation_id, artifacts: EncodedArtifacts) -> None:
+def _write(run: JobRun, generation_id: UUID, artifacts: EncodedArtifacts) -> None:
     try:
         with run.ctx.pool.connection() as conn:
             write_encoded(conn, run.job.document_id, generation_id, artifacts, run.lease.check)

@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pebble
 
@@ -129,7 +130,7 @@ def _start_child(memory_bytes: int) -> None:
         pass
 
 
-def human_bytes(count: int) -> str:
+def human_bytes(count: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if count < 1024 or unit == "TiB":
             return f"{count:g} {unit}" if unit == "B" else f"{count:.3g} {unit}"
@@ -182,7 +183,7 @@ class ParsePool:
             self._embedders[key] = can_run_in_child(embedder)
         return self._embedders[key]
 
-    def process(self, lost: threading.Event, *args, **kwargs) -> Processed:
+    def process(self, lost: threading.Event, *args: Any, **kwargs: Any) -> Processed:
         """Run `target(*args, **kwargs)` in a child and wait for it, giving the task up (and
         its child) when `lost` is set: the job's lease is gone, nothing it builds could be
         written."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from ingestion_pipeline.db.rpc import IngestionRpc
 
@@ -39,7 +40,7 @@ def cleanup_abandoned_generations(
     return totals
 
 
-def run_janitor(rpc: IngestionRpc, *, batch_size: int, time_budget_seconds: float) -> dict:
+def run_janitor(rpc: IngestionRpc, *, batch_size: int, time_budget_seconds: float) -> dict[str, Any]:
     """All three passes in order; what each did."""
     expired = rpc.expire_stale()
     refreshed = rpc.refresh_stuck_batches()

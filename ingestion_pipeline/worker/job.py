@@ -12,8 +12,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
 from uuid import UUID
 
+import psycopg
+from psycopg.rows import DictRow
 from psycopg_pool import ConnectionPool
 
 from ingestion_pipeline.db.models import ClaimedJob, CompleteItem, FailItem, RpcResult, StageRow
@@ -25,6 +28,10 @@ from ingestion_pipeline.worker.isolation import ParsePool
 from ingestion_pipeline.worker.leases import LeaseKeeper
 from ingestion_pipeline.worker.outcome import JobResult, Outcome
 
+R = TypeVar("R", bound=RpcResult)
+# What a stage logs (with its error) before it re-raises.
+_STAGE_ERRORS: tuple[type[BaseException], ...] = (ProcessingError, *TRANSIENT_ERRORS)
+
 log = logging.getLogger(__name__)
 
 
@@ -34,7 +41,7 @@ class Built:
     (None: nothing to commit, the job just completes) and the document's metadata."""
 
     generation_id: UUID | None = None
-    metadata: dict = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
     chunk_count: int | None = None
 
 
@@ -43,7 +50,7 @@ Processor = Callable[["JobRun"], Built]
 
 @dataclass(frozen=True)
 class JobContext:
-    pool: ConnectionPool
+    pool: ConnectionPool[psycopg.Connection[DictRow]]
     rpc: IngestionRpc
     worker_id: str
     leases: LeaseKeeper
@@ -61,7 +68,7 @@ class JobContext:
 def backoff_seconds(attempt: int, base: float, cap: float) -> float:
     """Exponential backoff with jitter (half to full delay), so retries spread out. The
     database adds it to its own clock (the claim compares next_run_at with its now())."""
-    delay = min(cap, base * 2 ** max(attempt - 1, 0))
+    delay: float = min(cap, base * 2 ** max(attempt - 1, 0))
     return delay * random.uniform(0.5, 1.0)  # noqa: S311 - jitter, not a secret
 
 
@@ -125,7 +132,7 @@ class JobRun:
     # -- for processors -------------------------------------------------------------
 
     @contextmanager
-    def stage(self, stage: str, progress: int, completes_job: bool = False, **detail) -> Iterator[None]:
+    def stage(self, stage: str, progress: int, completes_job: bool = False, **detail: Any) -> Iterator[None]:
         """Check the lease, run the stage, log it with its duration. The log row rides the
         job's acknowledgement, or (older schemas) is written through a fenced RPC at once;
         either way, after a takeover nothing more is written. The stage that completes the
@@ -138,7 +145,7 @@ class JobRun:
         began = time.monotonic()
         try:
             yield
-        except (ProcessingError, *TRANSIENT_ERRORS) as exc:
+        except _STAGE_ERRORS as exc:
             detail.update(error=describe(exc), seconds=round(time.monotonic() - began, 4))
             self._log_stage_best_effort(stage, started_at, detail)  # never mask the stage's own error
             raise
@@ -149,12 +156,12 @@ class JobRun:
             return
         self._log_stage_fenced(stage, started_at, detail)
 
-    def record_stage(self, stage: str, seconds: float, **detail) -> None:
+    def record_stage(self, stage: str, seconds: float, **detail: Any) -> None:
         """Log a stage that ran elsewhere (a parsing child) with the duration measured there."""
         detail["seconds"] = round(seconds, 4)
         self._log_stage_fenced(stage, datetime.now(UTC) - timedelta(seconds=seconds), detail)
 
-    def fenced(self, result: RpcResult) -> RpcResult:
+    def fenced(self, result: R) -> R:
         """A fenced call's answer: refused because the lease is gone -> LeaseLost."""
         if result.lease_lost:
             self.lease.lost.set()
@@ -168,13 +175,13 @@ class JobRun:
     def _stages(self) -> tuple[StageRow, ...]:
         return tuple(self._stage_rows or ())
 
-    def _held_for_ack(self, stage: str, started_at: datetime, detail: dict) -> bool:
+    def _held_for_ack(self, stage: str, started_at: datetime, detail: dict[str, Any]) -> bool:
         if self._stage_rows is None:
             return False
         self._stage_rows.append(StageRow(stage, started_at, datetime.now(UTC), detail))
         return True
 
-    def _log_stage_best_effort(self, stage: str, started_at: datetime, detail: dict) -> None:
+    def _log_stage_best_effort(self, stage: str, started_at: datetime, detail: dict[str, Any]) -> None:
         if self._held_for_ack(stage, started_at, detail):
             return
         try:
@@ -182,14 +189,14 @@ class JobRun:
         except Exception as log_exc:  # noqa: BLE001 - best effort: a stage row is not worth the job
             log.warning("job %s: could not log stage %s: %s", self.job.job_id, stage, describe(log_exc))
 
-    def _log_stage_fenced(self, stage: str, started_at: datetime, detail: dict) -> None:
+    def _log_stage_fenced(self, stage: str, started_at: datetime, detail: dict[str, Any]) -> None:
         """Log a stage row; a refusal (the lease is gone) stops the job here. A database
         error is raised as it is (transient)."""
         if not self._held_for_ack(stage, started_at, detail) and self._log_stage(stage, started_at, detail).lease_lost:
             self.lease.lost.set()
         self.lease.check()
 
-    def _log_stage(self, stage: str, started_at: datetime, detail: dict) -> RpcResult:
+    def _log_stage(self, stage: str, started_at: datetime, detail: dict[str, Any]) -> RpcResult:
         return self.ctx.rpc.record_stage(
             self.job.job_id,
             self.ctx.worker_id,

@@ -40,7 +40,7 @@ class Lease:
     def __enter__(self) -> Lease:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.release()
 
     def report(self, stage: str, progress: int) -> None:

@@ -9,10 +9,15 @@ from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
 
+import psycopg
+from psycopg.rows import DictRow
 from psycopg_pool import ConnectionPool
 
 from ingestion_pipeline.db.fences import FenceLevel
+from ingestion_pipeline.db.models import ClaimedJob
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.processing import ChunkingOptions, Embedder, embedder_from_settings
 from ingestion_pipeline.settings import Settings
@@ -42,10 +47,10 @@ class WorkerReport:
     worker_id: str
     keep: int = RECENT_RESULTS
     results: deque[JobResult] = field(init=False)
-    outcomes: Counter = field(init=False, default_factory=Counter)
+    outcomes: Counter[str] = field(init=False, default_factory=Counter)
     seconds: float = 0.0
     chunks: int = 0  # written by completed jobs
-    batch_ids: set = field(init=False, default_factory=set)  # batches whose jobs this worker ended
+    batch_ids: set[UUID] = field(init=False, default_factory=set)  # batches whose jobs this worker ended
 
     def __post_init__(self) -> None:
         self.results = deque(maxlen=self.keep)
@@ -70,7 +75,7 @@ class WorkerReport:
         done = self.counts[Outcome.COMPLETED.value]
         return round(done / self.seconds, 2) if self.seconds > 0 else 0.0
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "worker_id": self.worker_id,
             "claimed": self.claimed,
@@ -90,7 +95,7 @@ class Worker:
 
     def __init__(
         self,
-        pool: ConnectionPool,
+        pool: ConnectionPool[psycopg.Connection[DictRow]],
         settings: Settings,
         *,
         label: str = "worker",
@@ -105,7 +110,7 @@ class Worker:
         parse_target: Callable[..., Processed] = process_document_in_child,
     ):
         self.worker_id = new_worker_id(label)
-        self.concurrency = concurrency or settings.worker_concurrency
+        self.concurrency = concurrency or settings.resolved_worker_concurrency
         self.claim_batch_size = settings.claim_batch_size
         self.min_claim = max(1, min(self.claim_batch_size, self.concurrency // 2))
         self.poll_seconds = poll_seconds
@@ -205,7 +210,7 @@ class Worker:
         on_result: Callable[[JobResult], None] | None,
     ) -> None:
         claimed_total = 0
-        in_flight: set[Future] = set()
+        in_flight: set[Future[JobResult]] = set()
         with ThreadPoolExecutor(self.concurrency, thread_name_prefix="ingest-job") as executor:
             while True:
                 if claim_until is not None and time.monotonic() >= claim_until:
@@ -234,7 +239,7 @@ class Worker:
                     report.add(result)
                     self._notify(on_result, result)
 
-    def _claim(self, limit: int, stop: threading.Event) -> list:
+    def _claim(self, limit: int, stop: threading.Event) -> list[ClaimedJob]:
         """Claim, riding out a short database outage (INGEST_CLAIM_RETRY_ATTEMPTS tries with
         doubling waits); a longer one ends the run with the error, after the jobs in flight
         finish (the executor shuts down)."""

@@ -7,9 +7,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_make_test_fails_when_no_test_is_collected():
+def test_make_test_fails_when_no_test_is_collected(tmp_path):
+    # Its own --basetemp: a nested pytest on the default one would count as a newer session
+    # and could delete the running suite's numbered temp dirs (its embedded servers' data).
     result = subprocess.run(
-        ["make", "-s", "test", "PYTEST_ARGS=-k no_test_has_this_name_ci_guard -p no:cacheprovider"],
+        [
+            "make",
+            "-s",
+            "test",
+            f"PYTEST_ARGS=-k no_test_has_this_name_ci_guard -p no:cacheprovider --basetemp={tmp_path / 'nested'}",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

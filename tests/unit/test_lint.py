@@ -1,6 +1,6 @@
 """`make lint` (run first by `make test`) fails on what it is there to catch: an import
-against the layers (import-linter) and a tracked file over 1 MB. Each is shown on a
-scratch copy, never on the checkout itself."""
+against the layers (import-linter), an unannotated function (mypy, strict) and a tracked
+file over 1 MB. Each is shown on a scratch copy, never on the checkout itself."""
 
 from __future__ import annotations
 
@@ -53,6 +53,32 @@ def test_dagster_below_orchestration_breaks_the_contract(tmp_path):
     broken = lint_imports(checkout)
     assert broken.returncode == 1
     assert "ingestion_pipeline.worker.dagster_inside -> dagster" in broken.stdout
+
+
+def mypy(checkout: Path, cache: Path) -> subprocess.CompletedProcess:
+    """mypy as `make lint` runs it: its settings (strict, the files) from the copy's pyproject.toml."""
+    return subprocess.run(
+        [str(BIN / "mypy"), "--cache-dir", str(cache)],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        env={"PATH": str(BIN)},
+        timeout=300,
+    )
+
+
+def test_the_package_type_checks_and_an_unannotated_function_fails_mypy(tmp_path):
+    checkout = scratch_copy(tmp_path)
+    cache = tmp_path / "mypy_cache"  # the second run re-checks only what changed
+    passing = mypy(checkout, cache)
+    assert passing.returncode == 0, passing.stdout
+    (checkout / "ingestion_pipeline" / "untyped.py").write_text("def f(x):\n    return x\n")
+    broken = mypy(checkout, cache)
+    assert broken.returncode == 1
+    assert (
+        "ingestion_pipeline/untyped.py:1: error: Function is missing a type annotation  [no-untyped-def]"
+        in broken.stdout
+    )
 
 
 def test_a_tracked_file_over_1_mb_fails_the_size_check(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
 from uuid import UUID
 
 from psycopg.types.json import Jsonb
@@ -16,6 +17,9 @@ from ingestion_pipeline.db.rpc.generations import GenerationRpc
 # The most items the server takes in one bulk acknowledgement (`max_ack_items()`, from
 # migration …_one_lock_order.sql; more is refused with 22023): longer lists go in several calls.
 MAX_ACK_ITEMS = 1000
+
+Item = TypeVar("Item", CompleteItem, FailItem)
+Answer = TypeVar("Answer", CommitResult, JobOutcome)  # a bulk answer's per-item result
 
 
 class AckRpc(GenerationRpc):
@@ -50,7 +54,7 @@ class AckRpc(GenerationRpc):
         *,
         worker_id: str,
         lease_token: int | None,
-        metadata: dict | None = None,
+        metadata: dict[str, Any] | None = None,
         batch_id: UUID | None = None,
     ) -> CommitResult:
         """Commit the generation and complete the job. With a token on a lease-token
@@ -132,7 +136,7 @@ class AckRpc(GenerationRpc):
         is a record_stage call of its own)."""
         return self.fence_level >= FenceLevel.STAGES_IN_ACKS
 
-    def _with_stages(self, item: CompleteItem | FailItem, fields: dict) -> dict:
+    def _with_stages(self, item: CompleteItem | FailItem, fields: dict[str, Any]) -> dict[str, Any]:
         if item.stages and self.stages_ride_acks:
             fields.update(worker_id=item.worker_id, stages=[row.as_json() for row in item.stages])
         return fields
@@ -183,7 +187,7 @@ class AckRpc(GenerationRpc):
                 batch_id=item.batch_id,
             )
             return done if done.committed is not None else done.model_copy(update={"committed": done.ok})
-        done = self.complete(
+        completed = self.complete(
             item.job_id,
             item.document_id,
             worker_id=worker_id,
@@ -191,7 +195,7 @@ class AckRpc(GenerationRpc):
             batch_id=item.batch_id,
             stage=item.stage,
         )
-        return CommitResult.model_validate({**done.model_dump(), "job_id": item.job_id, "committed": False})
+        return CommitResult.model_validate({**completed.model_dump(), "job_id": item.job_id, "committed": False})
 
     def fail_or_retry_many(self, worker_id: str, items: Sequence[FailItem]) -> list[JobOutcome]:
         if not items:
@@ -246,15 +250,16 @@ class AckRpc(GenerationRpc):
         return self._result(JobOutcome, "rpc_retry", {"job_id": job_id})
 
 
-def _parts(items):
+def _parts(items: Sequence[Item]) -> list[Sequence[Item]]:
     """The items in calls of at most MAX_ACK_ITEMS, in order."""
     return [items[start : start + MAX_ACK_ITEMS] for start in range(0, len(items), MAX_ACK_ITEMS)]
 
 
-def _in_order(items, results):
+def _in_order(items: Sequence[CompleteItem | FailItem], results: Sequence[Answer]) -> list[Answer]:
     """The server answers in job-id order, each answer naming its item's position: give
     them back in the caller's order (two items of one job each get their own)."""
-    by_item = {result.item: result for result in results}
+    # An answer without a position (never sent in a bulk answer) makes the count below fail.
+    by_item = {result.item: result for result in results if result.item is not None}
     if sorted(by_item) != list(range(1, len(items) + 1)):
         raise RuntimeError(f"bulk answer does not answer each of the {len(items)} items once")
     return [by_item[position] for position in range(1, len(items) + 1)]

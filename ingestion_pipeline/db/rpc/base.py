@@ -17,12 +17,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
+from psycopg.rows import DictRow
 from psycopg_pool import ConnectionPool
 
 from ingestion_pipeline.db import fences
+from ingestion_pipeline.db.connection import one_row
 from ingestion_pipeline.db.fences import FenceLevel
 from ingestion_pipeline.db.models import RpcResult
 from ingestion_pipeline.db.queries import query
@@ -32,29 +34,34 @@ R = TypeVar("R", bound=RpcResult)
 
 
 class RpcBase:
-    def __init__(self, db: psycopg.Connection | ConnectionPool, stale_after_seconds: int = 300):
+    def __init__(
+        self,
+        db: psycopg.Connection[DictRow] | ConnectionPool[psycopg.Connection[DictRow]],
+        stale_after_seconds: int = 300,
+    ):
         self._db = db
         self.stale_after_seconds = stale_after_seconds
         self._fence_level: FenceLevel | None = None
         self._chunk_headings: bool | None = None
 
     @contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection]:
+    def _connection(self) -> Iterator[psycopg.Connection[DictRow]]:
         if isinstance(self._db, ConnectionPool):
             with self._db.connection() as conn:
                 yield conn
         else:
             yield self._db
 
-    def _value(self, name: str, params: dict) -> dict:
+    def _value(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
         """The jsonb an RPC returns (its one `result` column)."""
         with self._connection() as conn:
             row = conn.execute(query(name), params).fetchone()
         if row is None or row.get("result") is None:
             raise RuntimeError("RPC returned no result")
-        return row["result"]
+        result: dict[str, Any] = row["result"]
+        return result
 
-    def _result(self, model: type[R], name: str, params: dict) -> R:
+    def _result(self, model: type[R], name: str, params: dict[str, Any]) -> R:
         return model.model_validate(self._value(name, params))
 
     @property
@@ -84,7 +91,7 @@ class RpcBase:
         older database gets its chunks without them. Looked up once, like the fence level."""
         if self._chunk_headings is None:
             with self._connection() as conn:
-                self._chunk_headings = conn.execute(query("chunks_have_headings")).fetchone()["present"]
+                self._chunk_headings = bool(one_row(conn.execute(query("chunks_have_headings")))["present"])
         return self._chunk_headings
 
     def _reprobe_if_outdated(self) -> None:
@@ -92,7 +99,7 @@ class RpcBase:
             with self._connection() as conn:
                 self._fence_level = fences.probe(conn)
 
-    def _fenced(self, model: type[R], rpc: str, params: dict) -> R:
+    def _fenced(self, model: type[R], rpc: str, params: dict[str, Any]) -> R:
         """Call `rpc` in the form this database's fence level offers; an RPC the schema
         lacks (heartbeat and stage log before the hardening) is an unfenced no-op."""
         level = self.fence_level

@@ -3,6 +3,7 @@ and the read-only views behind sensors, `ingest status` and `ingest health`."""
 
 from __future__ import annotations
 
+from typing import Any
 from uuid import UUID
 
 import psycopg
@@ -24,7 +25,7 @@ BATCH_CANCELLED_SQLSTATE = "IF002"
 
 
 class BatchRpc(RpcBase):
-    def create_batch(self, name: str, metadata: dict | None = None) -> BatchCreated:
+    def create_batch(self, name: str, metadata: dict[str, Any] | None = None) -> BatchCreated:
         return self._result(BatchCreated, "rpc_create_batch", {"name": name, "metadata": Jsonb(metadata or {})})
 
     def enqueue(
@@ -65,7 +66,7 @@ class BatchRpc(RpcBase):
             SensorState, "rpc_sensor_state", {"stale_after_seconds": self.stale_after_seconds, "limit": limit}
         )
 
-    def batch_report(self, *, batch_id: UUID | None = None, limit: int = 20) -> dict:
+    def batch_report(self, *, batch_id: UUID | None = None, limit: int = 20) -> dict[str, Any]:
         """Batches with their job counts and recent failures (`ingest status`)."""
         return self._value("rpc_batch_report", {"batch_id": batch_id, "limit": limit})
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from psycopg.types.json import Jsonb
@@ -27,7 +28,7 @@ class GenerationRpc(RpcBase):
         document_id: UUID,
         generation_id: UUID,
         worker_id: str | None,
-        metadata: dict | None = None,
+        metadata: dict[str, Any] | None = None,
         *,
         lease_token: int | None = None,
     ) -> GenerationResult:
@@ -52,7 +53,7 @@ class GenerationRpc(RpcBase):
         *,
         started_at: datetime,
         finished_at: datetime,
-        detail: dict | None = None,
+        detail: dict[str, Any] | None = None,
         lease_token: int | None = None,
     ) -> RpcResult:
         """Append to the stage log, only while the caller holds the lease (a no-op on a

@@ -7,6 +7,7 @@ call and by the artifact fence (docs/state-machine.md, "Lifecycle")."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 from uuid import UUID
 
 from ingestion_pipeline.db.models import BatchCancelled, DocumentDeleted, JobsRetried
@@ -35,7 +36,7 @@ class LifecycleRpc(RpcBase):
             {"job_ids": list(job_ids) if job_ids is not None else None, "batch_id": batch_id},
         )
 
-    def live_documents_by_source(self, names: Sequence[str]) -> list[dict]:
+    def live_documents_by_source(self, names: Sequence[str]) -> list[dict[str, Any]]:
         """Documents not deleted whose source name is one of `names`."""
         with self._connection() as conn:
             return conn.execute(query("live_documents_by_source"), {"names": list(names)}).fetchall()
