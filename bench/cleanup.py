@@ -109,7 +109,7 @@ select count(*) as n from pg_stat_activity
 def indexer(uri: str, folder: str, concurrency: int, stop, ready) -> None:
     """Index the corpus, then reindex it, until stopped (runs in its own process)."""
     from ingestion_pipeline.db.connection import make_pool
-    from ingestion_pipeline.enqueue import enqueue_paths
+    from ingestion_pipeline.operations.enqueue import enqueue_paths
     from ingestion_pipeline.settings import Settings
     from ingestion_pipeline.worker import Worker
 

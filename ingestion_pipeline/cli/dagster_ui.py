@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 from ingestion_pipeline.cli import documents, search
 from ingestion_pipeline.cli.common import add_database_url
 from ingestion_pipeline.cli.process_group import run_process_group
+from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db import migrate as migrator
 from ingestion_pipeline.db.connection import direct_database_url, resolve_database_url
 from ingestion_pipeline.db.ready import migrated_pool
-from ingestion_pipeline.enqueue import enqueue_paths
 from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.settings import Settings
-from ingestion_pipeline.tables import render_table
 
 if TYPE_CHECKING:
     from ingestion_pipeline.cli.common import Commands

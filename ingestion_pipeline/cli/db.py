@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 
 from ingestion_pipeline.cli import operations
 from ingestion_pipeline.cli.common import add_database_url
+from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db import embedded, vector_index
 from ingestion_pipeline.db import migrate as migrator
 from ingestion_pipeline.db.connection import connect, direct_database_url, one_row, redact, resolve_database_url
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.processing import embedder_from_settings
 from ingestion_pipeline.settings import Settings
-from ingestion_pipeline.tables import render_table
 
 if TYPE_CHECKING:
     from ingestion_pipeline.cli.common import Commands

@@ -10,12 +10,12 @@ from uuid import UUID
 from tqdm import tqdm
 
 from ingestion_pipeline.cli.common import add_database_url, positive_int, print_json
+from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.enqueue import enqueue_paths
 from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.settings import Settings
-from ingestion_pipeline.tables import render_table
 
 if TYPE_CHECKING:
     from ingestion_pipeline.cli.common import Commands

@@ -10,13 +10,13 @@ import argparse
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from ingestion_pipeline import lifecycle
 from ingestion_pipeline.cli.common import EXIT_NOTHING_DONE, add_database_url, print_json, usage_error
+from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.operations import lifecycle
 from ingestion_pipeline.settings import Settings
-from ingestion_pipeline.tables import render_table
 
 if TYPE_CHECKING:
     from ingestion_pipeline.cli.common import Commands

@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from ingestion_pipeline.cli.common import add_database_url, print_json
+from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db import drift
 from ingestion_pipeline.db import migrate as migrator
 from ingestion_pipeline.db.connection import connect, resolve_database_url
@@ -15,7 +16,6 @@ from ingestion_pipeline.db.ready import require_migrated
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.settings import Settings
-from ingestion_pipeline.tables import render_table
 from ingestion_pipeline.worker import index_checks, janitor
 
 if TYPE_CHECKING:

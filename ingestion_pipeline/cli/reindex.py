@@ -9,7 +9,7 @@ from ingestion_pipeline.cli.common import EXIT_NOTHING_DONE, add_database_url, p
 from ingestion_pipeline.cli.lifecycle import uuids
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.errors import IngestError
-from ingestion_pipeline.reindex import reindex_documents
+from ingestion_pipeline.operations.reindex import reindex_documents
 from ingestion_pipeline.settings import Settings
 
 if TYPE_CHECKING:

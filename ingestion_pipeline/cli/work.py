@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 from tqdm import tqdm
 
 from ingestion_pipeline.cli.common import add_database_url, non_negative_int, positive_int, print_json
+from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.processing import embedder_from_settings
 from ingestion_pipeline.settings import Settings
-from ingestion_pipeline.tables import render_table
 from ingestion_pipeline.worker import Outcome, Worker, WorkerReport
 
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ from uuid import UUID
 
 import dagster as dg
 
-from ingestion_pipeline import lifecycle
 from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.operations import lifecycle
 from ingestion_pipeline.orchestration.resources import DatabaseResource
 
 

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import psycopg
 
+from ingestion_pipeline.errors import ARTIFACT_FENCE_SQLSTATE
 from ingestion_pipeline.processing import EmbeddingUnavailable
 
 
 class LeaseLost(Exception):
     """The claim is over: another worker holds the job now, or an operator cancelled it
     (the document was deleted, its batch cancelled). Stop at once, write nothing more."""
-
-
-# Raised by the artifact fence (a trigger on the artifact tables) when rows are written
-# for a generation that is not being built under the job's current lease.
-ARTIFACT_FENCE_SQLSTATE = "IF001"
 
 
 def is_build_refused(exc: BaseException) -> bool:

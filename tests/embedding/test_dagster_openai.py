@@ -7,7 +7,7 @@ import dagster as dg
 import pytest
 
 from ingestion_pipeline.definitions import make_definitions
-from ingestion_pipeline.enqueue import enqueue_paths
+from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
 from tests.embedding.corpus import assert_every_document_indexed_with_vectors, write_corpus
 

@@ -13,7 +13,7 @@ import pytest
 
 from ingestion_pipeline.cli import main as ingest
 from ingestion_pipeline.db.connection import make_pool
-from ingestion_pipeline.enqueue import enqueue_paths
+from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.processing.openai_embedder import OpenAIEmbedder
 from ingestion_pipeline.worker import Worker, WorkerReport
 from tests.embedding.corpus import (

@@ -13,7 +13,7 @@ import pytest
 
 from ingestion_pipeline.cli import main as ingest
 from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.enqueue import enqueue_paths
+from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.worker import Worker
 from tests.helpers import batch, document, job, seed_job, write_artifacts
 

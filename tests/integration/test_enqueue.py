@@ -14,7 +14,7 @@ import pytest
 
 from ingestion_pipeline.cli import main as ingest
 from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.enqueue import EnqueueRefused, enqueue_paths
+from ingestion_pipeline.operations.enqueue import EnqueueRefused, enqueue_paths
 from ingestion_pipeline.worker import Worker
 from ingestion_pipeline.worker.errors import LeaseLost
 from ingestion_pipeline.worker.leases import LeaseKeeper

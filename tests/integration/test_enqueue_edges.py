@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ingestion_pipeline import enqueue
 from ingestion_pipeline.cli import main as ingest
 from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.enqueue import EnqueueRefused, enqueue_paths
+from ingestion_pipeline.operations import enqueue
+from ingestion_pipeline.operations.enqueue import EnqueueRefused, enqueue_paths
 
 
 def count(conn, table: str) -> int:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from ingestion_pipeline.db.connection import make_pool
-from ingestion_pipeline.enqueue import enqueue_paths
+from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.settings import load_settings
 from ingestion_pipeline.worker import Outcome, Worker
 from tests.helpers import job

@@ -15,7 +15,7 @@ from ingestion_pipeline.db.connection import make_pool
 from ingestion_pipeline.db.fences import FenceLevel
 from ingestion_pipeline.db.models import CompleteItem, FailItem, StageRow
 from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.enqueue import enqueue_paths
+from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.settings import load_settings
 from ingestion_pipeline.worker import Worker
 from tests.helpers import job, make_lease_stale, seed_job, snapshot, write_artifacts

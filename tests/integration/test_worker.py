@@ -14,7 +14,7 @@ from ingestion_pipeline.cli import main as ingest
 from ingestion_pipeline.db import connection
 from ingestion_pipeline.db.connection import make_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.enqueue import enqueue_paths
+from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.processing import HashEmbedder, NoEmbedder
 from ingestion_pipeline.settings import load_settings
 from ingestion_pipeline.worker import Outcome, Worker

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from ingestion_pipeline.db.connection import make_pool
-from ingestion_pipeline.enqueue import enqueue_paths
+from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.worker import Worker
 from tests.fixtures.hostile import hostile_process, write_hostile_corpus

@@ -21,8 +21,8 @@ from ingestion_pipeline import cli
 from ingestion_pipeline.db import migrate
 from ingestion_pipeline.db.connection import connect, make_pool
 from ingestion_pipeline.db.ready import require_migrated
-from ingestion_pipeline.enqueue import enqueue_paths
 from ingestion_pipeline.errors import IngestError, MigrationError
+from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.settings import load_settings
 from tests.conftest import pre_tokens_version
 from tests.migration.test_migrate import V1, V2, V3, effects, versions, write

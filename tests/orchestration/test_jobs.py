@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.definitions import make_definitions
-from ingestion_pipeline.enqueue import enqueue_paths
+from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.orchestration.jobs import janitor, refresh_batch_status
 from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
 from ingestion_pipeline.worker.index_checks import DESCRIPTIONS

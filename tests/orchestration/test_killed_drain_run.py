@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psycopg
 
-from ingestion_pipeline.enqueue import enqueue_paths
+from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.orchestration.jobs import janitor
 from ingestion_pipeline.worker.index_checks import DESCRIPTIONS
 from tests.helpers import batch, make_lease_stale

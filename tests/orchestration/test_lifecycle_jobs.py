@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ingestion_pipeline.definitions import defs
-from ingestion_pipeline.enqueue import enqueue_paths
+from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.orchestration.lifecycle import cancel_import_batch, delete_documents, retry_failed_jobs
 from ingestion_pipeline.worker import Worker
 from tests.helpers import batch, document, job

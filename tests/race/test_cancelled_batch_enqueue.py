@@ -14,8 +14,8 @@ import pytest
 
 from ingestion_pipeline.db.connection import make_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.enqueue import EnqueueRefused, enqueue_paths
 from ingestion_pipeline.errors import BatchWasCancelled
+from ingestion_pipeline.operations.enqueue import EnqueueRefused, enqueue_paths
 from ingestion_pipeline.settings import load_settings
 from tests.helpers import Background, backend_pid, batch, seed_batch, seed_job, wait_until_blocked
 

@@ -9,7 +9,7 @@ from uuid import UUID
 
 from ingestion_pipeline.db.connection import make_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.enqueue import enqueue_paths
+from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.settings import load_settings
 from tests.helpers import batch, index_document, seed_document
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ingestion_pipeline.db.connection import make_pool
-from ingestion_pipeline.enqueue import enqueue_paths
+from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.settings import load_settings
 from ingestion_pipeline.worker import Worker
 

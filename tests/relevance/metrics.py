@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ingestion_pipeline.tables import render_table
+from ingestion_pipeline.cli.tables import render_table
 
 from .corpus import Query
 

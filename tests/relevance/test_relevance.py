@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
+from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.processing import parse
 from ingestion_pipeline.search import search
-from ingestion_pipeline.tables import render_table
 
 from .corpus import KINDS, PAGES, load_queries, page_names
 from .metrics import SUMMARY_HEADERS, per_query_table, rank_queries, summarize

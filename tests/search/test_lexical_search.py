@@ -11,8 +11,8 @@ import pytest
 from ingestion_pipeline import cli
 from ingestion_pipeline.db import migrate as migrator
 from ingestion_pipeline.db.connection import make_pool
-from ingestion_pipeline.enqueue import enqueue_paths
 from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.search import search
 from ingestion_pipeline.settings import load_settings
 from ingestion_pipeline.worker import Worker

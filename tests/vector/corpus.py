@@ -9,7 +9,7 @@ from pathlib import Path
 from uuid import UUID
 
 from ingestion_pipeline.db.connection import connect, make_pool
-from ingestion_pipeline.enqueue import enqueue_paths
+from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.processing import HashEmbedder
 from ingestion_pipeline.settings import load_settings
 from ingestion_pipeline.worker import Worker

@@ -1,7 +1,8 @@
 """Typed client for the state-machine RPCs: one method per RPC, pydantic results.
 
-The client is split by concern (each part in its own module, its SQL named in
-db/sql/queries.sql): leases (claim, heartbeats, expiry), generations (begin, commit,
+The client is split by concern, each part in its own module with its SQL named in a file
+of its own (db/sql/leases.sql, generations.sql, acks.sql, batches.sql, lifecycle.sql;
+queries.sql holds the reads that are not RPCs): leases (claim, heartbeats, expiry), generations (begin, commit,
 stage log, cleanup), acknowledgements (complete, fail or retry, one or many), batches
 (enqueue, counters' repair path, sensor, status and health views) and the lifecycle
 (delete a document, cancel a batch, retry failed jobs). rpc/base.py holds the

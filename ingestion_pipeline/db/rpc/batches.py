@@ -19,9 +19,7 @@ from ingestion_pipeline.db.models import (
     SensorState,
 )
 from ingestion_pipeline.db.rpc.base import RpcBase
-from ingestion_pipeline.errors import BatchWasCancelled
-
-BATCH_CANCELLED_SQLSTATE = "IF002"
+from ingestion_pipeline.errors import BATCH_CANCELLED_SQLSTATE, BatchWasCancelled
 
 
 class BatchRpc(RpcBase):
