@@ -12,6 +12,7 @@ import signal
 import time
 
 import psutil
+import pytest
 
 from ingestion_pipeline.db import embedded
 from tests.orchestration.live_dagster import BIN, ROOT, LiveDagster, clean_env, port_open
@@ -61,15 +62,22 @@ def test_plain_dagster_dev_in_the_checkout_loads_the_location(tmp_path):
     assert set(ROOT.glob(".tmp_dagster_home_*")) == before  # dagster dev removed its temporary home
 
 
-def test_sigint_to_ingest_ui_stops_every_process_it_started(tmp_path):
+# `ingest ui` escalates SIGINT (4 s) -> SIGTERM (3 s) -> SIGKILL (2 s) to Dagster's process
+# group (cli/process_group.py): it is gone within 10 s of the signal, whatever Dagster does.
+STOPPED_WITHIN_SECONDS = 10
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_ingest_ui_stops_every_process_it_started_within_10_seconds(tmp_path, signum):
     live = LiveDagster.start(
         [str(BIN / "ingest"), "ui"], env=clean_env(tmp_path / "data"), log_path=tmp_path / "ui.log"
     )
     try:
         family = psutil.Process(live.proc.pid).children(recursive=True)
         assert len(family) >= 3
-        live.proc.send_signal(signal.SIGINT)  # the pid only: Dagster runs in a process group of its own
-        assert live.proc.wait(timeout=90) == 0
+        live.proc.send_signal(signum)  # the pid only: Dagster runs in a process group of its own
+        code = live.proc.wait(timeout=STOPPED_WITHIN_SECONDS)
+        assert code in (0, 128 + signal.SIGTERM), code  # Dagster stopped on SIGINT, or was terminated
         assert gone(family) == []
         assert not port_open(live.port)
     finally:
