@@ -3,8 +3,9 @@
 A parsing child returns its pages, sections and chunks as three COPY payloads instead of
 lists of objects: the worker then neither unpickles sixty objects per document nor formats
 their rows under its interpreter lock (that was most of its cost per document, measured in
-bench/README.md "Parsing in children"); it prefixes each row with the two ids it learns
-only later (the document's and the generation's) and sends the bytes.
+bench/results/ingest_corpus.md, "After the children return COPY-ready rows"); it prefixes
+each row with the two ids it learns only later (the document's and the generation's) and
+sends the bytes.
 
 Text format: columns separated by tabs, rows by newlines, NULL as \\N, and backslash,
 tab, newline and carriage return escaped (PostgreSQL's COPY ... FROM STDIN, text format).
