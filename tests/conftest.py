@@ -53,6 +53,11 @@ def pre_retry_delay_version() -> str:
     return version_before(RETRY_DELAY_NAME)
 
 
+# Databases this process made on each server and has not dropped yet: at the end of the
+# session none may be left on a server that outlives the suite (TEST_DATABASE_URL's).
+_UNDROPPED: dict[str, set[str]] = {}
+
+
 @dataclass(frozen=True)
 class PgServer:
     name: str
@@ -67,11 +72,20 @@ class PgServer:
             if template:
                 statement += sql.SQL(" template {}").format(sql.Identifier(template))
             conn.execute(statement)
+        _UNDROPPED.setdefault(self.admin_url, set()).add(name)
         return self.url(name)
 
     def drop_database(self, name: str) -> None:
         with connect(self.admin_url) as conn:
             conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+        _UNDROPPED.get(self.admin_url, set()).discard(name)
+
+    def left_behind(self) -> list[str]:
+        """Databases this process made here that still exist."""
+        names = sorted(_UNDROPPED.get(self.admin_url, set()))
+        with connect(self.admin_url) as conn:
+            rows = conn.execute("select datname from pg_database where datname = any(%s)", (names,)).fetchall()
+        return sorted(row["datname"] for row in rows)
 
 
 def _server_params() -> list[str]:
@@ -96,7 +110,12 @@ def pytest_collection_modifyitems(config, items) -> None:
 @pytest.fixture(scope="session", params=_server_params())
 def pg_server(request, tmp_path_factory) -> Iterator[PgServer]:
     if request.param == "external":
-        yield PgServer("external", TEST_DATABASE_URL)
+        server = PgServer("external", TEST_DATABASE_URL)
+        yield server
+        left = server.left_behind()
+        for name in left:  # clean up, then say so: a fixture's drop did not happen
+            server.drop_database(name)
+        assert left == [], f"the suite left {len(left)} database(s) behind on TEST_DATABASE_URL's server: {left}"
         return
     data_dir = tmp_path_factory.mktemp("embedded-pg")
     yield PgServer("embedded", embedded.start(data_dir))
