@@ -22,6 +22,15 @@ from ingestion_pipeline.db import embedded
 from ingestion_pipeline.db import migrate as migrator
 from ingestion_pipeline.db.connection import connect
 
+# pytest rewrites the asserts of test modules only: these helper modules hold test bodies and
+# assertions moved out of test modules (tests/README.md), so they keep pytest's failure messages.
+pytest.register_assert_rewrite(
+    "tests.helpers",
+    "tests.faults.mutation_run",
+    "tests.race.artifact_fence_cases",
+    "tests.race.lease_token_cases",
+)
+
 TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL") or None
 HARDENING_NAME = "harden_state_rpcs"
 LEASE_TOKENS_NAME = "lease_tokens"

@@ -11,6 +11,7 @@ from uuid import UUID
 
 import psycopg
 
+from ingestion_pipeline.db import migrate
 from ingestion_pipeline.db.rpc import IngestionRpc
 
 
@@ -39,6 +40,17 @@ def seed_job(
     result = IngestionRpc(conn).enqueue(document_id, batch_id=batch_id, kind=kind, max_attempts=max_attempts)
     assert result.ok, result
     return document_id, result.job_id
+
+
+def enqueue_into(conn: psycopg.Connection, batch_id: UUID | None) -> tuple[UUID, UUID]:
+    """One file's upload into `batch_id`, as `ingest enqueue` makes it: document, bytes and
+    job in one transaction. Returns (document id, job id)."""
+    with conn.transaction():
+        return seed_job(conn, batch_id)
+
+
+def documents_of(conn: psycopg.Connection, batch_id: UUID) -> int:
+    return conn.execute("select count(*) as n from documents where batch_id = %s", (batch_id,)).fetchone()["n"]
 
 
 def write_artifacts(
@@ -207,6 +219,21 @@ def wait_until_client_blocked(
             return
         time.sleep(0.01)
     raise AssertionError(f"client {application_name!r} never blocked{f' on {by}' if by else ''}")
+
+
+class BusyMigrators:
+    """Which threads found the migration lock taken (migrate._lock_busy is their report)."""
+
+    def __init__(self, monkeypatch):
+        self.threads: set[int] = set()
+        monkeypatch.setattr(migrate, "LOCK_POLL_SECONDS", 0.05)
+        monkeypatch.setattr(migrate, "_lock_busy", lambda: self.threads.add(threading.get_ident()))
+
+    def wait_for(self, count: int, timeout: float = 15) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.threads) < count:
+            assert time.monotonic() < deadline, "the migrators never found the migration lock taken"
+            time.sleep(0.01)
 
 
 class Background:

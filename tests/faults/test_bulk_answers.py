@@ -11,8 +11,8 @@ call) and token; the client and the history logger (rpc_log.answers_per_item) ma
 import pytest
 
 from ingestion_pipeline.db.models import CompleteItem, FailItem, LeaseBeat
+from tests.faults.mutation_run import Run
 from tests.faults.rpc_log import read_history
-from tests.faults.test_checker_mutations import Run
 from tests.helpers import make_lease_stale
 
 

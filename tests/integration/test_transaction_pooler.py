@@ -14,7 +14,7 @@ import pytest
 
 from ingestion_pipeline.db import migrate
 from ingestion_pipeline.db.connection import connect
-from tests.helpers import batch
+from tests.helpers import BusyMigrators, batch
 from tests.pooler import pgbouncer
 
 pytestmark = pytest.mark.pooler
@@ -99,8 +99,6 @@ def test_migrate_through_the_pooler_applies_everything_and_leaves_no_session_sta
 
 
 def test_two_migrators_through_the_pooler_apply_each_file_once(empty_db_url, monkeypatch):
-    from tests.migration.test_migrate import BusyMigrators
-
     busy = BusyMigrators(monkeypatch)
     with pgbouncer(empty_db_url) as pooler, connect(empty_db_url) as barrier:
         barrier.execute("select pg_advisory_lock(%s)", (migrate.LOCK_KEY,))  # both migrators find it taken

@@ -7,8 +7,6 @@ how many times each file's SQL really ran (independently of the ledger).
 from __future__ import annotations
 
 import hashlib
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -17,37 +15,8 @@ from ingestion_pipeline import cli
 from ingestion_pipeline.db import migrate
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.errors import MigrationError
-from tests.helpers import Background
-
-V1, V2, V3 = "20260101000001", "20260101000002", "20260101000003"
-
-EFFECTS_TABLE = "create table if not exists applied_effects (version text not null);\n"
-
-
-def write(folder: Path, version: str, name: str, body: str = "") -> Path:
-    """A migration that creates table `<name>` (unless `body` is given) and records its run."""
-    body = body or f"create table {name} (id int primary key);\n"
-    path = folder / f"{version}_{name}.sql"
-    path.write_text(f"{EFFECTS_TABLE}{body}insert into applied_effects values ('{version}');\n")
-    return path
-
-
-def ledger(url: str) -> list[dict]:
-    with connect(url) as conn:
-        if not conn.execute("select to_regclass('public.ingest_schema_migrations') is not null as p").fetchone()["p"]:
-            return []
-        return conn.execute("select * from ingest_schema_migrations order by version").fetchall()
-
-
-def versions(url: str) -> list[str]:
-    return [row["version"] for row in ledger(url)]
-
-
-def effects(url: str) -> list[str]:
-    with connect(url) as conn:
-        if not conn.execute("select to_regclass('public.applied_effects') is not null as p").fetchone()["p"]:
-            return []
-        return [r["version"] for r in conn.execute("select version from applied_effects order by version")]
+from tests.helpers import Background, BusyMigrators
+from tests.migration.migration_files import V1, V2, V3, effects, ledger, versions, write
 
 
 def table_exists(url: str, name: str) -> bool:
@@ -314,21 +283,6 @@ def test_cli_dry_run_prints_pending_and_changes_nothing(empty_db_url, tmp_path, 
     assert "nothing was changed" in out
     with connect(empty_db_url) as conn:
         assert conn.execute("select to_regclass('public.ingest_schema_migrations') is null as none").fetchone()["none"]
-
-
-class BusyMigrators:
-    """Which threads found the migration lock taken (migrate._lock_busy is their report)."""
-
-    def __init__(self, monkeypatch):
-        self.threads: set[int] = set()
-        monkeypatch.setattr(migrate, "LOCK_POLL_SECONDS", 0.05)
-        monkeypatch.setattr(migrate, "_lock_busy", lambda: self.threads.add(threading.get_ident()))
-
-    def wait_for(self, count: int, timeout: float = 15) -> None:
-        deadline = time.monotonic() + timeout
-        while len(self.threads) < count:
-            assert time.monotonic() < deadline, "the migrators never found the migration lock taken"
-            time.sleep(0.01)
 
 
 def run_two_migrators_behind_the_lock(url, migrations_dir, monkeypatch) -> list:

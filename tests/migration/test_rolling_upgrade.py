@@ -25,7 +25,7 @@ from ingestion_pipeline.errors import IngestError, MigrationError
 from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.settings import load_settings
 from tests.conftest import pre_tokens_version
-from tests.migration.test_migrate import V1, V2, V3, effects, versions, write
+from tests.migration.migration_files import V1, V2, V3, effects, versions, write
 
 REPO = Path(__file__).resolve().parents[2]
 RELEASE_BEFORE_LEASE_TOKENS = "1aceff5"

@@ -47,6 +47,21 @@ def port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+def gone(processes: list[psutil.Process], timeout: float = 10) -> list[int]:
+    """The pids still alive (zombies count as gone) after waiting up to `timeout`."""
+
+    def alive(process: psutil.Process) -> bool:
+        try:
+            return process.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + timeout
+    while any(alive(p) for p in processes) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return [p.pid for p in processes if alive(p)]
+
+
 @dataclass
 class LiveDagster:
     proc: subprocess.Popen

@@ -16,8 +16,7 @@ import pytest
 
 from ingestion_pipeline.db import embedded
 from tests.browser import DAGSTER_DISMISSED_POPUPS, Browser
-from tests.orchestration.live_dagster import BIN, ROOT, LiveDagster, clean_env, port_open
-from tests.orchestration.test_ui_smoke import gone
+from tests.orchestration.live_dagster import BIN, ROOT, LiveDagster, clean_env, gone, port_open
 
 MATERIALIZATIONS = """query ($key: AssetKeyInput!) { assetNodeOrError(assetKey: $key) { ... on AssetNode {
   assetMaterializations(limit: 20) { runId metadataEntries { label ... on IntMetadataEntry { intValue } } }

@@ -5,7 +5,6 @@ import shutil
 from pathlib import Path
 
 from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.definitions import make_definitions
 from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.orchestration.jobs import janitor, refresh_batch_status
 from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
@@ -20,17 +19,9 @@ from tests.helpers import (
     seed_job,
     start_reindex_build,
 )
+from tests.orchestration.in_process import check_results, resolved_job
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
-
-
-def resolved_job(name: str, resources: dict):
-    return make_definitions(resources["database"], resources["processing"]).resolve_job_def(name)
-
-
-def check_results(result) -> dict[str, tuple[bool, str]]:
-    evaluations = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
-    return {e.check_name: (e.passed, e.description) for e in evaluations}
 
 
 def step_metadata(result, step: str) -> dict:

@@ -26,8 +26,8 @@ from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.orchestration.jobs import janitor
 from ingestion_pipeline.worker.index_checks import DESCRIPTIONS
 from tests.helpers import batch, make_lease_stale
+from tests.orchestration.in_process import check_results, resolved_job
 from tests.orchestration.live_dagster import clean_env
-from tests.orchestration.test_jobs import check_results, resolved_job
 
 DAGSTER = Path(sys.executable).parent / "dagster"
 RUN_APPLICATION_NAME = "ingest"  # the drain run's pool (db/ready.py: migrated_pool)

@@ -9,28 +9,12 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
 import psutil
 import pytest
 
 from ingestion_pipeline.db import embedded
-from tests.orchestration.live_dagster import BIN, ROOT, LiveDagster, clean_env, port_open
-
-
-def gone(processes: list[psutil.Process], timeout: float = 10) -> list[int]:
-    """The pids still alive (zombies count as gone) after waiting up to `timeout`."""
-
-    def alive(process: psutil.Process) -> bool:
-        try:
-            return process.status() != psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return False
-
-    deadline = time.monotonic() + timeout
-    while any(alive(p) for p in processes) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return [p.pid for p in processes if alive(p)]
+from tests.orchestration.live_dagster import BIN, ROOT, LiveDagster, clean_env, gone, port_open
 
 
 def test_plain_dagster_dev_in_the_checkout_loads_the_location(tmp_path):

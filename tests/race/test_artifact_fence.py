@@ -5,246 +5,28 @@ chunks: any writer could add rows to any generation. At head a statement-level t
 refuses (SQLSTATE IF001) rows for a generation that is not `building` under the job's
 current claim, for every role. Each test runs before the migration (`token_schema`
 not hardened: the defect) and at head (the fix).
+
+The bodies are in artifact_fence_cases.py: tests/race/test_fences_through_pooler.py runs them too.
 """
 
-from contextlib import contextmanager
-
-import psycopg
 import pytest
 
-from ingestion_pipeline.db.models import ClaimedJob
-from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.processing import Chunk, ParsedDocument
-from ingestion_pipeline.worker.artifacts import write_generation
-from tests.helpers import (
-    document,
-    job,
-    make_lease_stale,
-    seed_batch,
-    seed_job,
-    snapshot,
-    write_artifacts,
-)
-
-FENCE_REFUSED = "IF001"
-LATE_ORDINAL = 99
-
-
-def insert_chunk(conn, document_id, generation_id, ordinal: int = LATE_ORDINAL) -> None:
-    conn.execute(
-        "insert into document_chunks (document_id, index_generation_id, ordinal, content, token_count) "
-        "values (%s, %s, %s, 'late chunk about omega', 4)",
-        (document_id, generation_id, ordinal),
-    )
-
-
-def copy_chunk(conn, document_id, generation_id, ordinal: int = LATE_ORDINAL) -> None:
-    """The worker's own path: COPY, in one transaction (ingestion_pipeline/worker/artifacts.py),
-    its client-side lease check taken as passed (the write races a reclaim or a commit)."""
-    parsed = ParsedDocument(title=None, mime_type="text/plain", pages=[], sections=[])
-    chunk = Chunk(
-        ordinal=ordinal, section_ordinal=None, page_ordinal=None, text="late chunk about omega", token_count=4
-    )
-    write_generation(conn, document_id, generation_id, parsed, [chunk], check_lease=lambda: None)
-
-
-@contextmanager
-def as_worker_role(conn):
-    """What the worker's database role may do (it has INSERT on the artifact tables). The
-    role is the transaction's (`set local`): behind a transaction-mode pooler a session's
-    `set role` would stay on a server connection other clients get next."""
-    with conn.transaction():
-        conn.execute("set local role ingestion_worker")
-        yield
-
-
-def insert_chunk_as_worker_role(conn, document_id, generation_id, ordinal: int = LATE_ORDINAL) -> None:
-    with as_worker_role(conn):
-        insert_chunk(conn, document_id, generation_id, ordinal)
-
-
-WRITERS = {"insert": insert_chunk, "copy": copy_chunk, "worker_role": insert_chunk_as_worker_role}
-
-
-def assert_refused(write, *args) -> None:
-    with pytest.raises(psycopg.DatabaseError) as refused:
-        write(*args)
-    assert refused.value.sqlstate == FENCE_REFUSED, refused.value
-
-
-def committed_chunks(conn, document_id) -> list[int]:
-    return [
-        r["ordinal"]
-        for r in conn.execute(
-            "select ordinal from committed_document_chunks where document_id = %s order by ordinal", (document_id,)
-        ).fetchall()
-    ]
-
-
-def claim_one(rpc: IngestionRpc, worker_id: str) -> ClaimedJob:
-    [claimed] = rpc.claim(worker_id)
-    return claimed
-
-
-def begin(rpc: IngestionRpc, claim: ClaimedJob):
-    return rpc.begin_generation(
-        claim.job_id, claim.document_id, claim.locked_by, lease_token=claim.lease_token
-    ).generation_id
-
-
-def build_and_commit(rpc: IngestionRpc, conn, claim: ClaimedJob, chunks: int = 3):
-    generation_id = begin(rpc, claim)
-    write_artifacts(conn, claim.document_id, generation_id, chunks=chunks)
-    assert rpc.commit_and_complete(
-        claim.job_id,
-        claim.document_id,
-        generation_id,
-        worker_id=claim.locked_by,
-        lease_token=claim.lease_token,
-        batch_id=claim.batch_id,
-    ).ok
-    return generation_id
+from tests.race import artifact_fence_cases
+from tests.race.artifact_fence_cases import WRITERS
 
 
 @pytest.mark.parametrize("writer", sorted(WRITERS))
 def test_a_committed_generation_refuses_new_rows(token_schema, new_conn, writer):
-    """After the job committed and completed, a chunk is added to the live generation
-    (plain INSERT, the worker's COPY, or as ingestion_worker). Before: readers see it and
-    the stored counts no longer match the rows. After: IF001, nothing changes."""
-    conn = new_conn(token_schema.url)
-    rpc = IngestionRpc(conn)
-    seed_job(conn, seed_batch(conn))
-    claim = claim_one(rpc, "W")
-    generation_id = build_and_commit(rpc, conn, claim, chunks=3)
-    before = snapshot(conn)
-    write = WRITERS[writer]
-
-    if not token_schema.hardened:
-        write(conn, claim.document_id, generation_id)
-        assert committed_chunks(conn, claim.document_id) == [0, 1, 2, LATE_ORDINAL]
-        assert document(conn, claim.document_id)["chunk_count"] == 3
-        assert rpc.queue_health().count_mismatches == 1
-        return
-
-    assert_refused(write, conn, claim.document_id, generation_id)
-    assert snapshot(conn) == before
-    assert committed_chunks(conn, claim.document_id) == [0, 1, 2]
-    assert rpc.queue_health().count_mismatches == 0
+    artifact_fence_cases.a_committed_generation_refuses_new_rows(token_schema, new_conn, writer)
 
 
 def test_a_reclaimed_claim_cannot_write_into_its_own_building_generation(token_schema, new_conn):
-    """A began and filled its generation, lost its lease, B reclaimed. Before: A's late
-    COPY still lands in A's generation. After: IF001; B's own rows are accepted (also
-    from the worker's role) and B commits."""
-    conn = new_conn(token_schema.url)
-    rpc = IngestionRpc(conn)
-    seed_job(conn)
-    a = claim_one(rpc, "A")
-    a_generation = begin(rpc, a)
-    write_artifacts(conn, a.document_id, a_generation, chunks=2)  # while A holds the lease
-    make_lease_stale(conn, a.job_id)
-    b = claim_one(rpc, "B")
-    assert b.job_id == a.job_id
-
-    if not token_schema.hardened:
-        copy_chunk(conn, a.document_id, a_generation)
-        assert (
-            conn.execute(
-                "select count(*) as n from document_chunks where index_generation_id = %s", (a_generation,)
-            ).fetchone()["n"]
-            == 3
-        )
-        return
-
-    before = snapshot(conn)
-    assert_refused(copy_chunk, conn, a.document_id, a_generation)
-    assert_refused(insert_chunk, conn, a.document_id, a_generation)
-    assert snapshot(conn) == before
-
-    b_generation = begin(rpc, b)
-    write_artifacts(conn, b.document_id, b_generation, chunks=4)
-    with as_worker_role(conn):
-        copy_chunk(conn, b.document_id, b_generation, ordinal=4)
-    assert (
-        rpc.commit_and_complete(
-            b.job_id, b.document_id, b_generation, worker_id="B", lease_token=b.lease_token
-        ).chunk_count
-        == 5
-    )
-    assert document(conn, b.document_id)["index_generation_id"] == b_generation
-    assert committed_chunks(conn, b.document_id) == [0, 1, 2, 3, 4]
+    artifact_fence_cases.a_reclaimed_claim_cannot_write_into_its_own_building_generation(token_schema, new_conn)
 
 
 def test_superseded_and_abandoned_generations_refuse_rows(token_schema, new_conn):
-    """A generation superseded by a reindex, and one marked abandoned while its job still
-    holds the lease. Before: both take new rows. After: both refuse them (IF001)."""
-    conn = new_conn(token_schema.url)
-    rpc = IngestionRpc(conn)
-    seed_job(conn)
-    first = claim_one(rpc, "W")
-    superseded = build_and_commit(rpc, conn, first)
-    assert rpc.enqueue(first.document_id, kind="reindex").ok
-    build_and_commit(rpc, conn, claim_one(rpc, "W"))
-    assert (
-        conn.execute("select status from index_generations where id = %s", (superseded,)).fetchone()["status"]
-        == "superseded"
-    )
-
-    seed_job(conn)
-    holder = claim_one(rpc, "W")
-    abandoned = begin(rpc, holder)
-    conn.execute("update index_generations set status = 'abandoned' where id = %s", (abandoned,))
-
-    if not token_schema.hardened:
-        insert_chunk(conn, first.document_id, superseded)
-        insert_chunk(conn, holder.document_id, abandoned)
-        return
-
-    before = snapshot(conn)
-    assert_refused(insert_chunk, conn, first.document_id, superseded)
-    assert_refused(insert_chunk, conn, holder.document_id, abandoned)
-    assert snapshot(conn) == before
+    artifact_fence_cases.superseded_and_abandoned_generations_refuse_rows(token_schema, new_conn)
 
 
 def test_an_open_artifact_write_holds_off_a_takeover_but_not_the_heartbeat(token_schema, new_conn):
-    """The holder wrote its rows in a transaction still open when its lease is made stale.
-    At head the fence locked the job row FOR KEY SHARE: a reclaim skips the job and the
-    job row cannot be locked for a takeover, while the holder's heartbeat (from its own
-    connection) is not blocked. Before: nothing in the write holds the job row (the claim
-    skips only because the foreign-key check happens to lock the document row)."""
-    setup = new_conn(token_schema.url)
-    rpc = IngestionRpc(setup)
-    document_id, job_id = seed_job(setup, max_attempts=2)
-    holder = claim_one(rpc, "holder")
-    generation_id = begin(rpc, holder)
-
-    writer = new_conn(token_schema.url, autocommit=False)
-    write_artifacts(writer, document_id, generation_id)  # transaction left open
-
-    # Every other connection gives up instead of waiting: a block fails the test.
-    setup.execute("set lock_timeout = '2s'")
-    other = new_conn(token_schema.url)
-    other.execute("set lock_timeout = '2s'")
-    heartbeat_conn = new_conn(token_schema.url)
-    heartbeat_conn.execute("set lock_timeout = '2s'")
-
-    make_lease_stale(setup, job_id)
-    assert IngestionRpc(other).claim("taker") == []
-    job_row_free = other.execute(
-        "select id from ingestion_jobs where id = %s for update skip locked", (job_id,)
-    ).fetchall()
-    heartbeat = IngestionRpc(heartbeat_conn).heartbeat(job_id, "holder", lease_token=holder.lease_token, progress=60)
-    assert heartbeat.ok, heartbeat  # under lock_timeout: it did not wait for the writer
-
-    if not token_schema.hardened:
-        assert [r["id"] for r in job_row_free] == [job_id]  # a job-only takeover would go through
-        writer.commit()
-        return
-
-    assert job_row_free == []
-    writer.commit()
-    assert rpc.commit_and_complete(
-        job_id, document_id, generation_id, worker_id="holder", lease_token=holder.lease_token
-    ).ok
-    assert job(setup, job_id)["status"] == "completed"
-    assert document(setup, document_id)["chunk_count"] == 3
+    artifact_fence_cases.an_open_artifact_write_holds_off_a_takeover_but_not_the_heartbeat(token_schema, new_conn)

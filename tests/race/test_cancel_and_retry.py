@@ -28,13 +28,14 @@ from tests.helpers import (
     Background,
     backend_pid,
     batch,
+    documents_of,
+    enqueue_into,
     index_document,
     job,
     seed_batch,
     seed_job,
     wait_until_blocked,
 )
-from tests.race.test_cancelled_batch_enqueue import documents_of, enqueue_into
 
 
 def failed_and_open(conn: psycopg.Connection) -> tuple[UUID, UUID, UUID]:

@@ -17,14 +17,15 @@ from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import BatchWasCancelled
 from ingestion_pipeline.operations.enqueue import EnqueueRefused, enqueue_paths
 from ingestion_pipeline.settings import load_settings
-from tests.helpers import Background, backend_pid, batch, seed_batch, seed_job, wait_until_blocked
-
-
-def enqueue_into(conn, batch_id):
-    """One file's upload into `batch_id`, as `ingest enqueue` makes it: document, bytes and
-    job in one transaction. Returns (document id, job id)."""
-    with conn.transaction():
-        return seed_job(conn, batch_id)
+from tests.helpers import (
+    Background,
+    backend_pid,
+    batch,
+    documents_of,
+    enqueue_into,
+    seed_batch,
+    wait_until_blocked,
+)
 
 
 def open_jobs(conn, batch_id) -> int:
@@ -32,10 +33,6 @@ def open_jobs(conn, batch_id) -> int:
         "select count(*) as n from ingestion_jobs where batch_id = %s and status in ('pending', 'processing')",
         (batch_id,),
     ).fetchone()["n"]
-
-
-def documents_of(conn, batch_id) -> int:
-    return conn.execute("select count(*) as n from documents where batch_id = %s", (batch_id,)).fetchone()["n"]
 
 
 def test_a_file_enqueued_after_the_cancel_is_refused(cancelled_batch_schema, new_conn):

@@ -2,8 +2,9 @@
 a real PgBouncer in transaction mode (tests/pooler.py), at head only: the pooler is about
 the client and its RPCs, not about the old schemas.
 
-The test bodies are those of the two modules, imported here: pytest collects them again
-in this module, where `token_schema` is overridden by a head database whose `url` is
+The test bodies are those of the two modules (tests/race/artifact_fence_cases.py and
+lease_token_cases.py, which both modules call): each has a wrapper here with the same name
+and parameters, where `token_schema` is overridden by a head database whose `url` is
 PgBouncer's. So every connection a test opens on `token_schema.url` goes through the
 pooler: each worker's RPCs (claim, heartbeat, begin, record_stage, commit, complete,
 fail_or_retry, commit_and_complete, expire_stale), its artifact writes (the worker's COPY
@@ -34,19 +35,8 @@ from psycopg import sql
 from ingestion_pipeline.db.connection import connect
 from tests.conftest import PgServer, Schema, Templates, _fresh_database
 from tests.pooler import pgbouncer
-from tests.race.test_artifact_fence import (  # noqa: F401 (collected here, through the pooler)
-    test_a_committed_generation_refuses_new_rows,
-    test_a_reclaimed_claim_cannot_write_into_its_own_building_generation,
-    test_an_open_artifact_write_holds_off_a_takeover_but_not_the_heartbeat,
-    test_superseded_and_abandoned_generations_refuse_rows,
-)
-from tests.race.test_lease_tokens import (  # noqa: F401 (collected here, through the pooler)
-    test_a_final_attempt_is_never_dead_lettered_between_commit_and_complete,
-    test_a_shorter_stale_window_does_not_take_a_live_lease,
-    test_a_stalled_thread_of_a_reused_worker_id_is_fenced_by_its_token,
-    test_an_operator_retry_does_not_reset_the_token,
-    test_commit_refuses_a_generation_the_claim_did_not_begin,
-)
+from tests.race import artifact_fence_cases, lease_token_cases
+from tests.race.artifact_fence_cases import WRITERS
 
 LOCK_TIMEOUT = "10s"
 
@@ -82,3 +72,44 @@ def test_the_workers_connections_go_through_the_pooler(token_schema, new_conn):
     assert first.execute(query).fetchone() == second.execute(query).fetchone()
     assert first.execute(query).fetchone()["db"] == direct.execute(query).fetchone()["db"]
     assert direct.execute(query).fetchone()["pid"] != first.execute(query).fetchone()["pid"]
+
+
+# The fence tests of test_artifact_fence.py and test_lease_tokens.py, with the same names and
+# parameters, on `token_schema` above (through the pooler).
+
+
+@pytest.mark.parametrize("writer", sorted(WRITERS))
+def test_a_committed_generation_refuses_new_rows(token_schema, new_conn, writer):
+    artifact_fence_cases.a_committed_generation_refuses_new_rows(token_schema, new_conn, writer)
+
+
+def test_a_reclaimed_claim_cannot_write_into_its_own_building_generation(token_schema, new_conn):
+    artifact_fence_cases.a_reclaimed_claim_cannot_write_into_its_own_building_generation(token_schema, new_conn)
+
+
+def test_superseded_and_abandoned_generations_refuse_rows(token_schema, new_conn):
+    artifact_fence_cases.superseded_and_abandoned_generations_refuse_rows(token_schema, new_conn)
+
+
+def test_an_open_artifact_write_holds_off_a_takeover_but_not_the_heartbeat(token_schema, new_conn):
+    artifact_fence_cases.an_open_artifact_write_holds_off_a_takeover_but_not_the_heartbeat(token_schema, new_conn)
+
+
+def test_a_stalled_thread_of_a_reused_worker_id_is_fenced_by_its_token(token_schema, new_conn):
+    lease_token_cases.a_stalled_thread_of_a_reused_worker_id_is_fenced_by_its_token(token_schema, new_conn)
+
+
+def test_an_operator_retry_does_not_reset_the_token(token_schema, new_conn):
+    lease_token_cases.an_operator_retry_does_not_reset_the_token(token_schema, new_conn)
+
+
+def test_a_final_attempt_is_never_dead_lettered_between_commit_and_complete(token_schema, new_conn):
+    lease_token_cases.a_final_attempt_is_never_dead_lettered_between_commit_and_complete(token_schema, new_conn)
+
+
+def test_a_shorter_stale_window_does_not_take_a_live_lease(token_schema, new_conn):
+    lease_token_cases.a_shorter_stale_window_does_not_take_a_live_lease(token_schema, new_conn)
+
+
+def test_commit_refuses_a_generation_the_claim_did_not_begin(token_schema, new_conn):
+    lease_token_cases.commit_refuses_a_generation_the_claim_did_not_begin(token_schema, new_conn)
