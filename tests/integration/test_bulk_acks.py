@@ -386,22 +386,3 @@ def test_heartbeat_many_gives_the_same_answers_with_or_without_the_bulk_rpc(bulk
     assert job(conn, held.job_id)["lease_expires_at"] > before
     assert job(conn, held.job_id)["progress"] == 50
     assert rpc.single_calls == ([] if bulk_schema.hardened else ["heartbeat"] * 2)
-
-
-def test_the_client_splits_an_acknowledgement_into_calls_of_at_most_1000_items(db_url, conn, new_conn):
-    """The server takes at most 1,000 items per call (…_one_lock_order.sql; more is 22023):
-    1,003 completions go in two calls (the batch row moves once per call), every item is
-    answered in the caller's order, and the counters are exact."""
-    batch_id = seed_batch(conn)
-    claims = claim_jobs(conn, 1003, batch_id)
-    tx = new_conn(db_url, autocommit=False)
-    answers: list = []
-
-    def complete_all():
-        answers.extend(IngestionRpc(tx).complete_many("worker-1", [item(c) for c in reversed(claims)]))
-
-    assert batch_row_updates(tx, complete_all) == 2
-    tx.commit()
-    assert [a.job_id for a in answers] == [c.job_id for c in reversed(claims)]
-    assert all(a.ok for a in answers)
-    assert counters(conn, batch_id) == ("completed", 1003, 0, 1003, 0)
