@@ -395,9 +395,6 @@ declare
     v_last_accepted uuid;
     v_commit_began timestamptz;
     v_job public.ingestion_jobs%rowtype;
-    v_settled_jobs uuid[] := '{}';
-    v_settled_documents uuid[] := '{}';
-    v_settled_stages text[] := '{}';
     v_count integer;
     v_missing integer;
 begin
@@ -475,19 +472,18 @@ begin
             perform public.insert_ingestion_job_stages(v_job_ids[i], v_document_ids[i], v_worker_ids[i],
                                                        v_stage_rows[i]);
         end if;
-        v_settled_jobs := array_append(v_settled_jobs, v_job_ids[i]);
-        v_settled_documents := array_append(v_settled_documents, v_document_ids[i]);
-        v_settled_stages := array_append(v_settled_stages, v_stages[i]);
     end loop;
     for i in 1..v_count loop
         v_answers[v_positions[i]] := v_answers[v_positions[i]] || jsonb_build_object(
             'job_id', v_job_ids[i], 'lease_token', v_tokens[i], 'item', v_positions[i]);
     end loop;
 
-    -- Phase 4: the batch rows, once each, last.
+    -- The accepted items' jobs settled at once; phase 4: the batch rows, once each, last.
     return jsonb_build_object('ok', true, 'results', to_jsonb(v_answers),
-        'batches', public.move_import_batch_counters(
-            public.settle_completed_ingestion_jobs(v_settled_jobs, v_settled_documents, v_settled_stages)));
+        'batches', public.move_import_batch_counters(public.settle_completed_ingestion_jobs(
+            array(select v_job_ids[i] from generate_subscripts(v_job_ids, 1) i where v_accepted[i]),
+            array(select v_document_ids[i] from generate_subscripts(v_job_ids, 1) i where v_accepted[i]),
+            array(select v_stages[i] from generate_subscripts(v_job_ids, 1) i where v_accepted[i]))));
 end;
 $$;
 
