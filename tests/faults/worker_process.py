@@ -123,7 +123,10 @@ class StallSwitch:
     def stall(self, rpc: FaultRpc, point: str, job_id, worker_id: str, lease_token: int | None) -> None:
         started = time.time()
         self.partitioned.add((str(job_id), lease_token))  # for the rest of this claim's run
-        self.marker.write_text(f"{point} {job_id} {lease_token}\n")
+        # Written whole, then renamed: the test waits for the file to exist and reads it at once.
+        partial = self.marker.with_name(self.marker.name + ".partial")
+        partial.write_text(f"{point} {job_id} {lease_token}\n")
+        partial.replace(self.marker)
         first = self.taken == 1  # take() counted this stall already
         on_takeover = not self.seconds and (first or random.random() < 0.5)
         if self.seconds:
