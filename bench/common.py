@@ -281,7 +281,6 @@ def ours_bulk_worker(uri: str, k: int, heartbeat: bool, barrier, out) -> None:
     complete_many latencies: one per call)."""
     import uuid
 
-    from ingestion_pipeline.db.fences import FenceLevel
     from ingestion_pipeline.db.models import CompleteItem, LeaseBeat
     from ingestion_pipeline.db.rpc import IngestionRpc
 
@@ -290,8 +289,7 @@ def ours_bulk_worker(uri: str, k: int, heartbeat: bool, barrier, out) -> None:
     count = 0
     with connect(uri) as conn:
         rpc = IngestionRpc(conn)
-        # below BULK_ACK complete_many falls back to one call per job: not what is measured here
-        assert rpc.fence_level >= FenceLevel.BULK_ACK, rpc.fence_level
+        rpc.require_supported_schema()  # the bulk statements exist from the previous release on
         barrier.wait()
         started = time.monotonic()
         while jobs := rpc.claim(worker_id, limit=k):

@@ -27,3 +27,7 @@ class BatchWasCancelled(IngestError):
 
 class MigrationError(IngestError):
     """The migration plan is unsafe to apply (changed, missing or out-of-order files)."""
+
+
+class SchemaTooOld(IngestError):
+    """The database's schema is older than the client's support window (db/schema_level.py)."""

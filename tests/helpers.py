@@ -12,11 +12,11 @@ from uuid import UUID
 import psycopg
 
 from ingestion_pipeline.db import migrate
-from ingestion_pipeline.db.rpc import IngestionRpc
+from tests.any_schema_rpc import AnySchemaRpc
 
 
 def seed_batch(conn: psycopg.Connection, name: str = "test batch") -> UUID:
-    return IngestionRpc(conn).create_batch(name).batch_id
+    return AnySchemaRpc(conn).create_batch(name).batch_id
 
 
 def seed_document(
@@ -37,7 +37,7 @@ def seed_job(
 ) -> tuple[UUID, UUID]:
     """A document with one pending job; returns (document_id, job_id)."""
     document_id = seed_document(conn, batch_id)
-    result = IngestionRpc(conn).enqueue(document_id, batch_id=batch_id, kind=kind, max_attempts=max_attempts)
+    result = AnySchemaRpc(conn).enqueue(document_id, batch_id=batch_id, kind=kind, max_attempts=max_attempts)
     assert result.ok, result
     return document_id, result.job_id
 
@@ -82,7 +82,7 @@ def write_artifacts(
 
 
 def index_document(
-    rpc: IngestionRpc, conn: psycopg.Connection, worker_id: str = "seed-worker", **artifact_counts
+    rpc: AnySchemaRpc, conn: psycopg.Connection, worker_id: str = "seed-worker", **artifact_counts
 ) -> tuple[UUID, UUID]:
     """Claim the next job and take it all the way to a committed generation and completion.
     Returns (document_id, generation_id)."""
@@ -100,7 +100,7 @@ def index_document(
 
 
 def start_reindex_build(
-    rpc: IngestionRpc, conn: psycopg.Connection, document_id: UUID, worker_id: str, **artifact_counts
+    rpc: AnySchemaRpc, conn: psycopg.Connection, document_id: UUID, worker_id: str, **artifact_counts
 ):
     """Enqueue and claim a reindex of an indexed document, begin its generation and write
     its rows; the caller decides how the build ends. Returns (claimed job, generation_id)."""
@@ -289,5 +289,5 @@ def failing_index_checks(url: str, conn: psycopg.Connection) -> list[str]:
     stale leases) that fail, each with its message; [] when all pass."""
     from ingestion_pipeline.worker.index_checks import run_index_checks
 
-    checks = run_index_checks(url, IngestionRpc(conn).queue_health(), max_pending_age_seconds=10**6)
+    checks = run_index_checks(url, AnySchemaRpc(conn).queue_health(), max_pending_age_seconds=10**6)
     return [f"{check.name}: {check.message}" for check in checks if not check.passed]

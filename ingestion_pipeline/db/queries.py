@@ -30,17 +30,21 @@ def sql_text(filename: str) -> str:
     return resources.files("ingestion_pipeline.db").joinpath("sql", filename).read_text("utf-8")
 
 
-@cache
-def _queries(filename: str) -> dict[str, str]:
-    text = sql_text(filename)
+def named_statements(text: str, source: str) -> dict[str, str]:
+    """The statements of a query file, by the name in the `-- name: x` line above each."""
     parts = _NAME.split(text)
     # parts = [preamble, name1, body1, name2, body2, ...]
     named: dict[str, str] = {}
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
         if name in named:
-            raise RuntimeError(f"query {name!r} is defined twice in {filename}")
+            raise RuntimeError(f"query {name!r} is defined twice in {source}")
         named[name] = body.strip()
     return named
+
+
+@cache
+def _queries(filename: str) -> dict[str, str]:
+    return named_statements(sql_text(filename), filename)
 
 
 @cache

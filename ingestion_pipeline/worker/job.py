@@ -77,11 +77,9 @@ class JobRun:
         self.ctx = ctx
         self.job = job
         self.started = time.monotonic()
-        # Where the schema takes them, stage rows wait here and ride the job's acknowledgement
-        # (one transaction, fenced by the same token) instead of a fenced call each.
-        self._stage_rows: list[StageRow] | None = (
-            [] if job.lease_token is not None and ctx.rpc.stages_ride_acks else None
-        )
+        # Stage rows wait here and ride the job's acknowledgement (one transaction, fenced by
+        # the same token) instead of a fenced call each.
+        self._stage_rows: list[StageRow] = []
 
     def run(self) -> JobResult:
         """Build and acknowledge. The loop counted this job into the acknowledgement buffer
@@ -134,11 +132,8 @@ class JobRun:
     @contextmanager
     def stage(self, stage: str, progress: int, completes_job: bool = False, **detail: Any) -> Iterator[None]:
         """Check the lease, run the stage, log it with its duration. The log row rides the
-        job's acknowledgement, or (older schemas) is written through a fenced RPC at once;
-        either way, after a takeover nothing more is written. The stage that completes the
-        job is timed by the acknowledgement itself where rows ride it; elsewhere it has
-        released the lease when it is logged: a schema that refuses that row (worker-id
-        fences) costs the row, not the job."""
+        job's acknowledgement, so after a takeover nothing more is written; the stage that
+        completes the job is timed by the acknowledgement itself."""
         self.lease.check()
         self.lease.report(stage, progress)
         started_at = datetime.now(UTC)
@@ -147,19 +142,19 @@ class JobRun:
             yield
         except _STAGE_ERRORS as exc:
             detail.update(error=describe(exc), seconds=round(time.monotonic() - began, 4))
-            self._log_stage_best_effort(stage, started_at, detail)  # never mask the stage's own error
+            self._hold_stage_row(stage, started_at, detail)  # rides the failure's acknowledgement
             raise
         detail["seconds"] = round(time.monotonic() - began, 4)
-        if completes_job:  # the job is done: its stage row is a metric now, not a write to fence
-            if self._stage_rows is None:
-                self._log_stage_best_effort(stage, started_at, detail)
+        if completes_job:  # the acknowledgement that ends this stage already went
             return
-        self._log_stage_fenced(stage, started_at, detail)
+        self._hold_stage_row(stage, started_at, detail)
+        self.lease.check()
 
     def record_stage(self, stage: str, seconds: float, **detail: Any) -> None:
         """Log a stage that ran elsewhere (a parsing child) with the duration measured there."""
         detail["seconds"] = round(seconds, 4)
-        self._log_stage_fenced(stage, datetime.now(UTC) - timedelta(seconds=seconds), detail)
+        self._hold_stage_row(stage, datetime.now(UTC) - timedelta(seconds=seconds), detail)
+        self.lease.check()
 
     def fenced(self, result: R) -> R:
         """A fenced call's answer: refused because the lease is gone -> LeaseLost."""
@@ -173,39 +168,10 @@ class JobRun:
     # -- internals ------------------------------------------------------------------
 
     def _stages(self) -> tuple[StageRow, ...]:
-        return tuple(self._stage_rows or ())
+        return tuple(self._stage_rows)
 
-    def _held_for_ack(self, stage: str, started_at: datetime, detail: dict[str, Any]) -> bool:
-        if self._stage_rows is None:
-            return False
+    def _hold_stage_row(self, stage: str, started_at: datetime, detail: dict[str, Any]) -> None:
         self._stage_rows.append(StageRow(stage, started_at, datetime.now(UTC), detail))
-        return True
-
-    def _log_stage_best_effort(self, stage: str, started_at: datetime, detail: dict[str, Any]) -> None:
-        if self._held_for_ack(stage, started_at, detail):
-            return
-        try:
-            self._log_stage(stage, started_at, detail)
-        except Exception as log_exc:  # noqa: BLE001 - best effort: a stage row is not worth the job
-            log.warning("job %s: could not log stage %s: %s", self.job.job_id, stage, describe(log_exc))
-
-    def _log_stage_fenced(self, stage: str, started_at: datetime, detail: dict[str, Any]) -> None:
-        """Log a stage row; a refusal (the lease is gone) stops the job here. A database
-        error is raised as it is (transient)."""
-        if not self._held_for_ack(stage, started_at, detail) and self._log_stage(stage, started_at, detail).lease_lost:
-            self.lease.lost.set()
-        self.lease.check()
-
-    def _log_stage(self, stage: str, started_at: datetime, detail: dict[str, Any]) -> RpcResult:
-        return self.ctx.rpc.record_stage(
-            self.job.job_id,
-            self.ctx.worker_id,
-            stage,
-            started_at=started_at,
-            finished_at=datetime.now(UTC),
-            detail=detail,
-            lease_token=self.job.lease_token,
-        )
 
     def _fail(self, message: str, *, retry: bool) -> JobResult:
         job, ctx = self.job, self.ctx

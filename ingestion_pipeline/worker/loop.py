@@ -16,7 +16,6 @@ import psycopg
 from psycopg.rows import DictRow
 from psycopg_pool import ConnectionPool
 
-from ingestion_pipeline.db.fences import FenceLevel
 from ingestion_pipeline.db.models import ClaimedJob
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.processing import ChunkingOptions, Embedder, embedder_from_settings
@@ -264,7 +263,7 @@ class Worker:
         may take (attempts are exhausted): dead-letter it and refresh its batch, so that
         `ingest work` alone (no Dagster janitor) never leaves it `processing` forever."""
         now = time.monotonic()
-        if now < self._expire_due or self.rpc.fence_level is FenceLevel.NONE:  # none before the hardening
+        if now < self._expire_due:
             return
         expired = self.rpc.expire_stale()
         self._expire_due = now + EXPIRE_EVERY_SECONDS

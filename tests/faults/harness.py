@@ -40,8 +40,8 @@ import psycopg
 
 from ingestion_pipeline.db import embedded
 from ingestion_pipeline.db.connection import connect
-from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.worker.errors import describe
+from tests.any_schema_rpc import AnySchemaRpc
 from tests.faults.rpc_log import DEADLOCK, OPERATOR, HistoryFile, LoggedRpc, read_history, rolled_back
 from tests.faults.worker_process import FAULT_SETTINGS, TAKEOVER_WAIT_SECONDS
 
@@ -189,7 +189,7 @@ def seed_documents(
     `permanent_failure_every` M, every M-th one (is_broken: never a max_attempts=1 one)
     holds NUL bytes, so its parse fails on every attempt (named doc-<n>-broken.txt)."""
     with connect(url) as conn:
-        rpc = IngestionRpc(conn)
+        rpc = AnySchemaRpc(conn)
         batch_ids = [rpc.create_batch(f"fault batch {run_tag}{i}").batch_id for i in range(batches)]
         for n in range(count):
             rng = random.Random(f"{run_tag}{n}")
@@ -440,7 +440,7 @@ def janitor_pass(url: str, history: HistoryFile | None = None, *, final: bool = 
         rpc = (
             LoggedRpc(conn, history, stale_after_seconds=STALE)
             if history is not None
-            else IngestionRpc(conn, stale_after_seconds=STALE)
+            else AnySchemaRpc(conn, stale_after_seconds=STALE)
         )
         rpc.expire_stale()
         rpc.refresh_stuck_batches()

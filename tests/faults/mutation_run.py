@@ -60,7 +60,7 @@ class Run:
         """A real worker processes every pending job (its calls in the history)."""
         settings = load_settings(database_url=self.url, retry_backoff_seconds=0)
         with make_pool(self.url, settings) as pool:
-            rpc = LoggedRpc(pool, HistoryFile(str(self.folder / "w2.jsonl")))
+            rpc = LoggedRpc(pool, HistoryFile(str(self.folder / "w2.jsonl")), caller="w2")
             Worker(pool, settings, rpc=rpc, poll_seconds=0.05).run(drain=True)
 
     def claim(self, worker: str = "w1"):

@@ -61,14 +61,15 @@ import psycopg
 from ingestion_pipeline.db.models import BatchesRefreshed
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.worker.errors import LeaseLost, describe, is_build_refused
+from tests.any_schema_rpc import AnySchemaRpc
 
 LOGGED_FENCED = {
-    "commit_generation": "commit",
-    "complete": "complete",
-    "fail_or_retry": "fail_or_retry",
-    "heartbeat": "heartbeat",
-    "record_stage": "record_stage",
-    "begin_generation": "begin_generation",
+    "rpc_commit_generation": "commit",
+    "rpc_complete": "complete",
+    "rpc_fail_or_retry": "fail_or_retry",
+    "rpc_heartbeat": "heartbeat",
+    "rpc_record_stage": "record_stage",
+    "rpc_begin_generation": "begin_generation",
 }
 LOGGED_PLAIN = {"rpc_commit_and_complete": "commit_and_complete"}
 # Bulk statements, logged one line per item (per lease for heartbeats).
@@ -112,8 +113,8 @@ class HistoryFile:
             self._file.flush()
 
 
-class LoggedRpc(IngestionRpc):
-    """IngestionRpc that records claims, every fenced or generation-starting call, each item
+class LoggedRpc(AnySchemaRpc):
+    """AnySchemaRpc that records claims, every fenced or generation-starting call, each item
     of a bulk acknowledgement or heartbeat, and the janitor-kind calls."""
 
     def __init__(self, db, history: HistoryFile, *, caller: str = JANITOR, **kwargs):
@@ -212,12 +213,19 @@ class LoggedRpc(IngestionRpc):
             )
         return result
 
-    def _fenced(self, model, rpc, params):
+    def expire_stale(self, stale_after_seconds=None):
+        # A worker's claim loop skips it before the hardening, as that release's did
+        # (AnySchemaRpc); the janitor calls it on any schema, and records the error.
+        if self.caller == JANITOR:
+            return IngestionRpc.expire_stale(self, stale_after_seconds)
+        return super().expire_stale(stale_after_seconds)
+
+    def _state_call(self, model, rpc, params):
         started = time.time()
-        result = super()._fenced(model, rpc, params)
+        result = super()._state_call(model, rpc, params)
         if rpc in LOGGED_FENCED:
             self._record(LOGGED_FENCED[rpc], params, started, result)
-        if rpc == "begin_generation" and result.ok and result.generation_id is not None:
+        if rpc == "rpc_begin_generation" and result.ok and result.generation_id is not None:
             self._generations[str(result.generation_id)] = params
         return result
 

@@ -4,7 +4,7 @@ claim of the job (token 3; one worker id never reclaims its own stale job, so an
 worker took it over in between and handed it back) finish within one acknowledgement
 window and go out in one `complete_many` statement. The database settles each item by its
 own token (the new claim completes, the zombie is refused). When its answers named only
-the job, the client (`IngestionRpc.complete_many`) handed both items the same answer, so one of the two
+the job, the client (`AnySchemaRpc.complete_many`) handed both items the same answer, so one of the two
 threads was told the wrong outcome. Each answer now names its item (its position in the
 call) and token; the client and the history logger (rpc_log.answers_per_item) map by it."""
 

@@ -11,7 +11,7 @@ import pytest
 
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.db.models import CompleteItem, FailItem, LeaseBeat
-from ingestion_pipeline.db.rpc import IngestionRpc
+from tests.any_schema_rpc import AnySchemaRpc
 from tests.faults.checker import check
 from tests.faults.harness import ChaosStats, Janitor, install_deletion_audit
 from tests.faults.mutation_run import Run
@@ -468,7 +468,7 @@ def test_cleanup_racing_a_new_claim(schema, tmp_path):
     blocked delete had already chosen, go after the new job opened (counted, not flagged)."""
     install_deletion_audit(schema.url)
     with connect(schema.url) as conn, connect(schema.url, autocommit=False) as barrier, connect(schema.url) as cleaner:
-        rpc = IngestionRpc(conn)
+        rpc = AnySchemaRpc(conn)
         seed_job(conn)
         document_id, _ = index_document(rpc, conn)
         abandoned_job, abandoned = start_reindex_build(rpc, conn, document_id, "worker-old")
@@ -477,7 +477,7 @@ def test_cleanup_racing_a_new_claim(schema, tmp_path):
             "select 1 from document_pages where index_generation_id = %s and ordinal = 0 for update", (abandoned,)
         )
         cleaner_pid = backend_pid(cleaner)
-        cleanup = Background(lambda: IngestionRpc(cleaner).cleanup_generations(dry_run=False))
+        cleanup = Background(lambda: AnySchemaRpc(cleaner).cleanup_generations(dry_run=False))
         wait_until_blocked(conn, cleaner_pid, by=backend_pid(barrier))
         _fresh_job, fresh = start_reindex_build(rpc, conn, document_id, "worker-new")
         barrier.rollback()

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
 from ingestion_pipeline.db.connection import connect
-from ingestion_pipeline.db.rpc import IngestionRpc
+from tests.any_schema_rpc import AnySchemaRpc
 from tests.helpers import make_lease_stale, seed_document, snapshot, write_artifacts
 
 WORKERS = ["w1", "w2", "w3"]
@@ -28,8 +28,8 @@ def build_machine(url: str):
             self.admin = connect(url)
             self.admin.execute(f"truncate {TABLES} cascade")
             self.conns = {w: connect(url) for w in WORKERS}
-            self.rpcs = {w: IngestionRpc(c, stale_after_seconds=STALE) for w, c in self.conns.items()}
-            self.ops = IngestionRpc(self.admin, stale_after_seconds=STALE)
+            self.rpcs = {w: AnySchemaRpc(c, stale_after_seconds=STALE) for w, c in self.conns.items()}
+            self.ops = AnySchemaRpc(self.admin, stale_after_seconds=STALE)
             self.batch_id = self.ops.create_batch("state machine").batch_id
             self.documents: list = []
             self.held: dict = {}  # job_id -> {"worker", "document_id", "generation_id"}

@@ -2,16 +2,17 @@
 fail_or_retry_many and heartbeat_many settle or renew many jobs in one statement, each item
 fenced by its own lease token and answered on its own, in the caller's order; each batch
 row is updated once per call; job rows are locked in id order by all three. On the schema
-before the migration the client gives the same answers with one call per item.
+before the migration the tests' client of older schemas (tests/any_schema_rpc.py, which the
+race tests and the fault harness drive those schemas with) gives the same answers with one
+call per item, as the clients of those releases did.
 """
 
 import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from ingestion_pipeline.db.fences import FenceLevel
 from ingestion_pipeline.db.models import CompleteItem, FailItem, LeaseBeat
-from ingestion_pipeline.db.rpc import IngestionRpc
+from tests.any_schema_rpc import AnySchemaRpc, FenceLevel
 from tests.helpers import (
     Background,
     age_lease,
@@ -37,13 +38,13 @@ def claim_jobs(conn, count: int, batch_id=None, worker_id: str = "worker-1", **j
     """`count` new jobs claimed by `worker_id`, in job-id order."""
     for _ in range(count):
         seed_job(conn, batch_id, **job_options)
-    return sorted(IngestionRpc(conn).claim(worker_id, limit=count), key=lambda c: c.job_id)
+    return sorted(AnySchemaRpc(conn).claim(worker_id, limit=count), key=lambda c: c.job_id)
 
 
 def reclaim(conn, claim, worker_id: str = "worker-2"):
     """The lease of `claim` expires and `worker_id` takes the job: its token is superseded."""
     make_lease_stale(conn, claim.job_id)
-    [taken] = IngestionRpc(conn).claim(worker_id)
+    [taken] = AnySchemaRpc(conn).claim(worker_id)
     assert taken.job_id == claim.job_id and taken.lease_token > claim.lease_token
     return taken
 
@@ -62,7 +63,7 @@ def test_a_superseded_token_loses_its_item_alone_and_answers_keep_the_callers_or
     first, lost, last = claim_jobs(conn, 3, batch_id)
     new_holder = reclaim(conn, lost)
 
-    answers = IngestionRpc(conn).complete_many("worker-1", [item(last), item(lost), item(first)])
+    answers = AnySchemaRpc(conn).complete_many("worker-1", [item(last), item(lost), item(first)])
 
     assert [(a.job_id, a.ok, a.reason) for a in answers] == [
         (last.job_id, True, None),
@@ -78,7 +79,7 @@ def test_a_superseded_token_loses_its_item_alone_and_answers_keep_the_callers_or
 
 
 def test_an_item_with_a_generation_commits_it_and_one_without_just_completes(conn):
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     batch_id = seed_batch(conn)
     built, plain = claim_jobs(conn, 2, batch_id)
     generation_id = rpc.begin_generation(
@@ -101,7 +102,7 @@ def test_an_item_with_a_generation_commits_it_and_one_without_just_completes(con
 
 
 def test_a_generation_begun_by_another_claim_is_refused_for_its_item_only(conn):
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     [stalled] = claim_jobs(conn, 1)
     foreign = rpc.begin_generation(
         stalled.job_id, stalled.document_id, "worker-1", lease_token=stalled.lease_token
@@ -137,7 +138,7 @@ def test_a_call_updates_each_batch_row_once(db_url, conn, new_conn):
     batch_id = seed_batch(conn)
     claims = claim_jobs(conn, 10, batch_id)
     tx = new_conn(db_url, autocommit=False)
-    rpc = IngestionRpc(tx)
+    rpc = AnySchemaRpc(tx)
 
     def bulk():
         assert all(a.ok for a in rpc.complete_many("worker-1", [item(c) for c in claims[:5]]))
@@ -159,7 +160,7 @@ def test_fail_or_retry_many_mixes_retries_and_final_failures(conn):
     [exhausted] = claim_jobs(conn, 1, batch_id, max_attempts=1)
     reclaim(conn, lost)
 
-    answers = IngestionRpc(conn).fail_or_retry_many(
+    answers = AnySchemaRpc(conn).fail_or_retry_many(
         "worker-1",
         [
             FailItem(exhausted.job_id, exhausted.document_id, exhausted.lease_token, retry=True, error_message="x"),
@@ -218,7 +219,7 @@ def test_heartbeat_many_renews_held_leases_and_lists_lost_ones(conn):
     new_holder = reclaim(conn, lost)
     before = {c.job_id: job(conn, c.job_id) for c in (renewed, quiet, lost)}
 
-    beat = IngestionRpc(conn).heartbeat_many(
+    beat = AnySchemaRpc(conn).heartbeat_many(
         "worker-1",
         [
             LeaseBeat(lost.job_id, lost.lease_token, stage="zombie", progress=99),
@@ -271,12 +272,12 @@ def test_a_heartbeat_and_a_completion_of_the_same_jobs_lock_in_id_order(db_url, 
 
     completer, beater = new_conn(db_url), new_conn(db_url)
     completer_pid, beater_pid = backend_pid(completer), backend_pid(beater)
-    completion = Background(lambda: IngestionRpc(completer).complete_many("worker-1", [item(high), item(low)]))
+    completion = Background(lambda: AnySchemaRpc(completer).complete_many("worker-1", [item(high), item(low)]))
     wait_until_blocked(conn, completer_pid, by=backend_pid(barrier))
     assert not lockable(db_url, new_conn, low.job_id, "key share")  # the completion holds the lower job
 
     beat = Background(
-        lambda: IngestionRpc(beater).heartbeat_many(
+        lambda: AnySchemaRpc(beater).heartbeat_many(
             "worker-1", [LeaseBeat(high.job_id, high.lease_token), LeaseBeat(low.job_id, low.lease_token)]
         )
     )
@@ -295,7 +296,7 @@ def test_a_heartbeat_and_a_completion_of_the_same_jobs_lock_in_id_order(db_url, 
 # -- the client on the schema before the migration: one call per item, the same answers ---
 
 
-class CountingRpc(IngestionRpc):
+class CountingRpc(AnySchemaRpc):
     """Records the single-job calls the bulk methods fall back on."""
 
     def __init__(self, *args, **kwargs):
@@ -320,7 +321,7 @@ class CountingRpc(IngestionRpc):
 
 
 def test_the_fence_level_says_whether_bulk_calls_exist(bulk_schema, new_conn):
-    level = IngestionRpc(new_conn(bulk_schema.url)).fence_level
+    level = AnySchemaRpc(new_conn(bulk_schema.url)).fence_level
     assert level >= FenceLevel.BULK_ACK if bulk_schema.hardened else level is FenceLevel.SERVER_RETRY_DELAY
 
 

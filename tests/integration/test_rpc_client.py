@@ -1,18 +1,23 @@
 """The typed RPC client: a full job lifecycle through a pool, the operator and janitor
-RPCs, and the fence level learned from the catalog (pre-hardening, worker id, tokens)."""
+RPCs, and the schema support window (this release's schema and the previous release's,
+learned from the catalog once; anything older refused before any call)."""
 
 import logging
+import uuid
 
 import psycopg
 import pytest
 
-from ingestion_pipeline.db import fences
+from ingestion_pipeline.db import migrate as migrator
+from ingestion_pipeline.db import schema_level
 from ingestion_pipeline.db.connection import connect, make_pool
-from ingestion_pipeline.db.fences import FenceLevel
 from ingestion_pipeline.db.models import ClaimedJob
-from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.errors import SchemaTooOld
 from ingestion_pipeline.settings import load_settings
+from ingestion_pipeline.worker import Outcome, Worker
+from tests.any_schema_rpc import OLD_SQL, AnySchemaRpc, FenceLevel
+from tests.conftest import LOCK_ORDER_NAME, STAGE_ROWS_NAME, version_before
 from tests.helpers import (
     batch,
     document,
@@ -54,43 +59,62 @@ def test_a_job_goes_from_enqueue_to_completed_through_a_pool(pool, conn):
     )
 
     assert outcome.ok and outcome.fenced and outcome.chunk_count == 2
-    assert rpc.fence_level is fences.NEWEST
+    assert rpc.schema_level is schema_level.CURRENT
     assert batch(conn, batch_id)["status"] == "completed"
     assert document(conn, document_id)["status"] == "indexed"
 
 
-def test_fallback_to_unfenced_calls_on_the_pre_hardening_schema(pre_hardening_db_url, caplog):
-    with connect(pre_hardening_db_url) as conn:
-        rpc = IngestionRpc(conn)
-        document_id, job_id = seed_job(conn)
-        [claimed] = rpc.claim("worker-1")
-        caplog.set_level(logging.WARNING, logger="ingestion_pipeline.db.rpc")
+@pytest.mark.parametrize("before", ["pre_hardening", "pre_stage_rows"])
+def test_a_schema_older_than_the_previous_release_is_refused_until_it_is_migrated(before, pg_server, template_before):
+    """The oldest schema there is, and the newest one below the window: the first state
+    call says what to do and changes nothing; once migrated, the same client works."""
+    name = "harden_state_rpcs" if before == "pre_hardening" else STAGE_ROWS_NAME
+    dbname = f"ingest_t_window_{before}_{uuid.uuid4().hex[:8]}"
+    url = pg_server.create_database(dbname, template=template_before(name))
+    try:
+        with connect(url) as conn:
+            rpc = IngestionRpc(conn)
+            document_id, job_id = seed_job(conn)
+            for call in (lambda: rpc.claim("worker-1"), lambda: rpc.heartbeat(job_id, "worker-1", lease_token=1)):
+                with pytest.raises(SchemaTooOld, match=r"stage_rows_in_acks is not applied.*ingest db migrate"):
+                    call()
+            assert (job(conn, job_id)["status"], job(conn, job_id)["locked_by"]) == ("pending", None)
 
-        beat = rpc.heartbeat(job_id, "worker-1")
-        generation_id = rpc.begin_generation(job_id, document_id, "worker-1").generation_id
-        write_artifacts(conn, document_id, generation_id, chunks=2)
-        committed = rpc.commit_generation(
-            job_id, document_id, generation_id, "worker-1", {"chunk_count": 2, "page_count": 2, "section_count": 2}
-        )
-        completed = rpc.complete(job_id, document_id, worker_id="worker-1")
-
-        assert rpc.fence_level is FenceLevel.NONE
-        assert (beat.ok, beat.fenced) == (True, False)
-        assert (committed.ok, committed.fenced) == (True, False)
-        assert (completed.ok, completed.fenced) == (True, False)
-        assert job(conn, job_id)["status"] == "completed"
-        assert document(conn, document_id)["status"] == "indexed"
-        warnings = [r for r in caplog.records if "run unfenced" in r.getMessage()]
-        assert len(warnings) == 1  # logged once, not per call
-        assert claimed.job_id == job_id
+            migrator.migrate(url)
+            [claimed] = rpc.claim("worker-1")
+            assert rpc.schema_level is schema_level.CURRENT and claimed.lease_token is not None
+            assert rpc.complete(job_id, document_id, worker_id="worker-1", lease_token=claimed.lease_token).ok
+    finally:
+        pg_server.drop_database(dbname)
 
 
-def test_the_fence_level_is_learned_once_from_the_catalog(db_url, monkeypatch):
-    from ingestion_pipeline.db import fences
+def test_a_worker_drains_the_previous_release_schema_and_says_so_once(pg_server, template_before, caplog):
+    """The rolling-upgrade window seen from the other side: this release's worker on a
+    database a deployment has not migrated yet."""
+    dbname = f"ingest_t_previous_{uuid.uuid4().hex[:8]}"
+    url = pg_server.create_database(dbname, template=template_before(LOCK_ORDER_NAME))
+    try:
+        with connect(url) as conn:
+            newest = conn.execute("select max(version) as v from ingest_schema_migrations").fetchone()["v"]
+            assert newest == version_before(LOCK_ORDER_NAME)
+            for _ in range(3):
+                seed_job(conn)
+        settings = load_settings(database_url=url)
+        with caplog.at_level(logging.WARNING), make_pool(url, settings) as pool:
+            worker = Worker(pool, settings)
+            report = worker.run(drain=True)
+        assert [r.outcome for r in report.results] == [Outcome.COMPLETED] * 3, report.results
+        assert worker.rpc.schema_level is schema_level.SchemaLevel.STAGES_IN_ACKS
+        warnings = [r.getMessage() for r in caplog.records if "previous release's schema" in r.getMessage()]
+        assert len(warnings) == 1, warnings
+    finally:
+        pg_server.drop_database(dbname)
 
+
+def test_the_schema_level_is_learned_once_from_the_catalog(db_url, monkeypatch):
     probes = []
-    real_probe = fences.probe
-    monkeypatch.setattr(fences, "probe", lambda conn: probes.append(1) or real_probe(conn))
+    real_probe = schema_level.probe
+    monkeypatch.setattr(schema_level, "probe", lambda conn: probes.append(1) or real_probe(conn))
     with connect(db_url) as conn:
         rpc = IngestionRpc(conn)
         document_id, job_id = seed_job(conn)
@@ -109,10 +133,10 @@ def test_an_undefined_function_is_an_error_never_an_unfenced_fallback(level, db_
     another worker. Now the error surfaces and nothing changes."""
     url = db_url if level == "lease_token" else pre_tokens_db_url
     with connect(url) as conn:
-        rpc = IngestionRpc(conn)
+        rpc = AnySchemaRpc(conn)
         document_id, job_id = seed_job(conn)
         rpc.claim("worker-1")
-        assert rpc.fence_level is (fences.NEWEST if level == "lease_token" else FenceLevel.WORKER_ID)
+        assert rpc.fence_level is (FenceLevel.ONE_LOCK_ORDER if level == "lease_token" else FenceLevel.WORKER_ID)
         with pytest.raises(psycopg.errors.UndefinedFunction):
             rpc.complete(job_id, document_id, worker_id=12345)  # an int where text belongs
         with pytest.raises(psycopg.errors.UndefinedFunction):
@@ -127,9 +151,9 @@ def test_an_undefined_function_is_an_error_never_an_unfenced_fallback(level, db_
         with conn.transaction(force_rollback=True):
             if level == "lease_token":
                 with pytest.raises(psycopg.errors.InvalidParameterValue, match="lease token"):
-                    conn.execute(query("rpc_complete_legacy"), legacy)
+                    conn.execute(OLD_SQL["rpc_complete_legacy"], legacy)
             else:
-                conn.execute(query("rpc_complete_legacy"), legacy)
+                conn.execute(OLD_SQL["rpc_complete_legacy"], legacy)
                 assert job(conn, job_id)["status"] == "completed"
         assert job(conn, job_id)["status"] == "processing"
 
@@ -202,33 +226,3 @@ def test_queue_health_counts_what_needs_attention(conn):
     assert health.stale_leases == 1
     assert health.count_mismatches == 1
     assert health.oldest_pending_age_seconds is not None
-
-
-def test_the_client_becomes_fenced_once_the_database_is_migrated(pre_hardening_db_url):
-    from ingestion_pipeline.db import migrate as migrator
-
-    with connect(pre_hardening_db_url) as conn:
-        rpc = IngestionRpc(conn)
-        document_id, job_id = seed_job(conn)
-        rpc.claim("worker-1")
-        assert rpc.heartbeat(job_id, "worker-1").fenced is False
-        migrator.migrate(pre_hardening_db_url)
-
-        assert rpc.claim("worker-2") == []  # a claim looks the level up again
-        stranger = rpc.complete(job_id, document_id, worker_id="someone-else")
-        assert stranger.lease_lost and rpc.fence_level is fences.NEWEST
-        assert job(conn, job_id)["status"] == "processing"
-
-
-def test_a_worker_completes_jobs_on_the_pre_hardening_schema(pre_hardening_db_url):
-    from ingestion_pipeline.worker import Outcome, Worker
-
-    settings = load_settings(database_url=pre_hardening_db_url)
-    with connect(pre_hardening_db_url) as conn:
-        seed_job(conn)
-    pool = make_pool(pre_hardening_db_url, settings)
-    try:
-        report = Worker(pool, settings).run(drain=True)
-    finally:
-        pool.close()
-    assert [r.outcome for r in report.results] == [Outcome.COMPLETED], report.results

@@ -1,8 +1,9 @@
 """Stage rows ride the acknowledgement (migration …_stage_rows_in_acks.sql): the items of
 complete_many and fail_or_retry_many carry their job's stage-log rows, written in the
 acknowledgement's transaction only when the item's token fence holds; a completion that
-commits a generation adds its own `commit` row, timed by the server. On the schema before
-the migration the worker writes each row with a fenced call of its own, as it did.
+commits a generation adds its own `commit` row, timed by the server. The worker sends
+every row that way on both schemas of the support window (this release's and the previous
+one's).
 """
 
 from datetime import UTC, datetime, timedelta
@@ -12,9 +13,9 @@ import psycopg
 import pytest
 
 from ingestion_pipeline.db.connection import make_pool
-from ingestion_pipeline.db.fences import FenceLevel
 from ingestion_pipeline.db.models import CompleteItem, FailItem, StageRow
 from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.db.schema_level import SchemaLevel
 from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.settings import load_settings
 from ingestion_pipeline.worker import Worker
@@ -174,15 +175,17 @@ class CountingStages(IngestionRpc):
         return super().record_stage(*args, **kwargs)
 
 
-def test_the_worker_logs_every_stage_on_either_schema_with_one_call_each_only_before(stage_rows_schema, new_conn):
-    url, at_head = stage_rows_schema.url, stage_rows_schema.hardened
+def test_the_worker_logs_every_stage_in_its_acknowledgement_on_both_schemas_of_the_window(lock_order_schema, new_conn):
+    url = lock_order_schema.url
     settings = load_settings(database_url=url, parse_processes=0)
     with make_pool(url, settings) as pool:
         enqueue_paths(pool, [FIXTURES / "sample.md"], max_bytes=settings.max_file_bytes)
         rpc = CountingStages(pool, stale_after_seconds=settings.stale_after_seconds)
         [result] = Worker(pool, settings, rpc=rpc).run(drain=True).results
 
-    assert rpc.fence_level is (FenceLevel.STAGES_IN_ACKS if at_head else FenceLevel.BULK_ACK)
+    assert rpc.schema_level is (
+        SchemaLevel.ONE_LOCK_ORDER if lock_order_schema.hardened else SchemaLevel.STAGES_IN_ACKS
+    )
     assert [s["stage"] for s in logged(new_conn(url), result.job_id)] == [
         "load",
         "parse",
@@ -191,4 +194,4 @@ def test_the_worker_logs_every_stage_on_either_schema_with_one_call_each_only_be
         "write",
         "commit",
     ]
-    assert rpc.stage_calls == (0 if at_head else 6)
+    assert rpc.stage_calls == 0

@@ -4,7 +4,7 @@ status was already wrong (an old R9 victim) comes out right."""
 
 from ingestion_pipeline.db import migrate as migrator
 from ingestion_pipeline.db.connection import connect
-from ingestion_pipeline.db.rpc import IngestionRpc
+from tests.any_schema_rpc import AnySchemaRpc
 from tests.conftest import BULK_ACK_NAME, _fresh_database
 from tests.helpers import batch, seed_batch, seed_job
 
@@ -17,7 +17,7 @@ def counters(conn, batch_id) -> tuple:
 def test_existing_batches_get_exact_counters(pg_server, template_before):
     for url in _fresh_database(pg_server, template_before(BULK_ACK_NAME)):
         with connect(url) as conn:
-            rpc = IngestionRpc(conn)
+            rpc = AnySchemaRpc(conn)
             mixed, wrong, empty = seed_batch(conn, "mixed"), seed_batch(conn, "wrong status"), seed_batch(conn, "empty")
             for _ in range(4):
                 seed_job(conn, mixed, max_attempts=1)
@@ -32,7 +32,7 @@ def test_existing_batches_get_exact_counters(pg_server, template_before):
         migrator.migrate(url)
 
         with connect(url) as conn:
-            rpc = IngestionRpc(conn)
+            rpc = AnySchemaRpc(conn)
             # 4 jobs: one pending, one processing, one completed, one failed
             assert counters(conn, mixed) == ("processing", 4, 2, 1, 1)
             assert counters(conn, empty) == ("pending", 0, 0, 0, 0)

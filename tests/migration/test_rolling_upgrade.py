@@ -24,10 +24,14 @@ from ingestion_pipeline.db.ready import require_migrated
 from ingestion_pipeline.errors import IngestError, MigrationError
 from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.settings import load_settings
-from tests.conftest import pre_tokens_version
+from tests.conftest import LOCK_ORDER_NAME, version_before
 from tests.migration.migration_files import V1, V2, V3, effects, versions, write
 
 REPO = Path(__file__).resolve().parents[2]
+# The previous release (the end of round two: migrations through …_cancelled_batches_take_no_files),
+# the support window's other end (docs/operations.md, "Upgrading"); and an older one, whose
+# worker-id-fenced calls the database still honours.
+PREVIOUS_RELEASE = "a4cc235"
 RELEASE_BEFORE_LEASE_TOKENS = "1aceff5"
 FIXTURES = REPO / "tests" / "fixtures"
 
@@ -99,10 +103,10 @@ def test_changed_known_file_is_refused_even_when_the_database_is_ahead(empty_db_
 
 
 def previous_release_folder(tmp_path: Path) -> Path:
-    """The package's migrations minus the files added after the release before lease tokens."""
+    """The package's migrations minus the files added after the previous release."""
     folder = tmp_path / "previous-migrations"
     folder.mkdir()
-    last = pre_tokens_version()
+    last = version_before(LOCK_ORDER_NAME)
     for f in migrate.discover(migrate.default_migrations_dir()):
         if f.version <= last:
             shutil.copy(f.path, folder / f.path.name)
@@ -113,7 +117,9 @@ def test_previous_release_folder_accepts_a_head_database_and_its_ingest_work_dra
     db_url, tmp_path, monkeypatch, capsys, caplog
 ):
     folder = previous_release_folder(tmp_path)
-    newer = [f for f in migrate.discover(migrate.default_migrations_dir()) if f.version > pre_tokens_version()]
+    newer = [
+        f for f in migrate.discover(migrate.default_migrations_dir()) if f.version > version_before(LOCK_ORDER_NAME)
+    ]
     assert newer, "head has no migration after the previous release"
     monkeypatch.setattr(migrate, "default_migrations_dir", lambda: folder)
     monkeypatch.chdir(tmp_path)
@@ -164,11 +170,13 @@ print(json.dumps({"counts": report.counts, "messages": [r.message for r in repor
 """
 
 
-def test_worker_of_the_release_before_lease_tokens_drains_a_head_database(db_url, tmp_path):
-    """The real code of that release (`git archive`), with this venv's interpreter: its
-    workers call the worker-id-fenced RPCs, which head still honours; its migrations folder
-    passes today's check against the head database."""
-    root = _archive(RELEASE_BEFORE_LEASE_TOKENS, tmp_path / "release")
+@pytest.mark.parametrize("release", [PREVIOUS_RELEASE, RELEASE_BEFORE_LEASE_TOKENS])
+def test_worker_of_an_earlier_release_drains_a_head_database(release, db_url, tmp_path):
+    """The real code of that release (`git archive`), with this venv's interpreter: the
+    previous release's workers call the token-fenced bulk RPCs, the older one's the
+    worker-id-fenced RPCs, which head still honours; its migrations folder passes today's
+    check against the head database."""
+    root = _archive(release, tmp_path / "release")
     require_migrated(db_url, root / "migrations")  # today's check, that release's files
 
     settings = load_settings(database_url=db_url)

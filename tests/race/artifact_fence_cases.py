@@ -10,9 +10,9 @@ import psycopg
 import pytest
 
 from ingestion_pipeline.db.models import ClaimedJob
-from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.processing import Chunk, ParsedDocument
 from ingestion_pipeline.worker.artifacts import write_generation
+from tests.any_schema_rpc import AnySchemaRpc
 from tests.helpers import (
     document,
     job,
@@ -78,18 +78,18 @@ def committed_chunks(conn, document_id) -> list[int]:
     ]
 
 
-def claim_one(rpc: IngestionRpc, worker_id: str) -> ClaimedJob:
+def claim_one(rpc: AnySchemaRpc, worker_id: str) -> ClaimedJob:
     [claimed] = rpc.claim(worker_id)
     return claimed
 
 
-def begin(rpc: IngestionRpc, claim: ClaimedJob):
+def begin(rpc: AnySchemaRpc, claim: ClaimedJob):
     return rpc.begin_generation(
         claim.job_id, claim.document_id, claim.locked_by, lease_token=claim.lease_token
     ).generation_id
 
 
-def build_and_commit(rpc: IngestionRpc, conn, claim: ClaimedJob, chunks: int = 3):
+def build_and_commit(rpc: AnySchemaRpc, conn, claim: ClaimedJob, chunks: int = 3):
     generation_id = begin(rpc, claim)
     write_artifacts(conn, claim.document_id, generation_id, chunks=chunks)
     assert rpc.commit_and_complete(
@@ -108,7 +108,7 @@ def a_committed_generation_refuses_new_rows(schema, new_conn, writer):
     (plain INSERT, the worker's COPY, or as ingestion_worker). Before: readers see it and
     the stored counts no longer match the rows. After: IF001, nothing changes."""
     conn = new_conn(schema.url)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     seed_job(conn, seed_batch(conn))
     claim = claim_one(rpc, "W")
     generation_id = build_and_commit(rpc, conn, claim, chunks=3)
@@ -133,7 +133,7 @@ def a_reclaimed_claim_cannot_write_into_its_own_building_generation(schema, new_
     COPY still lands in A's generation. After: IF001; B's own rows are accepted (also
     from the worker's role) and B commits."""
     conn = new_conn(schema.url)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     seed_job(conn)
     a = claim_one(rpc, "A")
     a_generation = begin(rpc, a)
@@ -175,7 +175,7 @@ def superseded_and_abandoned_generations_refuse_rows(schema, new_conn):
     """A generation superseded by a reindex, and one marked abandoned while its job still
     holds the lease. Before: both take new rows. After: both refuse them (IF001)."""
     conn = new_conn(schema.url)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     seed_job(conn)
     first = claim_one(rpc, "W")
     superseded = build_and_commit(rpc, conn, first)
@@ -209,7 +209,7 @@ def an_open_artifact_write_holds_off_a_takeover_but_not_the_heartbeat(schema, ne
     connection) is not blocked. Before: nothing in the write holds the job row (the claim
     skips only because the foreign-key check happens to lock the document row)."""
     setup = new_conn(schema.url)
-    rpc = IngestionRpc(setup)
+    rpc = AnySchemaRpc(setup)
     document_id, job_id = seed_job(setup, max_attempts=2)
     holder = claim_one(rpc, "holder")
     generation_id = begin(rpc, holder)
@@ -225,11 +225,11 @@ def an_open_artifact_write_holds_off_a_takeover_but_not_the_heartbeat(schema, ne
     heartbeat_conn.execute("set lock_timeout = '2s'")
 
     make_lease_stale(setup, job_id)
-    assert IngestionRpc(other).claim("taker") == []
+    assert AnySchemaRpc(other).claim("taker") == []
     job_row_free = other.execute(
         "select id from ingestion_jobs where id = %s for update skip locked", (job_id,)
     ).fetchall()
-    heartbeat = IngestionRpc(heartbeat_conn).heartbeat(job_id, "holder", lease_token=holder.lease_token, progress=60)
+    heartbeat = AnySchemaRpc(heartbeat_conn).heartbeat(job_id, "holder", lease_token=holder.lease_token, progress=60)
     assert heartbeat.ok, heartbeat  # under lock_timeout: it did not wait for the writer
 
     if not schema.hardened:

@@ -8,7 +8,7 @@ and its observer) and `new_conn`."""
 from datetime import UTC, datetime
 
 from ingestion_pipeline.db.models import ClaimedJob
-from ingestion_pipeline.db.rpc import IngestionRpc
+from tests.any_schema_rpc import AnySchemaRpc
 from tests.helpers import (
     Background,
     age_lease,
@@ -25,7 +25,7 @@ from tests.helpers import (
 )
 
 
-def claim_one(rpc: IngestionRpc, worker_id: str, stale_after_seconds: int = 300) -> ClaimedJob:
+def claim_one(rpc: AnySchemaRpc, worker_id: str, stale_after_seconds: int = 300) -> ClaimedJob:
     [claimed] = rpc.claim(worker_id, stale_after_seconds=stale_after_seconds)
     return claimed
 
@@ -34,7 +34,7 @@ def stage_rows(conn, job_id) -> int:
     return conn.execute("select count(*) as n from ingestion_job_stages where job_id = %s", (job_id,)).fetchone()["n"]
 
 
-def zombie_calls(rpc: IngestionRpc, claim: ClaimedJob, generation_id, batch_id) -> dict:
+def zombie_calls(rpc: AnySchemaRpc, claim: ClaimedJob, generation_id, batch_id) -> dict:
     """Every fenced call a stalled worker thread may still make, with its own claim's token
     (None before the migration: then the worker id is the fence)."""
     job_id, document_id, token = claim.job_id, claim.document_id, claim.lease_token
@@ -74,7 +74,7 @@ def assert_zombie_changes_nothing(conn, rpc, claim, generation_id, batch_id) -> 
     assert stage_rows(conn, claim.job_id) == logged
 
 
-def finish(rpc: IngestionRpc, conn, claim: ClaimedJob, batch_id, chunks: int = 4):
+def finish(rpc: AnySchemaRpc, conn, claim: ClaimedJob, batch_id, chunks: int = 4):
     """The current holder builds, writes and commits-and-completes its generation."""
     generation_id = rpc.begin_generation(
         claim.job_id, claim.document_id, claim.locked_by, lease_token=claim.lease_token
@@ -99,7 +99,7 @@ def a_stalled_thread_of_a_reused_worker_id_is_fenced_by_its_token(schema, new_co
     failed "zombie" under T3, which then gets lease_lost. After: every T1 call with T1's
     token is lease_lost and changes nothing; T3 finishes; tokens T1 < W2 < T3."""
     conn = new_conn(schema.url)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     batch_id = seed_batch(conn)
     document_id, job_id = seed_job(conn, batch_id)
 
@@ -155,7 +155,7 @@ def an_operator_retry_does_not_reset_the_token(schema, new_conn):
     passes the worker-id fence again. After: the new claim's token is larger and the first
     claim's token is refused everywhere."""
     conn = new_conn(schema.url)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     batch_id = seed_batch(conn)
     document_id, job_id = seed_job(conn, batch_id, max_attempts=1)
 
@@ -182,7 +182,7 @@ def an_operator_retry_does_not_reset_the_token(schema, new_conn):
     assert job(conn, job_id)["status"] == "completed"
 
 
-def final_attempt_build(rpc: IngestionRpc, conn, worker_id: str):
+def final_attempt_build(rpc: AnySchemaRpc, conn, worker_id: str):
     """A batch with one job on its only attempt, claimed, its generation begun and
     written. Returns (batch_id, claim, generation_id)."""
     batch_id = seed_batch(conn)
@@ -203,7 +203,7 @@ def states(conn, claim: ClaimedJob, batch_id) -> tuple:
     )
 
 
-class JanitorInTheGap(IngestionRpc):
+class JanitorInTheGap(AnySchemaRpc):
     """The worker's client, except that just before a separate completion call the lease
     runs out and the janitor expires stale leases: what happens in the gap between commit
     and complete, when there is a gap. With one transaction there is none."""
@@ -215,7 +215,7 @@ class JanitorInTheGap(IngestionRpc):
 
     def complete(self, job_id, document_id, **kwargs):
         make_lease_stale(self.janitor_conn, job_id)
-        self.janitor_expired = IngestionRpc(self.janitor_conn).expire_stale().job_ids
+        self.janitor_expired = AnySchemaRpc(self.janitor_conn).expire_stale().job_ids
         return super().complete(job_id, document_id, **kwargs)
 
 
@@ -257,7 +257,7 @@ def a_final_attempt_is_never_dead_lettered_between_commit_and_complete(schema, n
     blocker.execute("select 1 from import_batches where id = %s for no key update", (batch_id,))
     worker = new_conn(schema.url, application_name="in-flight-W2")
     in_flight = Background(
-        lambda: IngestionRpc(worker).commit_and_complete(
+        lambda: AnySchemaRpc(worker).commit_and_complete(
             claim.job_id,
             claim.document_id,
             generation_id,
@@ -267,7 +267,7 @@ def a_final_attempt_is_never_dead_lettered_between_commit_and_complete(schema, n
         )
     )
     wait_until_client_blocked(new_conn(schema.direct_url), "in-flight-W2", by=backend_pid(blocker))
-    assert IngestionRpc(new_conn(schema.url)).expire_stale().expired == 0
+    assert AnySchemaRpc(new_conn(schema.url)).expire_stale().expired == 0
     blocker.rollback()
     assert in_flight.join().ok
     assert states(conn, claim, batch_id) == ("completed", "indexed", "completed")
@@ -292,14 +292,14 @@ def a_shorter_stale_window_does_not_take_a_live_lease(schema, new_conn):
     and dead-letters the second, and health and the sensor count them stale. After: the
     deadline on the row decides; the leases are taken only once it has passed."""
     conn = new_conn(schema.url)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     _, retried_job = seed_job(conn)
     _, final_job = seed_job(conn, max_attempts=1)
     assert {c.job_id for c in rpc.claim("holder", limit=2, stale_after_seconds=300)} == {retried_job, final_job}
     for job_id in (retried_job, final_job):
         age_lease(conn, job_id, 60)
 
-    impatient = IngestionRpc(conn, stale_after_seconds=10)
+    impatient = AnySchemaRpc(conn, stale_after_seconds=10)
     stale = impatient.queue_health(10).stale_leases
     claimable = impatient.sensor_state().claimable
     taken = impatient.claim("impatient", stale_after_seconds=10)
@@ -330,7 +330,7 @@ def commit_refuses_a_generation_the_claim_did_not_begin(schema, new_conn):
     failed left one behind and a new job of the document is claimed. Before: the current
     claim commits the other generation. After: generation_not_owned, nothing changes."""
     conn = new_conn(schema.url)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
 
     # (a) same job, earlier claim
     document_a, job_a = seed_job(conn)

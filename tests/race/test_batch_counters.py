@@ -14,11 +14,11 @@ wait for the batch row.
 import pytest
 
 from ingestion_pipeline.db.models import ClaimedJob, CompleteItem
-from ingestion_pipeline.db.rpc import IngestionRpc
+from tests.any_schema_rpc import AnySchemaRpc
 from tests.helpers import Background, backend_pid, batch, seed_batch, seed_job, wait_until_blocked
 
 
-def finish(rpc: IngestionRpc, claim: ClaimedJob, how: str) -> bool:
+def finish(rpc: AnySchemaRpc, claim: ClaimedJob, how: str) -> bool:
     """Finish the claimed job `how`; the job's token at head, its worker id before (the
     claim returns no token there). True when the call went through."""
     worker, token = claim.locked_by, claim.lease_token
@@ -65,19 +65,19 @@ def test_the_last_two_transitions_of_a_batch_leave_exact_counters(schema, new_co
     batch_id = seed_batch(setup)
     seed_job(setup, batch_id, max_attempts=3)
     seed_job(setup, batch_id, max_attempts=3)
-    setup_rpc = IngestionRpc(setup)
+    setup_rpc = AnySchemaRpc(setup)
     [one] = setup_rpc.claim("worker-1")
     [two] = setup_rpc.claim("worker-2")
     assert (one.lease_token is not None) == (two.lease_token is not None) == schema.hardened
 
     # Transaction 1 finishes the first job and stays open (it holds the batch row).
     tx1 = new_conn(schema.url, autocommit=False)
-    assert finish(IngestionRpc(tx1), one, first)
+    assert finish(AnySchemaRpc(tx1), one, first)
 
     # Transaction 2 finishes the second job meanwhile.
     tx2 = new_conn(schema.url)
     tx2_pid = backend_pid(tx2)
-    second_done = Background(lambda: finish(IngestionRpc(tx2), two, second))
+    second_done = Background(lambda: finish(AnySchemaRpc(tx2), two, second))
     if schema.hardened and second == "retry":
         assert second_done.join() is True  # moves no counter: never waits for the batch row
     else:

@@ -22,8 +22,8 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import BatchWasCancelled
+from tests.any_schema_rpc import AnySchemaRpc
 from tests.helpers import (
     Background,
     backend_pid,
@@ -41,7 +41,7 @@ from tests.helpers import (
 def failed_and_open(conn: psycopg.Connection) -> tuple[UUID, UUID, UUID]:
     """A batch with one job failed for good and one still pending (no other job may be
     pending when it is called). Returns (batch, failed job, open job)."""
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     batch_id = seed_batch(conn)
     _, failed_id = seed_job(conn, batch_id)
     [claim] = rpc.claim("W")
@@ -60,7 +60,7 @@ def failed_and_open(conn: psycopg.Connection) -> tuple[UUID, UUID, UUID]:
 
 def retry(conn: psycopg.Connection, form: str, batch_id: UUID, job_id: UUID) -> dict:
     """The operator's retry in one of its forms, answered as the SQL function answers."""
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     if form == "single":
         return rpc.retry(job_id).model_dump(mode="json")
     selection = {"failed": {}, "batch": {"batch_id": batch_id}, "ids": {"job_ids": [job_id]}}[form]
@@ -92,13 +92,13 @@ def test_a_retry_does_not_reopen_a_cancelled_batch(lock_order_schema, new_conn, 
     job. Head: refused or left out; job and batch unchanged, nothing to claim."""
     conn = new_conn(lock_order_schema.url)
     batch_id, failed_id, open_id = failed_and_open(conn)
-    cancelled = IngestionRpc(conn).cancel_batch(batch_id)
+    cancelled = AnySchemaRpc(conn).cancel_batch(batch_id)
     assert cancelled.ok and cancelled.job_ids == [open_id]
     assert batch(conn, batch_id)["status"] == "cancelled"
     job_before, batch_before = job(conn, failed_id), batch(conn, batch_id)
 
     answer = retry(conn, form, batch_id, failed_id)
-    claims = IngestionRpc(conn).claim("W2")
+    claims = AnySchemaRpc(conn).claim("W2")
     if not lock_order_schema.hardened:
         assert retried(answer, failed_id), answer
         assert batch(conn, batch_id)["status"] == "processing"
@@ -115,10 +115,10 @@ def test_the_failed_selection_still_retries_other_batches(lock_order_schema, new
     the live batch's job is retried at head (before: both are)."""
     conn = new_conn(lock_order_schema.url)
     cancelled_batch, cancelled_job, _ = failed_and_open(conn)
-    assert IngestionRpc(conn).cancel_batch(cancelled_batch).ok
+    assert AnySchemaRpc(conn).cancel_batch(cancelled_batch).ok
     live_batch, live_job, _ = failed_and_open(conn)
 
-    answer = IngestionRpc(conn).retry_failed()
+    answer = AnySchemaRpc(conn).retry_failed()
     expected = {live_job} if lock_order_schema.hardened else {live_job, cancelled_job}
     assert set(answer.job_ids) == expected and answer.refused == []
     assert batch(conn, live_batch)["status"] == "processing"
@@ -138,12 +138,12 @@ def test_a_retry_waiting_on_the_cancel_is_refused_once_it_commits(lock_order_sch
     batch_id, failed_id, _ = failed_and_open(setup)
     operator_pid = backend_pid(operator)
     with canceller.transaction():
-        assert IngestionRpc(canceller).cancel_batch(batch_id).ok
+        assert AnySchemaRpc(canceller).cancel_batch(batch_id).ok
         retrying = Background(lambda: retry(operator, form, batch_id, failed_id))
         wait_until_blocked(setup, operator_pid, by=backend_pid(canceller))
     answer = retrying.join()
 
-    claims = IngestionRpc(setup).claim("W2")
+    claims = AnySchemaRpc(setup).claim("W2")
     if not lock_order_schema.hardened:
         assert retried(answer, failed_id), answer
         assert batch(setup, batch_id)["status"] == "processing"
@@ -172,7 +172,7 @@ def test_a_batch_with_nothing_open_is_cancelled_and_takes_no_new_files(lock_orde
     batch_id = seed_batch(conn)
     if contents == "all_finished":
         seed_job(conn, batch_id)
-        index_document(IngestionRpc(conn), conn)
+        index_document(AnySchemaRpc(conn), conn)
 
     answer = conn.execute("select cancel_import_batch(p_batch_id => %s) as result", (batch_id,)).fetchone()["result"]
     documents = documents_of(conn, batch_id)

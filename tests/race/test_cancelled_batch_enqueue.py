@@ -13,10 +13,10 @@ from __future__ import annotations
 import pytest
 
 from ingestion_pipeline.db.connection import make_pool
-from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import BatchWasCancelled
 from ingestion_pipeline.operations.enqueue import EnqueueRefused, enqueue_paths
 from ingestion_pipeline.settings import load_settings
+from tests.any_schema_rpc import AnySchemaRpc
 from tests.helpers import (
     Background,
     backend_pid,
@@ -39,7 +39,7 @@ def test_a_file_enqueued_after_the_cancel_is_refused(cancelled_batch_schema, new
     conn = new_conn(cancelled_batch_schema.url)
     batch_id = seed_batch(conn)
     enqueue_into(conn, batch_id)
-    assert IngestionRpc(conn).cancel_batch(batch_id).ok
+    assert AnySchemaRpc(conn).cancel_batch(batch_id).ok
 
     if cancelled_batch_schema.hardened:
         with pytest.raises(BatchWasCancelled, match="was cancelled: it takes no new files"):
@@ -57,7 +57,7 @@ def test_an_enqueue_waiting_on_the_cancel_is_refused_once_it_commits(cancelled_b
     enqueue_into(setup, batch_id)
     uploader_pid = backend_pid(uploader)
     with canceller.transaction():
-        assert IngestionRpc(canceller).cancel_batch(batch_id).ok  # holds the batch row until commit
+        assert AnySchemaRpc(canceller).cancel_batch(batch_id).ok  # holds the batch row until commit
         upload = Background(lambda: enqueue_into(uploader, batch_id))
         wait_until_blocked(setup, uploader_pid, by=backend_pid(canceller))
 
@@ -80,7 +80,7 @@ def test_ingest_enqueue_stops_at_the_first_file_after_the_cancel(cancelled_batch
 
         def cancel_after_the_first(entry):
             if entry.path.endswith("a.txt"):
-                assert IngestionRpc(pool).cancel_batch(entry_batch(pool, entry)).ok
+                assert AnySchemaRpc(pool).cancel_batch(entry_batch(pool, entry)).ok
 
         if cancelled_batch_schema.hardened:
             with pytest.raises(EnqueueRefused) as refused:

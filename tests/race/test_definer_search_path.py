@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from ingestion_pipeline.db.rpc import IngestionRpc
+from tests.any_schema_rpc import AnySchemaRpc
 from tests.helpers import batch, document, job, seed_document, write_artifacts
 
 TRAP_SQLSTATE = "IFTRP"
@@ -200,7 +200,7 @@ def expire_lease(conn, job_id, deadline_on_row: bool) -> None:
         )
 
 
-def run_lifecycle(conn, rpc: IngestionRpc, deadline_on_row: bool, steps: list[str]) -> dict:
+def run_lifecycle(conn, rpc: AnySchemaRpc, deadline_on_row: bool, steps: list[str]) -> dict:
     """Every RPC the pipeline calls, through the worker's client; `steps` says how far it got."""
 
     def step(name, call):
@@ -294,7 +294,7 @@ def test_look_alikes_in_public_never_run_inside_the_rpcs(token_schema, traps, ne
     """Before: the stale-lease reclaim calls the planted public.make_interval(integer),
     which runs as the owner of the RPCs. After: the whole lifecycle runs, no trap ever."""
     conn = new_conn(token_schema.url)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     assert "make_interval(secs integer)" in traps.planted
     assert len(traps.planted) > 50 and any(p.startswith("operator") for p in traps.planted)
     steps: list[str] = []

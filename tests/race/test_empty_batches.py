@@ -8,9 +8,9 @@ it, and one left `pending` with no job for ten minutes is stuck: listed, counted
 from uuid import UUID
 
 from ingestion_pipeline.db.connection import make_pool
-from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.settings import load_settings
+from tests.any_schema_rpc import AnySchemaRpc
 from tests.helpers import batch, index_document, seed_document
 
 
@@ -25,7 +25,7 @@ def test_a_batch_of_duplicates_completes(token_schema, new_conn, tmp_path):
     """`ingest enqueue` of a folder whose only file is already indexed: the batch gets no
     job. Before: refreshing it says `pending` (forever). After: `completed`."""
     conn = new_conn(token_schema.url)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     content = b"the same bytes, uploaded twice"
     assert rpc.enqueue(seed_document(conn, content=content)).ok
     indexed, _ = index_document(rpc, conn)
@@ -53,7 +53,7 @@ def test_an_old_empty_pending_batch_is_stuck_and_healed(token_schema, new_conn):
     neither is ever listed, counted or healed. After: the old one is listed by the sensor,
     counted by health and completed by the janitor; the fresh one is left alone (grace)."""
     conn = new_conn(token_schema.url)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     old = rpc.create_batch("abandoned an hour ago").batch_id
     created_ago(conn, old, "1 hour")
     fresh = rpc.create_batch("being filled right now").batch_id
@@ -78,7 +78,7 @@ def test_the_grace_period_is_ten_minutes(token_schema, new_conn):
     """Just under ten minutes an empty pending batch is not stuck, just over it is
     (before: never)."""
     conn = new_conn(token_schema.url)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     young, aged = rpc.create_batch("young").batch_id, rpc.create_batch("aged").batch_id
     created_ago(conn, young, "9 minutes 50 seconds")
     created_ago(conn, aged, "10 minutes 10 seconds")

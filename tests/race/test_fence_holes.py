@@ -18,7 +18,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from ingestion_pipeline.db.models import ClaimedJob, CompleteItem, FailItem
-from ingestion_pipeline.db.rpc import IngestionRpc
+from tests.any_schema_rpc import AnySchemaRpc
 from tests.helpers import (
     batch,
     document,
@@ -66,7 +66,7 @@ def stage_rows(conn: psycopg.Connection, job_id) -> list[str]:
     ]
 
 
-def record_stage(rpc: IngestionRpc, claim: ClaimedJob, stage: str = "parse"):
+def record_stage(rpc: AnySchemaRpc, claim: ClaimedJob, stage: str = "parse"):
     now = datetime.now(UTC)
     return rpc.record_stage(
         claim.job_id, claim.locked_by, stage, started_at=now, finished_at=now, lease_token=claim.lease_token
@@ -83,7 +83,7 @@ def test_a_second_item_of_a_job_in_one_bulk_completion_writes_nothing(lock_order
     g2 and g1 is superseded. Head: item 2 is `duplicate_item` and nothing of it is written
     (g2 stays building, no stage row of it); the document keeps g1, committed."""
     conn = new_conn(lock_order_schema.url)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     batch_id = seed_batch(conn)
     document_id, job_id = seed_job(conn, batch_id)
     [claim] = rpc.claim("W")
@@ -123,7 +123,7 @@ def test_a_second_item_of_a_job_in_one_bulk_failure_is_a_duplicate(lock_order_sc
     `lease_lost` (the claim still held the lease when it sent it); head: `duplicate_item`.
     Either way item 2 changes nothing: the job is pending with item 1's message."""
     conn = new_conn(lock_order_schema.url)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     batch_id = seed_batch(conn)
     _, job_id = seed_job(conn, batch_id)
     [claim] = rpc.claim("W")
@@ -158,7 +158,7 @@ def test_a_session_that_never_claimed_cannot_build_or_complete_the_job(lock_orde
     chunk and W's next call is lease_lost. Head: the first call raises 22023, nothing
     changes, and W builds and completes the job normally."""
     holder_conn, intruder = new_conn(lock_order_schema.url), new_conn(lock_order_schema.url)
-    holder = IngestionRpc(holder_conn)
+    holder = AnySchemaRpc(holder_conn)
     batch_id = seed_batch(holder_conn)
     document_id, job_id = seed_job(holder_conn, batch_id)
     [claim] = holder.claim("W")
@@ -219,7 +219,7 @@ def test_a_fenced_call_with_neither_token_nor_worker_id_is_refused(lock_order_sc
     accepted; heartbeat and the stage log answer lease_lost. Head: the first five raise
     22023 and change nothing; heartbeat and the stage log still answer lease_lost."""
     conn = new_conn(lock_order_schema.url)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     batch_id = seed_batch(conn)
     document_id, job_id = seed_job(conn, batch_id)
     [claim] = rpc.claim("W")
@@ -256,7 +256,7 @@ def test_a_worker_may_only_ask_for_a_failed_document(lock_order_schema, new_conn
     the whole call raises 22023 and nothing changes; the same items with `failed` (or no
     status) then go through."""
     conn = new_conn(lock_order_schema.url)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     batch_id = seed_batch(conn)
     for _ in range(2):
         seed_job(conn, batch_id)
@@ -301,7 +301,7 @@ def test_a_dead_lettered_claim_writes_no_stage_row_once_its_job_is_superseded(lo
     settles the old job as completed/superseded. Before: the zombie's same call is now
     accepted, as often as it likes, and writes rows. Head: lease_lost, no row."""
     conn = new_conn(lock_order_schema.url)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     batch_id = seed_batch(conn)
     document_id, job_id = seed_job(conn, batch_id, max_attempts=1)
     [zombie] = rpc.claim("Z")
@@ -327,7 +327,7 @@ def test_no_stage_row_after_the_job_completed(lock_order_schema, new_conn):
     """The holder completes its job, then records a stage at its token. Before: accepted
     (the fence takes `completed`), a row after the job's end. Head: lease_lost, no row."""
     conn = new_conn(lock_order_schema.url)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     _, job_id = seed_job(conn, seed_batch(conn))
     [claim] = rpc.claim("W")
     assert rpc.complete(claim.job_id, claim.document_id, worker_id="W", lease_token=claim.lease_token).ok
@@ -362,7 +362,7 @@ def claimed_jobs(conn: psycopg.Connection, count: int) -> list[ClaimedJob]:
         (batch_id, ids),
     ).fetchone()["n"]
     assert enqueued == count
-    claims = IngestionRpc(conn).claim("W", limit=count)
+    claims = AnySchemaRpc(conn).claim("W", limit=count)
     assert len(claims) == count
     return claims
 
@@ -405,7 +405,7 @@ def test_the_client_acknowledges_more_than_1000_items(lock_order_schema, new_con
     order, every job settled. At head that needs the client to split the list into calls of
     at most 1,000 (one call would be refused); before, one call took them all."""
     conn = new_conn(lock_order_schema.url)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     claims = claimed_jobs(conn, BULK_CAP + 1)
     if ack == "complete":
         answers = rpc.complete_many("W", [CompleteItem(c.job_id, c.document_id, c.lease_token) for c in claims])

@@ -26,10 +26,10 @@ import psycopg
 import pytest
 
 from ingestion_pipeline.db.models import ClaimedJob
-from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.processing import Chunk, ParsedDocument
 from ingestion_pipeline.processing.model import Page, Section
 from ingestion_pipeline.worker.artifacts import write_generation
+from tests.any_schema_rpc import AnySchemaRpc
 from tests.conftest import Schema
 from tests.helpers import (
     Background,
@@ -79,7 +79,7 @@ def delete(schema: Schema, conn: psycopg.Connection, document_id: UUID):
     if not schema.hardened:
         operator_delete(conn, document_id)
         return None
-    result = IngestionRpc(conn).delete_document(document_id)
+    result = AnySchemaRpc(conn).delete_document(document_id)
     assert result.ok, result
     return result
 
@@ -97,11 +97,11 @@ def cancel(schema: Schema, conn: psycopg.Connection, batch_id: UUID):
     if not schema.hardened:
         operator_cancel(conn, batch_id)
         return None
-    return IngestionRpc(conn).cancel_batch(batch_id)
+    return AnySchemaRpc(conn).cancel_batch(batch_id)
 
 
 def cleanup(conn: psycopg.Connection):
-    result = IngestionRpc(conn).cleanup_generations(dry_run=False)
+    result = AnySchemaRpc(conn).cleanup_generations(dry_run=False)
     assert result.ok, result
     return result
 
@@ -117,12 +117,12 @@ def counters(conn: psycopg.Connection, batch_id: UUID) -> dict:
 
 @dataclass
 class Worker:
-    rpc: IngestionRpc
+    rpc: AnySchemaRpc
     claim: ClaimedJob
 
     @classmethod
     def claiming(cls, conn: psycopg.Connection, worker_id: str = "W") -> Worker:
-        rpc = IngestionRpc(conn)
+        rpc = AnySchemaRpc(conn)
         [claimed] = rpc.claim(worker_id)
         return cls(rpc, claimed)
 
@@ -438,7 +438,7 @@ def test_cancel_waits_for_a_claim_in_flight_then_cancels_the_claimed_job(lifecyc
 
     claimer = new_conn(schema.url, autocommit=False)
     claimer_pid = backend_pid(claimer)
-    [claimed] = IngestionRpc(claimer).claim("W")  # transaction left open: the job row stays locked
+    [claimed] = AnySchemaRpc(claimer).claim("W")  # transaction left open: the job row stays locked
     assert claimed.job_id == first_job
 
     canceller = new_conn(schema.url)
@@ -448,7 +448,7 @@ def test_cancel_waits_for_a_claim_in_flight_then_cancels_the_claimed_job(lifecyc
     claimer.commit()
     cancelled = cancelling.join()
 
-    worker = Worker(IngestionRpc(new_conn(schema.url)), claimed)
+    worker = Worker(AnySchemaRpc(new_conn(schema.url)), claimed)
     if not schema.hardened:
         assert job(operator, first_job)["status"] == "processing"  # the cancel skipped it
         generation_id = worker.begin().generation_id
@@ -456,7 +456,7 @@ def test_cancel_waits_for_a_claim_in_flight_then_cancels_the_claimed_job(lifecyc
         assert worker.commit(generation_id).ok
         assert worker.complete().ok
         assert searchable(operator, first_document, WORD)
-        assert IngestionRpc(operator).queue_health().batch_counter_drift == 1
+        assert AnySchemaRpc(operator).queue_health().batch_counter_drift == 1
         return
 
     assert cancelled.ok, cancelled
@@ -484,7 +484,7 @@ def test_cancel_waits_for_a_claim_in_flight_then_cancels_the_claimed_job(lifecyc
         "open": 0,
     }
     assert batch(operator, batch_id)["cancelled_at"] is not None
-    again = IngestionRpc(operator).cancel_batch(batch_id)
+    again = AnySchemaRpc(operator).cancel_batch(batch_id)
     # From …_one_lock_order.sql a cancel with nothing open still answers ok (and marks the batch).
     assert (again.ok, again.nothing_open) == (True, True), again
     assert counters(operator, batch_id) == expected
@@ -575,7 +575,7 @@ def test_cancel_waits_for_a_completion_in_flight_and_leaves_it_completed(lifecyc
             "completed_files": 1,
             "failed_files": 0,
         }
-        assert IngestionRpc(operator).queue_health().batch_counter_drift == 1
+        assert AnySchemaRpc(operator).queue_health().batch_counter_drift == 1
         return
 
     assert state == "blocked"  # it locks the open jobs: it waited for the completion
@@ -614,10 +614,10 @@ def test_a_claim_skips_the_jobs_a_cancel_in_flight_holds(lifecycle_schema, new_c
 
     claimer = new_conn(schema.url)
     claimer.execute("set lock_timeout = '5s'")  # waiting would be a failure: fail fast
-    claims = IngestionRpc(claimer).claim("W", limit=3)
+    claims = AnySchemaRpc(claimer).claim("W", limit=3)
     assert [c.job_id for c in claims] == [unrelated_job]
     canceller.commit()
-    assert IngestionRpc(claimer).claim("W", limit=3) == []
+    assert AnySchemaRpc(claimer).claim("W", limit=3) == []
 
     if not schema.hardened:
         assert counters(operator, batch_id) == {
@@ -627,9 +627,9 @@ def test_a_claim_skips_the_jobs_a_cancel_in_flight_holds(lifecycle_schema, new_c
             "completed_files": 0,
             "failed_files": 0,
         }
-        assert IngestionRpc(operator).queue_health().batch_counter_drift == 1
-        assert IngestionRpc(operator).retry(first_job).ok
-        [reclaimed] = IngestionRpc(claimer).claim("W")
+        assert AnySchemaRpc(operator).queue_health().batch_counter_drift == 1
+        assert AnySchemaRpc(operator).retry(first_job).ok
+        [reclaimed] = AnySchemaRpc(claimer).claim("W")
         assert reclaimed.job_id == first_job
         return
 
@@ -645,9 +645,9 @@ def test_a_claim_skips_the_jobs_a_cancel_in_flight_holds(lifecycle_schema, new_c
         "failed_files": 0,
         "cancelled_files": 2,
     }
-    refused = IngestionRpc(operator).retry(first_job)
+    refused = AnySchemaRpc(operator).retry(first_job)
     assert (refused.ok, refused.reason) == (False, "cancelled"), refused
-    assert IngestionRpc(claimer).claim("W") == []
+    assert AnySchemaRpc(claimer).claim("W") == []
     assert job(operator, unrelated_job)["status"] == "processing"
     assert failing_index_checks(schema.url, operator) == []
 
@@ -667,7 +667,7 @@ def assert_no_open_job_of_a_deleted_document(conn, document_id: UUID) -> None:
     is refused (document_not_found), one before it is cancelled by it."""
     assert open_jobs(conn, document_id) == []
     assert_deleted(conn, document_id)
-    assert IngestionRpc(conn).claim("late-worker") == []
+    assert AnySchemaRpc(conn).claim("late-worker") == []
 
 
 def test_delete_while_an_enqueue_of_the_document_is_in_flight(lifecycle_schema, new_conn):
@@ -679,11 +679,11 @@ def test_delete_while_an_enqueue_of_the_document_is_in_flight(lifecycle_schema, 
     schema = lifecycle_schema
     operator = new_conn(schema.url)
     seed_job(operator)
-    document_id, _ = index_document(IngestionRpc(operator), operator, word=WORD)
+    document_id, _ = index_document(AnySchemaRpc(operator), operator, word=WORD)
 
     enqueuer = new_conn(schema.url, autocommit=False)
     enqueuer_pid = backend_pid(enqueuer)
-    queued = IngestionRpc(enqueuer).enqueue(document_id, kind="reindex")  # transaction left open
+    queued = AnySchemaRpc(enqueuer).enqueue(document_id, kind="reindex")  # transaction left open
     assert queued.ok, queued
     deleter = new_conn(schema.url)
     deleter_pid = backend_pid(deleter)
@@ -695,7 +695,7 @@ def test_delete_while_an_enqueue_of_the_document_is_in_flight(lifecycle_schema, 
 
     if not schema.hardened:
         assert [row["id"] for row in open_jobs(operator, document_id)] == [queued.job_id]
-        [claimed] = IngestionRpc(operator).claim("late-worker")
+        [claimed] = AnySchemaRpc(operator).claim("late-worker")
         assert claimed.job_id == queued.job_id
         return
 
@@ -710,14 +710,14 @@ def test_an_enqueue_while_a_delete_of_the_document_is_in_flight(lifecycle_schema
     schema = lifecycle_schema
     operator = new_conn(schema.url)
     seed_job(operator)
-    document_id, _ = index_document(IngestionRpc(operator), operator, word=WORD)
+    document_id, _ = index_document(AnySchemaRpc(operator), operator, word=WORD)
 
     deleter = new_conn(schema.url, autocommit=False)
     deleter_pid = backend_pid(deleter)
     delete(schema, deleter, document_id)  # transaction left open
     enqueuer = new_conn(schema.url)
     enqueuer_pid = backend_pid(enqueuer)
-    enqueuing = Background(lambda: IngestionRpc(enqueuer).enqueue(document_id, kind="reindex"))
+    enqueuing = Background(lambda: AnySchemaRpc(enqueuer).enqueue(document_id, kind="reindex"))
     wait_until_blocked(operator, enqueuer_pid, by=deleter_pid)
     deleter.commit()
     queued = enqueuing.join()

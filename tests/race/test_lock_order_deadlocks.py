@@ -34,7 +34,7 @@ import pytest
 from psycopg.errors import DeadlockDetected
 
 from ingestion_pipeline.db.models import ClaimedJob, CompleteItem
-from ingestion_pipeline.db.rpc import IngestionRpc
+from tests.any_schema_rpc import AnySchemaRpc
 from tests.helpers import (
     Background,
     backend_pid,
@@ -141,7 +141,7 @@ class Job(NamedTuple):
     document_id: UUID
 
 
-def fail_next_claim(rpc: IngestionRpc) -> Job:
+def fail_next_claim(rpc: AnySchemaRpc) -> Job:
     """Claim the one pending job and fail it for good."""
     [claim] = rpc.claim("seed-worker")
     assert rpc.fail_or_retry(
@@ -158,12 +158,12 @@ def fail_next_claim(rpc: IngestionRpc) -> Job:
 def failed_job(conn: psycopg.Connection, batch_id: UUID) -> Job:
     """A new document of `batch_id` whose only job failed."""
     seed_job(conn, batch_id, max_attempts=1)
-    return fail_next_claim(IngestionRpc(conn))
+    return fail_next_claim(AnySchemaRpc(conn))
 
 
 def retry(conn: psycopg.Connection, *jobs: Job):
     """The operator's bulk retry (`ingest retry`) of `jobs`."""
-    return IngestionRpc(conn).retry_failed(job_ids=[j.id for j in jobs])
+    return AnySchemaRpc(conn).retry_failed(job_ids=[j.id for j in jobs])
 
 
 # -- 1. bulk retry against a bulk acknowledgement of the same two batches ---------------
@@ -188,14 +188,14 @@ def crossed_batches(conn: psycopg.Connection) -> CrossedBatches:
         in_b1.append(failed_job(conn, b1))
     seed_job(conn, b1)
     seed_job(conn, b2)
-    claims = IngestionRpc(conn).claim("ack-worker", limit=2)
+    claims = AnySchemaRpc(conn).claim("ack-worker", limit=2)
     assert sorted(c.batch_id for c in claims) == [b1, b2]
     return CrossedBatches(b1, b2, min(in_b2), max(in_b1), claims)
 
 
 def ack(conn: psycopg.Connection, claims: list[ClaimedJob]):
     """The worker's bulk acknowledgement of its claims (one `complete_ingestion_jobs`)."""
-    return IngestionRpc(conn).complete_many(
+    return AnySchemaRpc(conn).complete_many(
         "ack-worker", [CompleteItem(c.job_id, c.document_id, c.lease_token) for c in claims]
     )
 
@@ -283,7 +283,7 @@ def retry_and_reenqueue(conn: psycopg.Connection) -> RetryAndReenqueue:
 
 
 def reenqueue(conn: psycopg.Connection, seeded: RetryAndReenqueue):
-    return IngestionRpc(conn).enqueue(seeded.jb.document_id, batch_id=seeded.batch_id)
+    return AnySchemaRpc(conn).enqueue(seeded.jb.document_id, batch_id=seeded.batch_id)
 
 
 def assert_retry_and_reenqueue_settled(schema, setup, seeded: RetryAndReenqueue, outcomes: dict, second_waited: bool):
@@ -368,7 +368,7 @@ class RebuildWithFailedSibling:
 
 
 def rebuild_with_failed_sibling(conn: psycopg.Connection) -> RebuildWithFailedSibling:
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     batch_id = seed_batch(conn)
     seed_job(conn, batch_id)
     document_id, committed = index_document(rpc, conn)
@@ -385,7 +385,7 @@ def rebuild_with_failed_sibling(conn: psycopg.Connection) -> RebuildWithFailedSi
 
 def commit(conn: psycopg.Connection, seeded: RebuildWithFailedSibling, how: str) -> bool:
     """The worker commits G and completes its job in one transaction; True when accepted."""
-    rpc, claim = IngestionRpc(conn), seeded.claim
+    rpc, claim = AnySchemaRpc(conn), seeded.claim
     if how == "commit_and_complete":
         return rpc.commit_and_complete(
             claim.job_id,
@@ -456,7 +456,7 @@ def test_a_commit_and_a_retry_of_its_documents_failed_job(lock_order_schema, new
 
     committing = Background(lambda: commit(worker, seeded, how))
     wait_until_blocked(setup, worker_pid, by=blocker_pid)
-    retrying = Background(lambda: IngestionRpc(operator).retry(seeded.failed.id))
+    retrying = Background(lambda: AnySchemaRpc(operator).retry(seeded.failed.id))
     retry_waited = wait_until_blocked_or_finished(setup, operator_pid, retrying, by=worker_pid)
     blocker.commit()
 

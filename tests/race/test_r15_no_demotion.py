@@ -2,7 +2,7 @@
 
 import pytest
 
-from ingestion_pipeline.db.rpc import IngestionRpc
+from tests.any_schema_rpc import AnySchemaRpc
 from tests.helpers import document, index_document, seed_job
 
 
@@ -15,7 +15,7 @@ def committed_chunks(conn, document_id):
 @pytest.mark.parametrize("retry", [False, True], ids=["fail", "retry"])
 def test_failed_reindex_keeps_the_live_index(schema, new_conn, retry):
     conn = new_conn(schema.url)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     seed_job(conn)
     document_id, generation_id = index_document(rpc, conn, chunks=3)
     assert rpc.enqueue(document_id, kind="reindex").ok

@@ -16,7 +16,7 @@ import uuid
 import psycopg
 import pytest
 
-from ingestion_pipeline.db.rpc import IngestionRpc
+from tests.any_schema_rpc import AnySchemaRpc
 from tests.helpers import Background, backend_pid, seed_batch, seed_document, wait_until_blocked
 
 
@@ -34,7 +34,7 @@ def test_a_second_enqueue_of_a_queued_document(schema, new_conn):
     conn = new_conn(schema.url)
     batch_id = seed_batch(conn)
     document_id = seed_document(conn, batch_id)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     first = rpc.enqueue(document_id, batch_id=batch_id)
     assert first.ok
 
@@ -54,11 +54,11 @@ def test_a_second_enqueue_inside_a_caller_transaction_leaves_it_usable(schema, n
     transaction and the document enqueued before it is lost with it."""
     setup = new_conn(schema.url)
     queued, fresh = seed_document(setup), seed_document(setup)
-    existing = IngestionRpc(setup).enqueue(queued)
+    existing = AnySchemaRpc(setup).enqueue(queued)
     assert existing.ok
 
     tx = new_conn(schema.url, autocommit=False)
-    rpc = IngestionRpc(tx)
+    rpc = AnySchemaRpc(tx)
     assert rpc.enqueue(fresh).ok
     if schema.hardened:
         assert rpc.enqueue(queued).reason == "already_queued"
@@ -82,12 +82,12 @@ def test_concurrent_enqueues_make_one_open_job(schema, new_conn):
 
     first_tx = new_conn(schema.url, autocommit=False)
     first_tx.execute("select 1")
-    first = IngestionRpc(first_tx).enqueue(document_id)
+    first = AnySchemaRpc(first_tx).enqueue(document_id)
     assert first.ok
 
     second_conn = new_conn(schema.url)
     second_pid = backend_pid(second_conn)
-    second = Background(lambda: IngestionRpc(second_conn).enqueue(document_id))
+    second = Background(lambda: AnySchemaRpc(second_conn).enqueue(document_id))
     wait_until_blocked(setup, second_pid, by=backend_pid(first_tx))  # on the unique index
     first_tx.commit()
 
@@ -108,11 +108,11 @@ def test_a_concurrent_enqueue_proceeds_when_the_first_rolls_back(schema, new_con
 
     first_tx = new_conn(schema.url, autocommit=False)
     first_tx.execute("select 1")
-    assert IngestionRpc(first_tx).enqueue(document_id).ok
+    assert AnySchemaRpc(first_tx).enqueue(document_id).ok
 
     second_conn = new_conn(schema.url)
     second_pid = backend_pid(second_conn)
-    second = Background(lambda: IngestionRpc(second_conn).enqueue(document_id))
+    second = Background(lambda: AnySchemaRpc(second_conn).enqueue(document_id))
     wait_until_blocked(setup, second_pid, by=backend_pid(first_tx))
     first_tx.rollback()
 
@@ -124,9 +124,9 @@ def test_a_concurrent_enqueue_proceeds_when_the_first_rolls_back(schema, new_con
 def test_enqueue_of_an_unknown_document_is_refused(schema, new_conn):
     conn = new_conn(schema.url)
     if schema.hardened:
-        outcome = IngestionRpc(conn).enqueue(uuid.uuid4())
+        outcome = AnySchemaRpc(conn).enqueue(uuid.uuid4())
         assert (outcome.ok, outcome.reason) == (False, "document_not_found")
     else:
         # Before the hardening the foreign key refuses the insert and the error is raised.
         with pytest.raises(psycopg.errors.ForeignKeyViolation):
-            IngestionRpc(conn).enqueue(uuid.uuid4())
+            AnySchemaRpc(conn).enqueue(uuid.uuid4())

@@ -1,6 +1,6 @@
 """R1 (leases renewed by heartbeat) and R2 (a reclaimed worker changes nothing)."""
 
-from ingestion_pipeline.db.rpc import IngestionRpc
+from tests.any_schema_rpc import AnySchemaRpc
 from tests.helpers import (
     document,
     job,
@@ -14,7 +14,7 @@ from tests.helpers import (
 
 def test_heartbeat_keeps_a_live_lease_from_being_reclaimed(schema, new_conn):
     conn = new_conn(schema.url)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     seed_job(conn, seed_batch(conn))
     [claimed] = rpc.claim("worker-a")
     make_lease_stale(conn, claimed.job_id, seconds_ago=200)  # a long job, worker alive
@@ -36,7 +36,7 @@ def test_heartbeat_keeps_a_live_lease_from_being_reclaimed(schema, new_conn):
 
 def test_zombie_worker_changes_nothing_after_reclaim(schema, new_conn):
     conn = new_conn(schema.url)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     batch_id = seed_batch(conn)
     seed_job(conn, batch_id)
     seed_job(conn, batch_id)  # a sibling in the same batch

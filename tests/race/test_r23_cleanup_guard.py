@@ -1,6 +1,6 @@
 """R23: cleanup never deletes a build that was claimed after it chose its candidates."""
 
-from ingestion_pipeline.db.rpc import IngestionRpc
+from tests.any_schema_rpc import AnySchemaRpc
 from tests.helpers import (
     Background,
     backend_pid,
@@ -23,7 +23,7 @@ def generation_rows(conn, generation_id):
 
 def test_build_claimed_during_cleanup_survives(schema, new_conn):
     conn = new_conn(schema.url)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     seed_job(conn)
     document_id, _ = index_document(rpc, conn)
     # An abandoned build: a reindex that started a generation, then ended without commit.
@@ -38,7 +38,7 @@ def test_build_claimed_during_cleanup_survives(schema, new_conn):
     )
     cleaner = new_conn(schema.url)
     cleaner_pid = backend_pid(cleaner)
-    cleanup = Background(lambda: IngestionRpc(cleaner).cleanup_generations(dry_run=False))
+    cleanup = Background(lambda: AnySchemaRpc(cleaner).cleanup_generations(dry_run=False))
     wait_until_blocked(conn, cleaner_pid, by=backend_pid(barrier))
 
     # Meanwhile a new reindex is claimed and stages its rows.

@@ -1,12 +1,12 @@
 """R7: a retry is granted only while attempts remain."""
 
-from ingestion_pipeline.db.rpc import IngestionRpc
+from tests.any_schema_rpc import AnySchemaRpc
 from tests.helpers import batch, job, seed_batch, seed_job
 
 
 def test_retry_of_an_exhausted_job_is_terminal(schema, new_conn):
     conn = new_conn(schema.url)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     batch_id = seed_batch(conn)
     document_id, job_id = seed_job(conn, batch_id, max_attempts=1)
     [claimed] = rpc.claim("worker-a")
@@ -31,7 +31,7 @@ def test_retry_of_an_exhausted_job_is_terminal(schema, new_conn):
 
 def test_retry_with_attempts_left_is_granted(db_url, new_conn):
     conn = new_conn(db_url)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     document_id, job_id = seed_job(conn, max_attempts=2)
     rpc.claim("worker-a")
     outcome = rpc.fail_or_retry(job_id, document_id, worker_id="worker-a", retry=True)

@@ -1,6 +1,6 @@
 """R9: the last two jobs of a batch finish in overlapping transactions."""
 
-from ingestion_pipeline.db.rpc import IngestionRpc
+from tests.any_schema_rpc import AnySchemaRpc
 from tests.helpers import Background, backend_pid, batch, seed_batch, seed_job, wait_until_blocked
 
 
@@ -9,20 +9,20 @@ def test_overlapping_last_completions_leave_the_batch_terminal(schema, new_conn)
     batch_id = seed_batch(setup)
     seed_job(setup, batch_id)
     seed_job(setup, batch_id)
-    setup_rpc = IngestionRpc(setup)
+    setup_rpc = AnySchemaRpc(setup)
     [first] = setup_rpc.claim("worker-1")
     [second] = setup_rpc.claim("worker-2")
 
     # Transaction 1 completes the first job and stays open.
     tx1 = new_conn(schema.url, autocommit=False)
     tx1.execute("select 1")
-    assert IngestionRpc(tx1).complete(first.job_id, first.document_id, worker_id="worker-1", batch_id=batch_id).ok
+    assert AnySchemaRpc(tx1).complete(first.job_id, first.document_id, worker_id="worker-1", batch_id=batch_id).ok
 
     # Transaction 2 completes the second job; it must block on the batch row.
     tx2 = new_conn(schema.url)
     tx2_pid = backend_pid(tx2)
     second_done = Background(
-        lambda: IngestionRpc(tx2).complete(second.job_id, second.document_id, worker_id="worker-2", batch_id=batch_id)
+        lambda: AnySchemaRpc(tx2).complete(second.job_id, second.document_id, worker_id="worker-2", batch_id=batch_id)
     )
     wait_until_blocked(setup, tx2_pid, by=backend_pid(tx1))
     tx1.commit()

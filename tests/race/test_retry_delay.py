@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.db.rpc import acks as rpc_module
+import tests.any_schema_rpc as rpc_module
+from tests.any_schema_rpc import AnySchemaRpc
 from tests.helpers import job, seed_job
 
 
@@ -27,7 +27,7 @@ class SkewedClock(datetime):
 
 def test_a_retry_waits_its_delay_on_the_servers_clock(retry_delay_schema, new_conn, monkeypatch):
     conn = new_conn(retry_delay_schema.url)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     document_id, job_id = seed_job(conn, max_attempts=3)
     [claimed] = rpc.claim("worker-1")
     monkeypatch.setattr(rpc_module, "datetime", SkewedClock)
@@ -56,7 +56,7 @@ def test_a_retry_waits_its_delay_on_the_servers_clock(retry_delay_schema, new_co
 
 def test_a_refused_retry_stores_the_failed_stage(retry_delay_schema, new_conn):
     conn = new_conn(retry_delay_schema.url)
-    rpc = IngestionRpc(conn)
+    rpc = AnySchemaRpc(conn)
     document_id, job_id = seed_job(conn, max_attempts=1)
     [claimed] = rpc.claim("worker-1")
 

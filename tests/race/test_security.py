@@ -15,7 +15,7 @@ like the others), and no extension is installed in public, so nothing is exclude
 import psycopg
 import pytest
 
-from ingestion_pipeline.db.rpc import IngestionRpc
+from tests.any_schema_rpc import AnySchemaRpc
 from tests.helpers import seed_job
 
 OUTSIDER = "ingest_test_outsider"
@@ -219,7 +219,7 @@ def test_a_role_without_the_grant_cannot_execute_or_touch_a_relation(conn, outsi
     conn.execute(f"set role {outsider}")
     try:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            IngestionRpc(conn).claim("intruder")
+            AnySchemaRpc(conn).claim("intruder")
     finally:
         conn.execute("reset role")
 
@@ -238,7 +238,7 @@ def test_the_worker_role_runs_rpcs_but_cannot_write_the_queue(conn):
     _, job_id = seed_job(conn)
     conn.execute("set role ingestion_worker")
     try:
-        [claimed] = IngestionRpc(conn).claim("worker-1")
+        [claimed] = AnySchemaRpc(conn).claim("worker-1")
         assert claimed.job_id == job_id
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("update ingestion_jobs set status = 'completed'")

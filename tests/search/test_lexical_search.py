@@ -16,6 +16,7 @@ from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.search import search
 from ingestion_pipeline.settings import load_settings
 from ingestion_pipeline.worker import Worker
+from tests.any_schema_rpc import AnySchemaRpc
 from tests.conftest import _fresh_database
 
 WEIGHTED_SEARCH = "weighted_search"
@@ -141,7 +142,8 @@ def test_reindex_brings_documents_indexed_before_the_weights_to_them(pre_weights
     settings = load_settings(database_url=pre_weights_url, retry_backoff_seconds=0, parse_processes=0)
     with make_pool(pre_weights_url, settings) as pool:
         enqueue_paths(pool, [folder], max_bytes=settings.max_file_bytes)
-        assert Worker(pool, settings).run(drain=True).counts["completed"] == 2  # the older schema's chunks
+        # the older schema's chunks, built as that release's worker did (tests/any_schema_rpc.py)
+        assert Worker(pool, settings, rpc=AnySchemaRpc(pool)).run(drain=True).counts["completed"] == 2
     migrator.migrate(pre_weights_url)
     with make_pool(pre_weights_url, settings) as pool, pool.connection() as conn:
         unweighted = conn.execute("select count(*) as n from committed_document_chunks where title is null").fetchone()

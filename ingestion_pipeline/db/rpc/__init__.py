@@ -6,7 +6,7 @@ queries.sql holds the reads that are not RPCs): leases (claim, heartbeats, expir
 stage log, cleanup), acknowledgements (complete, fail or retry, one or many), batches
 (enqueue, counters' repair path, sensor, status and health views) and the lifecycle
 (delete a document, cancel a batch, retry failed jobs). rpc/base.py holds the
-plumbing and how the client picks the form each database generation offers.
+plumbing and the schema check (db/schema_level.py: the two schemas the client speaks).
 """
 
 from ingestion_pipeline.db.rpc.acks import AckRpc

@@ -4,13 +4,12 @@ one job per call or many in one statement (bulk acknowledgement); and the operat
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
-from ingestion_pipeline.db.fences import FenceLevel
 from ingestion_pipeline.db.models import CommitResult, CompletedJobs, CompleteItem, FailedJobs, FailItem, JobOutcome
 from ingestion_pipeline.db.rpc.generations import GenerationRpc
 
@@ -33,9 +32,9 @@ class AckRpc(GenerationRpc):
         batch_id: UUID | None = None,
         stage: str = "indexed",
     ) -> JobOutcome:
-        return self._fenced(
+        return self._state_call(
             JobOutcome,
-            "complete",
+            "rpc_complete",
             {
                 "job_id": job_id,
                 "document_id": document_id,
@@ -57,31 +56,22 @@ class AckRpc(GenerationRpc):
         metadata: dict[str, Any] | None = None,
         batch_id: UUID | None = None,
     ) -> CommitResult:
-        """Commit the generation and complete the job. With a token on a lease-token
-        schema that is one transaction; older schemas (or no token) get the two calls of
-        earlier releases, and `committed` says whether the first one went through."""
-        if self.fence_level >= FenceLevel.LEASE_TOKEN and lease_token is not None:
-            return self._result(
-                CommitResult,
-                "rpc_commit_and_complete",
-                {
-                    "job_id": job_id,
-                    "document_id": document_id,
-                    "generation_id": generation_id,
-                    "lease_token": lease_token,
-                    "metadata": Jsonb(metadata or {}),
-                    "batch_id": batch_id,
-                    "stage": "indexed",
-                    "worker_id": worker_id,
-                },
-            )  # worker_id: not sent, kept for loggers
-        committed = self.commit_generation(
-            job_id, document_id, generation_id, worker_id, metadata, lease_token=lease_token
+        """Commit the generation and complete the job, in one transaction fenced by the
+        token (`worker_id` is not sent: it names the caller for loggers)."""
+        return self._state_call(
+            CommitResult,
+            "rpc_commit_and_complete",
+            {
+                "job_id": job_id,
+                "document_id": document_id,
+                "generation_id": generation_id,
+                "lease_token": lease_token,
+                "metadata": Jsonb(metadata or {}),
+                "batch_id": batch_id,
+                "stage": "indexed",
+                "worker_id": worker_id,  # not sent: for loggers
+            },
         )
-        if not committed.ok:
-            return CommitResult.model_validate(committed.model_dump())
-        completed = self.complete(job_id, document_id, worker_id=worker_id, lease_token=lease_token, batch_id=batch_id)
-        return CommitResult.model_validate({**committed.model_dump(), **completed.model_dump(), "committed": True})
 
     def fail_or_retry(
         self,
@@ -99,14 +89,10 @@ class AckRpc(GenerationRpc):
         retry_delay_seconds: float | None = None,
     ) -> JobOutcome:
         """Fail the job, or re-queue it while attempts remain. A retry runs again after
-        `retry_delay_seconds`, counted on the database server's clock; on a schema older
-        than that parameter the delay is added to this machine's clock instead (or
-        `next_run_at` is sent as given)."""
-        if retry_delay_seconds is not None and next_run_at is None and self.fence_level < FenceLevel.SERVER_RETRY_DELAY:
-            next_run_at = datetime.now(UTC) + timedelta(seconds=retry_delay_seconds)
-        return self._fenced(
+        `retry_delay_seconds`, counted on the database server's clock (or at `next_run_at`)."""
+        return self._state_call(
             JobOutcome,
-            "fail_or_retry",
+            "rpc_fail_or_retry",
             {
                 "job_id": job_id,
                 "document_id": document_id,
@@ -123,21 +109,13 @@ class AckRpc(GenerationRpc):
         )
 
     # -- bulk acknowledgement ---------------------------------------------------------
-    # One statement for many jobs (at most MAX_ACK_ITEMS each) when the schema has it and
-    # every item carries a token; otherwise one call per item. Either way: one answer per
-    # item, in the order given.
+    # One statement for many jobs (at most MAX_ACK_ITEMS each; longer lists go in several),
+    # each item fenced by its own token, with the stage rows of its job. One answer per
+    # item, in the order given. `worker_id` is not sent (each item names its own).
 
-    def _bulk(self, items: Sequence[CompleteItem | FailItem]) -> bool:
-        return self.fence_level >= FenceLevel.BULK_ACK and all(item.lease_token is not None for item in items)
-
-    @property
-    def stages_ride_acks(self) -> bool:
-        """Whether a bulk acknowledgement writes its items' stage rows (else each stage row
-        is a record_stage call of its own)."""
-        return self.fence_level >= FenceLevel.STAGES_IN_ACKS
-
-    def _with_stages(self, item: CompleteItem | FailItem, fields: dict[str, Any]) -> dict[str, Any]:
-        if item.stages and self.stages_ride_acks:
+    @staticmethod
+    def _with_stages(item: CompleteItem | FailItem, fields: dict[str, Any]) -> dict[str, Any]:
+        if item.stages:
             fields.update(worker_id=item.worker_id, stages=[row.as_json() for row in item.stages])
         return fields
 
@@ -146,9 +124,8 @@ class AckRpc(GenerationRpc):
         a refused item (`lease_lost`, `generation_not_owned`, ...) changes nothing."""
         if not items:
             return []
-        if self._bulk(items):
-            return [result for part in _parts(items) for result in self._complete_part(part)]
-        return [self._complete_one(worker_id, item) for item in items]
+        self.require_supported_schema()
+        return [result for part in _parts(items) for result in self._complete_part(part)]
 
     def _complete_part(self, items: Sequence[CompleteItem]) -> list[CommitResult]:
         answer = self._result(
@@ -175,48 +152,11 @@ class AckRpc(GenerationRpc):
         )
         return _in_order(items, answer.results)
 
-    def _complete_one(self, worker_id: str, item: CompleteItem) -> CommitResult:
-        if item.generation_id is not None:
-            done = self.commit_and_complete(
-                item.job_id,
-                item.document_id,
-                item.generation_id,
-                worker_id=worker_id,
-                lease_token=item.lease_token,
-                metadata=item.metadata,
-                batch_id=item.batch_id,
-            )
-            return done if done.committed is not None else done.model_copy(update={"committed": done.ok})
-        completed = self.complete(
-            item.job_id,
-            item.document_id,
-            worker_id=worker_id,
-            lease_token=item.lease_token,
-            batch_id=item.batch_id,
-            stage=item.stage,
-        )
-        return CommitResult.model_validate({**completed.model_dump(), "job_id": item.job_id, "committed": False})
-
     def fail_or_retry_many(self, worker_id: str, items: Sequence[FailItem]) -> list[JobOutcome]:
         if not items:
             return []
-        if self._bulk(items):
-            return [result for part in _parts(items) for result in self._fail_part(part)]
-        return [
-            self.fail_or_retry(
-                i.job_id,
-                i.document_id,
-                worker_id=worker_id,
-                lease_token=i.lease_token,
-                retry=i.retry,
-                error_message=i.error_message,
-                batch_id=i.batch_id,
-                document_status=i.document_status,
-                stage=i.stage,
-                retry_delay_seconds=i.retry_delay_seconds,
-            )
-            for i in items
-        ]
+        self.require_supported_schema()
+        return [result for part in _parts(items) for result in self._fail_part(part)]
 
     def _fail_part(self, items: Sequence[FailItem]) -> list[JobOutcome]:
         answer = self._result(

@@ -1,11 +1,9 @@
-"""Plumbing shared by the RPC client's parts: connections, result parsing, fence levels.
+"""Plumbing shared by the RPC client's parts: connections, result parsing, the schema check.
 
-Fences (db/fences.py): the client learns from the catalog which generation of signatures
-the database has, once, and calls that form. With lease tokens every fenced call carries
-the token the claim returned; a worker-id-fenced database gets the worker-id form; a
-pre-hardening one the unfenced form, each such result marked `fenced=False` and logged
-once. While the database is older than the newest schema the level is looked up again at
-each claim, so a running worker picks up the fences as soon as the database is migrated.
+The schema (db/schema_level.py): before its first claim or fenced call the client looks up,
+once, which schema the database has. This release's and the previous release's are spoken
+(every fenced call carries the token the claim returned); an older one is refused with
+SchemaTooOld, never called in a form without the fence.
 
 The client runs each RPC as one statement. Given a pool it borrows an autocommit
 connection per call (each RPC is its own transaction); given a connection it uses that
@@ -23,9 +21,8 @@ import psycopg
 from psycopg.rows import DictRow
 from psycopg_pool import ConnectionPool
 
-from ingestion_pipeline.db import fences
+from ingestion_pipeline.db import schema_level
 from ingestion_pipeline.db.connection import one_row
-from ingestion_pipeline.db.fences import FenceLevel
 from ingestion_pipeline.db.models import RpcResult
 from ingestion_pipeline.db.queries import query
 
@@ -41,7 +38,7 @@ class RpcBase:
     ):
         self._db = db
         self.stale_after_seconds = stale_after_seconds
-        self._fence_level: FenceLevel | None = None
+        self._schema_level: schema_level.SchemaLevel | None = None
         self._chunk_headings: bool | None = None
 
     @contextmanager
@@ -65,46 +62,34 @@ class RpcBase:
         return model.model_validate(self._value(name, params))
 
     @property
-    def fence_level(self) -> FenceLevel:
-        """The database's schema generation, looked up in the catalog on first use."""
-        if self._fence_level is None:
+    def schema_level(self) -> schema_level.SchemaLevel:
+        """The database's schema level, looked up in the catalog on first use; SchemaTooOld
+        when it is older than the previous release's."""
+        if self._schema_level is None:
             with self._connection() as conn:
-                self._fence_level = fences.probe(conn)
-            if self._fence_level < FenceLevel.LEASE_TOKEN:
+                self._schema_level = schema_level.probe(conn)
+            if self._schema_level < schema_level.CURRENT:
                 log.warning(
-                    "this database has %s fences, not lease tokens (schema older than the lease-token "
-                    "migration)%s. Run `ingest db migrate`.",
-                    self._fence_level.name.lower(),
-                    "; state RPCs run unfenced" if self._fence_level is FenceLevel.NONE else "",
+                    "this database has the previous release's schema (%s); this client works with it, "
+                    "but run `ingest db migrate` before the next upgrade.",
+                    self._schema_level.name.lower(),
                 )
-            elif self._fence_level < fences.NEWEST:
-                log.warning(
-                    "this database's schema is older than this client's (%s): %s. Run `ingest db migrate`.",
-                    self._fence_level.name.lower(),
-                    fences.MISSING[self._fence_level],
-                )
-        return self._fence_level
+        return self._schema_level
+
+    def require_supported_schema(self) -> None:
+        """Raise SchemaTooOld unless the database's schema is in the support window."""
+        _ = self.schema_level
 
     @property
     def chunks_have_headings(self) -> bool:
         """Whether chunks carry their title and heading path (migration weighted_search): an
-        older database gets its chunks without them. Looked up once, like the fence level."""
+        older database gets its chunks without them. Looked up once, like the schema level."""
         if self._chunk_headings is None:
             with self._connection() as conn:
                 self._chunk_headings = bool(one_row(conn.execute(query("chunks_have_headings")))["present"])
         return self._chunk_headings
 
-    def _reprobe_if_outdated(self) -> None:
-        if self._fence_level is not None and self._fence_level < fences.NEWEST:
-            with self._connection() as conn:
-                self._fence_level = fences.probe(conn)
-
-    def _fenced(self, model: type[R], rpc: str, params: dict[str, Any]) -> R:
-        """Call `rpc` in the form this database's fence level offers; an RPC the schema
-        lacks (heartbeat and stage log before the hardening) is an unfenced no-op."""
-        level = self.fence_level
-        name = fences.query_for(rpc, level)
-        if name is None:
-            return model(ok=True, fenced=False)
-        result = self._result(model, name, params)
-        return result if level > FenceLevel.NONE else result.model_copy(update={"fenced": False})
+    def _state_call(self, model: type[R], name: str, params: dict[str, Any]) -> R:
+        """A state-machine call (`name`: its named query), after the schema check."""
+        self.require_supported_schema()
+        return self._result(model, name, params)

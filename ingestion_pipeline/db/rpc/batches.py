@@ -9,7 +9,6 @@ from uuid import UUID
 import psycopg
 from psycopg.types.json import Jsonb
 
-from ingestion_pipeline.db.fences import FenceLevel
 from ingestion_pipeline.db.models import (
     BatchCreated,
     BatchesRefreshed,
@@ -52,10 +51,7 @@ class BatchRpc(RpcBase):
         return self._result(BatchesRefreshed, "rpc_refresh_stuck_batches", {"limit": limit})
 
     def refresh_drifted_batches(self, *, limit: int = 100) -> BatchesRefreshed:
-        """Recount batches whose counters disagree with their jobs (none before the
-        batch-counter schema, where every transition recounts)."""
-        if self.fence_level < FenceLevel.BULK_ACK:
-            return BatchesRefreshed(ok=True)
+        """Recount batches whose counters disagree with their jobs."""
         return self._result(BatchesRefreshed, "rpc_refresh_drifted_batches", {"limit": limit})
 
     def sensor_state(self, *, limit: int = 100) -> SensorState:

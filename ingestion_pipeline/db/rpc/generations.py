@@ -16,9 +16,9 @@ class GenerationRpc(RpcBase):
     def begin_generation(
         self, job_id: UUID, document_id: UUID, worker_id: str, *, lease_token: int | None = None
     ) -> GenerationResult:
-        return self._fenced(
+        return self._state_call(
             GenerationResult,
-            "begin_generation",
+            "rpc_begin_generation",
             {"job_id": job_id, "document_id": document_id, "worker_id": worker_id, "lease_token": lease_token},
         )
 
@@ -32,9 +32,9 @@ class GenerationRpc(RpcBase):
         *,
         lease_token: int | None = None,
     ) -> GenerationResult:
-        return self._fenced(
+        return self._state_call(
             GenerationResult,
-            "commit_generation",
+            "rpc_commit_generation",
             {
                 "job_id": job_id,
                 "document_id": document_id,
@@ -56,11 +56,11 @@ class GenerationRpc(RpcBase):
         detail: dict[str, Any] | None = None,
         lease_token: int | None = None,
     ) -> RpcResult:
-        """Append to the stage log, only while the caller holds the lease (a no-op on a
-        pre-hardening database, which has no stage log RPC)."""
-        return self._fenced(
+        """Append to the stage log, only while the caller holds the lease. (The worker's own
+        stage rows ride its acknowledgements instead.)"""
+        return self._state_call(
             RpcResult,
-            "record_stage",
+            "rpc_record_stage",
             {
                 "job_id": job_id,
                 "worker_id": worker_id,

@@ -1,21 +1,11 @@
 -- Acknowledgements: complete, fail or retry, one job or many (db/rpc/acks.py).
--- Named notation (`p_x => value`) so a call resolves to exactly one signature. Fenced RPCs
--- come in one form per schema generation (db/fences.py): the newest passes the lease token,
--- `*_worker_id` the worker-id fence of the hardening migration, `*_legacy` the
--- pre-hardening (unfenced) call. Parameters are server-side bound.
+-- Named notation (`p_x => value`) so a call resolves to exactly one signature; fenced RPCs
+-- pass the claim's lease token. Parameters are server-side bound.
 
 -- name: rpc_complete
 select complete_ingestion_job(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
     p_batch_id => %(batch_id)s, p_stage => %(stage)s, p_worker_id => %(worker_id)s,
     p_lease_token => %(lease_token)s) as result;
-
--- name: rpc_complete_worker_id
-select complete_ingestion_job(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
-    p_batch_id => %(batch_id)s, p_stage => %(stage)s, p_worker_id => %(worker_id)s) as result;
-
--- name: rpc_complete_legacy
-select complete_ingestion_job(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
-    p_batch_id => %(batch_id)s, p_stage => %(stage)s) as result;
 
 -- name: rpc_commit_and_complete
 select commit_and_complete_ingestion_job(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
@@ -33,23 +23,6 @@ select fail_or_retry_ingestion_job(p_job_id => %(job_id)s, p_document_id => %(do
     p_stage => %(stage)s, p_error_message => %(error_message)s, p_next_run_at => %(next_run_at)s,
     p_worker_id => %(worker_id)s, p_lease_token => %(lease_token)s,
     p_retry_delay_seconds => %(retry_delay_seconds)s) as result;
-
--- name: rpc_fail_or_retry_lease_token
-select fail_or_retry_ingestion_job(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
-    p_batch_id => %(batch_id)s, p_retry => %(retry)s, p_document_status => %(document_status)s,
-    p_stage => %(stage)s, p_error_message => %(error_message)s, p_next_run_at => %(next_run_at)s,
-    p_worker_id => %(worker_id)s, p_lease_token => %(lease_token)s) as result;
-
--- name: rpc_fail_or_retry_worker_id
-select fail_or_retry_ingestion_job(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
-    p_batch_id => %(batch_id)s, p_retry => %(retry)s, p_document_status => %(document_status)s,
-    p_stage => %(stage)s, p_error_message => %(error_message)s, p_next_run_at => %(next_run_at)s,
-    p_worker_id => %(worker_id)s) as result;
-
--- name: rpc_fail_or_retry_legacy
-select fail_or_retry_ingestion_job(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
-    p_batch_id => %(batch_id)s, p_retry => %(retry)s, p_document_status => %(document_status)s,
-    p_stage => %(stage)s, p_error_message => %(error_message)s, p_next_run_at => %(next_run_at)s) as result;
 
 -- name: rpc_fail_or_retry_many
 select fail_or_retry_ingestion_jobs(p_items => %(items)s) as result;

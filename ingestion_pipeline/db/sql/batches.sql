@@ -1,9 +1,7 @@
 -- Batches and queue views: create, enqueue, the counters' repair path, sensor, status, health
 -- (db/rpc/batches.py).
--- Named notation (`p_x => value`) so a call resolves to exactly one signature. Fenced RPCs
--- come in one form per schema generation (db/fences.py): the newest passes the lease token,
--- `*_worker_id` the worker-id fence of the hardening migration, `*_legacy` the
--- pre-hardening (unfenced) call. Parameters are server-side bound.
+-- Named notation (`p_x => value`) so a call resolves to exactly one signature; fenced RPCs
+-- pass the claim's lease token. Parameters are server-side bound.
 
 -- name: rpc_create_batch
 select create_import_batch(p_name => %(name)s, p_metadata => %(metadata)s) as result;

@@ -1,40 +1,20 @@
 -- Index generations: begin, commit, stage log, guarded cleanup (db/rpc/generations.py).
--- Named notation (`p_x => value`) so a call resolves to exactly one signature. Fenced RPCs
--- come in one form per schema generation (db/fences.py): the newest passes the lease token,
--- `*_worker_id` the worker-id fence of the hardening migration, `*_legacy` the
--- pre-hardening (unfenced) call. Parameters are server-side bound.
+-- Named notation (`p_x => value`) so a call resolves to exactly one signature; fenced RPCs
+-- pass the claim's lease token. Parameters are server-side bound.
 
 -- name: rpc_begin_generation
 select begin_document_index_generation(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
     p_worker_id => %(worker_id)s, p_lease_token => %(lease_token)s) as result;
-
--- name: rpc_begin_generation_worker_id
-select begin_document_index_generation(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
-    p_worker_id => %(worker_id)s) as result;
 
 -- name: rpc_commit_generation
 select commit_document_index_generation(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
     p_generation_id => %(generation_id)s, p_worker_id => %(worker_id)s,
     p_metadata => %(metadata)s, p_lease_token => %(lease_token)s) as result;
 
--- name: rpc_commit_generation_worker_id
-select commit_document_index_generation(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
-    p_generation_id => %(generation_id)s, p_worker_id => %(worker_id)s,
-    p_metadata => %(metadata)s) as result;
-
--- name: rpc_commit_generation_legacy
-select commit_document_index_generation(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
-    p_generation_id => %(generation_id)s, p_metadata => %(metadata)s) as result;
-
 -- name: rpc_record_stage
 select record_ingestion_job_stage(p_job_id => %(job_id)s, p_worker_id => %(worker_id)s,
     p_stage => %(stage)s, p_started_at => %(started_at)s, p_finished_at => %(finished_at)s,
     p_detail => %(detail)s, p_lease_token => %(lease_token)s) as result;
-
--- name: rpc_record_stage_worker_id
-select record_ingestion_job_stage(p_job_id => %(job_id)s, p_worker_id => %(worker_id)s,
-    p_stage => %(stage)s, p_started_at => %(started_at)s, p_finished_at => %(finished_at)s,
-    p_detail => %(detail)s) as result;
 
 -- name: rpc_cleanup
 select cleanup_abandoned_document_index_generations(p_document_id => %(document_id)s,

@@ -1,8 +1,6 @@
 -- Leases: claim, heartbeats, expiry of final-attempt leases (db/rpc/leases.py).
--- Named notation (`p_x => value`) so a call resolves to exactly one signature. Fenced RPCs
--- come in one form per schema generation (db/fences.py): the newest passes the lease token,
--- `*_worker_id` the worker-id fence of the hardening migration, `*_legacy` the
--- pre-hardening (unfenced) call. Parameters are server-side bound.
+-- Named notation (`p_x => value`) so a call resolves to exactly one signature; fenced RPCs
+-- pass the claim's lease token. Parameters are server-side bound.
 
 -- name: rpc_claim
 select * from claim_ingestion_jobs(p_worker_id => %(worker_id)s, p_claim_limit => %(limit)s,
@@ -11,10 +9,6 @@ select * from claim_ingestion_jobs(p_worker_id => %(worker_id)s, p_claim_limit =
 -- name: rpc_heartbeat
 select heartbeat_ingestion_job(p_job_id => %(job_id)s, p_worker_id => %(worker_id)s,
     p_progress => %(progress)s, p_stage => %(stage)s, p_lease_token => %(lease_token)s) as result;
-
--- name: rpc_heartbeat_worker_id
-select heartbeat_ingestion_job(p_job_id => %(job_id)s, p_worker_id => %(worker_id)s,
-    p_progress => %(progress)s, p_stage => %(stage)s) as result;
 
 -- name: rpc_heartbeat_many
 -- One statement renews many leases, each by its own token (lost ones are listed).

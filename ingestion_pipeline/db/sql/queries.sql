@@ -39,7 +39,7 @@ select current_setting('max_connections')::int as max_connections,
 select current_setting('server_version') as version, current_database() as database;
 
 -- ---------------------------------------------------------------------------------
--- The schema generation the RPC client talks to (db/fences.py); the RPCs themselves are
+-- The schema level the RPC client talks to (db/schema_level.py); the RPCs themselves are
 -- named in leases.sql, generations.sql, acks.sql and batches.sql.
 
 -- name: chunks_have_headings
@@ -47,15 +47,11 @@ select exists (select 1 from pg_catalog.pg_attribute
                where attrelid = to_regclass('document_chunks') and attname = 'heading' and not attisdropped
 ) as present;
 
--- name: rpc_fence_level
--- Which generation of fenced signatures this database has (resolved like the calls are).
+-- name: rpc_schema_level
+-- 6: this release (one lock order); 5: the previous release (stage rows in acks); 0: older.
 select case
+    when to_regprocedure('max_ack_items()') is not null then 6
     when to_regprocedure('insert_ingestion_job_stages(uuid,uuid,text,jsonb)') is not null then 5
-    when to_regprocedure('complete_ingestion_jobs(jsonb)') is not null then 4
-    when to_regprocedure('fail_or_retry_ingestion_job(uuid,uuid,uuid,boolean,text,text,text,timestamptz,text,bigint,'
-                         'double precision)') is not null then 3
-    when to_regprocedure('commit_and_complete_ingestion_job(uuid,uuid,uuid,bigint,jsonb,uuid,text)') is not null then 2
-    when to_regprocedure('heartbeat_ingestion_job(uuid,text,integer,text)') is not null then 1
     else 0
 end as level;
 
