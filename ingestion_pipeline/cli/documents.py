@@ -86,25 +86,25 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 def print_status(settings: Settings, *, batch_id: UUID | None = None, limit: int = 20, as_json: bool = False) -> None:
     with migrated_pool(settings) as pool:
         report = IngestionRpc(pool).batch_report(batch_id=batch_id, limit=limit)
-    if batch_id and not report["batches"]:
+    if batch_id and not report.batches:
         raise IngestError(f"no batch {batch_id}")
     if as_json:
-        print_json(report)
+        print_json(report.model_dump(mode="json", exclude={"fenced", "reason"}))
         return
     rows = [
         (
-            b["batch_id"],
-            b["name"],
-            b["status"],
-            b["total_files"],
-            b["pending"],
-            b["processing"],
-            b["completed"],
-            b["failed"],
-            b.get("cancelled", 0),
-            _age(b["oldest_pending_age_seconds"]),
+            b.batch_id,
+            b.name,
+            b.status,
+            b.total_files,
+            b.pending,
+            b.processing,
+            b.completed,
+            b.failed,
+            b.cancelled,
+            _age(b.oldest_pending_age_seconds),
         )
-        for b in report["batches"]
+        for b in report.batches
     ]
     print(
         render_table(
@@ -123,15 +123,12 @@ def print_status(settings: Settings, *, batch_id: UUID | None = None, limit: int
             rows,
         )
     )
-    if report["failures"]:
+    if report.failures:
         print("\nfailures:")
         print(
             render_table(
                 ["file", "attempts", "error"],
-                [
-                    (f["source_name"], f"{f['attempt_count']}/{f['max_attempts']}", f["error_message"])
-                    for f in report["failures"]
-                ],
+                [(f.source_name, f"{f.attempt_count}/{f.max_attempts}", f.error_message) for f in report.failures],
             )
         )
 

@@ -1,15 +1,40 @@
-"""Typed results of the RPCs. Every RPC returns jsonb with `ok` and, when not ok, `reason`."""
+"""Typed results of the RPCs. Every RPC returns jsonb with `ok` and, when not ok, `reason`
+(a `Refusal`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-LEASE_LOST = "lease_lost"
+
+class Refusal(StrEnum):
+    """Why an RPC (or an item of a bulk one) changed nothing: the `reason` the migrations'
+    plpgsql answers with (tests/unit/test_refusals.py checks the list against schema.sql)."""
+
+    LEASE_LOST = "lease_lost"  # the caller's lease (token) is no longer the job's
+    LEASE_LIVE = "lease_live"  # a retry of a job that is being worked on
+    NOT_FOUND = "not_found"
+    NOT_OPEN = "not_open"  # the job is not pending or processing
+    COMPLETED = "completed"  # a retry of a completed job
+    CANCELLED = "cancelled"  # a retry of a cancelled job
+    ALREADY_QUEUED = "already_queued"  # the document has an open job already
+    ALREADY_DELETED = "already_deleted"
+    DOCUMENT_DELETED = "document_deleted"
+    DOCUMENT_NOT_FOUND = "document_not_found"
+    DOCUMENT_MISMATCH = "document_mismatch"  # the job is not that document's
+    BATCH_NOT_FOUND = "batch_not_found"
+    BATCH_CANCELLED = "batch_cancelled"
+    NOTHING_OPEN = "nothing_open"  # a cancel with no open job (schemas before …_one_lock_order.sql)
+    GENERATION_NOT_FOUND = "generation_not_found"
+    GENERATION_NOT_OWNED = "generation_not_owned"  # begun by another claim
+    GENERATION_NOT_BUILDING = "generation_not_building"  # committed or abandoned already
+    DUPLICATE_ITEM = "duplicate_item"  # a bulk call named one job twice
+    CONTENDED = "contended"  # another transaction holds the row; try again
 
 
 class RpcResult(BaseModel):
@@ -17,13 +42,15 @@ class RpcResult(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
 
     ok: bool
-    reason: str | None = None
-    # False when the database predates the fences and the call ran unfenced.
+    # A reason a newer schema added is kept as its text (a client of the previous release
+    # reads the database of the next one).
+    reason: Refusal | str | None = Field(default=None, union_mode="left_to_right")
+    # False only from the tests' client of schemas before the fences (tests/any_schema_rpc.py).
     fenced: bool = True
 
     @property
     def lease_lost(self) -> bool:
-        return not self.ok and self.reason == LEASE_LOST
+        return not self.ok and self.reason == Refusal.LEASE_LOST
 
 
 class BatchCreated(RpcResult):
@@ -133,6 +160,44 @@ class FailedJobs(RpcResult):
     batches: list[BatchStatus] = []
 
 
+class BatchSummary(BaseModel):
+    """One batch in `ingest status`: its stored counters and its jobs counted by status."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    batch_id: UUID
+    name: str
+    status: str
+    total_files: int = 0
+    pending: int = 0
+    processing: int = 0
+    completed: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    oldest_pending_age_seconds: int | None = None
+
+
+class FailedJob(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    job_id: UUID
+    batch_id: UUID | None = None
+    document_id: UUID
+    source_name: str
+    attempt_count: int
+    max_attempts: int
+    stage: str | None = None
+    error_message: str | None = None
+    failed_at: datetime | None = None
+
+
+class BatchReport(RpcResult):
+    """`ingest status`: batches with their job counts, and recent failures."""
+
+    batches: list[BatchSummary] = []
+    failures: list[FailedJob] = []
+
+
 class QueueHealth(RpcResult):
     jobs_by_status: dict[str, int] = {}
     oldest_pending_age_seconds: int | None = None
@@ -231,6 +296,16 @@ class FailItem:
 
 
 # -- lifecycle: delete, cancel, retry (db/rpc/lifecycle.py) -------------------------------
+
+
+class LiveDocument(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: UUID
+    source_name: str
+    status: str
+    batch_id: UUID | None = None
+    created_at: datetime
 
 
 class DocumentDeleted(RpcResult):

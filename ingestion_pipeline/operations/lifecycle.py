@@ -11,30 +11,30 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from uuid import UUID
 
-from ingestion_pipeline.db.models import RpcResult
+from ingestion_pipeline.db.models import Refusal, RpcResult
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import IngestError
 
-# Refusals of the RPCs (and of the name lookup), as a user reads them.
-REASONS = {
-    "not_found": "not found",
-    "already_deleted": "already deleted",
+# Refusals of the RPCs (and `source_not_found`, of the name lookup), as a user reads them.
+REASONS: dict[str, str] = {
+    Refusal.NOT_FOUND: "not found",
+    Refusal.ALREADY_DELETED: "already deleted",
     "source_not_found": "no live document has this name",
-    "batch_not_found": "no such batch",
-    "nothing_open": "nothing to cancel: no job of the batch is pending or processing",
-    "completed": "completed jobs are not retried (to rebuild the document: ingest enqueue --reindex)",
-    "lease_live": "has a live lease (a worker is on it)",
-    "already_queued": "already queued (its document has an open job)",
-    "cancelled": "cancelled jobs are not retried (enqueue the file again)",
-    "document_deleted": "its document was deleted",
-    "batch_cancelled": "its import batch was cancelled (enqueue the file again, into a new batch)",
+    Refusal.BATCH_NOT_FOUND: "no such batch",
+    Refusal.NOTHING_OPEN: "nothing to cancel: no job of the batch is pending or processing",
+    Refusal.COMPLETED: "completed jobs are not retried (to rebuild the document: ingest enqueue --reindex)",
+    Refusal.LEASE_LIVE: "has a live lease (a worker is on it)",
+    Refusal.ALREADY_QUEUED: "already queued (its document has an open job)",
+    Refusal.CANCELLED: "cancelled jobs are not retried (enqueue the file again)",
+    Refusal.DOCUMENT_DELETED: "its document was deleted",
+    Refusal.BATCH_CANCELLED: "its import batch was cancelled (enqueue the file again, into a new batch)",
 }
 
 
 def reason_words(reason: str | None, what: str = "") -> str:
     """`not_found` names what was not found ("no such document"); other reasons read the same
     for every kind of request."""
-    if reason == "not_found" and what:
+    if reason == Refusal.NOT_FOUND and what:
         return f"no such {what}"
     return REASONS.get(reason or "", reason or "refused")
 
@@ -69,7 +69,7 @@ def delete_documents(
     if names:
         found = rpc.live_documents_by_source(names)
         for name in names:
-            matches = [UUID(str(row["id"])) for row in found if row["source_name"] == name]
+            matches = [document.id for document in found if document.source_name == name]
             if not matches:
                 results.append({"ok": False, "reason": "source_not_found", "source_name": name, "document_id": None})
             wanted.extend(match for match in matches if match not in wanted)

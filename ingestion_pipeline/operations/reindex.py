@@ -20,6 +20,7 @@ import psycopg
 from psycopg.rows import DictRow
 from psycopg_pool import ConnectionPool
 
+from ingestion_pipeline.db.models import Refusal
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc import IngestionRpc
 
@@ -73,7 +74,7 @@ def reindex_documents(
 
 
 def _outcome(reason: str | None) -> str:
-    return "not_found" if reason == "document_not_found" else reason or "refused"
+    return Refusal.NOT_FOUND if reason == Refusal.DOCUMENT_NOT_FOUND else reason or "refused"
 
 
 def _pages_of(document_ids: list[UUID]) -> Iterator[list[UUID]]:

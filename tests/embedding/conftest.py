@@ -11,7 +11,7 @@ from pydantic import SecretStr
 
 from ingestion_pipeline.processing.openai_embedder import OpenAIEmbedder
 from ingestion_pipeline.settings import load_settings
-from tests.fixtures.openai_server import OpenAIServer
+from ingestion_pipeline.testing.openai_server import OpenAIServer
 
 
 @pytest.fixture(autouse=True)

@@ -19,9 +19,9 @@ from ingestion_pipeline.processing import (
     embed_chunks,
 )
 from ingestion_pipeline.processing.openai_embedder import _vector
+from ingestion_pipeline.testing.openai_server import FIXED_MODEL, NATIVE_DIMENSIONS
 from ingestion_pipeline.worker.errors import describe, is_transient
 from ingestion_pipeline.worker.isolation import can_run_in_child
-from tests.fixtures.openai_server import FIXED_MODEL, NATIVE_DIMENSIONS
 
 
 def texts(count: int) -> list[str]:

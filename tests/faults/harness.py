@@ -20,7 +20,7 @@ everything drained, a last janitor pass runs the cleanup until it finds nothing 
 no row of a deleted document is left for the checker. Before the run the harness installs
 a test-only deletion audit in the scratch database (`install_deletion_audit`, not a
 migration), which the checker reads.
-Used by tests/faults (bounded) and bench/soak.py."""
+Used by tests/faults (bounded) and tests/faults/soak.py."""
 
 from __future__ import annotations
 

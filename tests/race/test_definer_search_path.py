@@ -319,7 +319,7 @@ def test_look_alikes_in_public_never_run_inside_the_rpcs(token_schema, traps, ne
     assert document(conn, done["good_document"])["index_generation_id"] == done["generation_id"]
     assert (done["dry"].generations, done["real"].generations, done["real"].chunks) == (1, 1, 1)
     assert done["refreshed"].status == batch(conn, done["batch_id"])["status"] == "completed_with_errors"
-    assert done["report"]["batches"][0]["failed"] == 1
+    assert done["report"].batches[0].failed == 1
     assert done["health"].ok and done["sensor"].ok and done["stuck"].ok
 
 

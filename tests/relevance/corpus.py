@@ -1,15 +1,15 @@
 """The relevance corpus (tests/fixtures/relevance): project-written HTML pages of a database
-operations manual and the queries, each with the page that answers it. Shared by
-tests/relevance and bench/relevance.py."""
+operations manual and the queries, each with the page that answers it; the metrics are the
+package's (ingestion_pipeline/search/evaluation.py), which bench/relevance.py uses too."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from pathlib import Path
 
+from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db.connection import make_pool
 from ingestion_pipeline.operations.enqueue import enqueue_paths
+from ingestion_pipeline.search.evaluation import Query, Ranked, load_judgments, rank_cell
 from ingestion_pipeline.settings import load_settings
 from ingestion_pipeline.worker import Worker
 
@@ -19,15 +19,8 @@ QUERIES = FOLDER / "queries.json"
 KINDS = ("keyword", "topic", "question", "phrase", "exclude")
 
 
-@dataclass(frozen=True)
-class Query:
-    text: str
-    expected: str  # file name of the page that answers it (a Hit's source_name)
-    kind: str  # one of KINDS
-
-
 def load_queries(path: Path = QUERIES) -> list[Query]:
-    return [Query(item["query"], item["expected"], item["kind"]) for item in json.loads(path.read_text("utf-8"))]
+    return load_judgments(path)
 
 
 def page_names() -> list[str]:
@@ -49,3 +42,19 @@ def index_pages(url: str) -> int:
             + "; ".join(r.message or "" for r in report.results if r.outcome.value != "completed")
         )
     return completed
+
+
+def per_query_table(ranked: list[Ranked]) -> str:
+    return render_table(
+        ["rank", "kind", "query", "expected", "first result"],
+        [
+            [
+                rank_cell(r.rank),
+                r.query.kind,
+                r.query.text,
+                r.query.expected,
+                "" if r.rank == 1 else (r.top or "(none)"),
+            ]
+            for r in ranked
+        ],
+    )

@@ -11,9 +11,9 @@ from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.processing import parse
 from ingestion_pipeline.search import search
+from ingestion_pipeline.search.evaluation import SUMMARY_HEADERS, rank_queries, summarize
 
-from .corpus import KINDS, PAGES, load_queries, page_names
-from .metrics import SUMMARY_HEADERS, per_query_table, rank_queries, summarize
+from .corpus import KINDS, PAGES, load_queries, page_names, per_query_table
 
 MIN_RECALL_AT_5 = 0.95
 MIN_MRR_AT_10 = 0.85

@@ -1,5 +1,6 @@
-"""The layout rule of tests/README.md that a parser can check: no test module imports another.
-Code two test modules share lives in a helper module (any name but test_*.py)."""
+"""The layout rules of tests/README.md that a parser can check: no test module imports another
+(code two test modules share lives in a helper module: any name but test_*.py), and no bench
+script imports the tests or edits sys.path (it imports the installed package)."""
 
 from __future__ import annotations
 
@@ -96,3 +97,36 @@ def test_each_form_of_importing_a_test_module_is_found(source, package):
 )
 def test_helper_modules_may_be_imported(source):
     assert imports_of_test_modules(source, "tests.race") == []
+
+
+def bench_offences(source: str) -> list[str]:
+    """`line N: …` for each import of the tests (or edit of sys.path) in a bench script."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = _candidates(node, "bench")
+            if getattr(node, "level", 0) == 0 and any(name == "tests" or name.startswith("tests.") for name in names):
+                found.append(f"line {node.lineno}: imports {names[0]}")
+        elif isinstance(node, ast.Attribute) and node.attr == "path" and getattr(node.value, "id", None) == "sys":
+            found.append(f"line {node.lineno}: edits sys.path")
+    return found
+
+
+def test_the_benches_import_the_installed_package_not_the_tests():
+    scripts = sorted((ROOT / "bench").glob("*.py"))
+    assert len(scripts) > 5
+    offenders = [f"{path.relative_to(ROOT)} {hit}" for path in scripts for hit in bench_offences(path.read_text())]
+    assert offenders == [], "benches reach into the tests; share through the package instead:\n" + "\n".join(offenders)
+
+
+@pytest.mark.parametrize(
+    ("source", "offence"),
+    [
+        ("from tests.relevance.corpus import load_queries", "imports tests.relevance.corpus"),
+        ("import tests.faults.harness", "imports tests.faults.harness"),
+        ("import sys\nsys.path.insert(0, '..')", "edits sys.path"),
+    ],
+)
+def test_a_bench_that_reaches_into_the_tests_is_found(source, offence):
+    [found] = bench_offences(source)
+    assert found.endswith(offence), found

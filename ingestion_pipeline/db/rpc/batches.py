@@ -12,6 +12,7 @@ from psycopg.types.json import Jsonb
 from ingestion_pipeline.db.models import (
     BatchCreated,
     BatchesRefreshed,
+    BatchReport,
     BatchStatus,
     EnqueueResult,
     QueueHealth,
@@ -60,9 +61,9 @@ class BatchRpc(RpcBase):
             SensorState, "rpc_sensor_state", {"stale_after_seconds": self.stale_after_seconds, "limit": limit}
         )
 
-    def batch_report(self, *, batch_id: UUID | None = None, limit: int = 20) -> dict[str, Any]:
+    def batch_report(self, *, batch_id: UUID | None = None, limit: int = 20) -> BatchReport:
         """Batches with their job counts and recent failures (`ingest status`)."""
-        return self._value("rpc_batch_report", {"batch_id": batch_id, "limit": limit})
+        return self._result(BatchReport, "rpc_batch_report", {"batch_id": batch_id, "limit": limit})
 
     def queue_health(self, stale_after_seconds: int | None = None) -> QueueHealth:
         return self._result(

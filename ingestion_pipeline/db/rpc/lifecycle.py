@@ -7,10 +7,9 @@ call and by the artifact fence (docs/state-machine.md, "Lifecycle")."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 from uuid import UUID
 
-from ingestion_pipeline.db.models import BatchCancelled, DocumentDeleted, JobsRetried
+from ingestion_pipeline.db.models import BatchCancelled, DocumentDeleted, JobsRetried, LiveDocument
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc.base import RpcBase
 
@@ -36,7 +35,8 @@ class LifecycleRpc(RpcBase):
             {"job_ids": list(job_ids) if job_ids is not None else None, "batch_id": batch_id},
         )
 
-    def live_documents_by_source(self, names: Sequence[str]) -> list[dict[str, Any]]:
+    def live_documents_by_source(self, names: Sequence[str]) -> list[LiveDocument]:
         """Documents not deleted whose source name is one of `names`."""
         with self._connection() as conn:
-            return conn.execute(query("live_documents_by_source"), {"names": list(names)}).fetchall()
+            rows = conn.execute(query("live_documents_by_source"), {"names": list(names)}).fetchall()
+        return [LiveDocument.model_validate(row) for row in rows]

@@ -1,7 +1,9 @@
-"""Soak: the fault harness for as long as you like (tests/faults runs a bounded minute).
+"""Soak: the fault harness for as long as you like (tests/faults runs a bounded minute). A
+fault test, not a speed measurement, so it lives beside the harness; run it as a module from
+the repository root:
 
-    .venv/bin/python bench/soak.py --minutes 10
-    .venv/bin/python bench/soak.py --minutes 2 --migrate-to 20261201000600   # the schema before a migration
+    .venv/bin/python -m tests.faults.soak --minutes 10
+    .venv/bin/python -m tests.faults.soak --minutes 2 --migrate-to 20261201000600   # the schema before a migration
 
 Worker processes drain waves of tiny documents while a chaos loop SIGKILLs them,
 terminates their backends, pauses them past the stale window (zombies) and stalls one job
@@ -35,13 +37,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from ingestion_pipeline.db import embedded  # noqa: E402
-from ingestion_pipeline.db import migrate as migrator  # noqa: E402
-from tests.faults.checker import check  # noqa: E402
-from tests.faults.harness import ServerControl, final_attempt_outcomes, open_jobs, run_faults  # noqa: E402
+from ingestion_pipeline.db import embedded
+from ingestion_pipeline.db import migrate as migrator
+from tests.faults.checker import check
+from tests.faults.harness import ServerControl, final_attempt_outcomes, open_jobs, run_faults
 
 
 def main() -> int:

@@ -1,24 +1,31 @@
-"""Ranking metrics over the relevance queries: recall@5 (the expected page among the first 5
-results) and MRR@10 (1/rank of the expected page within the first 10, else 0), and the
-per-query table. Shared by tests/relevance and bench/relevance.py."""
+"""Ranking quality over judged queries: recall@5 (the expected document among the first 5
+results), MRR@10 (1/rank of the expected document within the first 10, else 0), and the
+rank of each query. Used by the relevance tests and bench/relevance.py; a judgments file is
+a JSON list of {"query", "expected" (a result's source name), "kind"}."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-from ingestion_pipeline.cli.tables import render_table
-
-from .corpus import Query
+from pathlib import Path
 
 RECALL_DEPTH = 5
 MRR_DEPTH = 10
+SUMMARY_HEADERS = ["ranking", "queries", "recall@5", "MRR@10", "first"]
+
+
+@dataclass(frozen=True)
+class Query:
+    text: str
+    expected: str  # the source name of the document that answers it (a Hit's source_name)
+    kind: str  # what sort of query it is (keyword, topic, question, ...), for per-kind tables
 
 
 @dataclass(frozen=True)
 class Ranked:
     query: Query
-    rank: int | None  # 1-based position of the expected page, None when absent from the results
+    rank: int | None  # 1-based position of the expected document, None when absent from the results
     top: str | None  # what came first
 
 
@@ -27,13 +34,14 @@ class Summary:
     queries: int
     recall_at_5: float
     mrr_at_10: float
-    first: int  # queries whose expected page came first
+    first: int  # queries whose expected document came first
 
     def row(self, label: str) -> list[str]:
         return [label, str(self.queries), f"{self.recall_at_5:.3f}", f"{self.mrr_at_10:.3f}", str(self.first)]
 
 
-SUMMARY_HEADERS = ["ranking", "queries", "recall@5", "MRR@10", "first"]
+def load_judgments(path: Path) -> list[Query]:
+    return [Query(item["query"], item["expected"], item["kind"]) for item in json.loads(path.read_text("utf-8"))]
 
 
 def rank_of(expected: str, results: Sequence[str]) -> int | None:
@@ -68,19 +76,3 @@ def summarize(ranks: Sequence[int | None]) -> Summary:
 
 def rank_cell(rank: int | None) -> str:
     return "-" if rank is None else str(rank)  # "-": not in the results at all
-
-
-def per_query_table(ranked: Sequence[Ranked]) -> str:
-    return render_table(
-        ["rank", "kind", "query", "expected", "first result"],
-        [
-            [
-                rank_cell(r.rank),
-                r.query.kind,
-                r.query.text,
-                r.query.expected,
-                "" if r.rank == 1 else (r.top or "(none)"),
-            ]
-            for r in ranked
-        ],
-    )
