@@ -13,6 +13,7 @@ from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.processing import HashEmbedder
 from ingestion_pipeline.settings import load_settings
 from ingestion_pipeline.worker import Worker
+from tests.any_schema_rpc import AnySchemaRpc
 
 DIMENSIONS = 64
 EMBEDDER = HashEmbedder(DIMENSIONS)
@@ -64,11 +65,12 @@ def write_corpus(folder: Path, names: list[str] | None = None, paragraphs: int =
 
 
 def index_folder(url: str, folder: Path, embedder=EMBEDDER) -> dict[str, UUID]:
-    """Enqueue the folder and drain it with the worker; file name -> document id."""
+    """Enqueue the folder and drain it with the worker; file name -> document id. The
+    worker's client speaks schemas before its window too (a test migrates to before pgvector)."""
     settings = load_settings(database_url=url, retry_backoff_seconds=0, parse_processes=0)
     with make_pool(url, settings) as pool:
         report = enqueue_paths(pool, [folder], max_bytes=settings.max_file_bytes, batch_name="vector corpus")
-        result = Worker(pool, settings, embedder=embedder).run(drain=True)
+        result = Worker(pool, settings, embedder=embedder, rpc=AnySchemaRpc(pool)).run(drain=True)
     queued = [entry for entry in report.files if entry.job_id is not None]
     assert result.counts.get("completed") == len(queued), [r.message for r in result.results]
     return {Path(entry.path).name: entry.document_id for entry in report.files}
