@@ -36,6 +36,7 @@ begin
      where id = p_generation_id;
     update public.documents
        set index_generation_id = p_generation_id,
+           indexed_version = (select g.document_version from public.index_generations g where g.id = p_generation_id),
            status = 'indexed',
            error_message = null,
            page_count = v_pages, section_count = v_sections, chunk_count = v_chunks,
@@ -60,8 +61,8 @@ begin
     if v_refusal is not null then
         return v_refusal;
     end if;
-    insert into public.index_generations (document_id, job_id, worker_id, lease_token)
-    select p_document_id, p_job_id, p_worker_id, j.lease_token
+    insert into public.index_generations (document_id, job_id, worker_id, lease_token, document_version)
+    select p_document_id, p_job_id, p_worker_id, j.lease_token, j.document_version
       from public.ingestion_jobs j where j.id = p_job_id
     returning id into v_generation_id;
     return jsonb_build_object('ok', true, 'generation_id', v_generation_id);
@@ -156,7 +157,7 @@ begin
 end;
 $$;
 
-CREATE FUNCTION public.claim_ingestion_jobs(p_worker_id text, p_claim_limit integer DEFAULT 1, p_stale_after_seconds integer DEFAULT 300) RETURNS TABLE(job_id uuid, document_id uuid, batch_id uuid, kind text, attempt_count integer, max_attempts integer, locked_by text, locked_at timestamp with time zone, source_name text, mime_type text, content_sha256 text, byte_size bigint, committed_generation_id uuid, lease_token bigint, lease_expires_at timestamp with time zone)
+CREATE FUNCTION public.claim_ingestion_jobs(p_worker_id text, p_claim_limit integer DEFAULT 1, p_stale_after_seconds integer DEFAULT 300) RETURNS TABLE(job_id uuid, document_id uuid, batch_id uuid, kind text, attempt_count integer, max_attempts integer, locked_by text, locked_at timestamp with time zone, source_name text, mime_type text, content_sha256 text, byte_size bigint, committed_generation_id uuid, lease_token bigint, lease_expires_at timestamp with time zone, collection text, source_key text, document_version integer)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -212,7 +213,7 @@ begin
           from candidates c
          where j.id = c.id
         returning j.id, j.document_id, j.batch_id, j.kind, j.attempt_count, j.max_attempts,
-                  j.locked_by, j.locked_at, j.lease_token, j.lease_expires_at
+                  j.locked_by, j.locked_at, j.lease_token, j.lease_expires_at, j.document_version
     ), touched as (
         -- An indexed document stays indexed (and readable) while it is rebuilt.
         update public.documents d
@@ -220,13 +221,16 @@ begin
                updated_at = now()
           from claimed c
          where d.id = c.document_id
-        returning d.id, d.source_name, d.mime_type, d.content_sha256, d.byte_size, d.index_generation_id
+        returning d.id, d.source_name, d.mime_type, d.content_sha256, d.byte_size, d.index_generation_id,
+                  d.collection, d.source_key
     )
     select c.id, c.document_id, c.batch_id, c.kind, c.attempt_count, c.max_attempts,
-           c.locked_by, c.locked_at, t.source_name, t.mime_type, t.content_sha256, t.byte_size,
-           t.index_generation_id, c.lease_token, c.lease_expires_at
+           c.locked_by, c.locked_at, t.source_name, t.mime_type,
+           coalesce(t.content_sha256, v.content_sha256), coalesce(v.byte_size, t.byte_size),
+           t.index_generation_id, c.lease_token, c.lease_expires_at, t.collection, t.source_key, c.document_version
       from claimed c
-      join touched t on t.id = c.document_id;
+      join touched t on t.id = c.document_id
+      left join public.document_versions v on v.document_id = c.document_id and v.version = c.document_version;
 end;
 $$;
 
@@ -609,6 +613,60 @@ begin
 end
 $$;
 
+CREATE FUNCTION public.document_history(p_document_id uuid DEFAULT NULL::uuid, p_collection text DEFAULT 'default'::text, p_source_key text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    with document as (
+        select d.* from public.documents d
+         where (p_document_id is not null and d.id = p_document_id)
+            or (p_document_id is null and d.collection = p_collection and d.source_key = p_source_key
+                and d.deleted_at is null)
+         order by d.created_at desc
+         limit 1
+    ), jobs as (
+        select coalesce(j.document_version, 1) as version, j.*,
+               row_number() over (partition by coalesce(j.document_version, 1)
+                                  order by j.created_at desc, j.id desc) as newest
+          from public.ingestion_jobs j join document d on d.id = j.document_id
+    ), versions as (
+        select v.*,
+               case when v.version = d.indexed_version then 'indexed'
+                    when l.status = 'completed' then 'replaced'
+                    when l.status = 'processing' then 'building'
+                    when l.status = 'pending' then 'queued'
+                    when l.status = 'failed' then 'failed'
+                    when l.status = 'cancelled' and l.stage = 'superseded' then 'superseded'
+                    when l.status = 'cancelled' then 'cancelled'
+               end as outcome,
+               case when l.status in ('failed', 'cancelled') then l.error_message end as error_message
+          from public.document_versions v
+          join document d on d.id = v.document_id
+          left join jobs l on l.version = v.version and l.newest = 1
+    )
+    select case when not exists (select 1 from document)
+                then jsonb_build_object('ok', false, 'reason', 'not_found')
+           else jsonb_build_object(
+        'ok', true,
+        'document', (select jsonb_build_object(
+            'document_id', d.id, 'collection', d.collection, 'source_key', d.source_key,
+            'source_name', d.source_name, 'title', d.title, 'status', d.status, 'version', d.version,
+            'indexed_version', d.indexed_version, 'content_sha256', d.content_sha256, 'byte_size', d.byte_size,
+            'chunk_count', d.chunk_count, 'created_at', d.created_at, 'deleted_at', d.deleted_at)
+            from document d),
+        'versions', coalesce((select jsonb_agg(jsonb_build_object(
+            'version', v.version, 'content_sha256', v.content_sha256, 'byte_size', v.byte_size,
+            'mime_type', v.mime_type, 'source_name', v.source_name, 'source_modified_at', v.source_modified_at,
+            'source_etag', v.source_etag, 'enqueued_at', v.enqueued_at, 'outcome', v.outcome,
+            'error_message', v.error_message,
+            'jobs', coalesce((select jsonb_agg(jsonb_build_object(
+                'job_id', j.id, 'kind', j.kind, 'status', j.status, 'stage', j.stage,
+                'attempt_count', j.attempt_count, 'batch_id', j.batch_id, 'error_message', j.error_message,
+                'created_at', j.created_at, 'completed_at', j.completed_at) order by j.created_at, j.id)
+                from jobs j where j.version = v.version), '[]'::jsonb))
+            order by v.version desc) from versions v), '[]'::jsonb)) end;
+$$;
+
 CREATE FUNCTION public.drifted_import_batch_ids(p_limit integer DEFAULT 100, p_finished_within interval DEFAULT '01:00:00'::interval) RETURNS SETOF uuid
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -668,6 +726,190 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.enqueue_document_version(p_collection text, p_source_key text, p_source_name text, p_content_sha256 text, p_byte_size bigint, p_mime_type text DEFAULT NULL::text, p_batch_id uuid DEFAULT NULL::uuid, p_max_attempts integer DEFAULT 3, p_reindex boolean DEFAULT false, p_source_modified_at timestamp with time zone DEFAULT NULL::timestamp with time zone, p_source_etag text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    v_document public.documents%rowtype;
+    v_latest public.document_versions%rowtype;
+    v_open public.ingestion_jobs%rowtype;
+    v_open_now uuid;
+    v_document_id uuid;
+    v_adopted boolean := false;
+    v_settled boolean := false;
+    v_outcome text;
+    v_version integer;
+    v_kind text := 'index';
+    v_job_id uuid;
+    v_superseded uuid;
+    v_batches jsonb := '[]'::jsonb;
+    v_batch record;
+begin
+    if p_collection is null or p_collection = '' or p_source_key is null or p_source_key = '' then
+        raise exception 'enqueue_document_version: p_collection and p_source_key are required'
+            using errcode = '22023';
+    end if;
+    if p_content_sha256 is null or p_content_sha256 !~ '^[0-9a-f]{64}$' or p_byte_size is null or p_byte_size < 0
+       or p_source_name is null then
+        raise exception 'enqueue_document_version: p_source_name, p_content_sha256 (hex sha-256) and p_byte_size '
+                        '(>= 0) are required' using errcode = '22023';
+    end if;
+
+    for attempt in 1..5 loop
+        begin
+            v_document := null;
+            v_open := null;
+            v_adopted := false;
+            select id into v_document_id from public.documents
+             where collection = p_collection and source_key = p_source_key and deleted_at is null;
+            if v_document_id is null then
+                select id into v_document_id from public.documents
+                 where collection = p_collection and source_key is null and deleted_at is null
+                   and content_sha256 = p_content_sha256
+                 order by created_at, id
+                 limit 1;
+                v_adopted := v_document_id is not null;
+            end if;
+            if v_document_id is null then
+                -- A new document: nothing to lock before it. Two enqueues of one new key meet
+                -- on the unique index; the loser starts again and finds the winner's row.
+                insert into public.documents (batch_id, collection, source_key, source_name, mime_type,
+                                              content_sha256, byte_size, version)
+                values (p_batch_id, p_collection, p_source_key, p_source_name, p_mime_type, null, p_byte_size, 0)
+                on conflict (collection, source_key) where deleted_at is null and source_key is not null do nothing
+                returning * into v_document;
+                if v_document.id is null then
+                    raise exception 'key taken meanwhile' using errcode = 'IF003';
+                end if;
+                v_settled := true;
+                exit;
+            end if;
+            -- THE LOCK ORDER: the open job, its building generations, then the document.
+            select * into v_open from public.ingestion_jobs
+             where document_id = v_document_id and status in ('pending', 'processing')
+               for no key update;
+            perform 1 from public.index_generations
+             where job_id = v_open.id and status = 'building'
+             order by id
+               for no key update;
+            select * into v_document from public.documents where id = v_document_id for no key update;
+            select id into v_open_now from public.ingestion_jobs
+             where document_id = v_document_id and status in ('pending', 'processing');
+            if v_open_now is distinct from v_open.id or v_document.deleted_at is not null
+               or (v_adopted and v_document.source_key is not null)
+               or (not v_adopted and v_document.source_key is distinct from p_source_key) then
+                -- An enqueue or a delete committed while we looked (its lock is what we waited
+                -- for): undo this attempt's locks and look again.
+                raise exception 'document changed' using errcode = 'IF003';
+            end if;
+            v_settled := true;
+            exit;
+        exception when sqlstate 'IF003' then
+            v_document_id := null;
+        end;
+    end loop;
+    if not v_settled then
+        return jsonb_build_object('ok', false, 'reason', 'contended', 'source_key', p_source_key);
+    end if;
+
+    if v_adopted then
+        insert into public.document_versions (document_id, version, content_sha256, byte_size, mime_type,
+                                              source_name, source_modified_at, source_etag, enqueued_at)
+        values (v_document.id, 1, v_document.content_sha256, v_document.byte_size, v_document.mime_type,
+                p_source_name, p_source_modified_at, p_source_etag, v_document.created_at);
+        update public.documents
+           set source_key = p_source_key, version = 1, content_sha256 = null, source_name = p_source_name,
+               indexed_version = case when index_generation_id is not null then 1 end, updated_at = now()
+         where id = v_document.id
+        returning * into v_document;
+        update public.ingestion_jobs set document_version = 1 where id = v_open.id;
+        v_open.document_version := 1;
+    end if;
+
+    select * into v_latest from public.document_versions
+     where document_id = v_document.id and version = v_document.version;
+
+    if v_document.version = 0 then
+        v_outcome := 'new';
+    elsif v_latest.content_sha256 is distinct from p_content_sha256 then
+        v_outcome := 'new_version';
+    elsif v_open.id is not null then
+        v_outcome := 'already_queued';
+    elsif p_reindex and v_document.index_generation_id is not null then
+        v_outcome := 'reindex_queued';
+        v_kind := 'reindex';
+    elsif v_document.indexed_version is distinct from v_document.version
+          and not exists (select 1 from public.ingestion_jobs j
+                           where j.document_id = v_document.id and j.document_version = v_document.version
+                             and j.status = 'completed') then
+        v_outcome := 'retried';
+    else
+        v_outcome := 'unchanged';
+    end if;
+
+    if v_outcome in ('unchanged', 'already_queued') then
+        return jsonb_build_object('ok', true, 'outcome', v_outcome, 'document_id', v_document.id,
+            'version', v_document.version, 'job_id', v_open.id, 'adopted', v_adopted, 'store_bytes', false);
+    end if;
+
+    v_version := v_document.version;
+    if v_outcome in ('new', 'new_version') then
+        v_version := v_document.version + 1;
+        if v_open.id is not null then
+            -- The older version's job: cancelled (its build is refused from now on), its
+            -- building generation abandoned. The document stays as it is until the new
+            -- version commits (an indexed one stays indexed).
+            perform public.cancel_locked_ingestion_jobs(array[v_open.id],
+                format('superseded by version %s', v_version), v_document.status);
+            update public.ingestion_jobs set stage = 'superseded' where id = v_open.id;
+            v_superseded := v_open.id;
+        end if;
+        insert into public.document_versions (document_id, version, content_sha256, byte_size, mime_type,
+                                              source_name, source_modified_at, source_etag)
+        values (v_document.id, v_version, p_content_sha256, p_byte_size, p_mime_type, p_source_name,
+                p_source_modified_at, p_source_etag);
+    end if;
+
+    insert into public.ingestion_jobs (document_id, batch_id, kind, max_attempts, document_version)
+    values (v_document.id, p_batch_id, v_kind, p_max_attempts, v_version)
+    returning id into v_job_id;
+    update public.documents
+       set version = v_version, byte_size = p_byte_size, mime_type = p_mime_type, source_name = p_source_name,
+           status = case when index_generation_id is null then 'queued' else status end,
+           error_message = case when index_generation_id is null then null else error_message end,
+           updated_at = now()
+     where id = v_document.id;
+
+    -- Batch rows last, in id order: the superseded job's (cancelled) and this one's.
+    for v_batch in
+        select b.batch_id, b.cancelled
+          from (select p_batch_id as batch_id, 0 as cancelled
+                union all
+                select j.batch_id, 1 from public.ingestion_jobs j where j.id = v_superseded) b
+         where b.batch_id is not null
+         order by b.batch_id, b.cancelled
+    loop
+        if v_batch.cancelled = 1 then
+            v_batches := v_batches || coalesce(jsonb_build_array(
+                public.cancel_import_batch_counters(v_batch.batch_id, 1)), '[]'::jsonb);
+        else
+            v_batches := v_batches || public.move_import_batch_counters(
+                array[row(v_batch.batch_id, 1, 1, 0, 0)::public.import_batch_delta]);
+        end if;
+    end loop;
+    if p_batch_id is not null
+       and exists (select 1 from public.import_batches where id = p_batch_id and cancelled_at is not null) then
+        raise exception 'import batch % was cancelled: it takes no new files', p_batch_id
+            using errcode = 'IF002',
+                  hint = 'Enqueue into a new batch; the files added before the cancel stay as they are.';
+    end if;
+    return jsonb_build_object('ok', true, 'outcome', v_outcome, 'document_id', v_document.id,
+        'version', v_version, 'job_id', v_job_id, 'superseded_job_id', v_superseded, 'adopted', v_adopted,
+        'store_bytes', v_outcome in ('new', 'new_version'), 'batches', v_batches);
+end;
+$_$;
+
 CREATE FUNCTION public.enqueue_ingestion_job(p_document_id uuid, p_batch_id uuid DEFAULT NULL::uuid, p_kind text DEFAULT 'index'::text, p_max_attempts integer DEFAULT 3) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -675,16 +917,18 @@ CREATE FUNCTION public.enqueue_ingestion_job(p_document_id uuid, p_batch_id uuid
 declare
     v_job_id uuid;
     v_batches jsonb;
+    v_version integer;
 begin
-    perform 1 from public.documents where id = p_document_id and deleted_at is null for no key update;
+    select version into v_version from public.documents
+     where id = p_document_id and deleted_at is null for no key update;
     if not found then
         return jsonb_build_object('ok', false, 'reason', 'document_not_found');
     end if;
 
     -- The open job we collide with may finish between the insert and the look-up: retry.
     for attempt in 1..3 loop
-        insert into public.ingestion_jobs (document_id, batch_id, kind, max_attempts)
-        values (p_document_id, p_batch_id, p_kind, p_max_attempts)
+        insert into public.ingestion_jobs (document_id, batch_id, kind, max_attempts, document_version)
+        values (p_document_id, p_batch_id, p_kind, p_max_attempts, v_version)
         on conflict (document_id) where status in ('pending', 'processing') do nothing
         returning id into v_job_id;
         if v_job_id is not null then
@@ -891,6 +1135,7 @@ CREATE TABLE public.ingestion_jobs (
     lease_token bigint DEFAULT 0 NOT NULL,
     lease_expires_at timestamp with time zone,
     lease_seconds integer,
+    document_version integer,
     CONSTRAINT ingestion_jobs_attempt_count_check CHECK ((attempt_count >= 0)),
     CONSTRAINT ingestion_jobs_kind_check CHECK ((kind = ANY (ARRAY['index'::text, 'reindex'::text]))),
     CONSTRAINT ingestion_jobs_max_attempts_check CHECK ((max_attempts >= 1)),
@@ -924,10 +1169,14 @@ CREATE FUNCTION public.generation_refusal(p_job_id uuid, p_document_id uuid, p_g
             then jsonb_build_object('ok', false, 'reason', 'generation_not_owned')
         when g.status <> 'building'
             then jsonb_build_object('ok', false, 'reason', 'generation_not_building', 'status', g.status)
+        when g.document_version is distinct from d.version and d.version is not null
+            then jsonb_build_object('ok', false, 'reason', 'version_superseded',
+                                    'version', g.document_version, 'latest_version', d.version)
     end
       from (select 1) one
       left join public.index_generations g on g.id = p_generation_id and g.document_id = p_document_id
-      left join public.ingestion_jobs j on j.id = p_job_id;
+      left join public.ingestion_jobs j on j.id = p_job_id
+      left join public.documents d on d.id = p_document_id;
 $$;
 
 CREATE FUNCTION public.heartbeat_ingestion_job(p_job_id uuid, p_worker_id text, p_progress integer DEFAULT NULL::integer, p_stage text DEFAULT NULL::text, p_lease_token bigint DEFAULT NULL::bigint) RETURNS jsonb
@@ -1080,7 +1329,8 @@ CREATE FUNCTION public.ingestion_batch_report(p_batch_id uuid DEFAULT NULL::uuid
             select jsonb_agg(f order by f ->> 'failed_at' desc)
               from (select jsonb_build_object(
                                'job_id', j.id, 'batch_id', j.batch_id, 'document_id', j.document_id,
-                               'source_name', d.source_name, 'attempt_count', j.attempt_count,
+                               'source_name', d.source_name, 'collection', d.collection,
+                               'source_key', d.source_key, 'version', j.document_version, 'attempt_count', j.attempt_count,
                                'max_attempts', j.max_attempts, 'stage', j.stage,
                                'error_message', j.error_message, 'failed_at', j.completed_at) as f
                       from public.ingestion_jobs j
@@ -1427,7 +1677,8 @@ begin
          where (p_job_ids is not null and j.id = any (p_job_ids))
             or (p_job_ids is null and j.status = 'failed'
                 and (p_batch_id is null or j.batch_id = p_batch_id)
-                and exists (select 1 from public.documents d where d.id = j.document_id and d.deleted_at is null)
+                and exists (select 1 from public.documents d where d.id = j.document_id and d.deleted_at is null
+                             and (j.document_version is null or d.version is null or j.document_version = d.version))
                 and not exists (select 1 from public.import_batches b
                                  where b.id = j.batch_id and b.cancelled_at is not null))
          order by j.id);
@@ -1448,6 +1699,7 @@ begin
                     when j.status = 'cancelled' then 'cancelled'
                     when d.deleted_at is not null then 'document_deleted'
                     when b.cancelled_at is not null then 'batch_cancelled'
+                    when j.document_version is distinct from d.version and d.version is not null then 'superseded'
                     when exists (select 1 from public.ingestion_jobs o
                                   where o.document_id = j.document_id and o.status in ('pending', 'processing'))
                         then 'already_queued'
@@ -1654,7 +1906,7 @@ CREATE TABLE public.documents (
     title text,
     source_name text NOT NULL,
     mime_type text,
-    content_sha256 text NOT NULL,
+    content_sha256 text,
     byte_size bigint NOT NULL,
     status text DEFAULT 'queued'::text NOT NULL,
     error_message text,
@@ -1667,8 +1919,15 @@ CREATE TABLE public.documents (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     purged_at timestamp with time zone,
+    collection text DEFAULT 'default'::text NOT NULL,
+    source_key text,
+    version integer,
+    indexed_version integer,
     CONSTRAINT documents_byte_size_check CHECK ((byte_size >= 0)),
+    CONSTRAINT documents_collection_check CHECK ((collection <> ''::text)),
     CONSTRAINT documents_content_sha256_check CHECK ((content_sha256 ~ '^[0-9a-f]{64}$'::text)),
+    CONSTRAINT documents_key_versions_check CHECK ((((source_key IS NULL) = (version IS NULL)) AND ((source_key IS NOT NULL) OR (content_sha256 IS NOT NULL)))),
+    CONSTRAINT documents_source_key_check CHECK ((source_key <> ''::text)),
     CONSTRAINT documents_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'processing'::text, 'indexed'::text, 'failed'::text, 'deleted'::text, 'cancelled'::text])))
 );
 
@@ -1713,6 +1972,21 @@ CREATE TABLE public.document_sources (
     content bytea NOT NULL
 );
 
+CREATE TABLE public.document_versions (
+    document_id uuid NOT NULL,
+    version integer NOT NULL,
+    content_sha256 text NOT NULL,
+    byte_size bigint NOT NULL,
+    mime_type text,
+    source_name text NOT NULL,
+    source_modified_at timestamp with time zone,
+    source_etag text,
+    enqueued_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT document_versions_byte_size_check CHECK ((byte_size >= 0)),
+    CONSTRAINT document_versions_content_sha256_check CHECK ((content_sha256 ~ '^[0-9a-f]{64}$'::text)),
+    CONSTRAINT document_versions_version_check CHECK ((version >= 1))
+);
+
 CREATE TABLE public.index_generations (
     id uuid DEFAULT gen_random_uuid() NOT NULL,
     document_id uuid NOT NULL,
@@ -1725,6 +1999,7 @@ CREATE TABLE public.index_generations (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     committed_at timestamp with time zone,
     lease_token bigint DEFAULT 0 NOT NULL,
+    document_version integer,
     CONSTRAINT index_generations_status_check CHECK ((status = ANY (ARRAY['building'::text, 'committed'::text, 'superseded'::text, 'abandoned'::text])))
 );
 
@@ -1772,6 +2047,9 @@ ALTER TABLE ONLY public.document_sections
 ALTER TABLE ONLY public.document_sources
     ADD CONSTRAINT document_sources_pkey PRIMARY KEY (document_id);
 
+ALTER TABLE ONLY public.document_versions
+    ADD CONSTRAINT document_versions_pkey PRIMARY KEY (document_id, version);
+
 ALTER TABLE ONLY public.documents
     ADD CONSTRAINT documents_pkey PRIMARY KEY (id);
 
@@ -1805,6 +2083,8 @@ CREATE INDEX documents_batch_id ON public.documents USING btree (batch_id);
 CREATE INDEX documents_index_generation_id ON public.documents USING btree (index_generation_id);
 
 CREATE UNIQUE INDEX documents_live_content_sha256 ON public.documents USING btree (content_sha256) WHERE (deleted_at IS NULL);
+
+CREATE UNIQUE INDEX documents_live_source_key ON public.documents USING btree (collection, source_key) WHERE ((deleted_at IS NULL) AND (source_key IS NOT NULL));
 
 CREATE INDEX import_batches_completed_at ON public.import_batches USING btree (completed_at);
 
@@ -1858,6 +2138,9 @@ ALTER TABLE ONLY public.document_sections
 
 ALTER TABLE ONLY public.document_sources
     ADD CONSTRAINT document_sources_document_id_fkey FOREIGN KEY (document_id) REFERENCES public.documents(id) ON DELETE CASCADE;
+
+ALTER TABLE ONLY public.document_versions
+    ADD CONSTRAINT document_versions_document_id_fkey FOREIGN KEY (document_id) REFERENCES public.documents(id) ON DELETE CASCADE;
 
 ALTER TABLE ONLY public.documents
     ADD CONSTRAINT documents_batch_id_fkey FOREIGN KEY (batch_id) REFERENCES public.import_batches(id) ON DELETE SET NULL;
@@ -1916,9 +2199,15 @@ REVOKE ALL ON FUNCTION public.document_chunks_embedding_vector() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.document_chunks_search_vector() FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION public.document_history(p_document_id uuid, p_collection text, p_source_key text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.document_history(p_document_id uuid, p_collection text, p_source_key text) TO ingestion_worker;
+
 REVOKE ALL ON FUNCTION public.drifted_import_batch_ids(p_limit integer, p_finished_within interval) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.enforce_artifact_fence() FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.enqueue_document_version(p_collection text, p_source_key text, p_source_name text, p_content_sha256 text, p_byte_size bigint, p_mime_type text, p_batch_id uuid, p_max_attempts integer, p_reindex boolean, p_source_modified_at timestamp with time zone, p_source_etag text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.enqueue_document_version(p_collection text, p_source_key text, p_source_name text, p_content_sha256 text, p_byte_size bigint, p_mime_type text, p_batch_id uuid, p_max_attempts integer, p_reindex boolean, p_source_modified_at timestamp with time zone, p_source_etag text) TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.enqueue_ingestion_job(p_document_id uuid, p_batch_id uuid, p_kind text, p_max_attempts integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.enqueue_ingestion_job(p_document_id uuid, p_batch_id uuid, p_kind text, p_max_attempts integer) TO ingestion_worker;
@@ -2018,6 +2307,8 @@ GRANT SELECT,INSERT ON TABLE public.document_pages TO ingestion_worker;
 GRANT SELECT,INSERT ON TABLE public.document_sections TO ingestion_worker;
 
 GRANT SELECT ON TABLE public.document_sources TO ingestion_worker;
+
+GRANT SELECT ON TABLE public.document_versions TO ingestion_worker;
 
 GRANT SELECT ON TABLE public.index_generations TO ingestion_worker;
 

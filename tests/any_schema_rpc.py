@@ -47,7 +47,8 @@ class FenceLevel(IntEnum):
     SERVER_RETRY_DELAY = 3  # fail_or_retry takes the delay; the server adds it to its clock
     BULK_ACK = 4  # O(1) batch counters; many jobs acknowledged in one statement
     STAGES_IN_ACKS = 5  # stage rows ride the acknowledgement (the previous release)
-    ONE_LOCK_ORDER = 6  # this release
+    ONE_LOCK_ORDER = 6  # one lock order (this release's first migration)
+    DOCUMENT_VERSIONS = 7  # documents keyed by source, with versions (this release)
 
 
 # Production query -> its form by level; a level not listed takes the highest listed one

@@ -40,6 +40,7 @@ LIFECYCLE_NAME = "document_lifecycle"
 STAGE_ROWS_NAME = "stage_rows_in_acks"
 CANCELLED_BATCH_NAME = "cancelled_batches_take_no_files"
 LOCK_ORDER_NAME = "one_lock_order"
+VERSIONS_NAME = "document_versions"
 
 
 def version_before(name: str) -> str:
@@ -283,6 +284,12 @@ cancelled_batch_schema = before_and_head(
     CANCELLED_BATCH_NAME,
     "pre_fix",
     "The race tests of enqueues into a cancelled batch: before the migration, where they observe the bug, and at head.",
+)
+versions_schema = before_and_head(
+    VERSIONS_NAME,
+    "pre_versions",
+    "The race tests of document versions (migration …_document_versions.sql): before it, where a changed file "
+    "is a second document, and at head, where the latest version always wins.",
 )
 lock_order_schema = before_and_head(
     LOCK_ORDER_NAME,

@@ -7,6 +7,8 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
+
 if TYPE_CHECKING:
     # What `parser.add_subparsers()` returns, which each command module adds its commands to
     # (typeshed's name; the class is not subscriptable at runtime).
@@ -34,6 +36,12 @@ def non_negative_int(value: str) -> int:
 
 def add_database_url(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--database-url", metavar="URL", help="overrides DATABASE_URL")
+
+
+def add_collection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--collection", metavar="NAME", default=DEFAULT_COLLECTION, help=f"collection (default {DEFAULT_COLLECTION!r})"
+    )
 
 
 def print_json(data: Any) -> None:

@@ -9,7 +9,7 @@ from uuid import UUID
 
 from tqdm import tqdm
 
-from ingestion_pipeline.cli.common import add_database_url, positive_int, print_json
+from ingestion_pipeline.cli.common import add_collection, add_database_url, positive_int, print_json
 from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
@@ -27,7 +27,8 @@ def register(commands: Commands) -> None:
     enqueue = commands.add_parser("enqueue", help="upload files and folders as one import batch")
     enqueue.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (recursive)")
     enqueue.add_argument("--batch", metavar="NAME", help="batch name (default: 'import <time>')")
-    enqueue.add_argument("--reindex", action="store_true", help="reindex documents already uploaded")
+    enqueue.add_argument("--reindex", action="store_true", help="reindex files whose bytes are unchanged")
+    add_collection(enqueue)
     enqueue.add_argument(
         "--max-attempts", type=positive_int, metavar="N", help="attempts per job (INGEST_MAX_ATTEMPTS)"
     )
@@ -62,13 +63,19 @@ def cmd_enqueue(args: argparse.Namespace, settings: Settings) -> int:
                 batch_name=args.batch,
                 reindex=args.reindex,
                 max_attempts=max_attempts,
+                collection=args.collection,
                 on_file=lambda _: progress.update(),
             )
     if args.json:
         print_json(report.as_dict())
         return 0
     if len(report.files) <= FILES_LISTED:
-        print(render_table(["file", "outcome", "document"], [(f.path, f.outcome, f.document_id) for f in report.files]))
+        print(
+            render_table(
+                ["file", "outcome", "version", "document"],
+                [(f.path, f.outcome, f.version or "", f.document_id) for f in report.files],
+            )
+        )
         print()
     print(render_table(["outcome", "files"], sorted(report.counts.items())))
     print(
@@ -127,8 +134,16 @@ def print_status(settings: Settings, *, batch_id: UUID | None = None, limit: int
         print("\nfailures:")
         print(
             render_table(
-                ["file", "attempts", "error"],
-                [(f.source_name, f"{f.attempt_count}/{f.max_attempts}", f.error_message) for f in report.failures],
+                ["file", "version", "attempts", "error"],
+                [
+                    (
+                        f.source_key or f.source_name,
+                        f.version or "",
+                        f"{f.attempt_count}/{f.max_attempts}",
+                        f.error_message,
+                    )
+                    for f in report.failures
+                ],
             )
         )
 

@@ -50,5 +50,5 @@ def print_search(
         print("no matches")
     for hit in hits:
         heading = f" › {hit.heading}" if hit.heading else ""
-        print(f"{hit.score:.3f}  {hit.title}{heading}  ({hit.source_name})")
+        print(f"{hit.score:.3f}  {hit.title}{heading}  ({hit.source_uri or hit.source_name})")
         print(f"       {' '.join(hit.snippet.split())}")

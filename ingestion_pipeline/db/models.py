@@ -34,6 +34,8 @@ class Refusal(StrEnum):
     GENERATION_NOT_OWNED = "generation_not_owned"  # begun by another claim
     GENERATION_NOT_BUILDING = "generation_not_building"  # committed or abandoned already
     DUPLICATE_ITEM = "duplicate_item"  # a bulk call named one job twice
+    VERSION_SUPERSEDED = "version_superseded"  # a build of a version that is no longer the latest
+    SUPERSEDED = "superseded"  # a retry of a job whose version a newer one replaced
     CONTENDED = "contended"  # another transaction holds the row; try again
 
 
@@ -184,6 +186,9 @@ class FailedJob(BaseModel):
     batch_id: UUID | None = None
     document_id: UUID
     source_name: str
+    collection: str | None = None
+    source_key: str | None = None
+    version: int | None = None
     attempt_count: int
     max_attempts: int
     stage: str | None = None
@@ -229,6 +234,11 @@ class ClaimedJob(BaseModel):
     # lease tokens, where the worker id is the fence).
     lease_token: int | None = None
     lease_expires_at: datetime | None = None
+    # Where the document comes from and the version this job builds (None for documents
+    # enqueued before keys, and on schemas before …_document_versions.sql).
+    collection: str | None = None
+    source_key: str | None = None
+    document_version: int | None = None
 
 
 # -- items of the bulk RPCs ---------------------------------------------------------------
@@ -293,6 +303,79 @@ class FailItem:
     batch_id: UUID | None = None
     worker_id: str | None = None
     stages: tuple[StageRow, ...] = ()
+
+
+# -- documents by key, and their versions (db/rpc/batches.py, db/rpc/lifecycle.py) -------------
+
+
+EnqueueOutcome = Literal["new", "new_version", "unchanged", "already_queued", "retried", "reindex_queued"]
+
+
+class VersionEnqueued(RpcResult):
+    """What the enqueue of a source's bytes under its key did (enqueue_document_version)."""
+
+    outcome: EnqueueOutcome | None = None
+    document_id: UUID | None = None
+    version: int | None = None
+    job_id: UUID | None = None
+    superseded_job_id: UUID | None = None  # the older version's open job, cancelled
+    adopted: bool = False  # a document from before keys took this key as its version 1
+    store_bytes: bool = False  # the caller writes the bytes in the same transaction
+
+
+class VersionJob(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    job_id: UUID
+    kind: str
+    status: str
+    stage: str
+    attempt_count: int
+    batch_id: UUID | None = None
+    error_message: str | None = None
+    created_at: datetime
+    completed_at: datetime | None = None
+
+
+class DocumentVersion(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    version: int
+    content_sha256: str
+    byte_size: int
+    mime_type: str | None = None
+    source_name: str
+    source_modified_at: datetime | None = None
+    source_etag: str | None = None
+    enqueued_at: datetime
+    # indexed | replaced | building | queued | failed | superseded | cancelled (None: no job)
+    outcome: str | None = None
+    error_message: str | None = None
+    jobs: list[VersionJob] = []
+
+
+class DocumentSummary(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    document_id: UUID
+    collection: str
+    source_key: str | None = None
+    source_name: str
+    title: str | None = None
+    status: str
+    version: int | None = None
+    indexed_version: int | None = None
+    byte_size: int
+    chunk_count: int = 0
+    created_at: datetime
+    deleted_at: datetime | None = None
+
+
+class DocumentHistory(RpcResult):
+    """`ingest show`: a document and its versions, newest first."""
+
+    document: DocumentSummary | None = None
+    versions: list[DocumentVersion] = []
 
 
 # -- lifecycle: delete, cancel, retry (db/rpc/lifecycle.py) -------------------------------

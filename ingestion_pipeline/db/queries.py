@@ -2,7 +2,8 @@
 
 `query(name)` looks the name up in the application's query files: queries.sql (migrator,
 documents), search.sql (lexical search), vector_search.sql (vector search and its index)
-and one file per part of the RPC client (leases, generations, acks, batches, lifecycle).
+and one file per part of the RPC client (leases, generations, acks, batches, documents,
+lifecycle).
 A name defined twice, in one file or across them, is an error.
 """
 
@@ -22,6 +23,7 @@ QUERY_FILES = (
     "generations.sql",
     "acks.sql",
     "batches.sql",
+    "documents.sql",
     "lifecycle.sql",
 )
 

@@ -7,9 +7,11 @@ deployment has not migrated yet, and an old worker a migrated one (the migration
 previous release's calls working). Anything older is refused before the first state-machine
 call (SchemaTooOld), never spoken to in a form that drops a fence.
 
-Both levels take the same calls today; the level is kept so that the next release that
-changes a call has one place to branch, and so a worker says once that its database is
-behind. Each release moves the window: its own level is added and the oldest one removed.
+The worker's calls (claim, heartbeats, acknowledgements) are the same at both levels, so a
+worker of this release drains the previous release's schema (and says once that it is
+behind). Enqueueing by key and reading a document's versions need this release's schema
+(`require_current`). Each release moves the window: its own level is added and the oldest
+one removed.
 """
 
 from __future__ import annotations
@@ -28,11 +30,12 @@ class SchemaLevel(IntEnum):
     # The previous release: stage rows ride the acknowledgement (…_stage_rows_in_acks.sql),
     # and cancelled batches take no files (…_cancelled_batches_take_no_files.sql).
     STAGES_IN_ACKS = 5
-    # This release: one lock order for every state change (…_one_lock_order.sql).
-    ONE_LOCK_ORDER = 6
+    # This release: one lock order for every state change (…_one_lock_order.sql), and
+    # documents keyed by their source, with versions (…_document_versions.sql).
+    DOCUMENT_VERSIONS = 6
 
 
-CURRENT = SchemaLevel.ONE_LOCK_ORDER
+CURRENT = SchemaLevel.DOCUMENT_VERSIONS
 OLDEST_SUPPORTED = SchemaLevel.STAGES_IN_ACKS
 OLDEST_MIGRATION = "20261201000500_stage_rows_in_acks"
 
@@ -48,3 +51,12 @@ def probe(conn: psycopg.Connection[DictRow]) -> SchemaLevel:
             "Run `ingest db migrate`."
         )
     return SchemaLevel(level)
+
+
+def require_current(level: SchemaLevel, what: str) -> None:
+    """SchemaTooOld unless `level` is this release's: `what` needs its schema."""
+    if level < CURRENT:
+        raise SchemaTooOld(
+            f"{what} needs this release's schema (migration 20261202000200_document_versions is not applied). "
+            "Run `ingest db migrate`."
+        )

@@ -1,11 +1,16 @@
 r"""Files and folders in, one import batch out.
 
+A file is a document of a collection keyed by where it comes from: its absolute path as a
+`file:` URI (`source_key_of`). Enqueueing a key again with other bytes makes a new version
+of the same document, which replaces the old one's index when it commits; the same bytes
+queue nothing (docs/state-machine.md, "Versions").
+
 Every path is checked first (exists, readable, within the size limit): one bad path
-refuses the whole call and nothing is written. Each file's bytes, its document row and
-its job are then written in one transaction, so an upload is atomic; the batch row is
-written in the first file's transaction, so a call that fails or is interrupted before
-its first file is stored leaves no batch behind. Identical bytes map to the existing
-document; with `reindex=True` that document gets a reindex job.
+refuses the whole call and nothing is written. Each file's bytes, its version and its job
+are then written in one transaction, so an upload is atomic; the batch row is written in
+the first file's transaction, so a call that fails or is interrupted before its first file
+is stored leaves no batch behind. With `reindex=True` a file whose bytes are unchanged gets
+a reindex job.
 
 File names are stored and reported as text: bytes of a name that are not UTF-8 (a
 Latin-1 name on a UTF-8 system) are shown as `\xNN` escapes (`caf\xe9.txt`), never
@@ -32,10 +37,12 @@ from psycopg_pool import ConnectionPool
 
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
 from ingestion_pipeline.errors import BatchWasCancelled, IngestError
 
 MAX_PROBLEMS_SHOWN = 5
-QUEUED = {"queued", "reindex_queued"}  # outcomes that put a job in this batch
+# Outcomes that put a job in this batch; the others are `unchanged` and `already_queued`.
+QUEUED = {"new", "new_version", "retried", "reindex_queued"}
 
 
 class EnqueueRefused(IngestError):
@@ -45,10 +52,12 @@ class EnqueueRefused(IngestError):
 @dataclass(frozen=True)
 class EnqueuedFile:
     path: str
-    outcome: str  # queued | reindex_queued | already_queued | duplicate
+    outcome: str  # new | new_version | unchanged | already_queued | retried | reindex_queued
     document_id: UUID
     job_id: UUID | None
     byte_size: int
+    source_key: str
+    version: int | None
 
 
 @dataclass
@@ -76,6 +85,8 @@ class EnqueueReport:
                     "document_id": str(f.document_id),
                     "job_id": str(f.job_id) if f.job_id else None,
                     "byte_size": f.byte_size,
+                    "source_key": f.source_key,
+                    "version": f.version,
                 }
                 for f in self.files
             ],
@@ -145,6 +156,12 @@ def _mb(size: int) -> str:
     return f"{size / 1024 / 1024:.1f} MB"
 
 
+def source_key_of(path: Path) -> str:
+    """A local file's key: its absolute, normalized path (symlinks kept as named) as a
+    `file:` URI, percent-encoded (`file:///srv/docs/a%20b.md`)."""
+    return Path(os.path.abspath(path)).as_uri()
+
+
 def enqueue_paths(
     pool: ConnectionPool[psycopg.Connection[DictRow]],
     paths: Iterable[str | Path],
@@ -153,6 +170,7 @@ def enqueue_paths(
     batch_name: str | None = None,
     reindex: bool = False,
     max_attempts: int = 3,
+    collection: str = DEFAULT_COLLECTION,
     on_file: Callable[[EnqueuedFile], None] | None = None,
 ) -> EnqueueReport:
     files = collect_files(paths, max_bytes)
@@ -161,7 +179,7 @@ def enqueue_paths(
     report = EnqueueReport(batch_id=None, batch_name=name)
     for path in files:
         try:
-            entry = _enqueue_file(pool, path, batch, max_bytes, reindex, max_attempts)
+            entry = _enqueue_file(pool, path, batch, _Options(max_bytes, reindex, max_attempts, collection))
         except (OSError, EnqueueRefused, BatchWasCancelled) as exc:
             batch.rolled_back_unless(report.files)
             # Changed on disk after the check, or its batch was cancelled meanwhile. Files before
@@ -181,7 +199,7 @@ def enqueue_paths(
         if on_file:
             on_file(entry)
     if batch.id is not None and not any(f.outcome in QUEUED for f in report.files):
-        # No file got a job in this batch (duplicates, or already queued elsewhere): no job
+        # No file got a job in this batch (unchanged, or already queued elsewhere): no job
         # will ever refresh it, so finish it now.
         report.batch_status = IngestionRpc(pool).refresh_batch(batch.id).status
     return report
@@ -214,45 +232,40 @@ def _read_at_most(path: Path, limit: int) -> bytes:
         return source.read(limit)
 
 
-def _enqueue_file(
-    pool: ConnectionPool[psycopg.Connection[DictRow]],
-    path: Path,
-    batch: _LazyBatch,
-    max_bytes: int,
-    reindex: bool,
-    max_attempts: int,
-) -> EnqueuedFile:
-    content = _read_at_most(path, max_bytes + 1)
-    if len(content) > max_bytes:  # it grew after the check
-        raise EnqueueRefused(f"it grew over the {_mb(max_bytes)} limit after the check")
-    sha256 = hashlib.sha256(content).hexdigest()
-    shown = display_name(path)
-    source_name = display_name(path.name)
-    with pool.connection() as conn, conn.transaction():
-        rpc = IngestionRpc(conn)
-        batch_id = batch.id_in(conn)
-        row = conn.execute(
-            query("insert_document"),
-            {
-                "batch_id": batch_id,
-                "source_name": source_name,
-                "content_sha256": sha256,
-                "byte_size": len(content),
-                "mime_type": mimetypes.guess_type(source_name)[0],
-            },
-        ).fetchone()
-        if row:
-            conn.execute(query("insert_document_source"), {"document_id": row["id"], "content": content})
-            job = rpc.enqueue(row["id"], batch_id=batch_id, kind="index", max_attempts=max_attempts)
-            return EnqueuedFile(shown, "queued", row["id"], job.job_id, len(content))
+@dataclass(frozen=True)
+class _Options:
+    max_bytes: int
+    reindex: bool
+    max_attempts: int
+    collection: str
 
-        existing = conn.execute(query("find_live_document"), {"content_sha256": sha256}).fetchone()
-        if existing is None:  # the identical document was deleted between the insert and this look-up
-            raise EnqueueRefused("its identical document was deleted meanwhile: enqueue it again")
-        # A failed document re-uploaded is indexed again; an indexed one only on --reindex.
-        kind = "reindex" if reindex and existing["index_generation_id"] else "index"
-        if not reindex and existing["status"] != "failed":
-            return EnqueuedFile(shown, "duplicate", existing["id"], None, len(content))
-        job = rpc.enqueue(existing["id"], batch_id=batch_id, kind=kind, max_attempts=max_attempts)
-        outcome = ("reindex_queued" if kind == "reindex" else "queued") if job.ok else (job.reason or "refused")
-        return EnqueuedFile(shown, outcome, existing["id"], job.job_id, len(content))
+
+def _enqueue_file(
+    pool: ConnectionPool[psycopg.Connection[DictRow]], path: Path, batch: _LazyBatch, options: _Options
+) -> EnqueuedFile:
+    modified_at = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+    content = _read_at_most(path, options.max_bytes + 1)
+    if len(content) > options.max_bytes:  # it grew after the check
+        raise EnqueueRefused(f"it grew over the {_mb(options.max_bytes)} limit after the check")
+    source_name = display_name(path.name)
+    key = source_key_of(path)
+    with pool.connection() as conn, conn.transaction():
+        answer = IngestionRpc(conn).enqueue_version(
+            collection=options.collection,
+            source_key=key,
+            source_name=source_name,
+            content_sha256=hashlib.sha256(content).hexdigest(),
+            byte_size=len(content),
+            mime_type=mimetypes.guess_type(source_name)[0],
+            batch_id=batch.id_in(conn),
+            max_attempts=options.max_attempts,
+            reindex=options.reindex,
+            source_modified_at=modified_at,
+        )
+        if not answer.ok or answer.outcome is None or answer.document_id is None:
+            raise EnqueueRefused(f"the database refused it ({answer.reason or 'no outcome'})")
+        if answer.store_bytes:
+            conn.execute(query("store_document_source"), {"document_id": answer.document_id, "content": content})
+    return EnqueuedFile(
+        display_name(path), answer.outcome, answer.document_id, answer.job_id, len(content), key, answer.version
+    )

@@ -15,7 +15,7 @@ import psycopg
 from ingestion_pipeline.errors import DatabaseUnavailable, IngestError
 from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
 from ingestion_pipeline.settings import Settings
-from ingestion_pipeline.worker import JobResult, Worker, WorkerReport
+from ingestion_pipeline.worker import JobResult, Outcome, Worker, WorkerReport
 
 INDEX_KEY = dg.AssetKey("document_index")
 PROGRESS_EVERY_SECONDS = 15.0
@@ -114,7 +114,26 @@ def drain_metadata(report: WorkerReport) -> dict[str, Any]:
         "docs_per_second": dg.MetadataValue.float(float(report.docs_per_second)),
         "seconds": dg.MetadataValue.float(round(report.seconds, 3)),
         "worker_id": report.worker_id,
+        **failures_metadata(report),
     }
+
+
+FAILURES_SHOWN = 20
+
+
+def failures_metadata(report: WorkerReport) -> dict[str, Any]:
+    """The documents that failed, by their key (the file's path, the object's URL) and the
+    version that failed, with the message: a table in the materialization."""
+    failed = [r for r in report.results if r.outcome is Outcome.FAILED]
+    if not failed:
+        return {}
+    rows = [
+        f"| {r.shown_name} | {r.version or ''} | {(r.message or '').replace('|', '/')} |"
+        for r in failed[:FAILURES_SHOWN]
+    ]
+    more = [f"\n({len(failed) - FAILURES_SHOWN} more: `ingest status`)"] if len(failed) > FAILURES_SHOWN else []
+    table = "\n".join(["| document | version | error |", "| --- | --- | --- |", *rows, *more])
+    return {"failed_documents": dg.MetadataValue.md(table)}
 
 
 def drain_summary(report: WorkerReport) -> str:

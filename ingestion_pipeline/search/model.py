@@ -15,6 +15,7 @@ class Hit:
     document_id: UUID
     title: str  # the document's title, or its source name when it has none
     source_name: str
+    source_uri: str | None  # the document's source key (file:///…, s3://…); None before keys
     heading: str | None  # the heading of the section the best chunk is in
     chunk_ordinal: int  # the document's best chunk for this query
     score: float  # comparable within one result list only

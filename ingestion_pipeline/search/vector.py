@@ -99,6 +99,7 @@ def _hit(row: dict[str, Any]) -> Hit:
         document_id=row["document_id"],
         title=row["title"],
         source_name=row["source_name"],
+        source_uri=row["source_uri"],
         heading=row["heading"],
         chunk_ordinal=row["chunk_ordinal"],
         score=float(row["score"]),

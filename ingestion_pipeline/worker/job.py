@@ -208,4 +208,6 @@ class JobRun:
             message,
             chunk_count,
             self.job.batch_id,
+            self.job.source_key,
+            self.job.document_version,
         )

@@ -25,3 +25,9 @@ class JobResult:
     message: str | None = None
     chunk_count: int | None = None
     batch_id: UUID | None = None
+    source_key: str | None = None  # where the document comes from (None: enqueued before keys)
+    version: int | None = None  # the version the job built
+
+    @property
+    def shown_name(self) -> str:
+        return self.source_key or self.source_name

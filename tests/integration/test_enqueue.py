@@ -1,4 +1,4 @@
-"""Enqueue: atomic uploads, duplicates by content, reindex, refusals that write nothing."""
+"""Enqueue: atomic uploads, documents keyed by their path, reindex, refusals that write nothing."""
 
 from __future__ import annotations
 
@@ -39,7 +39,11 @@ def count(conn, table: str) -> int:
 def test_a_folder_becomes_one_batch_with_bytes_documents_and_jobs(pool, settings, folder, conn):
     report = enqueue_paths(pool, [folder], max_bytes=settings.max_file_bytes, batch_name="docs")
     assert sorted(Path(f.path).name for f in report.files) == ["a.txt", "b.md"]
-    assert report.counts == {"queued": 2}
+    assert report.counts == {"new": 2}
+    assert {f.source_key for f in report.files} == {
+        (folder / "a.txt").resolve().as_uri(),
+        (folder / "deeper" / "b.md").resolve().as_uri(),
+    }
     assert (
         count(conn, "import_batches"),
         count(conn, "documents"),
@@ -63,21 +67,26 @@ def test_symlinked_folders_are_followed_like_symlinked_files_and_loops_end(pool,
     assert sorted(Path(f.path).name for f in report.files) == ["a.txt", "b.md", "c.txt"]
 
 
-def test_identical_bytes_map_to_the_existing_document(pool, settings, folder, tmp_path, conn):
+def test_identical_bytes_at_two_paths_are_two_documents_and_one_path_again_is_unchanged(
+    pool, settings, folder, tmp_path, conn
+):
     first = enqueue_paths(pool, [folder / "a.txt"], max_bytes=settings.max_file_bytes)
     copy = tmp_path / "copy-of-a.txt"
     copy.write_bytes((folder / "a.txt").read_bytes())
     second = enqueue_paths(pool, [copy], max_bytes=settings.max_file_bytes)
-    assert second.files[0].outcome == "duplicate"
-    assert second.files[0].document_id == first.files[0].document_id
-    assert count(conn, "documents") == 1 and count(conn, "ingestion_jobs") == 1
-    assert first.batch_status == "processing"
+    assert second.files[0].outcome == "new" and second.files[0].document_id != first.files[0].document_id
+    Worker(pool, settings).run(drain=True)
+    again = enqueue_paths(pool, [folder / "a.txt", copy], max_bytes=settings.max_file_bytes)
+    assert [f.outcome for f in again.files] == ["unchanged", "unchanged"]
+    assert [f.document_id for f in again.files] == [first.files[0].document_id, second.files[0].document_id]
+    assert count(conn, "documents") == 2 and count(conn, "ingestion_jobs") == 2
+    assert first.batch_status == "processing" and again.batch_status == "completed"
 
 
-def test_a_batch_of_duplicates_ends_completed_at_enqueue(pool, settings, folder, conn, capsys, db_url):
+def test_a_batch_that_queues_nothing_ends_completed_at_enqueue(pool, settings, folder, conn, capsys, db_url):
     enqueue_paths(pool, [folder], max_bytes=settings.max_file_bytes)
     again = enqueue_paths(pool, [folder], max_bytes=settings.max_file_bytes)
-    assert again.counts == {"duplicate": 2} and again.batch_status == "completed"
+    assert again.counts == {"already_queued": 2} and again.batch_status == "completed"
     stored = conn.execute(
         "select status, total_files, completed_at from import_batches where id = %s", (again.batch_id,)
     ).fetchone()
@@ -124,7 +133,10 @@ def test_an_unreadable_file_is_refused(pool, folder, conn):
 def test_cli_enqueue_json_reports_the_batch(db_url, folder, capsys):
     assert ingest(["enqueue", str(folder), "--batch", "cli", "--json", "--database-url", db_url]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["batch_name"] == "cli" and report["counts"] == {"queued": 2}
+    assert report["batch_name"] == "cli" and report["counts"] == {"new": 2}
+    assert {f["version"] for f in report["files"]} == {1} and all(
+        f["source_key"].startswith("file:///") for f in report["files"]
+    )
     assert ingest(["status", "--batch", report["batch_id"], "--json", "--database-url", db_url]) == 0
     status = json.loads(capsys.readouterr().out)
     assert status["batches"][0]["pending"] == 2

@@ -33,7 +33,7 @@ def latin1_folder(tmp_path) -> Path:
 def test_a_file_name_that_is_not_utf8_is_stored_with_escapes(pool, settings, latin1_folder, conn):
     report = enqueue_paths(pool, [latin1_folder], max_bytes=settings.max_file_bytes)
 
-    assert report.counts == {"queued": 2}
+    assert report.counts == {"new": 2}
     names = sorted(r["source_name"] for r in conn.execute("select source_name from documents"))
     assert names == ["a.txt", "caf\\xe9.txt"]
     assert all(f.path.encode("utf-8") for f in report.files)  # printable
@@ -66,25 +66,25 @@ def test_a_file_that_vanishes_before_the_first_is_stored_leaves_no_batch(pool, s
 
 def test_ctrl_c_during_the_first_file_leaves_no_batch(pool, settings, tmp_path, conn, monkeypatch):
     (tmp_path / "a.txt").write_text("alpha")
-    real_enqueue = IngestionRpc.enqueue
+    real_enqueue = IngestionRpc.enqueue_version
 
     def interrupted(self, *args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(IngestionRpc, "enqueue", interrupted)
+    monkeypatch.setattr(IngestionRpc, "enqueue_version", interrupted)
     with pytest.raises(KeyboardInterrupt):
         enqueue_paths(pool, [tmp_path / "a.txt"], max_bytes=settings.max_file_bytes)
     assert (count(conn, "import_batches"), count(conn, "documents"), count(conn, "ingestion_jobs")) == (0, 0, 0)
 
-    monkeypatch.setattr(IngestionRpc, "enqueue", real_enqueue)
+    monkeypatch.setattr(IngestionRpc, "enqueue_version", real_enqueue)
     report = enqueue_paths(pool, [tmp_path / "a.txt"], max_bytes=settings.max_file_bytes)
-    assert report.counts == {"queued": 1} and count(conn, "import_batches") == 1
+    assert report.counts == {"new": 1} and count(conn, "import_batches") == 1
 
 
 def test_ctrl_c_after_the_first_file_keeps_the_batch_with_what_was_stored(pool, settings, tmp_path, conn, monkeypatch):
     (tmp_path / "a.txt").write_text("alpha")
     (tmp_path / "b.txt").write_text("beta")
-    real_enqueue = IngestionRpc.enqueue
+    real_enqueue = IngestionRpc.enqueue_version
     calls = []
 
     def second_interrupted(self, *args, **kwargs):
@@ -93,7 +93,7 @@ def test_ctrl_c_after_the_first_file_keeps_the_batch_with_what_was_stored(pool, 
             raise KeyboardInterrupt
         return real_enqueue(self, *args, **kwargs)
 
-    monkeypatch.setattr(IngestionRpc, "enqueue", second_interrupted)
+    monkeypatch.setattr(IngestionRpc, "enqueue_version", second_interrupted)
     with pytest.raises(KeyboardInterrupt):
         enqueue_paths(pool, [tmp_path / "a.txt", tmp_path / "b.txt"], max_bytes=settings.max_file_bytes)
     assert (count(conn, "import_batches"), count(conn, "documents"), count(conn, "ingestion_jobs")) == (1, 1, 1)

@@ -95,7 +95,7 @@ def test_delete_of_an_indexed_document_with_nothing_in_flight_purges_at_once(db_
     index_next(rpc, conn)
     assert searchable(conn, document_id, WORD)
     source_name = document(conn, document_id)["source_name"]
-    assert [d["id"] for d in rpc.live_documents_by_source([source_name])] == [document_id]
+    assert [d.id for d in rpc.live_documents_by_source([source_name])] == [document_id]
     before = counters(conn, batch_id)
     assert before == expect("completed", 1, completed=1)
 
@@ -133,7 +133,7 @@ def test_a_deleted_documents_content_can_be_imported_again(db_url, conn):
     second = seed_document(conn, content=content, name="same.txt")
     assert rpc.enqueue(second).ok
     index_next(rpc, conn)
-    assert [d["id"] for d in rpc.live_documents_by_source(["same.txt"])] == [second]
+    assert [d.id for d in rpc.live_documents_by_source(["same.txt"])] == [second]
     assert searchable(conn, second, WORD) and not searchable(conn, first, WORD)
     assert_healthy(db_url, conn)
 
@@ -242,8 +242,8 @@ def test_cancel_of_a_batch_with_indexed_and_pending_documents(db_url, conn):
     assert searchable(conn, indexed_document, WORD)
     assert {document(conn, d)["status"] for d, _ in pending} == {"cancelled"}
     assert rpc.claim("W") == []
-    report = rpc.batch_report(batch_id=batch_id)["batches"][0]
-    assert (report["cancelled_files"], report["cancelled"], report["status"]) == (3, 3, "cancelled")
+    report = rpc.batch_report(batch_id=batch_id).batches[0]
+    assert (report.cancelled_files, report.cancelled, report.status) == (3, 3, "cancelled")
     assert_healthy(db_url, conn)
 
     again = rpc.cancel_batch(batch_id)

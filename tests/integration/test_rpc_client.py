@@ -136,7 +136,7 @@ def test_an_undefined_function_is_an_error_never_an_unfenced_fallback(level, db_
         rpc = AnySchemaRpc(conn)
         document_id, job_id = seed_job(conn)
         rpc.claim("worker-1")
-        assert rpc.fence_level is (FenceLevel.ONE_LOCK_ORDER if level == "lease_token" else FenceLevel.WORKER_ID)
+        assert rpc.fence_level is (FenceLevel.DOCUMENT_VERSIONS if level == "lease_token" else FenceLevel.WORKER_ID)
         with pytest.raises(psycopg.errors.UndefinedFunction):
             rpc.complete(job_id, document_id, worker_id=12345)  # an int where text belongs
         with pytest.raises(psycopg.errors.UndefinedFunction):

@@ -16,10 +16,10 @@ from ingestion_pipeline.db.connection import make_pool
 from ingestion_pipeline.db.models import CompleteItem, FailItem, StageRow
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.db.schema_level import SchemaLevel
-from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.settings import load_settings
 from ingestion_pipeline.worker import Worker
 from tests.helpers import job, make_lease_stale, seed_job, snapshot, write_artifacts
+from tests.old_enqueue import enqueue_files
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 WORKER = "worker-1"
@@ -179,12 +179,12 @@ def test_the_worker_logs_every_stage_in_its_acknowledgement_on_both_schemas_of_t
     url = lock_order_schema.url
     settings = load_settings(database_url=url, parse_processes=0)
     with make_pool(url, settings) as pool:
-        enqueue_paths(pool, [FIXTURES / "sample.md"], max_bytes=settings.max_file_bytes)
+        enqueue_files(pool, [FIXTURES / "sample.md"], max_bytes=settings.max_file_bytes)
         rpc = CountingStages(pool, stale_after_seconds=settings.stale_after_seconds)
         [result] = Worker(pool, settings, rpc=rpc).run(drain=True).results
 
     assert rpc.schema_level is (
-        SchemaLevel.ONE_LOCK_ORDER if lock_order_schema.hardened else SchemaLevel.STAGES_IN_ACKS
+        SchemaLevel.DOCUMENT_VERSIONS if lock_order_schema.hardened else SchemaLevel.STAGES_IN_ACKS
     )
     assert [s["stage"] for s in logged(new_conn(url), result.job_id)] == [
         "load",

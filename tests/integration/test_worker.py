@@ -65,7 +65,7 @@ def search(db_url, capsys, text) -> list[dict]:
 
 def test_folder_of_every_format_is_indexed_and_searchable(db_url, pool, settings, corpus, conn, capsys):
     report = enqueue_paths(pool, [corpus], max_bytes=settings.max_file_bytes, batch_name="formats")
-    assert report.counts == {"queued": 4}
+    assert report.counts == {"new": 4}
 
     result = Worker(pool, settings, embedder=HashEmbedder()).run(drain=True)
     assert result.counts["completed"] == 4, [r.message for r in result.results]

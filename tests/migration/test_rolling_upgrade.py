@@ -210,3 +210,57 @@ def test_worker_of_an_earlier_release_drains_a_head_database(release, db_url, tm
         batch = conn.execute("select status from import_batches where id = %s", (report.batch_id,)).fetchone()
     assert [(r["status"], r["document_status"]) for r in rows] == [("completed", "indexed")] * 3
     assert batch["status"] == "completed"
+
+
+OLD_CLI = """
+import sys
+import ingestion_pipeline
+assert ingestion_pipeline.__file__.startswith(sys.argv[1]), ingestion_pipeline.__file__
+from ingestion_pipeline.cli import main
+raise SystemExit(main(sys.argv[2:]))
+"""
+
+
+def test_documents_indexed_by_the_previous_release_adopt_their_keys_without_a_reindex(
+    pg_server, template_before, tmp_path
+):
+    """Index a folder with the previous release's `ingest` (its real code), migrate, enqueue
+    the folder with this release: each file's keyless document takes the file's key as its
+    version 1; nothing is queued, nothing indexed twice, one live document per file."""
+    root = _archive(PREVIOUS_RELEASE, tmp_path / "release")
+    dbname = f"ingest_t_adopt_{os.getpid()}_{tmp_path.name[-8:]}"
+    url = pg_server.create_database(dbname, template=template_before(LOCK_ORDER_NAME))
+    try:
+        corpus = tmp_path / "corpus"
+        corpus.mkdir()
+        for name in ("sample.md", "sample.txt", "sample.html"):
+            shutil.copy(FIXTURES / name, corpus / name)
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        env.pop("DATABASE_URL", None)
+        for command in (["enqueue", str(corpus)], ["work", "--drain"]):
+            old = subprocess.run(
+                [sys.executable, "-c", OLD_CLI, str(root), *command, "--database-url", url],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=tmp_path,
+                timeout=120,
+            )
+            assert old.returncode == 0, old.stderr
+
+        migrate.migrate(url)
+        settings = load_settings(database_url=url)
+        with make_pool(url, settings) as pool:
+            report = enqueue_paths(pool, [corpus], max_bytes=settings.max_file_bytes)
+            again = enqueue_paths(pool, [corpus], max_bytes=settings.max_file_bytes)
+        assert report.counts == {"unchanged": 3} and again.counts == {"unchanged": 3}
+        with connect(url) as conn:
+            documents = conn.execute(
+                "select source_key, version, indexed_version, status from documents where deleted_at is null"
+            ).fetchall()
+            jobs = conn.execute("select count(*) as n from ingestion_jobs").fetchone()["n"]
+        assert sorted(d["source_key"] for d in documents) == sorted(f.source_key for f in report.files)
+        assert {(d["version"], d["indexed_version"], d["status"]) for d in documents} == {(1, 1, "indexed")}
+        assert jobs == 3  # the previous release's three, none since
+    finally:
+        pg_server.drop_database(dbname)

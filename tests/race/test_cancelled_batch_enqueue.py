@@ -14,7 +14,7 @@ import pytest
 
 from ingestion_pipeline.db.connection import make_pool
 from ingestion_pipeline.errors import BatchWasCancelled
-from ingestion_pipeline.operations.enqueue import EnqueueRefused, enqueue_paths
+from ingestion_pipeline.operations.enqueue import EnqueueRefused
 from ingestion_pipeline.settings import load_settings
 from tests.any_schema_rpc import AnySchemaRpc
 from tests.helpers import (
@@ -26,6 +26,7 @@ from tests.helpers import (
     seed_batch,
     wait_until_blocked,
 )
+from tests.old_enqueue import enqueue_files
 
 
 def open_jobs(conn, batch_id) -> int:
@@ -84,14 +85,14 @@ def test_ingest_enqueue_stops_at_the_first_file_after_the_cancel(cancelled_batch
 
         if cancelled_batch_schema.hardened:
             with pytest.raises(EnqueueRefused) as refused:
-                enqueue_paths(pool, [folder], max_bytes=1_000_000, on_file=cancel_after_the_first)
+                enqueue_files(pool, [folder], max_bytes=1_000_000, on_file=cancel_after_the_first)
             assert "b.txt: import batch" in str(refused.value)
             assert "was cancelled: it takes no new files; stopped there, 1 file(s) before it remain" in str(
                 refused.value
             )
         else:
-            report = enqueue_paths(pool, [folder], max_bytes=1_000_000, on_file=cancel_after_the_first)
-            assert [f.outcome for f in report.files] == ["queued"] * 3  # all in, after the cancel
+            report = enqueue_files(pool, [folder], max_bytes=1_000_000, on_file=cancel_after_the_first)
+            assert [f.outcome for f in report.files] == ["new"] * 3  # all in, after the cancel
 
 
 def entry_batch(pool, entry):

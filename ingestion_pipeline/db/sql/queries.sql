@@ -48,9 +48,10 @@ select exists (select 1 from pg_catalog.pg_attribute
 ) as present;
 
 -- name: rpc_schema_level
--- 6: this release (one lock order); 5: the previous release (stage rows in acks); 0: older.
+-- 6: this release (document versions); 5: the previous release (stage rows in acks); 0: older.
 select case
-    when to_regprocedure('max_ack_items()') is not null then 6
+    when to_regprocedure('enqueue_document_version(text,text,text,text,bigint,text,uuid,integer,boolean,'
+                         'timestamptz,text)') is not null then 6
     when to_regprocedure('insert_ingestion_job_stages(uuid,uuid,text,jsonb)') is not null then 5
     else 0
 end as level;
@@ -58,19 +59,10 @@ end as level;
 -- ---------------------------------------------------------------------------------
 -- Documents, sources and artifacts (not queue state: written directly).
 
--- name: insert_document
--- Identical live bytes map to the existing document (no row returned then).
-insert into documents (batch_id, source_name, mime_type, content_sha256, byte_size)
-values (%(batch_id)s, %(source_name)s, %(mime_type)s, %(content_sha256)s, %(byte_size)s)
-on conflict (content_sha256) where deleted_at is null do nothing
-returning id;
-
--- name: insert_document_source
-insert into document_sources (document_id, content) values (%(document_id)s, %(content)s);
-
--- name: find_live_document
-select id, status, index_generation_id from documents
-where content_sha256 = %(content_sha256)s and deleted_at is null;
+-- name: store_document_source
+-- The bytes of a document's latest version (those of an older version are replaced).
+insert into document_sources (document_id, content) values (%(document_id)s, %(content)s)
+on conflict (document_id) do update set content = excluded.content;
 
 -- name: load_document_source
 select content from document_sources where document_id = %(document_id)s;

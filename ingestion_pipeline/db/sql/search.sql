@@ -86,6 +86,7 @@ scored as (
 select s.document_id,
        coalesce(d.title, d.source_name) as title,
        d.source_name,
+       d.source_key as source_uri,
        sec.heading,
        s.ordinal as chunk_ordinal,
        s.score::float8 as score,

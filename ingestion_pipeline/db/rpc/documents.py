@@ -1,0 +1,69 @@
+"""Documents by their source key: the enqueue of a source's bytes (a new document, a new
+version, or nothing) and a document's history (`ingest show`). Both need this release's
+schema (db/schema_level.py)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from uuid import UUID
+
+import psycopg
+
+from ingestion_pipeline.db import schema_level
+from ingestion_pipeline.db.models import DocumentHistory, VersionEnqueued
+from ingestion_pipeline.db.rpc.base import RpcBase
+from ingestion_pipeline.errors import BATCH_CANCELLED_SQLSTATE, BatchWasCancelled
+
+DEFAULT_COLLECTION = "default"
+
+
+class DocumentRpc(RpcBase):
+    def enqueue_version(
+        self,
+        *,
+        collection: str,
+        source_key: str,
+        source_name: str,
+        content_sha256: str,
+        byte_size: int,
+        mime_type: str | None = None,
+        batch_id: UUID | None = None,
+        max_attempts: int = 3,
+        reindex: bool = False,
+        source_modified_at: datetime | None = None,
+        source_etag: str | None = None,
+    ) -> VersionEnqueued:
+        """When the answer says `store_bytes`, the caller writes the bytes (store_document_source)
+        in the same transaction. Raises BatchWasCancelled when `batch_id` was cancelled (the
+        transaction is then aborted: roll it back)."""
+        schema_level.require_current(self.schema_level, "enqueueing by source key")
+        params = {
+            "collection": collection,
+            "source_key": source_key,
+            "source_name": source_name,
+            "content_sha256": content_sha256,
+            "byte_size": byte_size,
+            "mime_type": mime_type,
+            "batch_id": batch_id,
+            "max_attempts": max_attempts,
+            "reindex": reindex,
+            "source_modified_at": source_modified_at,
+            "source_etag": source_etag,
+        }
+        try:
+            return self._result(VersionEnqueued, "rpc_enqueue_version", params)
+        except psycopg.Error as exc:
+            if exc.sqlstate == BATCH_CANCELLED_SQLSTATE:
+                raise BatchWasCancelled(f"import batch {batch_id} was cancelled: it takes no new files") from None
+            raise
+
+    def document_history(
+        self, *, document_id: UUID | None = None, collection: str = DEFAULT_COLLECTION, source_key: str | None = None
+    ) -> DocumentHistory:
+        """A document by id, or the live one of `source_key` in `collection`; `not_found` else."""
+        schema_level.require_current(self.schema_level, "reading a document's versions")
+        return self._result(
+            DocumentHistory,
+            "rpc_document_history",
+            {"document_id": document_id, "collection": collection, "source_key": source_key},
+        )

@@ -1,0 +1,31 @@
+"""The drain's materialization names each failed document by its key and the version that
+failed (Dagster's UI shows the path or URL, not only a base name)."""
+
+from uuid import uuid4
+
+from ingestion_pipeline.orchestration.assets import FAILURES_SHOWN, drain_metadata
+from ingestion_pipeline.worker import JobResult, Outcome, WorkerReport
+
+
+def result(outcome: Outcome, key: str | None, message: str | None = None) -> JobResult:
+    return JobResult(uuid4(), uuid4(), "pricing.md", outcome, 0.1, message, None, None, key, 2 if key else None)
+
+
+def test_failed_documents_are_listed_by_key_and_version():
+    report = WorkerReport(worker_id="w")
+    report.add(result(Outcome.COMPLETED, "file:///srv/docs/terms.md"))
+    report.add(result(Outcome.FAILED, "file:///srv/docs/pricing.md", "unsupported | binary"))
+    report.add(result(Outcome.FAILED, None, "from before keys"))
+    table = drain_metadata(report)["failed_documents"].value
+    assert "| file:///srv/docs/pricing.md | 2 | unsupported / binary |" in table
+    assert "| pricing.md |  | from before keys |" in table and "terms.md" not in table
+
+
+def test_no_failures_no_table_and_a_long_list_is_cut():
+    report = WorkerReport(worker_id="w")
+    report.add(result(Outcome.COMPLETED, "file:///a"))
+    assert "failed_documents" not in drain_metadata(report)
+    for n in range(FAILURES_SHOWN + 5):
+        report.add(result(Outcome.FAILED, f"file:///f{n}", "bad"))
+    table = drain_metadata(report)["failed_documents"].value
+    assert table.count("| file:///f") == FAILURES_SHOWN and "(5 more: `ingest status`)" in table
