@@ -255,6 +255,24 @@ begin
 end;
 $$;
 
+-- IF002 for an enqueue into a cancelled batch (…_cancelled_batches_take_no_files.sql). Called
+-- after the batch row is updated (so locked until commit, and a cancel still running was
+-- waited for): a new statement sees a cancel that committed before.
+create function public.refuse_cancelled_batch(p_batch_id uuid) returns void
+language plpgsql stable
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    if p_batch_id is not null
+       and exists (select 1 from public.import_batches where id = p_batch_id and cancelled_at is not null) then
+        raise exception 'import batch % was cancelled: it takes no new files', p_batch_id
+            using errcode = 'IF002',
+                  hint = 'Enqueue into a new batch; the files added before the cancel stay as they are.';
+    end if;
+end;
+$$;
+
 -- A job enqueued for a document (a reindex, a retry after a failure) builds its latest version.
 create or replace function public.enqueue_ingestion_job(p_document_id uuid, p_batch_id uuid default null,
                                                         p_kind text default 'index', p_max_attempts integer default 3)
@@ -301,14 +319,7 @@ begin
      where id = p_document_id;
 
     v_batches := public.move_import_batch_counters(array[row(p_batch_id, 1, 1, 0, 0)::public.import_batch_delta]);
-    -- Checked after the batch row is updated (so locked until commit, and a cancel still
-    -- running was waited for): a new statement sees a cancel that committed before.
-    if p_batch_id is not null
-       and exists (select 1 from public.import_batches where id = p_batch_id and cancelled_at is not null) then
-        raise exception 'import batch % was cancelled: it takes no new files', p_batch_id
-            using errcode = 'IF002',
-                  hint = 'Enqueue into a new batch; the files added before the cancel stay as they are.';
-    end if;
+    perform public.refuse_cancelled_batch(p_batch_id);
     return jsonb_build_object('ok', true, 'job_id', v_job_id, 'batch', v_batches -> 0);
 end;
 $$;
@@ -504,12 +515,7 @@ begin
                 array[row(v_batch.batch_id, 1, 1, 0, 0)::public.import_batch_delta]);
         end if;
     end loop;
-    if p_batch_id is not null
-       and exists (select 1 from public.import_batches where id = p_batch_id and cancelled_at is not null) then
-        raise exception 'import batch % was cancelled: it takes no new files', p_batch_id
-            using errcode = 'IF002',
-                  hint = 'Enqueue into a new batch; the files added before the cancel stay as they are.';
-    end if;
+    perform public.refuse_cancelled_batch(p_batch_id);
     return jsonb_build_object('ok', true, 'outcome', v_outcome, 'document_id', v_document.id,
         'version', v_version, 'job_id', v_job_id, 'superseded_job_id', v_superseded, 'adopted', v_adopted,
         'store_bytes', v_outcome in ('new', 'new_version'), 'batches', v_batches);
@@ -726,6 +732,7 @@ as $$
             order by v.version desc) from versions v), '[]'::jsonb)) end;
 $$;
 
+select public.secure_rpc('public.refuse_cancelled_batch(uuid)', false);
 select public.secure_rpc('public.claim_ingestion_jobs(text, integer, integer)');
 select public.secure_rpc('public.begin_document_index_generation(uuid, uuid, text, bigint)');
 select public.secure_rpc('public.generation_refusal(uuid, uuid, uuid)', false);

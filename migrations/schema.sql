@@ -898,12 +898,7 @@ begin
                 array[row(v_batch.batch_id, 1, 1, 0, 0)::public.import_batch_delta]);
         end if;
     end loop;
-    if p_batch_id is not null
-       and exists (select 1 from public.import_batches where id = p_batch_id and cancelled_at is not null) then
-        raise exception 'import batch % was cancelled: it takes no new files', p_batch_id
-            using errcode = 'IF002',
-                  hint = 'Enqueue into a new batch; the files added before the cancel stay as they are.';
-    end if;
+    perform public.refuse_cancelled_batch(p_batch_id);
     return jsonb_build_object('ok', true, 'outcome', v_outcome, 'document_id', v_document.id,
         'version', v_version, 'job_id', v_job_id, 'superseded_job_id', v_superseded, 'adopted', v_adopted,
         'store_bytes', v_outcome in ('new', 'new_version'), 'batches', v_batches);
@@ -952,14 +947,7 @@ begin
      where id = p_document_id;
 
     v_batches := public.move_import_batch_counters(array[row(p_batch_id, 1, 1, 0, 0)::public.import_batch_delta]);
-    -- Checked after the batch row is updated (so locked until commit, and a cancel still
-    -- running was waited for): a new statement sees a cancel that committed before.
-    if p_batch_id is not null
-       and exists (select 1 from public.import_batches where id = p_batch_id and cancelled_at is not null) then
-        raise exception 'import batch % was cancelled: it takes no new files', p_batch_id
-            using errcode = 'IF002',
-                  hint = 'Enqueue into a new batch; the files added before the cancel stay as they are.';
-    end if;
+    perform public.refuse_cancelled_batch(p_batch_id);
     return jsonb_build_object('ok', true, 'job_id', v_job_id, 'batch', v_batches -> 0);
 end;
 $$;
@@ -1620,6 +1608,20 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.refuse_cancelled_batch(p_batch_id uuid) RETURNS void
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if p_batch_id is not null
+       and exists (select 1 from public.import_batches where id = p_batch_id and cancelled_at is not null) then
+        raise exception 'import batch % was cancelled: it takes no new files', p_batch_id
+            using errcode = 'IF002',
+                  hint = 'Enqueue into a new batch; the files added before the cancel stay as they are.';
+    end if;
+end;
+$$;
+
 CREATE FUNCTION public.require_ack_items(p_function text, p_items jsonb) RETURNS void
     LANGUAGE plpgsql IMMUTABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2275,6 +2277,8 @@ REVOKE ALL ON FUNCTION public.refresh_import_batches(p_batch_ids uuid[]) FROM PU
 
 REVOKE ALL ON FUNCTION public.refresh_stuck_import_batches(p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.refresh_stuck_import_batches(p_limit integer) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.refuse_cancelled_batch(p_batch_id uuid) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.require_ack_items(p_function text, p_items jsonb) FROM PUBLIC;
 

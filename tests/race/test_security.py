@@ -56,6 +56,7 @@ WORKER_RPCS = {
 }
 # Internal helpers (called by the RPCs or the trigger as their owner): granted to no one.
 INTERNAL = {
+    "refuse_cancelled_batch",
     "lock_fenced_ingestion_job",
     "refresh_import_batches",
     "stuck_import_batch_ids",
