@@ -103,15 +103,17 @@ def _server_params() -> list[str]:
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    """Tests marked `pooler` exercise PgBouncer and the client behind it, not the server: they
-    run once, on TEST_DATABASE_URL's server when it is set (a TCP server, as in production),
-    else on the embedded one."""
+    """Tests marked `pooler` exercise PgBouncer and the client behind it, not the server, and
+    tests marked `one_server` the worker processes under faults (their SQL runs on both
+    servers in the race tests): they run once, on TEST_DATABASE_URL's server when it is set
+    (a TCP server, as in production), else on the embedded one."""
     if not TEST_DATABASE_URL:
         return
     keep, dropped = [], []
     for item in items:
         server = getattr(item, "callspec", None) and item.callspec.params.get("pg_server")
-        (dropped if item.get_closest_marker("pooler") and server == "embedded" else keep).append(item)
+        once = item.get_closest_marker("pooler") or item.get_closest_marker("one_server")
+        (dropped if once and server == "embedded" else keep).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep

@@ -42,6 +42,9 @@ from tests.faults.harness import (
 )
 from tests.pooler import pgbouncer
 
+# Worker processes under faults: the client's and the workers' behaviour, run once (conftest.py).
+pytestmark = pytest.mark.one_server
+
 DOCUMENTS = 800
 # Long enough for every first fault (harness.FIRST_FAULTS) and some random chaos after them.
 CHAOS_SECONDS = 20

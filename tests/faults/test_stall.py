@@ -31,6 +31,9 @@ from tests.faults.harness import WorkerFleet, open_jobs, seed_documents
 from tests.faults.rpc_log import HistoryFile, LoggedRpc, read_history
 from tests.faults.worker_process import FAULT_SETTINGS
 
+# Worker processes under faults: the client's and the workers' behaviour, run once (conftest.py).
+pytestmark = pytest.mark.one_server
+
 DOCUMENTS = 6
 ZOMBIE_CALLS = {"write", "commit", "commit_and_complete", "record_stage"}
 

@@ -6,10 +6,15 @@ import json
 import signal
 import time
 
+import pytest
+
 from ingestion_pipeline.db.connection import connect
 from tests.faults.checker import check
 from tests.faults.harness import WorkerFleet, seed_documents
 from tests.helpers import make_lease_stale
+
+# Worker processes under faults: the client's and the workers' behaviour, run once (conftest.py).
+pytestmark = pytest.mark.one_server
 
 
 def wait_for(condition, what: str, timeout: float = 60):

@@ -162,6 +162,7 @@ def test_no_parsing_child_outlives_the_worker(stop_signal, db_url, conn, tmp_pat
         assert processing["n"] == 0  # the jobs in flight finished
 
 
+@pytest.mark.one_server  # processes under limits: the client's subject, run once
 def test_a_hostile_corpus_ends_within_the_limits_beside_normal_documents(db_url, conn, tmp_path):
     """The real parsers on documents built to hurt them: each ends `failed` with a message
     or `indexed`, within the limits, and the normal documents of the batch index."""

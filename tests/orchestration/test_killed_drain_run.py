@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.orchestration.jobs import janitor
@@ -28,6 +29,9 @@ from ingestion_pipeline.worker.index_checks import DESCRIPTIONS
 from tests.helpers import batch, make_lease_stale
 from tests.orchestration.in_process import check_results, resolved_job
 from tests.orchestration.live_dagster import clean_env
+
+# Worker processes under faults: the client's and the workers' behaviour, run once (conftest.py).
+pytestmark = pytest.mark.one_server
 
 DAGSTER = Path(sys.executable).parent / "dagster"
 RUN_APPLICATION_NAME = "ingest"  # the drain run's pool (db/ready.py: migrated_pool)
