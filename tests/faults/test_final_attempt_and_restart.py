@@ -13,8 +13,6 @@
 import random
 import time
 
-import pytest
-
 from ingestion_pipeline.db.connection import connect
 from tests.faults.checker import check
 from tests.faults.harness import (
@@ -28,9 +26,6 @@ from tests.faults.harness import (
     server_restart,
 )
 from tests.faults.rpc_log import read_history
-
-# Worker processes under faults: the client's and the workers' behaviour, run once (conftest.py).
-pytestmark = pytest.mark.one_server
 
 
 def wait_for(condition, what: str, timeout: float = 60):

@@ -65,6 +65,7 @@ class PeakRss:
         self._thread.join()
 
 
+@pytest.mark.one_server  # processes under limits: the client's subject, run once
 def test_hanging_allocating_and_crashing_parsers_fail_alone_within_their_limits(db_url, conn, tmp_path):
     folder = write_corpus(tmp_path / "corpus", 20, ("hang.txt", "allocate.txt", "crash.txt"))
     settings = Settings(
@@ -130,6 +131,7 @@ def wait_until(what: str, probe, timeout: float = 60.0):
 
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+@pytest.mark.one_server  # processes and signals: the client's subject, run once
 def test_no_parsing_child_outlives_the_worker(stop_signal, db_url, conn, tmp_path):
     """`ingest work` (children = cores) is stopped while it parses: Ctrl-C and SIGTERM let the
     jobs in flight finish and stop the children; SIGKILL leaves the jobs to their leases, and
