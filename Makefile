@@ -23,8 +23,9 @@ demo: $(STAMP)
 	$(BIN)/ingest demo
 
 # One pytest process per core (at most 4): each has its own embedded server and its own
-# databases on TEST_DATABASE_URL's. `make test PYTEST_XDIST=` runs the suite in one process.
-PYTEST_XDIST ?= -n auto --maxprocesses 4
+# databases on TEST_DATABASE_URL's; worksteal: an idle process takes tests queued on a busy one
+# (the slow tail of a run). `make test PYTEST_XDIST=` runs the suite in one process.
+PYTEST_XDIST ?= -n auto --maxprocesses 4 --dist worksteal
 
 # Lint first (seconds), then the suite: ruff (lint and format; pyproject.toml), import-linter
 # (the layers), mypy (strict, over the package; pyproject.toml), squawk (migrations;
