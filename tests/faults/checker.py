@@ -14,6 +14,10 @@ Violations (never expected), each under a rule name (`Report.by_rule`; RULES lis
                                before the write began),
                                from the claim that was expired
     generation_not_found       a commit that found its build deleted under its open job
+    older_version_committed_after_newer  a commit accepted of a build of version v of a
+                               document (the version its claim returned) begun after a
+                               commit of a newer version of that document had returned ok
+                               (the version fence: the latest version always wins)
     write_after_cancel         a write accepted (or a claim returned) for a job after an
                                operator's delete_document or cancel_batch that cancelled
                                it had returned (`cancelled` is terminal: nothing reopens it)
@@ -53,14 +57,23 @@ Violations (never expected), each under a rule name (`Report.by_rule`; RULES lis
     failed_document_committed  a `failed` document with a committed generation
     committed_by_unfinished_job  an indexed document's committed generation was begun by
                                a job that did not complete (the split-commit failure)
+    stale_version_committed    a keyed document whose committed generation was not built
+                               from its latest version although a job of that version
+                               completed, or whose generation, the job that built it and
+                               `indexed_version` disagree on the version it holds (when the
+                               latest version failed or was cancelled, the last one built
+                               stays: the previous version's index is kept)
   documents
     indexed_generations        an `indexed` document without exactly one committed
                                generation, or not pointing at it
     counts_mismatch            its counts differ from its committed rows
     lost_chunks                its committed chunks differ from a re-parse of its source
-  the operator's deletes, cancels and retries (operator.jsonl; a document is deleted when a
-  delete_document returned ok for it or the database says so: status `deleted` or
-  deleted_at set)
+                               (the latest version's bytes: only those are kept, so a
+                               document indexed at an older version is not re-parsed)
+  the operator's deletes, cancels, retries and new versions (operator.jsonl; a new version
+  cancels the older version's open job, which the write_after_cancel rule then covers; a
+  document is deleted when a delete_document returned ok for it or the database says so:
+  status `deleted` or deleted_at set)
     deleted_document_searchable  a deleted document with a row in committed_document_chunks
                                or found by search (ingestion_pipeline.search)
     deleted_document_rows_left a deleted document with rows left in document_pages,
@@ -153,6 +166,7 @@ RULES = (
     "superseded_token_write",
     "write_after_expiry",
     "generation_not_found",
+    "older_version_committed_after_newer",
     "lost_job",
     "batch_mismatch",
     "batch_counter_drift",
@@ -162,6 +176,7 @@ RULES = (
     "failed_document_last_job",
     "failed_document_committed",
     "committed_by_unfinished_job",
+    "stale_version_committed",
     "indexed_generations",
     "counts_mismatch",
     "lost_chunks",
@@ -304,10 +319,37 @@ def _check_history(history: list[dict], report: Report) -> None:
     _check_writes_after_cancel(history, report)
     _check_retries_after_cancel(history, report)
     _check_rollbacks(history, report)
+    _check_version_order(history, report)
     for entry in history:
         if entry["call"] in COMMITS and entry["ok"] is False and entry.get("reason") == "generation_not_found":
             report.flag("generation_not_found", f"build of job {entry['job_id']} was deleted under an open job")
     _check_batch_repairs(history, report)
+
+
+def _check_version_order(history: list[dict], report: Report) -> None:
+    """No older version commits after a newer one: per document, a commit accepted for a
+    build of version v (its claim's version, matched by job and token) begun after a
+    commit of a version above v had returned ok. Claims on schemas before versions carry
+    none, and are left out."""
+    claimed = {
+        (c["job_id"], c.get("token")): c for c in history if c["call"] == "claim" and c.get("version") is not None
+    }
+    commits: dict[str, list[tuple[int, dict]]] = defaultdict(list)
+    for entry in history:
+        claim = claimed.get((entry["job_id"], entry.get("token"))) if entry["call"] in COMMITS else None
+        if claim is not None and entry["ok"]:
+            commits[claim["document_id"]].append((claim["version"], entry))
+    for document_id, built in commits.items():
+        for version, entry in built:
+            newer = [(v, e) for v, e in built if v > version and e["t1"] < entry["t0"]]
+            if newer:
+                v, e = max(newer, key=lambda item: item[0])
+                report.flag(
+                    "older_version_committed_after_newer",
+                    f"{entry['call']} of version {version} of document {document_id} (job {entry['job_id']}, "
+                    f"by {entry['worker']}) accepted after version {v} had committed (job {e['job_id']})",
+                )
+    report.stats["versions_committed"] = dict(Counter(v for built in commits.values() for v, _ in built))
 
 
 def _check_batch_repairs(history: list[dict], report: Report) -> None:
@@ -591,12 +633,50 @@ def _check_jobs_against_documents(conn, report: Report) -> None:
                 f"document {d['id']} is indexed by a generation whose job is {d['committed_by']}",
             )
     report.stats["documents"] = dict(Counter(d["status"] for d in documents))
+    _check_committed_versions(conn, report)
+
+
+def _check_committed_versions(conn, report: Report) -> None:
+    """At quiescence a keyed document's committed generation was built from its latest
+    version, unless no job of that version completed (it failed or was cancelled: the
+    previous version's index stays), and its generation, the job that began it and
+    `indexed_version` name the same version. Schemas before versions have none of this."""
+    if not conn.execute(
+        "select exists (select 1 from pg_attribute where attrelid = 'public.documents'::regclass "
+        "and attname = 'indexed_version' and not attisdropped) as present"
+    ).fetchone()["present"]:
+        return
+    rows = conn.execute("""
+        select d.id, d.version, d.indexed_version, g.document_version as generation_version,
+               j.document_version as job_version,
+               exists (select 1 from ingestion_jobs l where l.document_id = d.id and l.document_version = d.version
+                          and l.status = 'completed' and l.stage <> 'superseded') as latest_completed
+          from documents d
+          join index_generations g on g.document_id = d.id and g.status = 'committed'
+          left join ingestion_jobs j on j.id = g.job_id
+         where d.source_key is not null and d.deleted_at is null and d.status = 'indexed'""").fetchall()
+    for d in rows:
+        built = d["job_version"] if d["job_version"] is not None else d["generation_version"]
+        if d["latest_completed"] and built != d["version"]:
+            report.flag(
+                "stale_version_committed",
+                f"document {d['id']} holds the index of version {built} although its latest version "
+                f"{d['version']} completed",
+            )
+        elif not (built == d["generation_version"] == d["indexed_version"]):
+            report.flag(
+                "stale_version_committed",
+                f"document {d['id']} indexed at version {d['indexed_version']} by a generation of version "
+                f"{d['generation_version']} that a job of version {d['job_version']} built",
+            )
+    report.stats["indexed_at_an_older_version"] = sum(1 for d in rows if d["indexed_version"] != d["version"])
 
 
 def _check_documents(conn, report: Report) -> None:
     documents = conn.execute("""
         select d.id, d.status, d.index_generation_id, d.page_count, d.section_count, d.chunk_count,
                d.source_name, s.content,
+               coalesce((to_jsonb(d) ->> 'indexed_version') = (to_jsonb(d) ->> 'version'), true) as latest_indexed,
                (select count(*) from index_generations g where g.document_id = d.id and g.status = 'committed')
                    as committed,
                (select g.id from index_generations g where g.document_id = d.id and g.status = 'committed'
@@ -626,6 +706,8 @@ def _check_documents(conn, report: Report) -> None:
             continue
         if (d["page_count"], d["section_count"], d["chunk_count"]) != (d["pages"], d["sections"], d["chunks"]):
             report.flag("counts_mismatch", f"document {d['id']} counts differ from its committed rows")
+        if not d["latest_indexed"]:
+            continue  # indexed at an older version, whose bytes are gone (_check_committed_versions)
         parsed = parse(bytes(d["content"]), d["source_name"], max_bytes=10_000_000)
         if [c.text for c in chunk_sections(parsed.sections)] != list(d["chunk_texts"]):
             report.flag("lost_chunks", f"document {d['id']} lost committed chunk rows")

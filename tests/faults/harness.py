@@ -12,8 +12,10 @@ terminated instead), and a janitor runs alongside, its calls in a history of the
 indexed, queued or, part of the time, one being built right now; `cancel_batch`: a random
 import batch, part of the time one with open jobs; `retry_failed`: a bulk retry of the
 failed jobs of a batch whose jobs are being acknowledged right now, of failed jobs of
-several batches named by id, or of every failed job), its calls in a history of their own
-(operator.jsonl), racing the workers' acknowledgements of the same batches and documents.
+several batches named by id, or of every failed job; `new_version`: new bytes for a
+document under its key, as its source changed, part of the time one being built right now,
+so the older version's job is superseded under its worker), its calls in a history of their
+own (operator.jsonl), racing the workers' acknowledgements of the same batches and documents.
 Every PERMANENT_FAILURE_EVERY-th document cannot be parsed (NUL bytes): its job fails at
 once, each time it is retried, so the retries always have targets. At the end, once
 everything drained, a last janitor pass runs the cleanup until it finds nothing more, so
@@ -41,8 +43,16 @@ import psycopg
 from ingestion_pipeline.db import embedded
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.worker.errors import describe
-from tests.any_schema_rpc import AnySchemaRpc
-from tests.faults.rpc_log import DEADLOCK, OPERATOR, HistoryFile, LoggedRpc, read_history, rolled_back
+from tests.any_schema_rpc import AnySchemaRpc, FenceLevel
+from tests.faults.rpc_log import (
+    DEADLOCK,
+    OPERATOR,
+    HistoryFile,
+    LoggedRpc,
+    enqueue_bytes,
+    read_history,
+    rolled_back,
+)
 from tests.faults.worker_process import FAULT_SETTINGS, TAKEOVER_WAIT_SECONDS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,8 +67,9 @@ FAULTS = (
     "delete_document",
     "cancel_batch",
     "retry_failed",
+    "new_version",
 )
-OPERATOR_ACTIONS = ("delete_document", "cancel_batch", "retry_failed")
+OPERATOR_ACTIONS = ("delete_document", "cancel_batch", "retry_failed", "new_version")
 # Every FINAL_ATTEMPT_EVERY-th document of a fault run is seeded with max_attempts=1: each of
 # its claims is a final attempt (a kill, a pause or a stall under it ends in the dead letter).
 FINAL_ATTEMPT_EVERY = 8
@@ -78,6 +89,16 @@ DELETE_IN_FLIGHT_SHARE = 0.4
 DELETE_QUEUED_SHARE = 0.2
 # How a cancel picks its batch: one with open jobs this often (when there is one), else any.
 CANCEL_OPEN_SHARE = 0.5
+# How a new version picks its document: one being built right now this often (when there
+# is one), else any live keyed one (never a broken one, nor one with a max_attempts=1 job:
+# the runs' accounting of those stays as it is).
+NEW_VERSION_IN_FLIGHT_SHARE = 0.5
+# The key of the n-th seeded document (seed_documents, on schemas with document versions).
+SOURCE_KEY_PREFIX = "fault://docs/"
+NEW_VERSION_MAX_ATTEMPTS = 10
+# A new version is followed at once by up to this many more of the same document, part of
+# the time (versions in quick succession: each supersedes the one before, pending or not).
+NEW_VERSIONS_AT_ONCE = 3
 # How a retry picks its targets, each mode as often: the failed jobs of a batch with jobs
 # in flight (`batch_in_flight`), failed jobs of several batches by id (`jobs`: up to
 # RETRY_JOBS_PER_BATCH of each of up to RETRY_BATCHES batches, those with jobs in flight
@@ -187,24 +208,41 @@ def seed_documents(
     """Tiny text documents with distinct bytes, spread over several batches; with
     `final_attempt_every` N, every N-th one (n % N == 0) gets max_attempts=1; with
     `permanent_failure_every` M, every M-th one (is_broken: never a max_attempts=1 one)
-    holds NUL bytes, so its parse fails on every attempt (named doc-<n>-broken.txt)."""
+    holds NUL bytes, so its parse fails on every attempt (named doc-<n>-broken.txt). On a
+    schema with document versions each is enqueued under its key (SOURCE_KEY_PREFIX + its
+    name) as `ingest enqueue` does, so the chaos can make new versions of it; before, it is
+    inserted by its bytes and enqueued by id."""
     with connect(url) as conn:
         rpc = AnySchemaRpc(conn)
+        keyed = rpc.fence_level >= FenceLevel.DOCUMENT_VERSIONS
         batch_ids = [rpc.create_batch(f"fault batch {run_tag}{i}").batch_id for i in range(batches)]
         for n in range(count):
             rng = random.Random(f"{run_tag}{n}")
-            text = (
-                f"Document {run_tag}{n}\n\n" + " ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 400))) + ".\n"
-            )
             broken = is_broken(n, permanent_failure_every, final_attempt_every)
-            content = text.encode() + (b"\x00" * 16 if broken else b"")
+            name = f"doc-{run_tag}{n}{BROKEN_MARK if broken else ''}.txt"
+            content = document_text(f"{run_tag}{n}", rng) + (b"\x00" * 16 if broken else b"")
+            attempts = 1 if is_final_attempt(n, final_attempt_every) else max_attempts
+            if keyed:
+                answer = enqueue_bytes(
+                    conn,
+                    rpc.enqueue_version,
+                    content,
+                    collection="default",
+                    source_key=SOURCE_KEY_PREFIX + name,
+                    source_name=name,
+                    mime_type="text/plain",
+                    batch_id=batch_ids[n % batches],
+                    max_attempts=attempts,
+                )
+                assert answer.ok and answer.outcome == "new", answer
+                continue
             with conn.transaction():
                 row = conn.execute(
                     "insert into documents (batch_id, source_name, mime_type, content_sha256, byte_size) "
                     "values (%s, %s, 'text/plain', %s, %s) returning id",
                     (
                         batch_ids[n % batches],
-                        f"doc-{run_tag}{n}{BROKEN_MARK if broken else ''}.txt",
+                        name,
                         hashlib.sha256(content).hexdigest(),
                         len(content),
                     ),
@@ -212,8 +250,13 @@ def seed_documents(
                 conn.execute(
                     "insert into document_sources (document_id, content) values (%s, %s)", (row["id"], content)
                 )
-                attempts = 1 if is_final_attempt(n, final_attempt_every) else max_attempts
                 assert rpc.enqueue(row["id"], batch_id=batch_ids[n % batches], max_attempts=attempts).ok
+
+
+def document_text(label: str, rng: random.Random) -> bytes:
+    """A tiny text document of random words (harness.WORDS), first line `Document <label>`."""
+    words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 400)))
+    return f"Document {label}\n\n{words}.\n".encode()
 
 
 @dataclass
@@ -253,6 +296,12 @@ class ChaosStats:
     # How each final-attempt job had ended when a retry that could take it was about to run
     # (job id -> (status, stage)): final_attempt_outcomes reads it for a job retried since.
     final_attempt_seen: dict = field(default_factory=dict)
+    # New versions of documents (their bytes changed at the source) that the database took:
+    # how many superseded an older version's open job, and of those how many took over from
+    # a build in flight (its job was being built when chosen, and still open when superseded)
+    versions: int = 0
+    versions_superseding: int = 0
+    versions_in_flight: int = 0
     operator_errors: list[str] = field(default_factory=list)  # every lifecycle call that raised, and why
     operator_deadlocks: int = 0  # of those, the calls that got 40P01 (also in the history: the checker's rule)
     janitor_deadlocks: int = 0  # janitor passes that failed on 40P01 (among janitor_errors)
@@ -278,6 +327,7 @@ class ChaosStats:
             f"cancels={self.cancels} (in_flight={self.cancels_in_flight}) jobs_cancelled={self.jobs_cancelled} "
             f"retries={self.retries} {dict(self.retries_by_mode)} jobs_retried={self.jobs_retried} "
             f"retry_refused={dict(self.retry_refused)} "
+            f"versions={self.versions} (superseding={self.versions_superseding} in_flight={self.versions_in_flight}) "
             f"operator_errors={len(self.operator_errors)} (deadlocks={self.operator_deadlocks})"
             + (f" {self.operator_errors[:5]}" if self.operator_errors else "")
         )
@@ -638,6 +688,20 @@ FAILED_JOBS_OF_SEVERAL_BATCHES = """
     select f.id from failed f join batches using (batch_id) where f.nth <= %(per_batch)s"""
 
 
+# A new version's document: live, keyed, never broken nor with a max_attempts=1 job, and
+# none of its jobs spared ({building}: only one being built right now); `building`, the
+# job being built, if any.
+VERSION_TARGET = f"""
+    select d.id, d.collection, d.source_key, d.source_name,
+           (select b.id from ingestion_jobs b where b.document_id = d.id and b.status = 'processing') as building
+      from documents d
+     where d.source_key is not null and d.deleted_at is null and strpos(d.source_name, '{BROKEN_MARK}') = 0
+       and not exists (select 1 from ingestion_jobs j where j.document_id = d.id
+                        and (j.max_attempts = 1 or {SPARED_JOB}))
+       {{building}}
+     order by random() limit 1"""
+
+
 class Operator:
     """The operator's lifecycle calls made by the chaos: each logged in its own history
     (rpc_log.LoggedRpc, worker `operator`) on a fresh connection, counted in the stats;
@@ -652,6 +716,15 @@ class Operator:
     def __init__(self, url: str, history_path: Path, stats: ChaosStats):
         self.url, self.stats, self.history_path = url, stats, history_path
         self.history = HistoryFile(str(history_path))
+        self._versions: bool | None = None
+
+    @property
+    def makes_versions(self) -> bool:
+        """Whether the schema has document versions (new_version does nothing before them)."""
+        if self._versions is None:
+            with connect(self.url) as conn:
+                self._versions = AnySchemaRpc(conn).fence_level >= FenceLevel.DOCUMENT_VERSIONS
+        return self._versions
 
     def _spared(self, spared_labels) -> dict:
         return {"jobs": list(self.stats.final_attempt_jobs), "labels": sorted(spared_labels or ())}
@@ -758,6 +831,62 @@ class Operator:
         self.stats.jobs_retried += result.retried
         self.stats.retry_refused.update(refusal.reason for refusal in result.refused)
 
+    def new_version(self, rng: random.Random, in_flight: bool | None = None, spared_labels=()) -> None:
+        """New bytes for a random keyed document, as its source changed: one being built
+        right now (`in_flight`, or a share of the time), else any live one; then, part of
+        the time, one or two more versions of it in quick succession. They go into a random
+        batch not cancelled (a cancel may still come first: refused)."""
+        if not self.makes_versions:
+            self.stats.events["new_version_unsupported"] += 1
+            return
+        want_in_flight = in_flight or (in_flight is None and rng.random() < NEW_VERSION_IN_FLIGHT_SHARE)
+        params = self._spared(spared_labels)
+        try:
+            with connect(self.url) as conn:
+                target = None
+                if want_in_flight:
+                    target = conn.execute(
+                        VERSION_TARGET.format(
+                            building="and exists (select 1 from ingestion_jobs b "
+                            "where b.document_id = d.id and b.status = 'processing')"
+                        ),
+                        params,
+                    ).fetchone()
+                if target is None:
+                    target = conn.execute(VERSION_TARGET.format(building=""), params).fetchone()
+                if target is None:
+                    return
+                batch = conn.execute(
+                    "select id from import_batches where cancelled_at is null order by random() limit 1"
+                ).fetchone()
+                self.stats.events[f"new_version_target_{'in_flight' if target['building'] else 'any'}"] += 1
+                rpc = LoggedRpc(conn, self.history, caller=OPERATOR)
+                for _ in range(rng.randint(1, NEW_VERSIONS_AT_ONCE)):
+                    result = rpc.new_version(
+                        conn,
+                        content=document_text(f"{target['source_name']} v{time.time_ns()}", rng),
+                        collection=target["collection"],
+                        source_key=target["source_key"],
+                        source_name=target["source_name"],
+                        mime_type="text/plain",
+                        batch_id=None if batch is None else batch["id"],
+                        max_attempts=NEW_VERSION_MAX_ATTEMPTS,
+                    )
+                    self._count_version(result, target["building"])
+        except Exception as exc:
+            self._raised("new_version", exc)
+
+    def _count_version(self, result, building) -> None:
+        if not result.ok:
+            self.stats.events[f"new_version_refused_{result.reason}"] += 1
+            return
+        self.stats.events[f"new_version_{result.outcome}"] += 1
+        self.stats.versions += result.outcome == "new_version"
+        if result.superseded_job_id is not None:
+            self.stats.versions_superseding += 1
+            self.stats.jobs_cancelled += 1
+            self.stats.versions_in_flight += str(result.superseded_job_id) == str(building)
+
     def _retry_target(self, conn, rng: random.Random, mode: str) -> tuple[str, dict] | None:
         """The retry's mode and arguments (None: no failed job to name)."""
         if mode == "batch_in_flight":
@@ -836,6 +965,11 @@ def chaos_step(
             )
         elif action == "cancel_batch":
             operator.cancel_batch(rng, open_only=True if not stats.cancels else None, spared_labels=set(stalling))
+        elif action == "new_version":
+            # Until one new version took over from a build in flight, every one looks for one.
+            operator.new_version(
+                rng, in_flight=True if not stats.versions_in_flight else None, spared_labels=set(stalling)
+            )
         else:
             # Until one retry put a job back, every retry is one of a batch in flight.
             operator.retry_failed(rng, mode="batch_in_flight" if not stats.jobs_retried else None)
@@ -887,14 +1021,22 @@ def chaos_step(
 
 # A short run gets each of these early, in this order (a final-attempt kill is tried this
 # often before the random chaos takes over).
-FIRST_FAULTS = ("stall", "final_attempt_kill", "server_restart", "delete_document", "retry_failed", "cancel_batch")
+FIRST_FAULTS = (
+    "stall",
+    "final_attempt_kill",
+    "server_restart",
+    "delete_document",
+    "retry_failed",
+    "cancel_batch",
+    "new_version",
+)
 FINAL_ATTEMPT_KILL_TRIES = 12
 # A delete of a document in flight, a batch cancel that cancelled something and a retry
 # that put a job back in the queue are tried this often before the random chaos takes over.
 FIRST_LIFECYCLE_TRIES = 8
 
 
-def _first_fault(stats: ChaosStats, faults) -> str | None:
+def _first_fault(stats: ChaosStats, faults, operator: Operator | None = None) -> str | None:
     if "stall" in faults and not stats.stall_signals:
         return "stall"
     if (
@@ -915,6 +1057,14 @@ def _first_fault(stats: ChaosStats, faults) -> str | None:
         return "retry_failed"
     if "cancel_batch" in faults and not stats.cancels and stats.events["cancel_batch"] < FIRST_LIFECYCLE_TRIES:
         return "cancel_batch"
+    if (
+        "new_version" in faults
+        and operator is not None
+        and operator.makes_versions
+        and not stats.versions_in_flight
+        and stats.events["new_version"] < FIRST_LIFECYCLE_TRIES
+    ):
+        return "new_version"
     return None
 
 
@@ -980,7 +1130,7 @@ def run_faults(
                 rng,
                 faults,
                 stalling,
-                action=_first_fault(stats, faults),
+                action=_first_fault(stats, faults, operator),
                 server=server,
                 operator=operator,
             )

@@ -16,7 +16,7 @@ from ingestion_pipeline.settings import load_settings
 from ingestion_pipeline.worker import Worker
 from ingestion_pipeline.worker.artifacts import write_generation
 from tests.faults.checker import check
-from tests.faults.harness import ChaosStats, Janitor, install_deletion_audit, seed_documents
+from tests.faults.harness import SOURCE_KEY_PREFIX, ChaosStats, Janitor, install_deletion_audit, seed_documents
 from tests.faults.rpc_log import OPERATOR, HistoryFile, LoggedRpc
 from tests.helpers import seed_document
 
@@ -55,6 +55,21 @@ class Run:
             assert self.rpc.enqueue(document_id, max_attempts=max_attempts).ok
             ids.append(document_id)
         return ids
+
+    def put(self, name: str, text: str, *, max_attempts: int = 3):
+        """`text` enqueued as the file `name`, under its key, by the operator (new_version:
+        a new document, or a new version of it); the answer."""
+        answer = self.operator.new_version(
+            self.operator_conn,
+            content=text.encode(),
+            collection="default",
+            source_key=SOURCE_KEY_PREFIX + name,
+            source_name=name,
+            mime_type="text/plain",
+            max_attempts=max_attempts,
+        )
+        assert answer.ok, answer
+        return answer
 
     def drain(self) -> None:
         """A real worker processes every pending job (its calls in the history)."""

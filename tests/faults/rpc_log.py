@@ -17,7 +17,8 @@ RPCs the client makes one call per item, each logged as itself.
 
 Besides the RPCs, the history holds each artifact write (call `write`: the COPY of one
 generation's pages, sections and chunks, one transaction; `ok` when it committed, else
-the SQLSTATE, IF001 being the database's artifact fence), each injected stall (call
+the SQLSTATE, IF001 being the database's artifact fence), each claim with the document
+and the `version` it builds, each injected stall (call
 `stall`, tests/faults/worker_process.py) and, in the janitor's own history, each of its
 calls: `expire_stale` (with the `job_ids` it dead-lettered), `refresh_stuck_batches` and
 `refresh_drifted_batches` (how many batches they recounted, and each of those `batches`
@@ -30,7 +31,10 @@ The operator's lifecycle calls (the chaos loop's deletes, batch cancels and retr
 `operator`, in a history of their own) are logged the same way: `delete_document` (its
 `document_id`, and from the answer `in_flight`, `purged`, `cancelled_job_id`, the batch
 counters), `cancel_batch` (its `batch_id`, and `cancelled`, `in_flight`, `status`, the
-batch) and `retry_failed` (the bulk retry: its `mode`, the `requested_job_ids` and/or
+batch), `new_version` (a source's bytes enqueued under its `collection` and `source_key`
+and stored in one transaction, logged once it committed: the `outcome`, `document_id`,
+`version` and `superseded_job_id`, the older version's job it cancelled) and `retry_failed`
+(the bulk retry: its `mode`, the `requested_job_ids` and/or
 `batch_id` it was given, and from the answer `retried`, `retried_job_ids` with
 `retried_batches`, each retried job's batch, and `refused`, each refused job with its
 reason); all carry `job_ids`, the jobs the call cancelled (none when it was refused, and
@@ -49,6 +53,7 @@ the history once). An artifact write rolled back so is its `write` entry with th
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
@@ -58,8 +63,10 @@ from contextlib import contextmanager
 
 import psycopg
 
-from ingestion_pipeline.db.models import BatchesRefreshed
+from ingestion_pipeline.db.models import BatchesRefreshed, VersionEnqueued
+from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.errors import BatchWasCancelled
 from ingestion_pipeline.worker.errors import LeaseLost, describe, is_build_refused
 from tests.any_schema_rpc import AnySchemaRpc
 
@@ -84,8 +91,9 @@ LOGGED_JANITOR = {
 JANITOR = "janitor"
 # The operator's lifecycle calls (worker "operator"): what each returned, or the error it raised.
 OPERATOR = "operator"
-# The operator's calls that cancel jobs (their `job_ids`), and all of its calls.
-OPERATOR_CANCELS = ("delete_document", "cancel_batch")
+# The operator's calls that cancel jobs (their `job_ids`), and all of its calls: a new
+# version of a document cancels the older version's open job (`superseded_job_id`).
+OPERATOR_CANCELS = ("delete_document", "cancel_batch", "new_version")
 OPERATOR_CALLS = (*OPERATOR_CANCELS, "retry_failed")
 # SQLSTATE class 40, transaction rollback: the server rolled the statement back (a deadlock
 # victim, 40P01; a serialization failure, 40001; ...). Each is logged as call `rollback`.
@@ -360,6 +368,21 @@ class LoggedRpc(AnySchemaRpc):
             "retry_failed", target, lambda: super(LoggedRpc, self).retry_failed(job_ids=job_ids, batch_id=batch_id)
         )
 
+    def new_version(self, conn: psycopg.Connection, *, content: bytes, **fields):
+        """A source's bytes enqueued under its key (enqueue_document_version) and stored, in
+        one transaction, as `ingest enqueue` does: logged when that transaction has
+        committed (the older version's job is cancelled from then on, not before). A
+        cancelled batch's refusal is an answer (`batch_cancelled`), not an error."""
+
+        def send():
+            try:
+                return enqueue_bytes(conn, super(LoggedRpc, self).enqueue_version, content, **fields)
+            except BatchWasCancelled:
+                return VersionEnqueued(ok=False, reason="batch_cancelled")
+
+        target = {"collection": fields["collection"], "source_key": fields["source_key"]}
+        return self._operator_call("new_version", target, send)
+
     def _operator_call(self, call: str, target: dict, send):
         """One lifecycle call, logged with its answer and `job_ids`, the jobs it cancelled."""
         entry = {"call": call, "pid": os.getpid(), "worker": self.caller, "job_id": None, **target, "t0": time.time()}
@@ -374,6 +397,8 @@ class LoggedRpc(AnySchemaRpc):
         answer = result.model_dump(mode="json", exclude={"ok", "reason", "fenced"})
         if call == "delete_document":
             cancelled = [answer["cancelled_job_id"]] if result.ok and answer.get("cancelled_job_id") else []
+        elif call == "new_version":
+            cancelled = [answer["superseded_job_id"]] if result.ok and answer.get("superseded_job_id") else []
         elif call == "retry_failed":  # it cancels nothing: its job_ids are the jobs it put back in the queue
             answer["retried_job_ids"] = [str(job_id) for job_id in answer.pop("job_ids", None) or []]
             answer["retried_batches"] = self._batches_of(answer["retried_job_ids"])
@@ -427,9 +452,23 @@ class LoggedRpc(AnySchemaRpc):
                     "ok": True,
                     "attempt": job.attempt_count,
                     "token": job.lease_token,
+                    # the version this claim builds (None before document versions): the
+                    # checker's older_version_committed_after_newer
+                    "document_id": str(job.document_id),
+                    "version": job.document_version,
                 }
             )
         return jobs
+
+
+def enqueue_bytes(conn: psycopg.Connection, enqueue, content: bytes, **fields) -> VersionEnqueued:
+    """`content` enqueued under its key by `enqueue` (an rpc's enqueue_version) and, when the
+    answer says so, stored, in one transaction on `conn`: what `ingest enqueue` does per file."""
+    with conn.transaction():
+        answer = enqueue(content_sha256=hashlib.sha256(content).hexdigest(), byte_size=len(content), **fields)
+        if answer.store_bytes:
+            conn.execute(query("store_document_source"), {"document_id": answer.document_id, "content": content})
+    return answer
 
 
 def answers_per_item(items: list[dict], results) -> list:

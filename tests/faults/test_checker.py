@@ -1,7 +1,8 @@
 """The checker's history rules on small hand-written histories (no database): each rule
 fires on a history with exactly its violation (a write accepted from a superseded token,
 the worker-id rule where the history has no tokens, a double completion, a write accepted
-after the janitor expired the job, a build gone at commit, a batch the janitor had to
+after the janitor expired the job, a build gone at commit, an older version committed after a
+newer one, a batch the janitor had to
 recount, a retry that reopened a cancelled batch, a statement rolled back by a deadlock or
 a serialization failure), and refusals, writes before the takeover and writes of a later
 claim are not flagged. The database-side rules: test_checker_mutations.py."""
@@ -368,3 +369,42 @@ def test_a_history_without_rollbacks_counts_none():
 )
 def test_which_errors_are_rollbacks(error, sqlstate):
     assert rolled_back(error) == sqlstate
+
+
+def version_claim(job_id, version, t0, worker="w1"):
+    return {**claim(worker, 1, t0), "job_id": job_id, "document_id": "doc-1", "version": version}
+
+
+def version_commit(job_id, t0, ok=True, worker="w1"):
+    return {**write("commit_and_complete", worker, 1, t0, ok=ok), "job_id": job_id}
+
+
+def test_an_older_version_committed_after_a_newer_one_is_flagged():
+    report = checked(
+        version_claim("job-v1", 1, 0),
+        version_claim("job-v2", 2, 1, worker="w2"),
+        version_commit("job-v2", 2, worker="w2"),
+        version_commit("job-v1", 3),
+    )
+    assert dict(report.by_rule) == {"older_version_committed_after_newer": 1}
+    assert report.violations[0] == (
+        "commit_and_complete of version 1 of document doc-1 (job job-v1, by w1) accepted after version 2 had "
+        "committed (job job-v2)"
+    )
+    assert report.stats["versions_committed"] == {1: 1, 2: 1}
+
+
+def test_versions_committed_in_order_or_refused_or_overlapping_are_fine():
+    report = checked(
+        version_claim("job-v1", 1, 0),
+        version_commit("job-v1", 1),  # version 1 first, then 2
+        version_claim("job-v2", 2, 2, worker="w2"),
+        version_commit("job-v2", 3, worker="w2"),
+        version_claim("job-v1b", 1, 4),
+        version_commit("job-v1b", 5, ok=False),  # an older build refused after 2 committed
+        version_claim("job-v3", 3, 6, worker="w2"),
+        version_commit("job-v3", 7.000, worker="w2"),
+        version_claim("job-v2b", 2, 6.5),
+        version_commit("job-v2b", 7.005),  # began before 3's commit had returned: no order to break
+    )
+    assert report.violations == [], report.summary()

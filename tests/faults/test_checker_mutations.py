@@ -634,6 +634,92 @@ def test_a_write_accepted_after_a_delete_cancelled_the_job(run):
     )
 
 
+# -- versions: the latest version always wins --------------------------------------------
+
+
+def pricing(dollars: int) -> str:
+    return f"# Pricing\n\nThe premium plan costs {dollars} dollars per month.\n"
+
+
+def test_control_new_versions_done_right_have_no_violation(run):
+    """Version 2 supersedes version 1 mid-build (its worker refused from then on); version
+    3 comes once 2 is indexed and its build fails for good: 2's index stays."""
+    first = run.put("pricing.md", pricing(10))
+    old = run.claim()
+    generation_id = run.begin(old)
+    assert run.write_parsed(old, generation_id) is None
+    second = run.put("pricing.md", pricing(25))
+    assert (second.outcome, second.version, second.superseded_job_id) == ("new_version", 2, old.job_id)
+    late = run.rpc.commit_and_complete(
+        old.job_id, old.document_id, generation_id, worker_id="w1", lease_token=old.lease_token
+    )
+    assert late.lease_lost, late
+    run.drain()
+    third = run.put("pricing.md", pricing(40))
+    job = run.claim()
+    assert (job.document_id, job.document_version) == (first.document_id, third.version) == (first.document_id, 3)
+    run.fail(job)
+    run.final_janitor_pass()
+    report = run.check()
+    assert report.violations == [], report.summary()
+    assert report.stats["versions_committed"] == {2: 1} and report.stats["indexed_at_an_older_version"] == 1
+    assert report.stats["cancel_refusals"] == 1  # the late commit of version 1
+
+
+def test_a_newer_version_completed_without_its_build_leaves_the_older_index(run):
+    """A completion of version 2 accepted without a commit: the document stays indexed at
+    version 1 with its latest version completed, which only the version rule sees (the
+    older index is whole, and its job completed)."""
+    first = run.put("pricing.md", pricing(10))
+    run.drain()
+    second = run.put("pricing.md", pricing(25))
+    assert (second.document_id, second.version) == (first.document_id, 2)
+    job = run.claim()
+    assert run.rpc.complete(job.job_id, job.document_id, worker_id="w1", lease_token=job.lease_token).ok
+    report = run.check()
+    assert fired(report) == {"stale_version_committed": 1}, report.summary()
+    assert report.violations[0] == (
+        f"document {first.document_id} holds the index of version 1 although its latest version 2 completed"
+    )
+
+
+def test_an_older_version_committed_after_the_newer_one(run):
+    """As a broken version fence would let it: version 1's build, superseded mid-build, is
+    put back under its lease after version 2 committed, its generation labelled as version
+    2's, and its commit is accepted. The history sees the older version commit after the
+    newer one (its claim built version 1), and after the new version had cancelled its
+    job; the re-parse of the latest bytes sees version 1's text in the index."""
+    first = run.put("pricing.md", pricing(10))
+    old = run.claim()
+    generation_id = run.begin(old)
+    assert run.write_parsed(old, generation_id) is None
+    held = run.conn.execute(
+        f"select {', '.join(JOB_LEASE)} from ingestion_jobs where id = %s", (old.job_id,)
+    ).fetchone()
+    assert run.put("pricing.md", pricing(25)).superseded_job_id == old.job_id
+    run.drain()
+    assignments = ", ".join(f"{column} = %({column})s" for column in JOB_LEASE)
+    run.conn.execute(f"update ingestion_jobs set {assignments} where id = %(id)s", {**held, "id": old.job_id})
+    run.conn.execute(
+        "update index_generations set status = 'building', document_version = 2 where id = %s", (generation_id,)
+    )
+    run.conn.execute("update ingestion_jobs set document_version = 2 where id = %s", (old.job_id,))
+    done = run.rpc.commit_and_complete(
+        old.job_id, old.document_id, generation_id, worker_id="w1", lease_token=old.lease_token
+    )
+    assert done.ok, done
+    report = run.check()
+    assert fired(report) == {
+        "older_version_committed_after_newer": 1,
+        "write_after_cancel": 1,
+        "lost_chunks": 1,
+    }, report.summary()
+    assert any(
+        v.startswith(f"commit_and_complete of version 1 of document {first.document_id} (job {old.job_id}, by w1)")
+        for v in report.violations
+    ), report.summary()
+
+
 def test_a_cancelled_batch_that_ends_not_cancelled(run):
     """A cancel that cancels the jobs but forgets the batch (no cancelled_at): its
     counters and status agree with each other, so only the cancel's answer tells."""
