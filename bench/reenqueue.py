@@ -50,7 +50,9 @@ def ingest(code: Path | None, uri: str, *args: str) -> tuple[float, str]:
     if code is not None:
         env["PYTHONPATH"] = str(code)
     began = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", CLI, *args], env=env, capture_output=True, text=True)
+    # `python -c` puts the working directory first on sys.path: run the previous release
+    # from its own folder, or this checkout's package would be imported instead.
+    done = subprocess.run([sys.executable, "-c", CLI, *args], env=env, capture_output=True, text=True, cwd=code or ROOT)
     seconds = time.perf_counter() - began
     if done.returncode:
         raise RuntimeError(f"ingest {' '.join(args)} exited with {done.returncode}: {done.stderr.strip()[-500:]}")
