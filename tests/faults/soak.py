@@ -14,12 +14,15 @@ restarts the embedded server under the fleet (every pooled connection left dead 
 and plays the operator: deletes random documents (indexed, queued, or being built right
 now), cancels random import batches and retries failed jobs in bulk (a batch's while its
 other jobs are being acknowledged, several batches' by id, every failed one; every 15th
-document fails on every attempt, so there are always some), its calls logged; a janitor
+document fails on every attempt, so there are always some) and enqueues new versions of
+documents under their keys (part of the time of one being built, up to three in quick
+succession), its calls logged; a janitor
 runs alongside (its calls logged). At the end everything drains, a last janitor pass
 cleans up until nothing is left, and the checker reads the client-side histories and the
 database. Prints the totals, among them the deletes (in flight, purged at once), the
 cancels and the jobs they cancelled (by the answers and in the database), the retries and
-the jobs they put back, the refusals of workers whose job was cancelled, the deadlocks
+the jobs they put back, the new versions (those that superseded a build in flight) and
+the builds committed by version, the refusals of workers whose job was cancelled, the deadlocks
 (40P01) and serialization failures of anyone's calls (workers', janitor's, operator's:
 each a violation), the writes accepted from superseded lease tokens (must be 0), the
 zombies refused by a fence,
@@ -84,6 +87,7 @@ def main() -> int:
     audit = report.stats.get("audit") or {}
     lifecycle = report.stats.get("lifecycle") or {}
     deadlocks = report.stats.get("deadlocks", 0)
+    versions_committed = report.stats.get("versions_committed") or {}
     rollbacks = ", ".join(f"{caller}: {n}" for caller, n in sorted(report.stats.get("rollbacks_by_caller", {}).items()))
     rows = [
         ("jobs", sum(jobs.values())),
@@ -128,6 +132,24 @@ def main() -> int:
             "jobs retried: by the answers / refused (by reason)",
             f"{stats.jobs_retried} / "
             + (", ".join(f"{reason}: {n}" for reason, n in sorted(stats.retry_refused.items())) or "0"),
+        ),
+        (
+            "new versions ok: superseding an open job / a build in flight",
+            f"{stats.versions}: {stats.versions_superseding} / {stats.versions_in_flight}",
+        ),
+        (
+            "builds committed by version (1 / 2 / 3 / more)",
+            " / ".join(
+                str(n)
+                for n in (
+                    *(versions_committed.get(v, 0) for v in (1, 2, 3)),
+                    sum(n for v, n in versions_committed.items() if v > 3),
+                )
+            ),
+        ),
+        (
+            "documents indexed at an older version (latest failed or cancelled)",
+            report.stats.get("indexed_at_an_older_version", 0),
         ),
         ("jobs cancelled: by the answers / in the database", f"{stats.jobs_cancelled} / {jobs.get('cancelled', 0)}"),
         (
