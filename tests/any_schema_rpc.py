@@ -104,6 +104,11 @@ class AnySchemaRpc(IngestionRpc):
         return self._level
 
     @property
+    def has_versions(self) -> bool:
+        """Whether documents are keyed by source, with versions (…_document_versions.sql)."""
+        return self.fence_level >= FenceLevel.DOCUMENT_VERSIONS
+
+    @property
     def in_window(self) -> bool:
         return self.fence_level >= FenceLevel.STAGES_IN_ACKS
 

@@ -12,6 +12,8 @@ from uuid import UUID
 import psycopg
 
 from ingestion_pipeline.db import migrate
+from ingestion_pipeline.db.models import VersionEnqueued
+from ingestion_pipeline.db.queries import query
 from tests.any_schema_rpc import AnySchemaRpc
 
 
@@ -305,3 +307,14 @@ def failing_index_checks(url: str, conn: psycopg.Connection) -> list[str]:
 
     checks = run_index_checks(url, AnySchemaRpc(conn).queue_health(), max_pending_age_seconds=10**6)
     return [f"{check.name}: {check.message}" for check in checks if not check.passed]
+
+
+def enqueue_bytes(conn: psycopg.Connection, enqueue, content: bytes, **fields) -> VersionEnqueued:
+    """`content` enqueued under its key by `enqueue` (an rpc's enqueue_version) and, when the
+    answer says so, stored, in one transaction on `conn` (a savepoint inside an open one):
+    what `ingest enqueue` does per file."""
+    with conn.transaction():
+        answer = enqueue(content_sha256=hashlib.sha256(content).hexdigest(), byte_size=len(content), **fields)
+        if answer.store_bytes:
+            conn.execute(query("store_document_source"), {"document_id": answer.document_id, "content": content})
+    return answer

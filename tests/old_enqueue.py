@@ -18,13 +18,13 @@ from ingestion_pipeline.operations.enqueue import (
     enqueue_paths,
     source_key_of,
 )
-from tests.any_schema_rpc import OLD_SQL, AnySchemaRpc, FenceLevel
+from tests.any_schema_rpc import OLD_SQL, AnySchemaRpc
 
 
 def enqueue_files(
     pool, paths, *, max_bytes: int, batch_name: str = "upload", max_attempts: int = 3, on_file=None, **kwargs
 ):
-    if AnySchemaRpc(pool).fence_level >= FenceLevel.DOCUMENT_VERSIONS:
+    if AnySchemaRpc(pool).has_versions:
         return enqueue_paths(
             pool,
             paths,

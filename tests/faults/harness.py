@@ -43,17 +43,10 @@ import psycopg
 from ingestion_pipeline.db import embedded
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.worker.errors import describe
-from tests.any_schema_rpc import AnySchemaRpc, FenceLevel
-from tests.faults.rpc_log import (
-    DEADLOCK,
-    OPERATOR,
-    HistoryFile,
-    LoggedRpc,
-    enqueue_bytes,
-    read_history,
-    rolled_back,
-)
+from tests.any_schema_rpc import AnySchemaRpc
+from tests.faults.rpc_log import DEADLOCK, OPERATOR, HistoryFile, LoggedRpc, read_history, rolled_back
 from tests.faults.worker_process import FAULT_SETTINGS, TAKEOVER_WAIT_SECONDS
+from tests.helpers import enqueue_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 STALE = FAULT_SETTINGS["stale_after_seconds"]
@@ -214,7 +207,7 @@ def seed_documents(
     inserted by its bytes and enqueued by id."""
     with connect(url) as conn:
         rpc = AnySchemaRpc(conn)
-        keyed = rpc.fence_level >= FenceLevel.DOCUMENT_VERSIONS
+        keyed = rpc.has_versions
         batch_ids = [rpc.create_batch(f"fault batch {run_tag}{i}").batch_id for i in range(batches)]
         for n in range(count):
             rng = random.Random(f"{run_tag}{n}")
@@ -689,16 +682,16 @@ FAILED_JOBS_OF_SEVERAL_BATCHES = """
 
 
 # A new version's document: live, keyed, never broken nor with a max_attempts=1 job, and
-# none of its jobs spared ({building}: only one being built right now); `building`, the
-# job being built, if any.
+# none of its jobs spared; `building`, its job being built right now (a document has one
+# open job at most), which %(in_flight)s requires.
 VERSION_TARGET = f"""
-    select d.id, d.collection, d.source_key, d.source_name,
-           (select b.id from ingestion_jobs b where b.document_id = d.id and b.status = 'processing') as building
+    select d.id, d.collection, d.source_key, d.source_name, b.id as building
       from documents d
+      left join ingestion_jobs b on b.document_id = d.id and b.status = 'processing'
      where d.source_key is not null and d.deleted_at is null and strpos(d.source_name, '{BROKEN_MARK}') = 0
        and not exists (select 1 from ingestion_jobs j where j.document_id = d.id
                         and (j.max_attempts = 1 or {SPARED_JOB}))
-       {{building}}
+       and (b.id is not null or not %(in_flight)s)
      order by random() limit 1"""
 
 
@@ -723,7 +716,7 @@ class Operator:
         """Whether the schema has document versions (new_version does nothing before them)."""
         if self._versions is None:
             with connect(self.url) as conn:
-                self._versions = AnySchemaRpc(conn).fence_level >= FenceLevel.DOCUMENT_VERSIONS
+                self._versions = AnySchemaRpc(conn).has_versions
         return self._versions
 
     def _spared(self, spared_labels) -> dict:
@@ -845,15 +838,9 @@ class Operator:
             with connect(self.url) as conn:
                 target = None
                 if want_in_flight:
-                    target = conn.execute(
-                        VERSION_TARGET.format(
-                            building="and exists (select 1 from ingestion_jobs b "
-                            "where b.document_id = d.id and b.status = 'processing')"
-                        ),
-                        params,
-                    ).fetchone()
+                    target = conn.execute(VERSION_TARGET, {**params, "in_flight": True}).fetchone()
                 if target is None:
-                    target = conn.execute(VERSION_TARGET.format(building=""), params).fetchone()
+                    target = conn.execute(VERSION_TARGET, {**params, "in_flight": False}).fetchone()
                 if target is None:
                     return
                 batch = conn.execute(

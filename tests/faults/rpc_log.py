@@ -53,7 +53,6 @@ the history once). An artifact write rolled back so is its `write` entry with th
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import os
@@ -64,11 +63,11 @@ from contextlib import contextmanager
 import psycopg
 
 from ingestion_pipeline.db.models import BatchesRefreshed, VersionEnqueued
-from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import BatchWasCancelled
 from ingestion_pipeline.worker.errors import LeaseLost, describe, is_build_refused
 from tests.any_schema_rpc import AnySchemaRpc
+from tests.helpers import enqueue_bytes
 
 LOGGED_FENCED = {
     "rpc_commit_generation": "commit",
@@ -459,16 +458,6 @@ class LoggedRpc(AnySchemaRpc):
                 }
             )
         return jobs
-
-
-def enqueue_bytes(conn: psycopg.Connection, enqueue, content: bytes, **fields) -> VersionEnqueued:
-    """`content` enqueued under its key by `enqueue` (an rpc's enqueue_version) and, when the
-    answer says so, stored, in one transaction on `conn`: what `ingest enqueue` does per file."""
-    with conn.transaction():
-        answer = enqueue(content_sha256=hashlib.sha256(content).hexdigest(), byte_size=len(content), **fields)
-        if answer.store_bytes:
-            conn.execute(query("store_document_source"), {"document_id": answer.document_id, "content": content})
-    return answer
 
 
 def answers_per_item(items: list[dict], results) -> list:

@@ -32,9 +32,9 @@ from ingestion_pipeline.processing import chunk_sections, parse
 from ingestion_pipeline.settings import load_settings
 from ingestion_pipeline.worker import Worker
 from ingestion_pipeline.worker.artifacts import write_generation
-from tests.any_schema_rpc import OLD_SQL, AnySchemaRpc, FenceLevel
+from tests.any_schema_rpc import OLD_SQL, AnySchemaRpc
 from tests.conftest import Schema
-from tests.helpers import Background, wait_until_blocked
+from tests.helpers import Background, enqueue_bytes, wait_until_blocked
 
 FOLDER = "file:///srv/docs/"
 FENCE_REFUSED = "IF001"
@@ -44,10 +44,6 @@ def text_of(version: int, title: str = "Pricing") -> str:
     return f"# {title}\n\nThe premium plan costs {10 + 5 * version} dollars per month.\n"
 
 
-def has_versions(conn: psycopg.Connection) -> bool:
-    return AnySchemaRpc(conn).fence_level >= FenceLevel.DOCUMENT_VERSIONS
-
-
 def put(conn: psycopg.Connection, name: str, text: str) -> UUID:
     """Enqueue `text` as the file `name` on `conn` (in its open transaction, if any) the way
     each schema's client did; the document it went to. At head: by key, a new version when
@@ -55,18 +51,17 @@ def put(conn: psycopg.Connection, name: str, text: str) -> UUID:
     content = text.encode()
     sha256 = hashlib.sha256(content).hexdigest()
     rpc = AnySchemaRpc(conn)
-    if has_versions(conn):
-        answer = rpc.enqueue_version(
+    if rpc.has_versions:
+        answer = enqueue_bytes(
+            conn,
+            rpc.enqueue_version,
+            content,
             collection="default",
             source_key=FOLDER + name,
             source_name=name,
-            content_sha256=sha256,
-            byte_size=len(content),
             mime_type="text/markdown",
         )
         assert answer.ok, answer
-        if answer.store_bytes:
-            conn.execute(query("store_document_source"), {"document_id": answer.document_id, "content": content})
         return answer.document_id
     row = conn.execute(
         OLD_SQL["insert_document"],
