@@ -125,6 +125,10 @@ class Settings(BaseSettings):
     max_pending_age_seconds: int = Field(default=3600, ge=1)
     janitor_time_budget_seconds: float = Field(default=60.0, gt=0)
     cleanup_batch_size: int = Field(default=100, ge=1)
+    # Versions whose bytes are kept per document, the latest included: 1 keeps only what the
+    # next build reads. More keeps older versions' bytes (`ingest show KEY --version V --bytes`)
+    # when a new version is enqueued; the janitor removes those beyond it.
+    keep_versions: int = Field(default=1, ge=1, le=1000)
     max_file_bytes: int = Field(default=50 * 1024 * 1024, ge=1)
 
     @field_validator("database_url", "direct_database_url")

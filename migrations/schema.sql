@@ -317,6 +317,35 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.cleanup_kept_version_bytes(p_keep_versions integer DEFAULT 1, p_limit integer DEFAULT 100, p_dry_run boolean DEFAULT true) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_versions bigint;
+    v_bytes bigint;
+begin
+    if p_keep_versions is null or p_keep_versions < 1 then
+        raise exception 'cleanup_kept_version_bytes: p_keep_versions must be at least 1' using errcode = '22023';
+    end if;
+    if p_dry_run then
+        select count(*), coalesce(sum(pg_column_size(k.content)), 0) into v_versions, v_bytes
+          from public.owed_kept_version_bytes(p_keep_versions, p_limit) o
+          join public.document_version_sources k using (document_id, version);
+    else
+        with gone as (
+            delete from public.document_version_sources k
+             using public.owed_kept_version_bytes(p_keep_versions, p_limit) o
+             where k.document_id = o.document_id and k.version = o.version
+            returning pg_column_size(k.content) as size
+        )
+        select count(*), coalesce(sum(size), 0) into v_versions, v_bytes from gone;
+    end if;
+    return jsonb_build_object('ok', true, 'dry_run', p_dry_run, 'keep_versions', p_keep_versions,
+                              'versions', v_versions, 'bytes', v_bytes);
+end;
+$$;
+
 CREATE FUNCTION public.commit_and_complete_ingestion_job(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_lease_token bigint, p_metadata jsonb DEFAULT '{}'::jsonb, p_batch_id uuid DEFAULT NULL::uuid, p_stage text DEFAULT 'indexed'::text) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1276,14 +1305,18 @@ CREATE FUNCTION public.import_batch_status_of(p_open bigint, p_failed bigint, p_
                 else 'completed' end;
 $$;
 
-CREATE FUNCTION public.ingestion_batch_report(p_batch_id uuid DEFAULT NULL::uuid, p_limit integer DEFAULT 20) RETURNS jsonb
+CREATE FUNCTION public.ingestion_batch_report(p_batch_id uuid DEFAULT NULL::uuid, p_limit integer DEFAULT 20, p_collection text DEFAULT NULL::text) RETURNS jsonb
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+    -- `p_collection is null or exists (…)`: the look-up runs only when a collection is asked.
     with chosen as (
         select b.*
           from public.import_batches b
-         where p_batch_id is null or b.id = p_batch_id
+         where (p_batch_id is null or b.id = p_batch_id)
+           and (p_collection is null
+                or exists (select 1 from public.ingestion_jobs j join public.documents d on d.id = j.document_id
+                            where j.batch_id = b.id and d.collection = p_collection))
          order by b.created_at desc, b.id
          limit greatest(p_limit, 1)
     ), job_counts as (
@@ -1297,10 +1330,13 @@ CREATE FUNCTION public.ingestion_batch_report(p_batch_id uuid DEFAULT NULL::uuid
                    as oldest_pending_age_seconds
           from public.ingestion_jobs j
           join chosen c on c.id = j.batch_id
+         where p_collection is null
+            or exists (select 1 from public.documents d where d.id = j.document_id and d.collection = p_collection)
          group by j.batch_id
     )
     select jsonb_build_object(
         'ok', true,
+        'collection', p_collection,
         'batches', coalesce((
             select jsonb_agg(jsonb_build_object(
                        'batch_id', c.id, 'name', c.name, 'status', c.status,
@@ -1324,7 +1360,7 @@ CREATE FUNCTION public.ingestion_batch_report(p_batch_id uuid DEFAULT NULL::uuid
                       from public.ingestion_jobs j
                       join chosen c on c.id = j.batch_id
                       join public.documents d on d.id = j.document_id
-                     where j.status = 'failed'
+                     where j.status = 'failed' and (p_collection is null or d.collection = p_collection)
                      order by j.completed_at desc nulls last
                      limit 50) failures), '[]'::jsonb)
     );
@@ -1499,6 +1535,18 @@ begin
     end loop;
     return v_results;
 end;
+$$;
+
+CREATE FUNCTION public.owed_kept_version_bytes(p_keep_versions integer, p_limit integer) RETURNS TABLE(document_id uuid, version integer)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select k.document_id, k.version
+      from public.document_version_sources k
+      join public.documents d on d.id = k.document_id
+     where d.deleted_at is not null or d.version is null or k.version <= d.version - p_keep_versions
+     order by k.document_id, k.version
+     limit greatest(p_limit, 0);
 $$;
 
 CREATE FUNCTION public.record_ingestion_job_stage(p_job_id uuid, p_worker_id text, p_stage text, p_started_at timestamp with time zone, p_finished_at timestamp with time zone DEFAULT now(), p_detail jsonb DEFAULT '{}'::jsonb, p_lease_token bigint DEFAULT NULL::bigint) RETURNS jsonb
@@ -1974,6 +2022,13 @@ CREATE TABLE public.document_sources (
     content bytea NOT NULL
 );
 
+CREATE TABLE public.document_version_sources (
+    document_id uuid NOT NULL,
+    version integer NOT NULL,
+    content bytea NOT NULL,
+    kept_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
 CREATE TABLE public.document_versions (
     document_id uuid NOT NULL,
     version integer NOT NULL,
@@ -2048,6 +2103,9 @@ ALTER TABLE ONLY public.document_sections
 
 ALTER TABLE ONLY public.document_sources
     ADD CONSTRAINT document_sources_pkey PRIMARY KEY (document_id);
+
+ALTER TABLE ONLY public.document_version_sources
+    ADD CONSTRAINT document_version_sources_pkey PRIMARY KEY (document_id, version);
 
 ALTER TABLE ONLY public.document_versions
     ADD CONSTRAINT document_versions_pkey PRIMARY KEY (document_id, version);
@@ -2141,6 +2199,9 @@ ALTER TABLE ONLY public.document_sections
 ALTER TABLE ONLY public.document_sources
     ADD CONSTRAINT document_sources_document_id_fkey FOREIGN KEY (document_id) REFERENCES public.documents(id) ON DELETE CASCADE;
 
+ALTER TABLE ONLY public.document_version_sources
+    ADD CONSTRAINT document_version_sources_document_id_version_fkey FOREIGN KEY (document_id, version) REFERENCES public.document_versions(document_id, version) ON DELETE CASCADE;
+
 ALTER TABLE ONLY public.document_versions
     ADD CONSTRAINT document_versions_document_id_fkey FOREIGN KEY (document_id) REFERENCES public.documents(id) ON DELETE CASCADE;
 
@@ -2178,6 +2239,9 @@ GRANT ALL ON FUNCTION public.claim_ingestion_jobs(p_worker_id text, p_claim_limi
 
 REVOKE ALL ON FUNCTION public.cleanup_abandoned_document_index_generations(p_document_id uuid, p_limit integer, p_dry_run boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.cleanup_abandoned_document_index_generations(p_document_id uuid, p_limit integer, p_dry_run boolean) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.cleanup_kept_version_bytes(p_keep_versions integer, p_limit integer, p_dry_run boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.cleanup_kept_version_bytes(p_keep_versions integer, p_limit integer, p_dry_run boolean) TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.commit_and_complete_ingestion_job(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_lease_token bigint, p_metadata jsonb, p_batch_id uuid, p_stage text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.commit_and_complete_ingestion_job(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_lease_token bigint, p_metadata jsonb, p_batch_id uuid, p_stage text) TO ingestion_worker;
@@ -2241,8 +2305,8 @@ REVOKE ALL ON FUNCTION public.import_batch_counters_of(p_batch public.import_bat
 
 REVOKE ALL ON FUNCTION public.import_batch_status_of(p_open bigint, p_failed bigint, p_cancelled_at timestamp with time zone) FROM PUBLIC;
 
-REVOKE ALL ON FUNCTION public.ingestion_batch_report(p_batch_id uuid, p_limit integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.ingestion_batch_report(p_batch_id uuid, p_limit integer) TO ingestion_worker;
+REVOKE ALL ON FUNCTION public.ingestion_batch_report(p_batch_id uuid, p_limit integer, p_collection text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.ingestion_batch_report(p_batch_id uuid, p_limit integer, p_collection text) TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.ingestion_queue_health(p_stale_after_seconds integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.ingestion_queue_health(p_stale_after_seconds integer) TO ingestion_worker;
@@ -2263,6 +2327,8 @@ REVOKE ALL ON FUNCTION public.lock_settling_ingestion_jobs(p_job_ids uuid[]) FRO
 REVOKE ALL ON FUNCTION public.max_ack_items() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.move_import_batch_counters(p_deltas public.import_batch_delta[]) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.owed_kept_version_bytes(p_keep_versions integer, p_limit integer) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.record_ingestion_job_stage(p_job_id uuid, p_worker_id text, p_stage text, p_started_at timestamp with time zone, p_finished_at timestamp with time zone, p_detail jsonb, p_lease_token bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.record_ingestion_job_stage(p_job_id uuid, p_worker_id text, p_stage text, p_started_at timestamp with time zone, p_finished_at timestamp with time zone, p_detail jsonb, p_lease_token bigint) TO ingestion_worker;
@@ -2311,6 +2377,8 @@ GRANT SELECT,INSERT ON TABLE public.document_pages TO ingestion_worker;
 GRANT SELECT,INSERT ON TABLE public.document_sections TO ingestion_worker;
 
 GRANT SELECT ON TABLE public.document_sources TO ingestion_worker;
+
+GRANT SELECT ON TABLE public.document_version_sources TO ingestion_worker;
 
 GRANT SELECT ON TABLE public.document_versions TO ingestion_worker;
 

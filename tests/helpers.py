@@ -13,7 +13,7 @@ import psycopg
 
 from ingestion_pipeline.db import migrate
 from ingestion_pipeline.db.models import VersionEnqueued
-from ingestion_pipeline.db.queries import query
+from ingestion_pipeline.operations.enqueue import store_source
 from tests.any_schema_rpc import AnySchemaRpc
 
 
@@ -316,5 +316,5 @@ def enqueue_bytes(conn: psycopg.Connection, enqueue, content: bytes, **fields) -
     with conn.transaction():
         answer = enqueue(content_sha256=hashlib.sha256(content).hexdigest(), byte_size=len(content), **fields)
         if answer.store_bytes:
-            conn.execute(query("store_document_source"), {"document_id": answer.document_id, "content": content})
+            store_source(conn, answer, content)
     return answer

@@ -44,6 +44,19 @@ def add_collection(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_collection_scope(parser: argparse.ArgumentParser, scope: str) -> None:
+    """`--collection NAME`, optional: unset means every collection (`scope` says what of)."""
+    parser.add_argument("--collection", metavar="NAME", default=None, help=f"only this collection (default: {scope})")
+
+
+def add_document_refs(parser: argparse.ArgumentParser, collection_help: str) -> None:
+    """Documents named by key, local path or id, and the collection keys are looked up in."""
+    parser.add_argument(
+        "documents", nargs="*", metavar="KEY|PATH|ID", help="source keys (file:///…, s3://…), local paths, or ids"
+    )
+    parser.add_argument("--collection", metavar="NAME", default=None, help=collection_help)
+
+
 def print_json(data: Any) -> None:
     print(json.dumps(data, indent=2, default=str))
 

@@ -9,7 +9,13 @@ from uuid import UUID
 
 from tqdm import tqdm
 
-from ingestion_pipeline.cli.common import add_collection, add_database_url, positive_int, print_json
+from ingestion_pipeline.cli.common import (
+    add_collection,
+    add_collection_scope,
+    add_database_url,
+    positive_int,
+    print_json,
+)
 from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
@@ -37,6 +43,7 @@ def register(commands: Commands) -> None:
     status = commands.add_parser("status", help="batches, job counts and failures")
     status.add_argument("--batch", metavar="ID", type=_uuid, help="one batch only")
     status.add_argument("--limit", type=positive_int, default=20, help="most recent batches shown (default 20)")
+    add_collection_scope(status, "every collection")
     status.set_defaults(handler=cmd_status)
 
     for sub in (enqueue, status):
@@ -64,6 +71,7 @@ def cmd_enqueue(args: argparse.Namespace, settings: Settings) -> int:
                 reindex=args.reindex,
                 max_attempts=max_attempts,
                 collection=args.collection,
+                keep_versions=settings.keep_versions,
                 on_file=lambda _: progress.update(),
             )
     if args.json:
@@ -86,15 +94,23 @@ def cmd_enqueue(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
-    print_status(settings, batch_id=args.batch, limit=args.limit, as_json=args.json)
+    print_status(settings, batch_id=args.batch, limit=args.limit, as_json=args.json, collection=args.collection)
     return 0
 
 
-def print_status(settings: Settings, *, batch_id: UUID | None = None, limit: int = 20, as_json: bool = False) -> None:
+def print_status(
+    settings: Settings,
+    *,
+    batch_id: UUID | None = None,
+    limit: int = 20,
+    as_json: bool = False,
+    collection: str | None = None,
+) -> None:
     with migrated_pool(settings) as pool:
-        report = IngestionRpc(pool).batch_report(batch_id=batch_id, limit=limit)
+        report = IngestionRpc(pool).batch_report(batch_id=batch_id, limit=limit, collection=collection)
     if batch_id and not report.batches:
-        raise IngestError(f"no batch {batch_id}")
+        scope = f" holding documents of collection {collection!r}" if collection else ""
+        raise IngestError(f"no batch {batch_id}{scope}")
     if as_json:
         print_json(report.model_dump(mode="json", exclude={"fenced", "reason"}))
         return

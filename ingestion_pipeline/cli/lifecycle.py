@@ -10,7 +10,13 @@ import argparse
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from ingestion_pipeline.cli.common import EXIT_NOTHING_DONE, add_database_url, print_json, usage_error
+from ingestion_pipeline.cli.common import (
+    EXIT_NOTHING_DONE,
+    add_database_url,
+    add_document_refs,
+    print_json,
+    usage_error,
+)
 from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
@@ -28,11 +34,14 @@ def register(commands: Commands) -> None:
     delete = commands.add_parser(
         "delete",
         help="delete documents: out of search at once, their open jobs cancelled",
-        description="Delete documents by id or by file name (every live document of that name). Each leaves "
-        "search at once; an open job of it is cancelled, so a worker building it is refused from "
-        "then on; its rows and bytes are purged at once, or by the janitor when a worker was on it.",
+        description="Delete documents by id, source key, local path (its file: key) or file name (every "
+        "live document of that name). Each leaves search at once; an open job of it is cancelled, so "
+        "a worker building it is refused from then on; its rows and bytes are purged at once, or by "
+        "the janitor when a worker was on it.",
     )
-    delete.add_argument("document_ids", nargs="*", metavar="DOCUMENT_ID", help="document ids")
+    add_document_refs(
+        delete, "where keys and names are looked up (default: keys in 'default', names in every collection)"
+    )
     delete.add_argument(
         "--source",
         dest="source_names",
@@ -40,7 +49,7 @@ def register(commands: Commands) -> None:
         nargs="+",
         default=[],
         metavar="NAME",
-        help="file names as enqueued (ingest status and search show them)",
+        help="file names as enqueued (every live document of the name)",
     )
     delete.set_defaults(handler=cmd_delete)
 
@@ -74,25 +83,23 @@ def uuids(values: list[str], what: str) -> list[UUID]:
 
 
 def cmd_delete(args: argparse.Namespace, settings: Settings) -> int:
-    if not args.document_ids and not args.source_names:
-        return usage_error("delete", "give document ids or --source NAME")
-    try:
-        document_ids = uuids(args.document_ids, "document")
-    except IngestError as exc:
-        return usage_error("delete", str(exc))
+    if not args.documents and not args.source_names:
+        return usage_error("delete", "give documents (keys, paths or ids) or --source NAME")
     with migrated_pool(settings) as pool:
-        results = lifecycle.delete_documents(IngestionRpc(pool), document_ids, args.source_names)
+        results = lifecycle.delete_documents(
+            IngestionRpc(pool), (), args.source_names, refs=args.documents, collection=args.collection
+        )
     deleted = [r for r in results if r.get("ok")]
     if args.json:
         print_json(results)
     else:
         print(
             render_table(
-                ["document", "file", "result", "detail"],
+                ["document", "source", "result", "detail"],
                 [
                     (
                         r.get("document_id") or "",
-                        r.get("source_name") or "",
+                        r.get("source_key") or r.get("source_name") or "",
                         "deleted" if r.get("ok") else "refused",
                         lifecycle.delete_detail(r),
                     )

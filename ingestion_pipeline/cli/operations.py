@@ -124,6 +124,7 @@ def cmd_janitor(args: argparse.Namespace, settings: Settings) -> int:
             IngestionRpc(conn, stale_after_seconds=settings.stale_after_seconds),
             batch_size=settings.cleanup_batch_size,
             time_budget_seconds=settings.janitor_time_budget_seconds,
+            keep_versions=settings.keep_versions,
         )
     if args.json:
         print_json(done)
@@ -142,6 +143,11 @@ def cmd_janitor(args: argparse.Namespace, settings: Settings) -> int:
                     f"({cleanup['chunks']} chunks, {cleanup['pages']} pages, "
                     f"{cleanup['sections']} sections; bytes of {cleanup['sources']} deleted "
                     f"document(s))",
+                ),
+                (
+                    "removed older versions' kept bytes",
+                    f"{done['kept_bytes']['versions']} version(s), {done['kept_bytes']['bytes']} bytes "
+                    f"(INGEST_KEEP_VERSIONS={settings.keep_versions})",
                 ),
             ],
         )

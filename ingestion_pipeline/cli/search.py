@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ingestion_pipeline.cli.common import add_database_url, positive_int, print_json
 from ingestion_pipeline.db.ready import migrated_pool
+from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
 from ingestion_pipeline.processing import embedder_from_settings
 from ingestion_pipeline.search import MODES, Mode, search
 from ingestion_pipeline.settings import Settings
@@ -27,22 +28,37 @@ def register(commands: Commands) -> None:
     parser.add_argument("query", help='web-search syntax: words, "phrases", -excluded')
     parser.add_argument("--mode", choices=MODES, default="lexical", help="default: lexical")
     parser.add_argument("--limit", type=positive_int, default=10, help="results (default 10)")
+    parser.add_argument(
+        "--collection",
+        dest="collections",
+        action="append",
+        metavar="NAME",
+        help="only this collection's documents (repeat for several; default: every collection)",
+    )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     add_database_url(parser)
     parser.set_defaults(handler=cmd_search)
 
 
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
-    print_search(settings, args.query, mode=args.mode, limit=args.limit, as_json=args.json)
+    print_search(
+        settings, args.query, mode=args.mode, limit=args.limit, as_json=args.json, collections=args.collections
+    )
     return 0
 
 
 def print_search(
-    settings: Settings, text: str, *, mode: Mode = "lexical", limit: int = 10, as_json: bool = False
+    settings: Settings,
+    text: str,
+    *,
+    mode: Mode = "lexical",
+    limit: int = 10,
+    as_json: bool = False,
+    collections: list[str] | None = None,
 ) -> None:
     embedder = embedder_from_settings(settings) if mode != "lexical" else None
     with migrated_pool(settings) as pool, pool.connection() as conn:
-        hits = search(conn, text, mode=mode, limit=limit, embedder=embedder)
+        hits = search(conn, text, mode=mode, limit=limit, embedder=embedder, collections=collections)
     if as_json:
         print_json([hit.as_json() for hit in hits])
         return
@@ -50,5 +66,7 @@ def print_search(
         print("no matches")
     for hit in hits:
         heading = f" › {hit.heading}" if hit.heading else ""
-        print(f"{hit.score:.3f}  {hit.title}{heading}  ({hit.source_uri or hit.source_name})")
+        where = hit.source_uri or hit.source_name
+        collection = f", collection {hit.collection}" if hit.collection != DEFAULT_COLLECTION else ""
+        print(f"{hit.score:.3f}  {hit.title}{heading}  ({where}{collection})")
         print(f"       {' '.join(hit.snippet.split())}")

@@ -1,18 +1,27 @@
-"""`ingest show KEY|PATH|DOCUMENT_ID`: a document, its versions (newest first) and their jobs."""
+"""`ingest show KEY|PATH|DOCUMENT_ID`: a document, its versions (newest first) and their jobs;
+with `--bytes`, one version's bytes (the latest's, or a kept older one's) on standard output."""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+import sys
+from collections.abc import Set
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from ingestion_pipeline.cli.common import EXIT_NOTHING_DONE, add_collection, add_database_url, print_json
+from ingestion_pipeline.cli.common import (
+    EXIT_NOTHING_DONE,
+    add_collection,
+    add_database_url,
+    positive_int,
+    print_json,
+)
 from ingestion_pipeline.cli.tables import render_table
-from ingestion_pipeline.db.models import DocumentSummary, DocumentVersion
+from ingestion_pipeline.db.models import DocumentHistory, DocumentSummary, DocumentVersion
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.operations.enqueue import source_key_of
+from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.operations.lookup import parse_ref
 from ingestion_pipeline.settings import Settings
 
 if TYPE_CHECKING:
@@ -20,42 +29,64 @@ if TYPE_CHECKING:
 
 
 def register(commands: Commands) -> None:
-    show = commands.add_parser("show", help="a document, its versions and their jobs")
+    show = commands.add_parser("show", help="a document, its versions and their jobs (or one version's bytes)")
     show.add_argument(
         "document", metavar="KEY|PATH|ID", help="a source key (file:///…, s3://…), a local path, or a document id"
     )
     add_collection(show)
+    show.add_argument("--version", type=positive_int, metavar="N", help="with --bytes: this version (default: latest)")
+    show.add_argument(
+        "--bytes",
+        dest="write_bytes",
+        action="store_true",
+        help="write the version's bytes to standard output (older versions' only when kept: INGEST_KEEP_VERSIONS)",
+    )
     show.add_argument("--json", action="store_true", help="machine-readable output")
     add_database_url(show)
     show.set_defaults(handler=cmd_show)
 
 
-def lookup(text: str) -> tuple[UUID | None, str | None]:
-    """A document id, a key as given (it has a scheme), or a local path made into its key."""
-    try:
-        return UUID(text), None
-    except ValueError:
-        pass
-    if "://" in text or text.startswith("file:"):
-        return None, text
-    return None, source_key_of(Path(text))
-
-
 def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
-    document_id, key = lookup(args.document)
+    ref = parse_ref(args.document)
+    document_id, key = (ref, None) if isinstance(ref, UUID) else (None, ref)
     with migrated_pool(settings) as pool:
-        history = IngestionRpc(pool).document_history(
-            document_id=document_id, collection=args.collection, source_key=key
-        )
+        rpc = IngestionRpc(pool)
+        history = rpc.document_history(document_id=document_id, collection=args.collection, source_key=key)
+        if (not history.ok or history.document is None) and args.json:
+            print_json(history.model_dump(mode="json", exclude={"fenced"}))
+            return EXIT_NOTHING_DONE
+        if not history.ok or history.document is None:
+            print(f"no document {key or args.document}" + (f" in collection {args.collection!r}" if key else ""))
+            return EXIT_NOTHING_DONE
+        if args.write_bytes:
+            return write_version_bytes(rpc, history.document, args.version)
+        kept = set(rpc.kept_versions(history.document.document_id))
     if args.json:
-        print_json(history.model_dump(mode="json", exclude={"fenced"}))
-        return 0 if history.ok else EXIT_NOTHING_DONE
-    if not history.ok or history.document is None:
-        shown = key if key is not None else args.document
-        print(f"no document {shown}" + (f" in collection {args.collection!r}" if key is not None else ""))
-        return EXIT_NOTHING_DONE
-    print_history(history.document, history.versions)
+        print_json(_as_json(history, kept))
+    else:
+        print_history(history.document, history.versions, kept)
     return 0
+
+
+def write_version_bytes(rpc: IngestionRpc, document: DocumentSummary, version: int | None) -> int:
+    wanted = version or document.version or 1
+    content = rpc.version_bytes(document.document_id, wanted)
+    if content is None:
+        raise IngestError(
+            f"the bytes of version {wanted} of {document.source_key or document.document_id} are not kept "
+            f"(kept: {', '.join(map(str, rpc.kept_versions(document.document_id))) or 'none'}); "
+            "INGEST_KEEP_VERSIONS sets how many versions' bytes are kept"
+        )
+    sys.stdout.buffer.write(content)
+    sys.stdout.buffer.flush()
+    return 0
+
+
+def _as_json(history: DocumentHistory, kept: set[int]) -> dict[str, object]:
+    data = history.model_dump(mode="json", exclude={"fenced"})
+    for version in data["versions"]:
+        version["bytes_kept"] = version["version"] in kept
+    return data
 
 
 def _jobs(version: DocumentVersion) -> str:
@@ -64,7 +95,7 @@ def _jobs(version: DocumentVersion) -> str:
     )
 
 
-def print_history(d: DocumentSummary, versions: list[DocumentVersion]) -> None:
+def print_history(d: DocumentSummary, versions: list[DocumentVersion], kept: Set[int] = frozenset()) -> None:
     print(f"document {d.document_id}  {d.source_key or d.source_name}  (collection {d.collection})")
     indexed = f"indexed at version {d.indexed_version}" if d.indexed_version else d.status
     print(f"{d.title or d.source_name}: {indexed}, latest version {d.version or '-'}, {d.chunk_count} chunks")
@@ -73,12 +104,13 @@ def print_history(d: DocumentSummary, versions: list[DocumentVersion]) -> None:
     print()
     print(
         render_table(
-            ["version", "outcome", "bytes", "sha256", "enqueued", "jobs", "error"],
+            ["version", "outcome", "bytes", "kept", "sha256", "enqueued", "jobs", "error"],
             [
                 (
                     v.version,
                     v.outcome or "",
                     v.byte_size,
+                    "yes" if v.version in kept else "",
                     v.content_sha256[:12],
                     f"{v.enqueued_at:%Y-%m-%d %H:%M:%S}",
                     _jobs(v),

@@ -121,6 +121,16 @@ class CleanupResult(RpcResult):
     sources: int = 0  # bytes of deleted documents (lifecycle schema)
 
 
+class KeptBytesCleaned(RpcResult):
+    """Older versions' kept bytes removed (or, in a dry run, owed): how many versions, how
+    many bytes as stored."""
+
+    dry_run: bool
+    keep_versions: int
+    versions: int = 0
+    bytes: int = 0
+
+
 class SensorState(RpcResult):
     claimable: int = 0
     pending_later: int = 0
@@ -385,6 +395,8 @@ class LiveDocument(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     id: UUID
+    collection: str = "default"
+    source_key: str | None = None
     source_name: str
     status: str
     batch_id: UUID | None = None

@@ -35,6 +35,7 @@ import psycopg
 from psycopg.rows import DictRow
 from psycopg_pool import ConnectionPool
 
+from ingestion_pipeline.db.models import VersionEnqueued
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
@@ -171,15 +172,19 @@ def enqueue_paths(
     reindex: bool = False,
     max_attempts: int = 3,
     collection: str = DEFAULT_COLLECTION,
+    keep_versions: int = 1,
     on_file: Callable[[EnqueuedFile], None] | None = None,
 ) -> EnqueueReport:
+    """`keep_versions` > 1: a new version's enqueue keeps the bytes it replaces (the janitor
+    removes those beyond the newest `keep_versions`)."""
     files = collect_files(paths, max_bytes)
     name = batch_name or f"import {datetime.now(UTC):%Y-%m-%d %H:%M:%S}"
     batch = _LazyBatch(name, {"files": len(files)})
     report = EnqueueReport(batch_id=None, batch_name=name)
+    options = _Options(max_bytes, reindex, max_attempts, collection, keep_versions)
     for path in files:
         try:
-            entry = _enqueue_file(pool, path, batch, _Options(max_bytes, reindex, max_attempts, collection))
+            entry = _enqueue_file(pool, path, batch, options)
         except (OSError, EnqueueRefused, BatchWasCancelled) as exc:
             batch.rolled_back_unless(report.files)
             # Changed on disk after the check, or its batch was cancelled meanwhile. Files before
@@ -238,6 +243,21 @@ class _Options:
     reindex: bool
     max_attempts: int
     collection: str
+    keep_versions: int
+
+
+def store_source(
+    conn: psycopg.Connection[DictRow], answer: VersionEnqueued, content: bytes, *, keep_versions: int = 1
+) -> None:
+    """Write the bytes an enqueue answered `store_bytes` for, in its transaction. A new
+    version replaces its predecessor's bytes (version - 1: versions grow by one, and each
+    new one stores its bytes), which are kept first when `keep_versions` > 1."""
+    keep = keep_versions > 1 and answer.outcome == "new_version" and answer.version is not None
+    replaced = answer.version - 1 if keep and answer.version is not None else None
+    conn.execute(
+        query("store_document_source"),
+        {"document_id": answer.document_id, "content": content, "replaced_version": replaced},
+    )
 
 
 def _enqueue_file(
@@ -265,7 +285,7 @@ def _enqueue_file(
         if not answer.ok or answer.outcome is None or answer.document_id is None:
             raise EnqueueRefused(f"the database refused it ({answer.reason or 'no outcome'})")
         if answer.store_bytes:
-            conn.execute(query("store_document_source"), {"document_id": answer.document_id, "content": content})
+            store_source(conn, answer, content, keep_versions=options.keep_versions)
     return EnqueuedFile(
         display_name(path), answer.outcome, answer.document_id, answer.job_id, len(content), key, answer.version
     )

@@ -13,13 +13,16 @@ from uuid import UUID
 
 from ingestion_pipeline.db.models import Refusal, RpcResult
 from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
 from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.operations.lookup import resolve_refs
 
 # Refusals of the RPCs (and `source_not_found`, of the name lookup), as a user reads them.
 REASONS: dict[str, str] = {
     Refusal.NOT_FOUND: "not found",
     Refusal.ALREADY_DELETED: "already deleted",
     "source_not_found": "no live document has this name",
+    "key_not_found": "no live document has this key (or path) in the collection",
     Refusal.BATCH_NOT_FOUND: "no such batch",
     Refusal.NOTHING_OPEN: "nothing to cancel: no job of the batch is pending or processing",
     Refusal.COMPLETED: "completed jobs are not retried (to rebuild the document: ingest enqueue --reindex)",
@@ -56,24 +59,37 @@ def as_dict(result: RpcResult) -> dict[str, Any]:
 
 
 def delete_documents(
-    rpc: IngestionRpc, document_ids: Iterable[UUID] = (), source_names: Iterable[str] = ()
+    rpc: IngestionRpc,
+    document_ids: Iterable[UUID] = (),
+    source_names: Iterable[str] = (),
+    *,
+    refs: Iterable[str] = (),
+    collection: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Delete the given documents and every live (not deleted) document of the given source
-    names, each in its own transaction (`delete_document`). One answer per document, in the
-    order asked, ids first; a name no live document has is answered
-    `{"ok": false, "reason": "source_not_found", "source_name": name}`. A document asked
-    twice (by id and by name) is deleted once."""
-    results: list[dict[str, Any]] = []
-    wanted: list[UUID] = list(dict.fromkeys(document_ids))
+    """Delete the given documents (`document_ids`; `refs`: ids, source keys or local paths,
+    keys looked up in `collection`, default `default`) and every live document of the given
+    source names (in `collection`, or in any when None), each in its own transaction
+    (`delete_document`). One answer per document, in the order asked; a key no live
+    document has is answered `{"ok": false, "reason": "key_not_found", "source_key": key}`,
+    a name `{"ok": false, "reason": "source_not_found", "source_name": name}`. A document
+    asked twice is deleted once."""
+    resolved = resolve_refs(rpc, refs, collection or DEFAULT_COLLECTION)
+    wanted: list[UUID] = list(dict.fromkeys([*document_ids, *resolved.document_ids]))
+    results: list[dict[str, Any]] = [
+        {"ok": False, "reason": "key_not_found", "source_key": key, "document_id": None}
+        for key in resolved.missing_keys
+    ]
+    keys = dict(resolved.keys)
     names = list(dict.fromkeys(source_names))
     if names:
-        found = rpc.live_documents_by_source(names)
+        found = rpc.live_documents_by_source(names, collection)
+        keys.update({document.id: document.source_key for document in found if document.source_key})
         for name in names:
             matches = [document.id for document in found if document.source_name == name]
             if not matches:
                 results.append({"ok": False, "reason": "source_not_found", "source_name": name, "document_id": None})
             wanted.extend(match for match in matches if match not in wanted)
-    answers = [as_dict(rpc.delete_document(document_id)) for document_id in wanted]
+    answers = [{**as_dict(rpc.delete_document(i)), "source_key": keys.get(i)} for i in wanted]
     return answers + results
 
 

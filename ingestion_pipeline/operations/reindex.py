@@ -53,13 +53,15 @@ def reindex_documents(
     pool: ConnectionPool[psycopg.Connection[DictRow]],
     document_ids: list[UUID] | None = None,
     *,
+    collection: str | None = None,
     batch_name: str | None = None,
     max_attempts: int = 3,
 ) -> ReindexReport:
-    """`document_ids`, or every indexed document when None."""
+    """`document_ids`, or when None every indexed document of `collection` (None: of
+    every collection)."""
     name = batch_name or f"reindex {datetime.now(UTC):%Y-%m-%d %H:%M:%S}"
     report = ReindexReport()
-    pages = _pages_of(document_ids) if document_ids is not None else _indexed_pages(pool)
+    pages = _pages_of(document_ids) if document_ids is not None else _indexed_pages(pool, collection)
     for page in pages:
         with pool.connection() as conn, conn.transaction():
             rpc = IngestionRpc(conn)
@@ -83,11 +85,12 @@ def _pages_of(document_ids: list[UUID]) -> Iterator[list[UUID]]:
         yield unique[at : at + PAGE_SIZE]
 
 
-def _indexed_pages(pool: ConnectionPool[psycopg.Connection[DictRow]]) -> Iterator[list[UUID]]:
+def _indexed_pages(pool: ConnectionPool[psycopg.Connection[DictRow]], collection: str | None) -> Iterator[list[UUID]]:
     after = FIRST_ID
     while True:
         with pool.connection() as conn:
-            rows = conn.execute(query("indexed_document_ids"), {"after": after, "limit": PAGE_SIZE}).fetchall()
+            params = {"after": after, "limit": PAGE_SIZE, "collection": collection}
+            rows = conn.execute(query("indexed_document_ids"), params).fetchall()
         if not rows:
             return
         yield [row["id"] for row in rows]

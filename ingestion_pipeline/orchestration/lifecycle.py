@@ -19,7 +19,11 @@ from ingestion_pipeline.orchestration.resources import DatabaseResource
 # each run), not shared class state; ClassVar, RUF012's remedy, would drop them from the config.
 class DeleteDocumentsConfig(dg.Config):
     document_ids: list[str] = []  # noqa: RUF012
+    # source keys (file:///…, s3://…) of live documents of `collection` (default `default`)
+    source_keys: list[str] = []  # noqa: RUF012
     source_names: list[str] = []  # every live document of each name  # noqa: RUF012
+    # where keys and names are looked up (unset: keys in `default`, names in every collection)
+    collection: str | None = None
 
 
 class CancelBatchConfig(dg.Config):
@@ -33,6 +37,10 @@ class RetryJobsConfig(dg.Config):
     all_failed: bool = False
 
 
+def _named(result: dict[str, Any]) -> str:
+    return str(result.get("document_id") or result.get("source_key") or result.get("source_name"))
+
+
 def _ids(values: list[str], what: str) -> list[UUID]:
     try:
         return [lifecycle.parse_uuid(value, what) for value in values]
@@ -41,17 +49,19 @@ def _ids(values: list[str], what: str) -> list[UUID]:
 
 
 @dg.op(
-    description="Delete documents by id or source name: out of search at once, open jobs cancelled, rows "
+    description="Delete documents by id, source key or source name: out of search at once, open jobs cancelled, rows "
     "purged (or left to the janitor's guarded cleanup when a worker was on them)."
 )
 def delete_by_id_or_source(
     context: dg.OpExecutionContext, config: DeleteDocumentsConfig, database: DatabaseResource
 ) -> list[dict[str, Any]]:
-    if not config.document_ids and not config.source_names:
-        raise dg.Failure(description="invalid config: give document_ids and/or source_names")
+    if not config.document_ids and not config.source_keys and not config.source_names:
+        raise dg.Failure(description="invalid config: give document_ids, source_keys and/or source_names")
     document_ids = _ids(config.document_ids, "document")
     with database.rpc() as rpc:
-        results = lifecycle.delete_documents(rpc, document_ids, config.source_names)
+        results = lifecycle.delete_documents(
+            rpc, document_ids, config.source_names, refs=config.source_keys, collection=config.collection
+        )
     deleted = [r for r in results if r.get("ok")]
     refused = [r for r in results if not r.get("ok")]
     metadata: dict[str, Any] = {
@@ -63,16 +73,11 @@ def delete_by_id_or_source(
     }
     if not deleted:
         raise dg.Failure(
-            description="nothing deleted: "
-            + "; ".join(
-                f"{r.get('document_id') or r.get('source_name')}: {lifecycle.delete_detail(r)}" for r in refused
-            ),
+            description="nothing deleted: " + "; ".join(f"{_named(r)}: {lifecycle.delete_detail(r)}" for r in refused),
             metadata=metadata,
         )
     for r in refused:
-        context.log.warning(
-            f"not deleted: {r.get('document_id') or r.get('source_name')}: {lifecycle.delete_detail(r)}"
-        )
+        context.log.warning(f"not deleted: {_named(r)}: {lifecycle.delete_detail(r)}")
     context.add_output_metadata(metadata)
     return results
 
@@ -131,7 +136,7 @@ def retry_jobs(context: dg.OpExecutionContext, config: RetryJobsConfig, database
 
 
 @dg.job(
-    description="Delete documents (config: document_ids and/or source_names): out of search at once, "
+    description="Delete documents (config: document_ids, source_keys and/or source_names): out of search at once, "
     "their open jobs cancelled."
 )
 def delete_documents() -> None:

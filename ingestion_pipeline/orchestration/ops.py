@@ -71,6 +71,24 @@ def cleanup_abandoned_generations(context: dg.OpExecutionContext, database: Data
 
 @dg.op(
     ins={"after": dg.In(dg.Nothing)},
+    description="Delete older versions' kept bytes beyond INGEST_KEEP_VERSIONS, and those of deleted documents, "
+    "in bounded passes within a time budget.",
+)
+def cleanup_kept_version_bytes(context: dg.OpExecutionContext, database: DatabaseResource) -> dict[str, int]:
+    settings = database.settings()
+    with database.rpc() as rpc:
+        totals = janitor.cleanup_kept_bytes(
+            rpc,
+            keep_versions=settings.keep_versions,
+            batch_size=settings.cleanup_batch_size,
+            time_budget_seconds=settings.janitor_time_budget_seconds,
+        )
+    context.add_output_metadata({**totals, "keep_versions": settings.keep_versions})
+    return totals
+
+
+@dg.op(
+    ins={"after": dg.In(dg.Nothing)},
     description="Run the checks of document_index and report their results on the asset.",
 )
 def report_index_checks(context: dg.OpExecutionContext, database: DatabaseResource) -> int:

@@ -32,18 +32,22 @@ def search(
     mode: Mode = "lexical",
     limit: int = 10,
     embedder: Embedder | None = None,
+    collections: list[str] | None = None,
 ) -> list[Hit]:
+    """One hit per document, best first, of `collections` only (None or empty: of all)."""
+    scope = list(collections) if collections else None
     if not text.strip():
         raise IngestError("the search query is empty")
     if mode not in MODES:
         raise IngestError(f"unknown search mode {mode!r}; choose one of: {', '.join(MODES)}")
     if mode == "lexical":
-        return lexical_hits(conn, text, limit)
+        return lexical_hits(conn, text, limit, collections=scope)
     vector = _query_vector(text, embedder, mode)
     if mode == "vector":
-        return vector_hits(conn, vector, limit)
+        return vector_hits(conn, vector, limit, collections=scope)
     depth = limit * FUSION_DEPTH
-    return reciprocal_rank_fusion([lexical_hits(conn, text, depth), vector_hits(conn, vector, depth)])[:limit]
+    lists = [lexical_hits(conn, text, depth, collections=scope), vector_hits(conn, vector, depth, collections=scope)]
+    return reciprocal_rank_fusion(lists)[:limit]
 
 
 def _query_vector(text: str, embedder: Embedder | None, mode: str) -> list[float]:

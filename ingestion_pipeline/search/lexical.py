@@ -12,7 +12,10 @@ from .model import Hit
 from .terms import split_terms
 
 
-def lexical_hits(conn: psycopg.Connection[DictRow], text: str, limit: int) -> list[Hit]:
+def lexical_hits(
+    conn: psycopg.Connection[DictRow], text: str, limit: int, *, collections: list[str] | None = None
+) -> list[Hit]:
+    """The `limit` best pages for `text`, of `collections` only (None: of all)."""
     terms = split_terms(text)
     if not terms.included:
         return []  # only excluded terms: nothing to rank by
@@ -20,6 +23,7 @@ def lexical_hits(conn: psycopg.Connection[DictRow], text: str, limit: int) -> li
         "included": terms.included,
         "any_included": terms.any_included,
         "any_excluded": terms.any_excluded,
+        "collections": collections,
         "limit": limit,
     }
     with conn.cursor(row_factory=class_row(Hit)) as cur:

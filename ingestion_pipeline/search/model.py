@@ -20,6 +20,7 @@ class Hit:
     chunk_ordinal: int  # the document's best chunk for this query
     score: float  # comparable within one result list only
     snippet: str
+    collection: str = "default"  # the document's collection
 
     def as_json(self) -> dict[str, Any]:
         row = asdict(self)

@@ -42,12 +42,17 @@ def vector_search_path(conn: psycopg.Connection[DictRow]) -> VectorPath:
     return "exact" if vector_column(conn) is None else "pgvector"
 
 
-def vector_hits(conn: psycopg.Connection[DictRow], vector: list[float], limit: int) -> list[Hit]:
-    """The `limit` documents nearest `vector`, best first."""
+def vector_hits(
+    conn: psycopg.Connection[DictRow], vector: list[float], limit: int, *, collections: list[str] | None = None
+) -> list[Hit]:
+    """The `limit` documents nearest `vector`, best first, of `collections` only (None: of all)."""
     _check(vector, limit)
     column = vector_column(conn)
     with conn.transaction():  # the SET LOCALs below end with it
-        rows = _exact_rows(conn, vector, limit) if column is None else _pgvector_rows(conn, column, vector, limit)
+        if column is None:
+            rows = _exact_rows(conn, vector, limit, collections)
+        else:
+            rows = _pgvector_rows(conn, column, vector, limit, collections)
     return [_hit(row) for row in rows]
 
 
@@ -61,7 +66,11 @@ def _check(vector: list[float], limit: int) -> None:
 
 
 def _pgvector_rows(
-    conn: psycopg.Connection[DictRow], column: VectorColumn, vector: list[float], limit: int
+    conn: psycopg.Connection[DictRow],
+    column: VectorColumn,
+    vector: list[float],
+    limit: int,
+    collections: list[str] | None,
 ) -> list[dict[str, Any]]:
     """Over-fetch the nearest chunks, keep each document's best; when long documents took
     every candidate and fewer than `limit` documents came back, fetch twice as many."""
@@ -71,7 +80,8 @@ def _pgvector_rows(
     candidates = min(limit * OVER_FETCH, most)
     while True:
         _hnsw_settings(conn, column, candidates)
-        rows = conn.execute(statement, {"query": vector, "candidates": candidates, "limit": limit}).fetchall()
+        params = {"query": vector, "candidates": candidates, "limit": limit, "collections": collections}
+        rows = conn.execute(statement, params).fetchall()
         hits = [row for row in rows if row["document_id"] is not None]
         if len(hits) >= limit or rows[0]["fetched"] < candidates or candidates >= most:
             return hits
@@ -89,8 +99,10 @@ def pgvector_statement(dimensions: int) -> sql.Composed:
     return sql.SQL(query("nearest_documents_pgvector")).format(dimensions=sql.Literal(dimensions))
 
 
-def _exact_rows(conn: psycopg.Connection[DictRow], vector: list[float], limit: int) -> list[dict[str, Any]]:
-    params = {"query": vector, "dimensions": len(vector), "limit": limit}
+def _exact_rows(
+    conn: psycopg.Connection[DictRow], vector: list[float], limit: int, collections: list[str] | None
+) -> list[dict[str, Any]]:
+    params = {"query": vector, "dimensions": len(vector), "limit": limit, "collections": collections}
     return conn.execute(query("nearest_documents_exact"), params).fetchall()
 
 
@@ -100,6 +112,7 @@ def _hit(row: dict[str, Any]) -> Hit:
         title=row["title"],
         source_name=row["source_name"],
         source_uri=row["source_uri"],
+        collection=row["collection"],
         heading=row["heading"],
         chunk_ordinal=row["chunk_ordinal"],
         score=float(row["score"]),

@@ -4,9 +4,11 @@
    attempt: no claim can take the job again) and refresh their batches;
 2. recount batches left `pending`/`processing` although none of their jobs is open, and
    batches whose counters disagree with their jobs (the counters' repair path);
-3. delete the rows of abandoned generations, and the bytes of deleted documents, in
-   bounded passes (a dry-run count first), within a time budget. The "no open job for
-   this document" guard is re-asserted by the database inside every delete.
+3. delete the rows of abandoned and superseded generations, and the bytes of deleted
+   documents, in bounded passes (a dry-run count first), within a time budget. The "no
+   open job for this document" guard is re-asserted by the database inside every delete;
+4. delete older versions' kept bytes beyond INGEST_KEEP_VERSIONS, and those of deleted
+   documents, in bounded passes within what is left of the budget.
 """
 
 from __future__ import annotations
@@ -40,16 +42,44 @@ def cleanup_abandoned_generations(
     return totals
 
 
-def run_janitor(rpc: IngestionRpc, *, batch_size: int, time_budget_seconds: float) -> dict[str, Any]:
-    """All three passes in order; what each did."""
+def cleanup_kept_bytes(
+    rpc: IngestionRpc,
+    *,
+    keep_versions: int,
+    batch_size: int,
+    time_budget_seconds: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[str, int]:
+    """Older versions' bytes owed (beyond `keep_versions`, or of deleted documents), at most
+    `batch_size` versions a pass, until none is owed or the budget is spent."""
+    deadline = clock() + time_budget_seconds
+    totals = {"passes": 0, "versions": 0, "bytes": 0}
+    while clock() < deadline:
+        done = rpc.cleanup_kept_bytes(keep_versions=keep_versions, limit=batch_size, dry_run=False)
+        if done.versions == 0:
+            break
+        totals["passes"] += 1
+        totals["versions"] += done.versions
+        totals["bytes"] += done.bytes
+    return totals
+
+
+def run_janitor(
+    rpc: IngestionRpc, *, batch_size: int, time_budget_seconds: float, keep_versions: int = 1
+) -> dict[str, Any]:
+    """Every pass in order; what each did. The two cleanups share the time budget."""
+    started = time.monotonic()
     expired = rpc.expire_stale()
     refreshed = rpc.refresh_stuck_batches()
     drifted = rpc.refresh_drifted_batches()
     cleaned = cleanup_abandoned_generations(rpc, batch_size=batch_size, time_budget_seconds=time_budget_seconds)
+    left = max(time_budget_seconds - (time.monotonic() - started), 0.0)
+    kept = cleanup_kept_bytes(rpc, keep_versions=keep_versions, batch_size=batch_size, time_budget_seconds=left)
     return {
         "expired": expired.expired,
         "expired_job_ids": [str(j) for j in expired.job_ids],
         "refreshed_batches": refreshed.refreshed,
         "drifted_batches": drifted.refreshed,
         "cleanup": cleaned,
+        "kept_bytes": kept,
     }

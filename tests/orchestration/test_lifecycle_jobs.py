@@ -84,10 +84,25 @@ def test_delete_documents_by_id_and_by_source(instance, resources, conn, drained
     assert message.startswith("nothing deleted") and "already deleted" in message
 
 
+def test_delete_documents_by_key_in_a_collection(instance, resources, conn, drained):
+    [otters] = [f for f in drained.files if Path(f.path).name == "river-otters.html"]
+    elsewhere = {"source_keys": [otters.source_key], "collection": "another"}
+    assert "no live document has this key" in failure(
+        run(delete_documents, instance, resources, "delete_by_id_or_source", elsewhere)
+    )
+
+    result = run(delete_documents, instance, resources, "delete_by_id_or_source", {"source_keys": [otters.source_key]})
+    assert result.success
+    shown = metadata(result, "delete_by_id_or_source")
+    assert [(r["ok"], r["source_key"]) for r in shown["results"]] == [(True, otters.source_key)]
+    assert document(conn, otters.document_id)["status"] == "deleted"
+
+
 @pytest.mark.parametrize(
     "config, words",
     [
-        ({}, "give document_ids and/or source_names"),
+        ({}, "give document_ids, source_keys and/or source_names"),
+        ({"source_keys": ["file:///nowhere/x.md"]}, "no live document has this key"),
         ({"document_ids": ["not-a-uuid"]}, "not a document id"),
         ({"document_ids": [str(uuid.UUID(int=7))]}, "no such document"),
         ({"source_names": ["nothing.txt"]}, "no live document has this name"),

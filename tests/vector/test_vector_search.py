@@ -104,15 +104,22 @@ def test_explain_shows_the_hnsw_index(pgvector_db, tmp_path):
     with connect(pgvector_db.url) as conn:
         conn.execute("analyze document_chunks")
         assert conn.execute("select count(*) as n from document_chunks").fetchone()["n"] > 500
-        plan = conn.execute(
-            sql.SQL("explain (format json) ") + pgvector_statement(DIMENSIONS),
-            {"query": embed("otter river"), "candidates": 100, "limit": 10},
-        ).fetchone()
-    scans = list(_nodes(plan["QUERY PLAN"][0]["Plan"]))
-    assert any(
-        node.get("Index Name") == index_name(DIMENSIONS) and node["Node Type"] == "Index Scan" for node in scans
-    ), json.dumps(plan, indent=1)
-    assert not any(node.get("Relation Name") == "document_chunks" and node["Node Type"] == "Seq Scan" for node in scans)
+        # every collection, and one: the filter applies to the candidates the index returns
+        plans = [
+            conn.execute(
+                sql.SQL("explain (format json) ") + pgvector_statement(DIMENSIONS),
+                {"query": embed("otter river"), "candidates": 100, "limit": 10, "collections": collections},
+            ).fetchone()
+            for collections in (None, ["default"])
+        ]
+    for plan in plans:
+        scans = list(_nodes(plan["QUERY PLAN"][0]["Plan"]))
+        assert any(
+            node.get("Index Name") == index_name(DIMENSIONS) and node["Node Type"] == "Index Scan" for node in scans
+        ), json.dumps(plan, indent=1)
+        assert not any(
+            node.get("Relation Name") == "document_chunks" and node["Node Type"] == "Seq Scan" for node in scans
+        )
 
 
 def _nodes(node: dict):

@@ -61,9 +61,15 @@ class BatchRpc(RpcBase):
             SensorState, "rpc_sensor_state", {"stale_after_seconds": self.stale_after_seconds, "limit": limit}
         )
 
-    def batch_report(self, *, batch_id: UUID | None = None, limit: int = 20) -> BatchReport:
-        """Batches with their job counts and recent failures (`ingest status`)."""
-        return self._result(BatchReport, "rpc_batch_report", {"batch_id": batch_id, "limit": limit})
+    def batch_report(
+        self, *, batch_id: UUID | None = None, limit: int = 20, collection: str | None = None
+    ) -> BatchReport:
+        """Batches with their job counts and recent failures (`ingest status`); with a
+        collection, the batches holding its documents, their jobs of it counted, its failures."""
+        params = {"batch_id": batch_id, "limit": limit}
+        if collection is None:  # the call every supported schema resolves
+            return self._result(BatchReport, "rpc_batch_report", params)
+        return self._result(BatchReport, "rpc_batch_report_of_collection", {**params, "collection": collection})
 
     def queue_health(self, stale_after_seconds: int | None = None) -> QueueHealth:
         return self._result(

@@ -11,6 +11,7 @@ import psycopg
 
 from ingestion_pipeline.db import schema_level
 from ingestion_pipeline.db.models import DocumentHistory, VersionEnqueued
+from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc.base import RpcBase
 from ingestion_pipeline.errors import BATCH_CANCELLED_SQLSTATE, BatchWasCancelled
 
@@ -67,3 +68,16 @@ class DocumentRpc(RpcBase):
             "rpc_document_history",
             {"document_id": document_id, "collection": collection, "source_key": source_key},
         )
+
+    def kept_versions(self, document_id: UUID) -> list[int]:
+        """The versions of the document whose bytes are at hand: the latest's, and older ones
+        kept (INGEST_KEEP_VERSIONS)."""
+        with self._connection() as conn:
+            rows = conn.execute(query("kept_versions"), {"document_id": document_id}).fetchall()
+        return [int(row["version"]) for row in rows]
+
+    def version_bytes(self, document_id: UUID, version: int) -> bytes | None:
+        """One version's bytes, or None when they are not kept."""
+        with self._connection() as conn:
+            row = conn.execute(query("version_bytes"), {"document_id": document_id, "version": version}).fetchone()
+        return bytes(row["content"]) if row else None

@@ -8,7 +8,7 @@ from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
-from ingestion_pipeline.db.models import CleanupResult, GenerationResult, RpcResult
+from ingestion_pipeline.db.models import CleanupResult, GenerationResult, KeptBytesCleaned, RpcResult
 from ingestion_pipeline.db.rpc.base import RpcBase
 
 
@@ -77,4 +77,13 @@ class GenerationRpc(RpcBase):
     ) -> CleanupResult:
         return self._result(
             CleanupResult, "rpc_cleanup", {"document_id": document_id, "limit": limit, "dry_run": dry_run}
+        )
+
+    def cleanup_kept_bytes(self, *, keep_versions: int = 1, limit: int = 100, dry_run: bool = True) -> KeptBytesCleaned:
+        """Older versions' kept bytes beyond the newest `keep_versions`, and those of deleted
+        documents: at most `limit` versions."""
+        return self._result(
+            KeptBytesCleaned,
+            "rpc_cleanup_kept_bytes",
+            {"keep_versions": keep_versions, "limit": limit, "dry_run": dry_run},
         )

@@ -35,8 +35,17 @@ class LifecycleRpc(RpcBase):
             {"job_ids": list(job_ids) if job_ids is not None else None, "batch_id": batch_id},
         )
 
-    def live_documents_by_source(self, names: Sequence[str]) -> list[LiveDocument]:
-        """Documents not deleted whose source name is one of `names`."""
+    def live_documents_by_source(self, names: Sequence[str], collection: str | None = None) -> list[LiveDocument]:
+        """Documents not deleted whose source name is one of `names`, in `collection` (None:
+        in any)."""
+        params = {"names": list(names), "collection": collection}
         with self._connection() as conn:
-            rows = conn.execute(query("live_documents_by_source"), {"names": list(names)}).fetchall()
+            rows = conn.execute(query("live_documents_by_source"), params).fetchall()
+        return [LiveDocument.model_validate(row) for row in rows]
+
+    def live_documents_by_key(self, keys: Sequence[str], collection: str) -> list[LiveDocument]:
+        """The live documents of these source keys in `collection`."""
+        params = {"keys": list(keys), "collection": collection}
+        with self._connection() as conn:
+            rows = conn.execute(query("live_documents_by_key"), params).fetchall()
         return [LiveDocument.model_validate(row) for row in rows]

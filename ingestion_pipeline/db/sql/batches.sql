@@ -25,5 +25,10 @@ select ingestion_sensor_state(p_stale_after_seconds => %(stale_after_seconds)s, 
 -- name: rpc_batch_report
 select ingestion_batch_report(p_batch_id => %(batch_id)s, p_limit => %(limit)s) as result;
 
+-- name: rpc_batch_report_of_collection
+-- The batches holding a job of the collection's documents, those jobs counted, its failures.
+select ingestion_batch_report(p_batch_id => %(batch_id)s, p_limit => %(limit)s,
+    p_collection => %(collection)s) as result;
+
 -- name: rpc_queue_health
 select ingestion_queue_health(p_stale_after_seconds => %(stale_after_seconds)s) as result;

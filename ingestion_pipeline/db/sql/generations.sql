@@ -19,3 +19,7 @@ select record_ingestion_job_stage(p_job_id => %(job_id)s, p_worker_id => %(worke
 -- name: rpc_cleanup
 select cleanup_abandoned_document_index_generations(p_document_id => %(document_id)s,
     p_limit => %(limit)s, p_dry_run => %(dry_run)s) as result;
+
+-- name: rpc_cleanup_kept_bytes
+select cleanup_kept_version_bytes(p_keep_versions => %(keep_versions)s, p_limit => %(limit)s,
+    p_dry_run => %(dry_run)s) as result;

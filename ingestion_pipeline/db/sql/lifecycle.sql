@@ -13,8 +13,17 @@ select cancel_import_batch(p_batch_id => %(batch_id)s) as result;
 select retry_failed_ingestion_jobs(p_job_ids => %(job_ids)s, p_batch_id => %(batch_id)s) as result;
 
 -- name: live_documents_by_source
--- Documents (not queue state: read directly) not deleted, by source name, oldest first.
-select id, source_name, status, batch_id, created_at
+-- Documents (not queue state: read directly) not deleted, by source name (in one collection,
+-- or in any when it is null), oldest first.
+select id, collection, source_key, source_name, status, batch_id, created_at
   from documents
  where source_name = any (%(names)s) and deleted_at is null
+   and (%(collection)s::text is null or collection = %(collection)s::text)
  order by source_name, created_at, id;
+
+-- name: live_documents_by_key
+-- The live documents of these keys in one collection (documents_live_source_key).
+select id, collection, source_key, source_name, status, batch_id, created_at
+  from documents
+ where collection = %(collection)s and source_key = any (%(keys)s) and deleted_at is null
+ order by source_key;

@@ -60,9 +60,38 @@ end as level;
 -- Documents, sources and artifacts (not queue state: written directly).
 
 -- name: store_document_source
--- The bytes of a document's latest version (those of an older version are replaced).
+-- The bytes of a document's latest version. Those of the version it replaces are replaced,
+-- or first kept as that version's when `replaced_version` is given (INGEST_KEEP_VERSIONS > 1):
+-- one statement, so both parts read the row as it was before it.
+with kept as (
+    insert into document_version_sources (document_id, version, content)
+    select s.document_id, %(replaced_version)s, s.content
+      from document_sources s
+     where s.document_id = %(document_id)s and %(replaced_version)s::integer is not null
+    on conflict (document_id, version) do nothing
+)
 insert into document_sources (document_id, content) values (%(document_id)s, %(content)s)
 on conflict (document_id) do update set content = excluded.content;
+
+-- name: kept_versions
+-- The versions of a document whose bytes are at hand: the latest (document_sources) and
+-- those kept (document_version_sources).
+select d.version
+  from documents d
+ where d.id = %(document_id)s and d.version is not null
+   and exists (select 1 from document_sources s where s.document_id = d.id)
+union
+select k.version from document_version_sources k where k.document_id = %(document_id)s
+order by 1;
+
+-- name: version_bytes
+-- A version's bytes: the latest's from document_sources, an older one's if kept.
+select s.content
+  from documents d join document_sources s on s.document_id = d.id
+ where d.id = %(document_id)s and coalesce(d.version, 1) = %(version)s
+union all
+select k.content from document_version_sources k where k.document_id = %(document_id)s and k.version = %(version)s
+limit 1;
 
 -- name: load_document_source
 select content from document_sources where document_id = %(document_id)s;
@@ -94,11 +123,12 @@ join pg_catalog.pg_namespace n on n.oid = c.relnamespace
 where c.relname = %(index)s and i.indrelid = pg_catalog.to_regclass(%(table)s);
 
 -- name: indexed_document_ids
--- Documents with a committed index, in id order from after `after` (keyset pages): what
--- `ingest reindex --all` rebuilds.
+-- Documents with a committed index (of one collection, or of all when it is null), in id
+-- order from after `after` (keyset pages): what `ingest reindex --all` rebuilds.
 select id
 from documents
 where index_generation_id is not null and deleted_at is null and id > %(after)s
+  and (%(collection)s::text is null or collection = %(collection)s::text)
 order by id
 limit %(limit)s;
 

@@ -20,7 +20,7 @@
 --                 in 50 chunks is not an answer);
 --   score         best chunk share + 0.5 x best window share; ties by ts_rank.
 -- Parameters: included (text[], one websearch term each), any_included and any_excluded
--- (the terms joined with "or"), limit.
+-- (the terms joined with "or"), collections (text[]: only their documents; null: all), limit.
 with query as (
     select websearch_to_tsquery('english', %(any_included)s) as any_term,
            websearch_to_tsquery('english', %(any_excluded)s) as any_excluded
@@ -36,7 +36,10 @@ chunks as (
            ts_rank(c.content_tsv, q.any_term) as rank
     from query q
     join committed_document_chunks c on c.content_tsv @@ q.any_term
-    where numnode(q.any_excluded) = 0 or not c.content_tsv @@ q.any_excluded
+    where (numnode(q.any_excluded) = 0 or not c.content_tsv @@ q.any_excluded)
+      and (%(collections)s::text[] is null
+           or exists (select 1 from documents d
+                      where d.id = c.document_id and d.collection = any (%(collections)s::text[])))
 ),
 hits as (
     select c.document_id, c.ordinal, t.n,
@@ -87,6 +90,7 @@ select s.document_id,
        coalesce(d.title, d.source_name) as title,
        d.source_name,
        d.source_key as source_uri,
+       d.collection,
        sec.heading,
        s.ordinal as chunk_ordinal,
        s.score::float8 as score,

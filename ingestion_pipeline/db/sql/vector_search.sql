@@ -49,6 +49,9 @@ with candidates as materialized (
     from candidates k
     join committed_document_chunks cc using (document_id, index_generation_id, ordinal)
     where k.distance <> 'NaN'  -- a zero vector has no direction: it is near nothing
+      and (%(collections)s::text[] is null
+           or exists (select 1 from documents d
+                      where d.id = k.document_id and d.collection = any (%(collections)s::text[])))
     order by k.document_id, k.distance, k.ordinal
 )
 select f.fetched, h.*
@@ -58,6 +61,7 @@ left join lateral (
            coalesce(d.title, d.source_name) as title,
            d.source_name,
            d.source_key as source_uri,
+       d.collection,
            s.heading,
            b.ordinal as chunk_ordinal,
            1 - b.distance as score,
@@ -89,6 +93,9 @@ with query as (
         from unnest(c.embedding, q.v) as t(a, b)
     ) as p
     where cardinality(c.embedding) = %(dimensions)s
+      and (%(collections)s::text[] is null
+           or exists (select 1 from documents d
+                      where d.id = c.document_id and d.collection = any (%(collections)s::text[])))
 ), best as (
     select distinct on (document_id) *
     from scored
@@ -99,6 +106,7 @@ select b.document_id,
        coalesce(d.title, d.source_name) as title,
        d.source_name,
        d.source_key as source_uri,
+       d.collection,
        s.heading,
        b.ordinal as chunk_ordinal,
        b.similarity as score,

@@ -1,0 +1,49 @@
+"""Which documents a user means, as the commands take them: a document id, a source key
+(`file:///…`, `s3://…`, a key an app named), or a local path (made into its `file:` key).
+Keys are looked up among the live documents of one collection."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from uuid import UUID
+
+from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.operations.enqueue import source_key_of
+
+
+def parse_ref(text: str) -> UUID | str:
+    """A document id, or the key `text` names: as given when it has a scheme, else the
+    key of the local path."""
+    try:
+        return UUID(text.strip())
+    except ValueError:
+        pass
+    if "://" in text or text.startswith("file:"):
+        return text
+    return source_key_of(Path(text))
+
+
+@dataclass
+class Resolved:
+    document_ids: list[UUID] = field(default_factory=list)  # ids as given, then the keys' documents
+    missing_keys: list[str] = field(default_factory=list)  # keys no live document of the collection has
+    keys: dict[UUID, str] = field(default_factory=dict)  # the key of each document found by key
+
+
+def resolve_refs(rpc: IngestionRpc, refs: Iterable[str], collection: str) -> Resolved:
+    """Ids as given (unchecked: the RPCs answer `not_found`), keys and paths looked up in
+    `collection`. Each document once, in the order asked."""
+    parsed = [parse_ref(ref) for ref in refs]
+    keys = list(dict.fromkeys(ref for ref in parsed if isinstance(ref, str)))
+    found = {d.source_key: d.id for d in rpc.live_documents_by_key(keys, collection)} if keys else {}
+    resolved = Resolved(keys={document_id: key for key, document_id in found.items() if key is not None})
+    for ref in parsed:
+        document_id = ref if isinstance(ref, UUID) else found.get(ref)
+        if document_id is None:
+            if ref not in resolved.missing_keys:
+                resolved.missing_keys.append(str(ref))
+        elif document_id not in resolved.document_ids:
+            resolved.document_ids.append(document_id)
+    return resolved
