@@ -53,6 +53,8 @@ WORKER_RPCS = {
     # documents by source key: the enqueue of a version, `ingest show` (20261202000200)
     "enqueue_document_version",
     "document_history",
+    # the janitor's pass over older versions' kept bytes (20261202000300)
+    "cleanup_kept_version_bytes",
 }
 # Internal helpers (called by the RPCs or the trigger as their owner): granted to no one.
 INTERNAL = {
@@ -86,6 +88,8 @@ INTERNAL = {
     "lock_documents",
     "generation_refusal",
     "apply_generation_commit",
+    # the kept bytes a cleanup call removes (20261202000300)
+    "owed_kept_version_bytes",
 }
 # Created only where the server has pgvector.
 OPTIONAL = {"document_chunks_embedding_vector"}
@@ -98,6 +102,7 @@ WORKER_RELATION_PRIVILEGES = {
     "documents": {"SELECT"},
     "document_sources": {"SELECT"},
     "document_versions": {"SELECT"},
+    "document_version_sources": {"SELECT"},
     "import_batches": {"SELECT"},
     "ingestion_jobs": {"SELECT"},
     "index_generations": {"SELECT"},
