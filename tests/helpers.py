@@ -13,7 +13,7 @@ import psycopg
 
 from ingestion_pipeline.db import migrate
 from ingestion_pipeline.db.models import VersionEnqueued
-from ingestion_pipeline.operations.enqueue import store_source
+from ingestion_pipeline.operations.sources import store_source
 from tests.any_schema_rpc import AnySchemaRpc
 
 

@@ -20,8 +20,6 @@ check is refused without reading it whole.
 
 from __future__ import annotations
 
-import hashlib
-import mimetypes
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -35,11 +33,10 @@ import psycopg
 from psycopg.rows import DictRow
 from psycopg_pool import ConnectionPool
 
-from ingestion_pipeline.db.models import VersionEnqueued
-from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
 from ingestion_pipeline.errors import BatchWasCancelled, IngestError
+from ingestion_pipeline.operations.sources import SourceRefused, enqueue_content
 
 MAX_PROBLEMS_SHOWN = 5
 # Outcomes that put a job in this batch; the others are `unchanged` and `already_queued`.
@@ -185,7 +182,7 @@ def enqueue_paths(
     for path in files:
         try:
             entry = _enqueue_file(pool, path, batch, options)
-        except (OSError, EnqueueRefused, BatchWasCancelled) as exc:
+        except (OSError, EnqueueRefused, SourceRefused, BatchWasCancelled) as exc:
             batch.rolled_back_unless(report.files)
             # Changed on disk after the check, or its batch was cancelled meanwhile. Files before
             # it stay enqueued (each is atomic).
@@ -246,20 +243,6 @@ class _Options:
     keep_versions: int
 
 
-def store_source(
-    conn: psycopg.Connection[DictRow], answer: VersionEnqueued, content: bytes, *, keep_versions: int = 1
-) -> None:
-    """Write the bytes an enqueue answered `store_bytes` for, in its transaction. A new
-    version replaces its predecessor's bytes (version - 1: versions grow by one, and each
-    new one stores its bytes), which are kept first when `keep_versions` > 1."""
-    keep = keep_versions > 1 and answer.outcome == "new_version" and answer.version is not None
-    replaced = answer.version - 1 if keep and answer.version is not None else None
-    conn.execute(
-        query("store_document_source"),
-        {"document_id": answer.document_id, "content": content, "replaced_version": replaced},
-    )
-
-
 def _enqueue_file(
     pool: ConnectionPool[psycopg.Connection[DictRow]], path: Path, batch: _LazyBatch, options: _Options
 ) -> EnqueuedFile:
@@ -270,22 +253,18 @@ def _enqueue_file(
     source_name = display_name(path.name)
     key = source_key_of(path)
     with pool.connection() as conn, conn.transaction():
-        answer = IngestionRpc(conn).enqueue_version(
-            collection=options.collection,
+        answer = enqueue_content(
+            conn,
+            content,
             source_key=key,
             source_name=source_name,
-            content_sha256=hashlib.sha256(content).hexdigest(),
-            byte_size=len(content),
-            mime_type=mimetypes.guess_type(source_name)[0],
+            collection=options.collection,
             batch_id=batch.id_in(conn),
             max_attempts=options.max_attempts,
             reindex=options.reindex,
+            keep_versions=options.keep_versions,
             source_modified_at=modified_at,
         )
-        if not answer.ok or answer.outcome is None or answer.document_id is None:
-            raise EnqueueRefused(f"the database refused it ({answer.reason or 'no outcome'})")
-        if answer.store_bytes:
-            store_source(conn, answer, content, keep_versions=options.keep_versions)
     return EnqueuedFile(
         display_name(path), answer.outcome, answer.document_id, answer.job_id, len(content), key, answer.version
     )

@@ -11,25 +11,16 @@ version 1's, which only then is owed.
 
 from __future__ import annotations
 
-import hashlib
-
 from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.operations.enqueue import store_source
+from ingestion_pipeline.operations.sources import enqueue_content
 
 KEY = "app://notes/pricing"
 
 
 def enqueue(conn, version: int, keep_versions: int) -> None:
     content = f"pricing, version {version}".encode()
-    answer = IngestionRpc(conn).enqueue_version(
-        collection="default",
-        source_key=KEY,
-        source_name="pricing.txt",
-        content_sha256=hashlib.sha256(content).hexdigest(),
-        byte_size=len(content),
-    )
-    assert answer.ok and answer.version == version, answer
-    store_source(conn, answer, content, keep_versions=keep_versions)
+    answer = enqueue_content(conn, content, source_key=KEY, source_name="pricing.txt", keep_versions=keep_versions)
+    assert answer.version == version, answer
 
 
 def kept(conn) -> list[int]:
