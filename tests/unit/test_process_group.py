@@ -1,5 +1,6 @@
 """`ingest ui` runs Dagster through run_process_group: a signal to our pid stops the whole
-tree, escalating past processes that ignore the polite signals."""
+tree within ten seconds, escalating past processes that ignore the polite signals, but not
+cutting short a leader that stops by itself within its grace."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+
+from ingestion_pipeline.cli.process_group import GRACE_SECONDS, STOP_SECONDS
 
 # A leader and a child that both ignore SIGINT and SIGTERM (a hung shutdown); each writes
 # its pid to the ready folder once its handlers are set.
@@ -26,12 +29,32 @@ STUBBORN_TREE = textwrap.dedent("""
     time.sleep(600)
 """)
 
+# A leader like `dagster dev`: on SIGINT it shuts down cleanly (stops its child, exits 0), but
+# only after argv[2] seconds; SIGTERM or SIGKILL would end it with their signal instead.
+SLOW_LEADER = textwrap.dedent("""
+    import os, signal, subprocess, sys, time
+    ready, seconds = sys.argv[1], float(sys.argv[2])
+    interrupted = []
+    signal.signal(signal.SIGINT, lambda *_: interrupted.append(time.monotonic()))
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    for pid in (os.getpid(), child.pid):
+        open(os.path.join(ready, str(pid)), "w").close()
+    while not interrupted:
+        time.sleep(0.05)
+    time.sleep(max(0.0, interrupted[0] + seconds - time.monotonic()))
+    child.terminate()
+    child.wait()
+""")
+
+# argv: the grace period, then the leader's script and its arguments.
 RUNNER = textwrap.dedent("""
     import sys
     from ingestion_pipeline.cli.process_group import run_process_group
-    code = run_process_group([sys.executable, sys.argv[1], sys.argv[2]], env=None, cwd=None, grace_seconds=1)
+    code = run_process_group([sys.executable, *sys.argv[2:]], env=None, cwd=None, grace_seconds=float(sys.argv[1]))
     print(code)
 """)
+
+FORMER_GRACE_SECONDS = 4.0  # cut a clean `dagster dev` shutdown short on loaded CI cores
 
 
 def wait_for_files(folder: Path, count: int, timeout: float = 30) -> list[int]:
@@ -49,18 +72,25 @@ def alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
-def test_a_signal_to_the_runner_stops_a_tree_that_ignores_polite_signals(tmp_path, signum):
-    (tmp_path / "tree.py").write_text(STUBBORN_TREE)
+def start_runner(
+    tmp_path: Path, script: str, grace: float, *leader_args: str
+) -> tuple[subprocess.Popen[str], list[int]]:
+    """The runner (a process of its own, as `ingest ui` is) and the pids of the tree, once started."""
+    (tmp_path / "tree.py").write_text(script)
     ready = tmp_path / "ready"
     ready.mkdir()
     runner = subprocess.Popen(
-        [sys.executable, "-c", RUNNER, str(tmp_path / "tree.py"), str(ready)],
+        [sys.executable, "-c", RUNNER, str(grace), str(tmp_path / "tree.py"), str(ready), *leader_args],
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,
     )
-    tree = wait_for_files(ready, 2)
+    return runner, wait_for_files(ready, 2)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_to_the_runner_stops_a_tree_that_ignores_polite_signals(tmp_path, signum):
+    runner, tree = start_runner(tmp_path, STUBBORN_TREE, 1)
 
     runner.send_signal(signum)
     out, _ = runner.communicate(timeout=60)
@@ -76,7 +106,7 @@ def test_when_the_leader_exits_by_itself_its_children_are_stopped(tmp_path):
     ready = tmp_path / "ready"
     ready.mkdir()
     done = subprocess.run(
-        [sys.executable, "-c", RUNNER, str(tmp_path / "tree.py"), str(ready)],
+        [sys.executable, "-c", RUNNER, "1", str(tmp_path / "tree.py"), str(ready)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -84,3 +114,32 @@ def test_when_the_leader_exits_by_itself_its_children_are_stopped(tmp_path):
     assert done.stdout.strip() == "0"
     tree = wait_for_files(ready, 2)
     assert [pid for pid in tree if alive(pid)] == []
+
+
+def test_with_the_default_grace_a_tree_that_ignores_polite_signals_is_gone_within_the_bound(tmp_path):
+    runner, tree = start_runner(tmp_path, STUBBORN_TREE, GRACE_SECONDS)
+
+    started = time.monotonic()
+    runner.send_signal(signal.SIGTERM)
+    out, _ = runner.communicate(timeout=60)
+    elapsed = time.monotonic() - started
+
+    assert out.strip() == str(128 + signal.SIGKILL)
+    assert [pid for pid in tree if alive(pid)] == []
+    assert GRACE_SECONDS <= elapsed < STOP_SECONDS, elapsed  # it waited the grace out, and no longer than the bound
+
+
+def test_a_clean_shutdown_slower_than_the_former_grace_is_not_escalated(tmp_path):
+    # slower than the 4 s that cut `dagster dev` short, with 2 s to spare before the grace ends
+    seconds = GRACE_SECONDS - 2
+    assert seconds > FORMER_GRACE_SECONDS
+    runner, tree = start_runner(tmp_path, SLOW_LEADER, GRACE_SECONDS, str(seconds))
+
+    started = time.monotonic()
+    runner.send_signal(signal.SIGTERM)
+    out, _ = runner.communicate(timeout=60)
+    elapsed = time.monotonic() - started
+
+    assert out.strip() == "0"  # the leader exited by itself: no SIGTERM (143), no SIGKILL (137)
+    assert [pid for pid in tree if alive(pid)] == []
+    assert seconds <= elapsed < GRACE_SECONDS, elapsed
