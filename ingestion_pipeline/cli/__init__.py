@@ -8,7 +8,18 @@ import sys
 
 import psycopg
 
-from ingestion_pipeline.cli import dagster_ui, db, documents, lifecycle, operations, reindex, search, show, work
+from ingestion_pipeline.cli import (
+    dagster_ui,
+    db,
+    documents,
+    lifecycle,
+    operations,
+    reindex,
+    search,
+    show,
+    sync,
+    work,
+)
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.settings import load_settings
 
@@ -17,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ingest", description="Document ingestion on PostgreSQL.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what the worker does")
     commands = parser.add_subparsers(dest="command", required=True)
-    for module in (db, documents, show, search, lifecycle, reindex, work, operations, dagster_ui):
+    for module in (db, documents, sync, show, search, lifecycle, reindex, work, operations, dagster_ui):
         module.register(commands)
     return parser
 

@@ -381,6 +381,20 @@ class DocumentSummary(BaseModel):
     deleted_at: datetime | None = None
 
 
+class KnownSource(BaseModel):
+    """What a live document's latest version was enqueued from (a sync compares its listing
+    with it)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source_key: str
+    document_id: UUID
+    version: int
+    byte_size: int
+    source_modified_at: datetime | None = None
+    source_etag: str | None = None
+
+
 class DocumentHistory(RpcResult):
     """`ingest show`: a document and its versions, newest first."""
 

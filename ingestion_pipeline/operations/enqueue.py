@@ -176,7 +176,7 @@ def enqueue_paths(
     removes those beyond the newest `keep_versions`)."""
     files = collect_files(paths, max_bytes)
     name = batch_name or f"import {datetime.now(UTC):%Y-%m-%d %H:%M:%S}"
-    batch = _LazyBatch(name, {"files": len(files)})
+    batch = LazyBatch(name, {"files": len(files)})
     report = EnqueueReport(batch_id=None, batch_name=name)
     options = _Options(max_bytes, reindex, max_attempts, collection, keep_versions)
     for path in files:
@@ -207,7 +207,7 @@ def enqueue_paths(
     return report
 
 
-class _LazyBatch:
+class LazyBatch:
     """The import batch, created inside the first file's transaction."""
 
     def __init__(self, name: str, metadata: dict[str, Any]):
@@ -244,7 +244,7 @@ class _Options:
 
 
 def _enqueue_file(
-    pool: ConnectionPool[psycopg.Connection[DictRow]], path: Path, batch: _LazyBatch, options: _Options
+    pool: ConnectionPool[psycopg.Connection[DictRow]], path: Path, batch: LazyBatch, options: _Options
 ) -> EnqueuedFile:
     modified_at = datetime.fromtimestamp(path.stat().st_mtime, UTC)
     content = _read_at_most(path, options.max_bytes + 1)

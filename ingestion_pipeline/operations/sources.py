@@ -35,6 +35,7 @@ class SourceEnqueued:
     version: int | None
     job_id: UUID | None  # the job queued (or, already_queued, the open one)
     superseded_job_id: UUID | None  # an older version's open job, cancelled by this one
+    content_sha256: str  # of the bytes enqueued
 
 
 def enqueue_content(
@@ -55,11 +56,12 @@ def enqueue_content(
     """Enqueue `content` under its key and write it when a job needs it, in the caller's
     transaction on `conn` (which the caller commits). SourceRefused when the database
     refuses it; BatchWasCancelled when `batch_id` was cancelled."""
+    sha256 = hashlib.sha256(content).hexdigest()
     answer = IngestionRpc(conn).enqueue_version(
         collection=collection,
         source_key=source_key,
         source_name=source_name,
-        content_sha256=hashlib.sha256(content).hexdigest(),
+        content_sha256=sha256,
         byte_size=len(content),
         mime_type=mime_type or mimetypes.guess_type(source_name)[0],
         batch_id=batch_id,
@@ -72,7 +74,9 @@ def enqueue_content(
         raise SourceRefused(f"the database refused it ({answer.reason or 'no outcome'})")
     if answer.store_bytes:
         store_source(conn, answer, content, keep_versions=keep_versions)
-    return SourceEnqueued(answer.outcome, answer.document_id, answer.version, answer.job_id, answer.superseded_job_id)
+    return SourceEnqueued(
+        answer.outcome, answer.document_id, answer.version, answer.job_id, answer.superseded_job_id, sha256
+    )
 
 
 def enqueue_bytes(

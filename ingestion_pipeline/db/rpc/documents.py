@@ -4,18 +4,25 @@ schema (db/schema_level.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
+from typing import NamedTuple
 from uuid import UUID
 
 import psycopg
 
 from ingestion_pipeline.db import schema_level
-from ingestion_pipeline.db.models import DocumentHistory, VersionEnqueued
+from ingestion_pipeline.db.models import DocumentHistory, KnownSource, VersionEnqueued
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc.base import RpcBase
 from ingestion_pipeline.errors import BATCH_CANCELLED_SQLSTATE, BatchWasCancelled
 
 DEFAULT_COLLECTION = "default"
+
+
+class LiveKey(NamedTuple):
+    document_id: UUID
+    source_key: str
 
 
 class DocumentRpc(RpcBase):
@@ -81,3 +88,32 @@ class DocumentRpc(RpcBase):
         with self._connection() as conn:
             row = conn.execute(query("version_bytes"), {"document_id": document_id, "version": version}).fetchone()
         return bytes(row["content"]) if row else None
+
+    def known_sources(self, collection: str, keys: Sequence[str]) -> dict[str, KnownSource]:
+        """The live documents of `keys` in `collection`, by key, with their latest version's
+        size, modification time and ETag."""
+        with self._connection() as conn:
+            rows = conn.execute(query("latest_versions_by_key"), {"collection": collection, "keys": list(keys)})
+            return {row["source_key"]: KnownSource.model_validate(row) for row in rows.fetchall()}
+
+    def live_keys_under(self, collection: str, prefix: str, *, after: str = "", limit: int = 1000) -> list[LiveKey]:
+        """A page of the live documents of `collection` whose key starts with `prefix`, in key
+        order after `after`."""
+        params = {"collection": collection, "prefix": prefix, "after": after, "limit": limit}
+        with self._connection() as conn:
+            rows = conn.execute(query("live_keys_under_prefix"), params).fetchall()
+        return [LiveKey(row["document_id"], row["source_key"]) for row in rows]
+
+    def touch_version_source(
+        self, document_id: UUID, content_sha256: str, modified_at: datetime | None, etag: str | None
+    ) -> None:
+        """Record the modification time and ETag under which the latest version's bytes were
+        seen again (only if they are still the latest version's)."""
+        params = {
+            "document_id": document_id,
+            "content_sha256": content_sha256,
+            "modified_at": modified_at,
+            "etag": etag,
+        }
+        with self._connection() as conn:
+            conn.execute(query("touch_version_source"), params)

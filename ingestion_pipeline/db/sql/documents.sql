@@ -14,3 +14,34 @@ select enqueue_document_version(p_collection => %(collection)s, p_source_key => 
 -- name: rpc_document_history
 select document_history(p_document_id => %(document_id)s, p_collection => %(collection)s,
     p_source_key => %(source_key)s) as result;
+
+-- ---------------------------------------------------------------------------------
+-- A source's sync (operations/sync.py): documents and versions are not queue state, read
+-- and annotated directly; what it enqueues and deletes goes through the RPCs.
+
+-- name: latest_versions_by_key
+-- The live documents of these keys in one collection, with what the source held at their
+-- latest version (size, modification time, ETag): a listing entry that matches needs no read.
+select d.source_key, d.id as document_id, d.version, v.byte_size, v.source_modified_at, v.source_etag
+  from documents d
+  join document_versions v on v.document_id = d.id and v.version = d.version
+ where d.collection = %(collection)s and d.source_key = any (%(keys)s) and d.deleted_at is null;
+
+-- name: live_keys_under_prefix
+-- The live documents of a collection whose key starts with `prefix`, in key order from after
+-- `after` (keyset pages): what a source held at its last sync.
+select id as document_id, source_key
+  from documents
+ where collection = %(collection)s and deleted_at is null and source_key is not null
+   and source_key > %(after)s and starts_with(source_key, %(prefix)s)
+ order by source_key
+ limit %(limit)s;
+
+-- name: touch_version_source
+-- The latest version's bytes seen again under another modification time or ETag (a touched
+-- file, an object uploaded again): recorded, so the next sync reads nothing.
+update document_versions v
+   set source_modified_at = %(modified_at)s, source_etag = %(etag)s
+  from documents d
+ where d.id = %(document_id)s and v.document_id = d.id and v.version = d.version
+   and v.content_sha256 = %(content_sha256)s;

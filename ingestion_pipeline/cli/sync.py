@@ -1,0 +1,80 @@
+"""`ingest sync SOURCE`: mirror a folder or a bucket prefix into a collection, once."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from tqdm import tqdm
+
+from ingestion_pipeline.cli.common import add_collection, add_database_url, print_json
+from ingestion_pipeline.cli.tables import render_table
+from ingestion_pipeline.db.ready import migrated_pool
+from ingestion_pipeline.operations.sync import COUNTED, SyncOptions, SyncReport, sync_source
+from ingestion_pipeline.settings import Settings
+
+if TYPE_CHECKING:
+    from ingestion_pipeline.cli.common import Commands
+
+ROWS_LISTED = 25
+
+
+def register(commands: Commands) -> None:
+    sync = commands.add_parser(
+        "sync",
+        help="mirror a folder or bucket into a collection: new, changed and deleted files",
+        description="One pass over SOURCE (a local folder, file://…, s3://bucket/prefix, or any URL fsspec "
+        "knows): new files are enqueued, changed ones become new versions, files gone from the source "
+        "are deleted from the index, and files whose size and modification time (or ETag) are unchanged "
+        "are not read. Deletes happen only after a complete listing: a listing that fails anywhere "
+        "deletes nothing, and neither does an empty one without --allow-empty. S3 credentials and "
+        "endpoint come from the AWS environment and config (AWS_ENDPOINT_URL, AWS_PROFILE, …).",
+    )
+    sync.add_argument("source", metavar="SOURCE", help="a folder or a URL (s3://bucket/prefix, file:///…)")
+    add_collection(sync)
+    sync.add_argument("--no-delete", dest="delete", action="store_false", help="never delete documents")
+    sync.add_argument("--dry-run", action="store_true", help="say what would change; read and write nothing")
+    sync.add_argument(
+        "--allow-empty", action="store_true", help="an empty listing deletes every document of the source"
+    )
+    sync.add_argument("--json", action="store_true", help="machine-readable output")
+    add_database_url(sync)
+    sync.set_defaults(handler=cmd_sync)
+
+
+def cmd_sync(args: argparse.Namespace, settings: Settings) -> int:
+    options = SyncOptions(
+        collection=args.collection,
+        max_bytes=settings.max_file_bytes,
+        delete=args.delete,
+        dry_run=args.dry_run,
+        allow_empty=args.allow_empty,
+        max_attempts=settings.max_attempts,
+        keep_versions=settings.keep_versions,
+    )
+    with migrated_pool(settings) as pool:
+        progress = tqdm(unit="file", desc="sync", disable=args.json or not sys.stderr.isatty(), file=sys.stderr)
+        with progress:
+            report = sync_source(pool, args.source, options, on_entry=lambda _: progress.update())
+    if args.json:
+        print_json(report.as_dict())
+    else:
+        print_report(report)
+    return 0
+
+
+def print_report(report: SyncReport) -> None:
+    if report.dry_run and report.changes:
+        print(render_table(["file", "would be"], report.changes[:ROWS_LISTED]))
+        if len(report.changes) > ROWS_LISTED:
+            print(f"… and {len(report.changes) - ROWS_LISTED} more (--json lists them all)")
+        print()
+    print(render_table(list(COUNTED), [tuple(report.counts[name] for name in COUNTED)]))
+    if report.failures:
+        print("\nfailed:")
+        print(render_table(["file", "reason"], report.failures[:ROWS_LISTED]))
+    if report.deletes_skipped:
+        print(f"\nnothing deleted: {report.deletes_skipped}")
+    where = f"batch {report.batch_id}" if report.batch_id else "no batch (nothing to index)"
+    print(f"\n{'dry run: nothing changed' if report.dry_run else where}; collection {report.collection!r}")

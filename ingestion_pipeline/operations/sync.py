@@ -1,0 +1,230 @@
+"""One sync of a source (a folder or a bucket prefix) into a collection: new files are
+enqueued, changed ones become new versions, vanished ones are deleted, unchanged ones cost a
+listing entry and no read.
+
+A file is unchanged when the live document of its key has, at its latest version, the same
+size and the same modification time (or ETag): its bytes are not read. Otherwise they are
+read, hashed and enqueued (operations/sources.py): equal bytes under a new time are
+`unchanged` too, and the time is recorded so the next sync reads nothing. A file is hashed
+from the bytes actually read, with the time the listing saw before the read, so one that
+changed while it was read is read again by the next sync.
+
+A cancel of the sync's import batch (`ingest cancel`) stops it at the next file
+(BatchWasCancelled), before any delete. Deletes come last and only from a complete
+listing: a listing that fails anywhere (ListingFailed) raises before anything is deleted,
+and an empty listing deletes nothing unless `allow_empty` (an unmounted share or a wrong
+prefix looks empty). Each enqueue and each delete is its own transaction, so an interrupted
+sync leaves whole files done and the next sync finishes the rest.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg.rows import DictRow
+from psycopg_pool import ConnectionPool
+
+from ingestion_pipeline.db.models import KnownSource
+from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.operations.enqueue import LazyBatch
+from ingestion_pipeline.operations.listing import Entry, Source, open_source
+from ingestion_pipeline.operations.sources import SourceRefused, enqueue_content
+
+PAGE = 500  # listing entries looked up per query, live keys read per page
+COUNTED = ("new", "changed", "unchanged", "deleted", "failed")
+
+
+@dataclass
+class SyncReport:
+    source: str
+    collection: str
+    dry_run: bool
+    batch_id: UUID | None = None
+    counts: Counter[str] = field(default_factory=Counter)
+    failures: list[tuple[str, str]] = field(default_factory=list)  # (key, reason)
+    changes: list[tuple[str, str]] = field(default_factory=list)  # (key, new|changed|deleted)
+    deletes_skipped: str | None = None  # why nothing was deleted, when deletes were due
+    bytes_read: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "collection": self.collection,
+            "dry_run": self.dry_run,
+            "batch_id": str(self.batch_id) if self.batch_id else None,
+            "counts": {name: self.counts[name] for name in COUNTED},
+            "bytes_read": self.bytes_read,
+            "deletes_skipped": self.deletes_skipped,
+            "failures": [{"source_key": key, "reason": reason} for key, reason in self.failures],
+            "changes": [{"source_key": key, "change": change} for key, change in self.changes],
+        }
+
+
+@dataclass(frozen=True)
+class SyncOptions:
+    collection: str
+    max_bytes: int
+    delete: bool = True
+    dry_run: bool = False
+    allow_empty: bool = False
+    max_attempts: int = 3
+    keep_versions: int = 1
+
+
+Pool = ConnectionPool[psycopg.Connection[DictRow]]
+
+
+def sync_source(
+    pool: Pool, url: str, options: SyncOptions, *, on_entry: Callable[[str], None] | None = None
+) -> SyncReport:
+    """One pass over `url` (ListingFailed when it cannot be listed whole: nothing deleted)."""
+    source = open_source(url)
+    report = SyncReport(source=url, collection=options.collection, dry_run=options.dry_run)
+    batch = LazyBatch(f"sync {url} {datetime.now(UTC):%Y-%m-%d %H:%M:%S}", {"sync": url})
+    listed: set[str] = set()
+    rpc = IngestionRpc(pool)
+    try:
+        for page in _pages(source.entries()):
+            known = rpc.known_sources(options.collection, [entry.key for entry in page])
+            for entry in page:
+                listed.add(entry.key)
+                _sync_entry(pool, entry, known.get(entry.key), batch, options, report)
+                if on_entry:
+                    on_entry(entry.key)
+    finally:
+        report.batch_id = batch.id
+        _finish_batch(rpc, report)
+    _delete_vanished(rpc, source, listed, options, report)
+    return report
+
+
+def _pages(entries: Iterator[Entry]) -> Iterator[list[Entry]]:
+    page: list[Entry] = []
+    for entry in entries:
+        page.append(entry)
+        if len(page) == PAGE:
+            yield page
+            page = []
+    if page:
+        yield page
+
+
+def _unchanged(entry: Entry, known: KnownSource) -> bool:
+    if known.byte_size != entry.size:
+        return False
+    if entry.etag is not None and known.source_etag is not None:
+        return entry.etag == known.source_etag
+    return entry.modified_at is not None and entry.modified_at == known.source_modified_at
+
+
+def _sync_entry(
+    pool: Pool, entry: Entry, known: KnownSource | None, batch: LazyBatch, options: SyncOptions, report: SyncReport
+) -> None:
+    if known is not None and _unchanged(entry, known):
+        report.counts["unchanged"] += 1
+        return
+    if entry.size > options.max_bytes:
+        _failed(report, entry.key, f"{entry.size} bytes is over the {options.max_bytes} limit (INGEST_MAX_FILE_BYTES)")
+        return
+    if options.dry_run:  # what it would do, from the listing alone (a changed time may hold the same bytes)
+        _counted(report, entry.key, "new" if known is None else "changed")
+        return
+    try:
+        content = entry.read(options.max_bytes + 1)
+    except OSError as exc:  # unreadable, or gone since it was listed
+        _failed(report, entry.key, exc.strerror or str(exc))
+        return
+    report.bytes_read += len(content)
+    if len(content) > options.max_bytes:
+        _failed(report, entry.key, f"it grew over the {options.max_bytes}-byte limit after it was listed")
+        return
+    _enqueue(pool, entry, content, batch, options, report)
+
+
+def _enqueue(
+    pool: Pool, entry: Entry, content: bytes, batch: LazyBatch, options: SyncOptions, report: SyncReport
+) -> None:
+    fresh = batch.id is None  # then the batch row is written in this file's transaction
+    try:
+        with pool.connection() as conn, conn.transaction():
+            done = enqueue_content(
+                conn,
+                content,
+                source_key=entry.key,
+                source_name=entry.name,
+                collection=options.collection,
+                batch_id=batch.id_in(conn),
+                max_attempts=options.max_attempts,
+                keep_versions=options.keep_versions,
+                source_modified_at=entry.modified_at,
+                source_etag=entry.etag,
+            )
+    except SourceRefused as exc:
+        if fresh:  # it went with the transaction
+            batch.id = None
+        _failed(report, entry.key, str(exc))
+        return
+    if done.outcome == "new":
+        _counted(report, entry.key, "new")
+    elif done.outcome == "new_version":
+        _counted(report, entry.key, "changed")
+    else:  # the same bytes under a new time: remember the time, so the next sync reads nothing
+        IngestionRpc(pool).touch_version_source(done.document_id, done.content_sha256, entry.modified_at, entry.etag)
+        report.counts["unchanged"] += 1
+
+
+def _delete_vanished(
+    rpc: IngestionRpc, source: Source, listed: set[str], options: SyncOptions, report: SyncReport
+) -> None:
+    if not options.delete:
+        return
+    vanished = list(_vanished(rpc, source, listed, options.collection))
+    if not vanished:
+        return
+    if not listed and not options.allow_empty:
+        report.deletes_skipped = (
+            f"the listing is empty: {len(vanished)} document(s) of the source kept (--allow-empty deletes them)"
+        )
+        return
+    for document_id, key in vanished:
+        if options.dry_run:
+            _counted(report, key, "deleted")
+            continue
+        result = rpc.delete_document(document_id)
+        if result.ok:
+            _counted(report, key, "deleted")
+        elif result.reason != "already_deleted":
+            _failed(report, key, f"not deleted: {result.reason}")
+
+
+def _vanished(rpc: IngestionRpc, source: Source, listed: set[str], collection: str) -> Iterator[tuple[UUID, str]]:
+    """The live documents under the source's prefix that the listing did not hold."""
+    after = ""
+    while True:
+        page = rpc.live_keys_under(collection, source.prefix, after=after, limit=PAGE)
+        if not page:
+            return
+        yield from ((live.document_id, live.source_key) for live in page if live.source_key not in listed)
+        after = page[-1].source_key
+
+
+def _finish_batch(rpc: IngestionRpc, report: SyncReport) -> None:
+    """A batch in which nothing was queued would never be finished by a job."""
+    if report.batch_id is not None and not (report.counts["new"] or report.counts["changed"]):
+        rpc.refresh_batch(report.batch_id)
+
+
+def _counted(report: SyncReport, key: str, change: str) -> None:
+    report.counts[change] += 1
+    report.changes.append((key, change))
+
+
+def _failed(report: SyncReport, key: str, reason: str) -> None:
+    report.counts["failed"] += 1
+    report.failures.append((key, reason))

@@ -1,0 +1,153 @@
+"""`ingest sync` of a local folder (issue 32): new, changed, unchanged and vanished files;
+no bytes read when nothing changed; deletes only from a complete, non-empty listing."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from ingestion_pipeline.cli import main as ingest
+from ingestion_pipeline.operations.listing import ListingFailed
+from ingestion_pipeline.operations.sync import SyncOptions, sync_source
+from ingestion_pipeline.worker import Worker
+
+
+def write(folder: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+
+
+@pytest.fixture
+def folder(tmp_path) -> Path:
+    root = tmp_path / "share"
+    write(
+        root,
+        {
+            "alpha.md": "# Alpha\n\nThe alpha heron waits by the reeds.\n",
+            "beta.txt": "The beta heron eats a silver fish.\n",
+            "deeper/gamma.md": "# Gamma\n\nThe gamma heron sleeps standing.\n",
+            ".hidden.txt": "never synced",
+        },
+    )
+    return root
+
+
+def sync(pool, folder, **options):
+    return sync_source(pool, str(folder), SyncOptions(collection="share", max_bytes=100_000, **options))
+
+
+def counts(report) -> dict[str, int]:
+    return {name: n for name, n in report.counts.items() if n}
+
+
+def found(db_url: str, capsys, words: str) -> list[str]:
+    capsys.readouterr()
+    assert ingest(["search", words, "--collection", "share", "--json", "--database-url", db_url]) == 0
+    return sorted(Path(hit["source_uri"]).name for hit in json.loads(capsys.readouterr().out))
+
+
+def test_a_folder_followed_through_new_changed_and_deleted_files(pool, settings, folder, db_url, capsys):
+    first = sync(pool, folder)
+    assert counts(first) == {"new": 3}
+    Worker(pool, settings).run(drain=True)
+    assert found(db_url, capsys, "heron") == ["alpha.md", "beta.txt", "gamma.md"]
+
+    again = sync(pool, folder)
+    assert counts(again) == {"unchanged": 3} and again.bytes_read == 0 and again.batch_id is None
+
+    (folder / "alpha.md").write_text("# Alpha\n\nThe alpha egret has flown to the sea.\n")
+    (folder / "beta.txt").unlink()
+    write(folder, {"delta.txt": "The delta heron is new here.\n"})
+    changed = sync(pool, folder)
+    assert counts(changed) == {"changed": 1, "deleted": 1, "new": 1, "unchanged": 1}
+    Worker(pool, settings).run(drain=True)
+    assert found(db_url, capsys, "heron") == ["delta.txt", "gamma.md"]  # beta gone, alpha's old text gone
+    assert found(db_url, capsys, "silver fish") == []
+    assert found(db_url, capsys, "egret") == ["alpha.md"]
+
+
+def test_a_folder_enqueued_before_syncs_without_reading_a_byte(pool, folder, db_url, capsys):
+    capsys.readouterr()
+    assert ingest(["enqueue", str(folder), "--collection", "share", "--database-url", db_url]) == 0
+    report = sync(pool, folder)
+    assert counts(report) == {"unchanged": 3} and report.bytes_read == 0
+
+
+def test_a_touched_file_is_read_once_then_not_again(pool, folder):
+    sync(pool, folder)
+    stat = (folder / "beta.txt").stat()
+    os.utime(folder / "beta.txt", (stat.st_atime, stat.st_mtime + 60))
+    touched = sync(pool, folder)
+    assert counts(touched) == {"unchanged": 3} and touched.bytes_read == (folder / "beta.txt").stat().st_size
+    assert sync(pool, folder).bytes_read == 0
+
+
+def test_dry_run_reads_and_writes_nothing(pool, conn, folder):
+    sync(pool, folder)
+    (folder / "beta.txt").unlink()
+    write(folder, {"new.txt": "new"})
+    before = conn.execute("select count(*) as n from ingestion_jobs").fetchone()["n"]
+    report = sync(pool, folder, dry_run=True)
+    assert sorted(report.changes) == [
+        ((folder / "beta.txt").as_uri(), "deleted"),
+        ((folder / "new.txt").as_uri(), "new"),
+    ]
+    assert report.bytes_read == 0
+    assert conn.execute("select count(*) as n from ingestion_jobs").fetchone()["n"] == before
+    assert conn.execute("select count(*) as n from documents where deleted_at is not null").fetchone()["n"] == 0
+
+
+def test_no_delete_and_an_empty_listing_delete_nothing(pool, conn, folder):
+    sync(pool, folder)
+    (folder / "beta.txt").unlink()
+    assert counts(sync(pool, folder, delete=False)) == {"unchanged": 2}
+
+    for path in [folder / "alpha.md", folder / "deeper" / "gamma.md"]:
+        path.unlink()
+    empty = sync(pool, folder)
+    assert counts(empty) == {} and "the listing is empty: 3 document(s)" in empty.deletes_skipped
+    assert conn.execute("select count(*) as n from documents where deleted_at is null").fetchone()["n"] == 3
+    assert counts(sync(pool, folder, allow_empty=True)) == {"deleted": 3}
+
+
+def test_a_listing_that_fails_part_way_deletes_nothing(pool, conn, folder, monkeypatch):
+    """A subfolder that cannot be read (as a permission error would, which root never meets)."""
+    sync(pool, folder)
+    (folder / "beta.txt").unlink()
+    real_scandir = os.scandir
+    blocked = str(folder / "deeper")
+
+    def scandir(path="."):
+        if os.fspath(path) == blocked:
+            raise PermissionError(13, "Permission denied", blocked)
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    with pytest.raises(ListingFailed, match=r"listing .*deeper failed: Permission denied"):
+        sync(pool, folder)
+    assert conn.execute("select count(*) as n from documents where deleted_at is not null").fetchone()["n"] == 0
+
+
+def test_a_missing_source_is_refused_in_one_line(db_url, tmp_path, capsys):
+    capsys.readouterr()
+    assert ingest(["sync", str(tmp_path / "nowhere"), "--database-url", db_url]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("ingest: error:") and "no such folder" in err and len(err.splitlines()) == 1
+
+
+def test_files_over_the_limit_fail_alone(pool, folder):
+    write(folder, {"big.txt": "x" * 200_000})
+    report = sync(pool, folder)
+    assert counts(report) == {"new": 3, "failed": 1}
+    assert report.failures[0][0].endswith("big.txt") and "over the 100000 limit" in report.failures[0][1]
+
+
+def test_the_cli_prints_the_counts(db_url, folder, capsys):
+    capsys.readouterr()
+    assert ingest(["sync", str(folder), "--collection", "share", "--database-url", db_url]) == 0
+    out = capsys.readouterr().out
+    assert "new  changed  unchanged  deleted  failed" in out and "collection 'share'" in out
