@@ -119,23 +119,38 @@ def _fs_entries(fs: Any, protocol: str, root: str, url: str) -> Iterator[Entry]:
     try:
         if not fs.isdir(root):
             raise ListingFailed(f"{url}: no such folder or prefix")
-        for folder, _dirs, files in fs.walk(root, detail=True, on_error="raise"):
-            for name, info in sorted(files.items()):
-                if info.get("type", "file") != "file":
-                    continue
-                path = info.get("name") or f"{folder}/{name}"
-                yield Entry(
-                    key=f"{protocol}://{path}",
-                    name=path.rsplit("/", 1)[-1],
-                    size=int(info.get("size") or 0),
-                    modified_at=_modified_at(info),
-                    etag=_etag(info),
-                    read=_fs_reader(fs, path),
-                )
+        for info in _walk(fs, root):
+            path = info["name"]
+            yield Entry(
+                key=f"{protocol}://{path}",
+                name=path.rsplit("/", 1)[-1],
+                size=int(info.get("size") or 0),
+                modified_at=_modified_at(info),
+                etag=_etag(info),
+                read=_fs_reader(fs, path),
+            )
     except ListingFailed:
         raise
     except Exception as exc:  # noqa: BLE001  (each filesystem raises its own: HTTP errors, permissions, timeouts)
         raise ListingFailed(f"listing {url} failed: {_first_line(exc)}") from None
+
+
+def _walk(fs: Any, root: str) -> Iterator[dict[str, Any]]:
+    """Every file below `root`, a folder (one listing) at a time. Not fs.walk: fsspec's
+    asynchronous walk (s3fs, gcsfs, adlfs) does not pass `on_error="raise"` down to
+    subfolders (fsspec 2026.9), so a subfolder it may not list would look empty, and a sync
+    would delete its documents. Here every listing's error is raised."""
+    folders = [root]
+    while folders:
+        folder = folders.pop()
+        listing = sorted(fs.ls(folder, detail=True, refresh=True), key=lambda info: info["name"])
+        for info in listing:
+            name = info["name"].rstrip("/")
+            if info.get("type") == "directory":
+                if name != folder:
+                    folders.append(name)
+            elif name != folder:  # (listing a file's path answers the file itself)
+                yield {**info, "name": name}
 
 
 def _modified_at(info: dict[str, Any]) -> datetime | None:

@@ -1,0 +1,118 @@
+"""`ingest sync s3://…` through s3fs against a local S3 API over real HTTP (moto's server,
+behind a proxy that injects listing faults: tests/s3server.py). The same path as a folder:
+new, changed and deleted objects followed; an unchanged object is not read (its ETag and
+size match); a listing that fails part-way or is denied deletes nothing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import fsspec
+import pytest
+
+from ingestion_pipeline.cli import main as ingest
+from ingestion_pipeline.operations.listing import ListingFailed
+from ingestion_pipeline.operations.sync import SyncOptions, sync_source
+from ingestion_pipeline.worker import Worker
+from tests.s3server import S3Server, s3_server
+
+BUCKET = "docs-bucket"
+SOURCE = f"s3://{BUCKET}/team"
+
+
+@pytest.fixture
+def s3(monkeypatch) -> Iterator[S3Server]:
+    with s3_server() as server:
+        for name, value in server.env().items():
+            monkeypatch.setenv(name, value)
+        yield server
+
+
+@pytest.fixture
+def bucket(s3):
+    fs = fsspec.filesystem("s3", skip_instance_cache=True, use_listings_cache=False)
+    fs.mkdir(BUCKET)
+    put(fs, "alpha.md", "# Alpha\n\nThe alpha heron waits by the reeds.\n")
+    put(fs, "beta.txt", "The beta heron eats a silver fish.\n")
+    put(fs, "deeper/gamma.md", "# Gamma\n\nThe gamma heron sleeps standing.\n")
+    return fs
+
+
+def put(fs, name: str, text: str) -> None:
+    fs.pipe(f"{BUCKET}/team/{name}", text.encode())
+
+
+def sync(pool, **options):
+    return sync_source(pool, SOURCE, SyncOptions(collection="bucket", max_bytes=100_000, **options))
+
+
+def counts(report) -> dict[str, int]:
+    return {name: n for name, n in report.counts.items() if n}
+
+
+def found(db_url: str, capsys, words: str) -> list[str]:
+    capsys.readouterr()
+    assert ingest(["search", words, "--collection", "bucket", "--json", "--database-url", db_url]) == 0
+    return sorted(hit["source_uri"].removeprefix(SOURCE + "/") for hit in json.loads(capsys.readouterr().out))
+
+
+def deleted(conn) -> int:
+    return conn.execute("select count(*) as n from documents where deleted_at is not null").fetchone()["n"]
+
+
+def test_a_bucket_prefix_followed_through_new_changed_and_deleted_objects(pool, settings, bucket, db_url, capsys):
+    assert counts(sync(pool)) == {"new": 3}
+    Worker(pool, settings).run(drain=True)
+    assert found(db_url, capsys, "heron") == ["alpha.md", "beta.txt", "deeper/gamma.md"]
+
+    again = sync(pool)
+    assert counts(again) == {"unchanged": 3} and again.bytes_read == 0
+
+    put(bucket, "alpha.md", "# Alpha\n\nThe alpha egret has flown to the sea.\n")
+    bucket.rm(f"{BUCKET}/team/beta.txt")
+    put(bucket, "delta.txt", "The delta heron is new here.\n")
+    assert counts(sync(pool)) == {"changed": 1, "deleted": 1, "new": 1, "unchanged": 1}
+    Worker(pool, settings).run(drain=True)
+    assert found(db_url, capsys, "heron") == ["deeper/gamma.md", "delta.txt"]
+    assert found(db_url, capsys, "silver fish") == []
+    assert found(db_url, capsys, "egret") == ["alpha.md"]
+
+
+def test_a_server_error_mid_listing_deletes_nothing(pool, conn, bucket, s3):
+    sync(pool)
+    bucket.rm(f"{BUCKET}/team/beta.txt")
+    s3.faults.listings_before_failure = 1  # the prefix itself lists; its subfolder answers 500
+    with pytest.raises(ListingFailed, match=f"listing {SOURCE} failed"):
+        sync(pool)
+    assert deleted(conn) == 0
+    s3.faults.clear()
+    assert counts(sync(pool)) == {"unchanged": 2, "deleted": 1}
+
+
+def test_throttling_mid_listing_deletes_nothing(pool, conn, bucket, s3):
+    sync(pool)
+    bucket.rm(f"{BUCKET}/team/beta.txt")
+    s3.faults.listings_before_failure, s3.faults.failure_status = 1, 503
+    with pytest.raises(ListingFailed):
+        sync(pool)
+    assert deleted(conn) == 0
+
+
+def test_a_denied_subfolder_deletes_nothing_and_says_where(pool, conn, bucket, s3, db_url, capsys):
+    sync(pool)
+    bucket.rm(f"{BUCKET}/team/beta.txt")
+    s3.faults.denied_prefix = "team/deeper"
+    capsys.readouterr()
+    assert ingest(["sync", SOURCE, "--collection", "bucket", "--database-url", db_url]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"ingest: error: listing {SOURCE} failed") and len(err.splitlines()) == 1, err
+    assert deleted(conn) == 0
+
+
+def test_an_empty_prefix_deletes_nothing_without_allow_empty(pool, conn, bucket):
+    sync(pool)
+    bucket.rm(f"{BUCKET}/team", recursive=True)
+    with pytest.raises(ListingFailed, match="no such folder or prefix"):
+        sync(pool)  # the prefix holds nothing at all: S3 has no empty folders
+    assert deleted(conn) == 0
