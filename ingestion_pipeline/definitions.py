@@ -14,6 +14,7 @@ from ingestion_pipeline.orchestration.lifecycle import LIFECYCLE_JOBS
 from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
 from ingestion_pipeline.orchestration.schedules import janitor_schedule
 from ingestion_pipeline.orchestration.sensors import batch_status_sensor, failed_drain_run_sensor, import_batch_sensor
+from ingestion_pipeline.orchestration.sources import source_sync, sync_source_job, sync_source_sensor
 
 
 def make_definitions(
@@ -21,10 +22,10 @@ def make_definitions(
 ) -> dg.Definitions:
     """The location's definitions; `ingest demo` and the tests bind their own resources."""
     return dg.Definitions(
-        assets=[document_index],
+        assets=[document_index, source_sync],
         asset_checks=[document_index_checks],
-        jobs=[ingest_documents, check_document_index, refresh_batch_status, janitor, *LIFECYCLE_JOBS],
-        sensors=[import_batch_sensor, batch_status_sensor, failed_drain_run_sensor],
+        jobs=[ingest_documents, check_document_index, refresh_batch_status, janitor, sync_source_job, *LIFECYCLE_JOBS],
+        sensors=[import_batch_sensor, batch_status_sensor, failed_drain_run_sensor, sync_source_sensor],
         schedules=[janitor_schedule],
         resources={
             "database": database or DatabaseResource(),

@@ -69,6 +69,35 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.begin_source_sync(p_name text, p_holder text, p_lease_seconds integer DEFAULT 600) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_source public.sync_sources%rowtype;
+begin
+    if p_holder is null or btrim(p_holder) = '' or p_lease_seconds is null or p_lease_seconds < 1 then
+        raise exception 'begin_source_sync: p_holder and p_lease_seconds (>= 1) are required' using errcode = '22023';
+    end if;
+    select * into v_source from public.sync_sources where name = p_name for no key update;
+    if not found then
+        return jsonb_build_object('ok', false, 'reason', 'not_found', 'name', p_name);
+    end if;
+    if v_source.sync_expires_at > now() then
+        return jsonb_build_object('ok', false, 'reason', 'sync_in_progress', 'name', p_name,
+                                  'holder', v_source.sync_holder, 'expires_at', v_source.sync_expires_at);
+    end if;
+    update public.sync_sources
+       set sync_token = sync_token + 1, sync_holder = p_holder,
+           sync_expires_at = now() + make_interval(secs => p_lease_seconds), last_started_at = now()
+     where name = p_name
+    returning * into v_source;
+    return jsonb_build_object('ok', true, 'name', p_name, 'token', v_source.sync_token, 'url', v_source.url,
+                              'collection', v_source.collection, 'delete_vanished', v_source.delete_vanished,
+                              'expires_at', v_source.sync_expires_at);
+end;
+$$;
+
 CREATE FUNCTION public.cancel_import_batch(p_batch_id uuid) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1176,6 +1205,23 @@ CREATE FUNCTION public.fence_refusal(p_job public.ingestion_jobs, p_job_id uuid,
     end;
 $$;
 
+CREATE FUNCTION public.finish_source_sync(p_name text, p_token bigint, p_succeeded boolean, p_counts jsonb DEFAULT NULL::jsonb, p_error text DEFAULT NULL::text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    update public.sync_sources
+       set sync_holder = null, sync_expires_at = null, last_finished_at = now(),
+           last_status = case when p_succeeded then 'succeeded' else 'failed' end,
+           last_counts = p_counts, last_error = p_error
+     where name = p_name and sync_token = p_token and sync_holder is not null;
+    if not found then
+        return jsonb_build_object('ok', false, 'reason', 'lease_lost', 'name', p_name);
+    end if;
+    return jsonb_build_object('ok', true, 'name', p_name);
+end;
+$$;
+
 CREATE FUNCTION public.generation_refusal(p_job_id uuid, p_document_id uuid, p_generation_id uuid) RETURNS jsonb
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1670,6 +1716,58 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.register_sync_source(p_name text, p_url text, p_collection text DEFAULT 'default'::text, p_every_minutes integer DEFAULT NULL::integer, p_delete_vanished boolean DEFAULT true) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    insert into public.sync_sources (name, url, collection, every_minutes, delete_vanished)
+    values (p_name, p_url, coalesce(p_collection, 'default'), p_every_minutes, coalesce(p_delete_vanished, true))
+    on conflict (name) do nothing;
+    if not found then
+        return jsonb_build_object('ok', false, 'reason', 'source_exists', 'name', p_name);
+    end if;
+    return jsonb_build_object('ok', true, 'name', p_name);
+exception when check_violation then
+    return jsonb_build_object('ok', false, 'reason', 'invalid', 'name', p_name, 'detail', sqlerrm);
+end;
+$$;
+
+CREATE FUNCTION public.remove_sync_source(p_name text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_holder text;
+begin
+    delete from public.sync_sources where name = p_name
+    returning case when sync_expires_at > now() then sync_holder end into v_holder;
+    if not found then
+        return jsonb_build_object('ok', false, 'reason', 'not_found', 'name', p_name);
+    end if;
+    return jsonb_build_object('ok', true, 'name', p_name, 'sync_in_progress', v_holder is not null,
+                              'holder', v_holder);
+end;
+$$;
+
+CREATE FUNCTION public.renew_source_sync(p_name text, p_token bigint, p_lease_seconds integer DEFAULT 600) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_expires timestamptz;
+begin
+    update public.sync_sources
+       set sync_expires_at = now() + make_interval(secs => p_lease_seconds)
+     where name = p_name and sync_token = p_token and sync_holder is not null
+    returning sync_expires_at into v_expires;
+    if not found then
+        return jsonb_build_object('ok', false, 'reason', 'lease_lost', 'name', p_name);
+    end if;
+    return jsonb_build_object('ok', true, 'name', p_name, 'expires_at', v_expires);
+end;
+$$;
+
 CREATE FUNCTION public.require_ack_items(p_function text, p_items jsonb) RETURNS void
     LANGUAGE plpgsql IMMUTABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2092,6 +2190,28 @@ ALTER TABLE public.ingestion_job_stages ALTER COLUMN id ADD GENERATED ALWAYS AS 
     CACHE 1
 );
 
+CREATE TABLE public.sync_sources (
+    name text NOT NULL,
+    url text NOT NULL,
+    collection text DEFAULT 'default'::text NOT NULL,
+    every_minutes integer,
+    delete_vanished boolean DEFAULT true NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    sync_token bigint DEFAULT 0 NOT NULL,
+    sync_holder text,
+    sync_expires_at timestamp with time zone,
+    last_started_at timestamp with time zone,
+    last_finished_at timestamp with time zone,
+    last_status text,
+    last_counts jsonb,
+    last_error text,
+    CONSTRAINT sync_sources_collection_check CHECK ((collection <> ''::text)),
+    CONSTRAINT sync_sources_every_check CHECK (((every_minutes IS NULL) OR (every_minutes >= 1))),
+    CONSTRAINT sync_sources_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$'::text)),
+    CONSTRAINT sync_sources_status_check CHECK (((last_status IS NULL) OR (last_status = ANY (ARRAY['succeeded'::text, 'failed'::text])))),
+    CONSTRAINT sync_sources_url_check CHECK ((url <> ''::text))
+);
+
 ALTER TABLE ONLY public.document_chunks
     ADD CONSTRAINT document_chunks_pkey PRIMARY KEY (document_id, index_generation_id, ordinal);
 
@@ -2127,6 +2247,9 @@ ALTER TABLE ONLY public.ingestion_job_stages
 
 ALTER TABLE ONLY public.ingestion_jobs
     ADD CONSTRAINT ingestion_jobs_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.sync_sources
+    ADD CONSTRAINT sync_sources_pkey PRIMARY KEY (name);
 
 CREATE INDEX document_chunks_content_tsv ON public.document_chunks USING gin (content_tsv);
 
@@ -2227,6 +2350,9 @@ REVOKE ALL ON FUNCTION public.apply_generation_commit(p_document_id uuid, p_gene
 REVOKE ALL ON FUNCTION public.begin_document_index_generation(p_job_id uuid, p_document_id uuid, p_worker_id text, p_lease_token bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.begin_document_index_generation(p_job_id uuid, p_document_id uuid, p_worker_id text, p_lease_token bigint) TO ingestion_worker;
 
+REVOKE ALL ON FUNCTION public.begin_source_sync(p_name text, p_holder text, p_lease_seconds integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.begin_source_sync(p_name text, p_holder text, p_lease_seconds integer) TO ingestion_worker;
+
 REVOKE ALL ON FUNCTION public.cancel_import_batch(p_batch_id uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.cancel_import_batch(p_batch_id uuid) TO ingestion_worker;
 
@@ -2291,6 +2417,9 @@ GRANT SELECT ON TABLE public.ingestion_jobs TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.fence_refusal(p_job public.ingestion_jobs, p_job_id uuid, p_document_id uuid, p_worker_id text, p_lease_token bigint) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION public.finish_source_sync(p_name text, p_token bigint, p_succeeded boolean, p_counts jsonb, p_error text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.finish_source_sync(p_name text, p_token bigint, p_succeeded boolean, p_counts jsonb, p_error text) TO ingestion_worker;
+
 REVOKE ALL ON FUNCTION public.generation_refusal(p_job_id uuid, p_document_id uuid, p_generation_id uuid) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.heartbeat_ingestion_job(p_job_id uuid, p_worker_id text, p_progress integer, p_stage text, p_lease_token bigint) FROM PUBLIC;
@@ -2346,6 +2475,15 @@ GRANT ALL ON FUNCTION public.refresh_stuck_import_batches(p_limit integer) TO in
 
 REVOKE ALL ON FUNCTION public.refuse_cancelled_batch(p_batch_id uuid) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION public.register_sync_source(p_name text, p_url text, p_collection text, p_every_minutes integer, p_delete_vanished boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.register_sync_source(p_name text, p_url text, p_collection text, p_every_minutes integer, p_delete_vanished boolean) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.remove_sync_source(p_name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.remove_sync_source(p_name text) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.renew_source_sync(p_name text, p_token bigint, p_lease_seconds integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.renew_source_sync(p_name text, p_token bigint, p_lease_seconds integer) TO ingestion_worker;
+
 REVOKE ALL ON FUNCTION public.require_ack_items(p_function text, p_items jsonb) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.require_failed_document_status(p_function text, p_status text) FROM PUBLIC;
@@ -2385,3 +2523,5 @@ GRANT SELECT ON TABLE public.document_versions TO ingestion_worker;
 GRANT SELECT ON TABLE public.index_generations TO ingestion_worker;
 
 GRANT SELECT ON TABLE public.ingestion_job_stages TO ingestion_worker;
+
+GRANT SELECT ON TABLE public.sync_sources TO ingestion_worker;

@@ -17,6 +17,7 @@ from ingestion_pipeline.cli import (
     reindex,
     search,
     show,
+    sources,
     sync,
     work,
 )
@@ -28,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ingest", description="Document ingestion on PostgreSQL.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what the worker does")
     commands = parser.add_subparsers(dest="command", required=True)
-    for module in (db, documents, sync, show, search, lifecycle, reindex, work, operations, dagster_ui):
+    for module in (db, documents, sync, sources, show, search, lifecycle, reindex, work, operations, dagster_ui):
         module.register(commands)
     return parser
 

@@ -3,7 +3,7 @@
 `query(name)` looks the name up in the application's query files: queries.sql (migrator,
 documents), search.sql (lexical search), vector_search.sql (vector search and its index)
 and one file per part of the RPC client (leases, generations, acks, batches, documents,
-lifecycle).
+lifecycle, sources).
 A name defined twice, in one file or across them, is an error.
 """
 
@@ -25,6 +25,7 @@ QUERY_FILES = (
     "batches.sql",
     "documents.sql",
     "lifecycle.sql",
+    "sources.sql",
 )
 
 

@@ -81,9 +81,17 @@ Pool = ConnectionPool[psycopg.Connection[DictRow]]
 
 
 def sync_source(
-    pool: Pool, url: str, options: SyncOptions, *, on_entry: Callable[[str], None] | None = None
+    pool: Pool,
+    url: str,
+    options: SyncOptions,
+    *,
+    on_entry: Callable[[str], None] | None = None,
+    keep_lease: Callable[[bool], None] | None = None,
 ) -> SyncReport:
-    """One pass over `url` (ListingFailed when it cannot be listed whole: nothing deleted)."""
+    """One pass over `url` (ListingFailed when it cannot be listed whole: nothing deleted).
+    `keep_lease`, when the sync holds its source's lease, is called between pages of the
+    listing (it may renew) and before the deletes (`keep_lease(True)`: it must); it raises
+    when the lease was lost."""
     source = open_source(url)
     report = SyncReport(source=url, collection=options.collection, dry_run=options.dry_run)
     batch = LazyBatch(f"sync {url} {datetime.now(UTC):%Y-%m-%d %H:%M:%S}", {"sync": url})
@@ -91,6 +99,8 @@ def sync_source(
     rpc = IngestionRpc(pool)
     try:
         for page in _pages(source.entries()):
+            if keep_lease:
+                keep_lease(False)
             known = rpc.known_sources(options.collection, [entry.key for entry in page])
             for entry in page:
                 listed.add(entry.key)
@@ -100,6 +110,8 @@ def sync_source(
     finally:
         report.batch_id = batch.id
         _finish_batch(rpc, report)
+    if keep_lease and options.delete:
+        keep_lease(True)
     _delete_vanished(rpc, source, listed, options, report)
     return report
 

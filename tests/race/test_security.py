@@ -55,6 +55,12 @@ WORKER_RPCS = {
     "document_history",
     # the janitor's pass over older versions' kept bytes (20261202000300)
     "cleanup_kept_version_bytes",
+    # registered sources and the lease of their syncs (20261202000400)
+    "register_sync_source",
+    "remove_sync_source",
+    "begin_source_sync",
+    "renew_source_sync",
+    "finish_source_sync",
 }
 # Internal helpers (called by the RPCs or the trigger as their owner): granted to no one.
 INTERNAL = {
@@ -103,6 +109,7 @@ WORKER_RELATION_PRIVILEGES = {
     "document_sources": {"SELECT"},
     "document_versions": {"SELECT"},
     "document_version_sources": {"SELECT"},
+    "sync_sources": {"SELECT"},
     "import_batches": {"SELECT"},
     "ingestion_jobs": {"SELECT"},
     "index_generations": {"SELECT"},

@@ -5,7 +5,8 @@ its own (db/sql/<part>.sql; queries.sql holds the reads that are not RPCs): leas
 heartbeats, expiry), generations (begin, commit, stage log, cleanup), acks (complete, fail
 or retry, one or many), batches (enqueue a document, the counters' repair path, sensor,
 status and health views), documents (a source's bytes by key, a document's versions) and
-lifecycle (delete a document, cancel a batch, retry failed jobs). rpc/base.py holds the
+lifecycle (delete a document, cancel a batch, retry failed jobs) and sources (registered
+sources, the lease of a sync). rpc/base.py holds the
 plumbing and the schema check (db/schema_level.py: the two schemas the client speaks).
 """
 
@@ -14,9 +15,10 @@ from ingestion_pipeline.db.rpc.batches import BatchRpc
 from ingestion_pipeline.db.rpc.documents import DocumentRpc
 from ingestion_pipeline.db.rpc.leases import LeaseRpc
 from ingestion_pipeline.db.rpc.lifecycle import LifecycleRpc
+from ingestion_pipeline.db.rpc.sources import SourceRpc
 
 
-class IngestionRpc(LeaseRpc, AckRpc, BatchRpc, DocumentRpc, LifecycleRpc):
+class IngestionRpc(LeaseRpc, AckRpc, BatchRpc, DocumentRpc, LifecycleRpc, SourceRpc):
     """Every RPC of the state machine, on a connection pool or on one connection."""
 
 

@@ -1,0 +1,136 @@
+"""`ingest source add|list|remove|sync`: registered sources, shared by every machine and by
+Dagster (rows in the database), and one sync of one of them under its lease."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from tqdm import tqdm
+
+from ingestion_pipeline.cli.common import (
+    EXIT_NOTHING_DONE,
+    add_collection,
+    add_database_url,
+    positive_int,
+    print_json,
+)
+from ingestion_pipeline.cli.sync import print_report
+from ingestion_pipeline.cli.tables import render_table
+from ingestion_pipeline.db.ready import migrated_pool
+from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.operations.source_sync import sync_registered
+from ingestion_pipeline.settings import Settings
+
+if TYPE_CHECKING:
+    from ingestion_pipeline.cli.common import Commands
+
+
+def register(commands: Commands) -> None:
+    source = commands.add_parser("source", help="registered folders and buckets, synced on a schedule")
+    actions = source.add_subparsers(dest="source_command", required=True)
+
+    add = actions.add_parser("add", help="register a source (Dagster syncs it every --every minutes)")
+    add.add_argument("name", metavar="NAME", help="letters, digits, . _ - (at most 63)")
+    add.add_argument("url", metavar="URL", help="a folder or a URL (s3://bucket/prefix, file:///…)")
+    add_collection(add)
+    add.add_argument("--every", type=positive_int, metavar="MINUTES", help="sync interval (default: on demand only)")
+    add.add_argument("--no-delete", dest="delete", action="store_false", help="its syncs never delete documents")
+    add.set_defaults(handler=cmd_add)
+
+    listing = actions.add_parser("list", help="registered sources and their last sync")
+    listing.set_defaults(handler=cmd_list)
+
+    remove = actions.add_parser("remove", help="forget a source (its documents stay; `ingest delete` removes them)")
+    remove.add_argument("name", metavar="NAME")
+    remove.set_defaults(handler=cmd_remove)
+
+    sync = actions.add_parser("sync", help="sync a registered source now (refused while another sync holds it)")
+    sync.add_argument("name", metavar="NAME")
+    sync.add_argument("--dry-run", action="store_true", help="say what would change; read and write nothing")
+    sync.set_defaults(handler=cmd_sync)
+
+    for sub in (add, listing, remove, sync):
+        sub.add_argument("--json", action="store_true", help="machine-readable output")
+        add_database_url(sub)
+
+
+def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
+    # a local folder is registered by its absolute path, as its files' keys are made
+    url = args.url if "://" in args.url else os.path.abspath(args.url)
+    with migrated_pool(settings) as pool:
+        result = IngestionRpc(pool).register_source(
+            args.name, url, collection=args.collection, every_minutes=args.every, delete_vanished=args.delete
+        )
+    if args.json:
+        print_json(result.model_dump(mode="json", exclude={"fenced"}))
+    elif result.ok:
+        every = f", every {args.every} min" if args.every else ", on demand"
+        print(f"source {args.name}: {url} -> collection {args.collection!r}{every}")
+    if not result.ok and not args.json:
+        detail = getattr(result, "detail", None)
+        words = "a source of this name exists" if result.reason == "source_exists" else f"invalid: {detail}"
+        raise IngestError(f"source {args.name!r} not added: {words}")
+    return 0 if result.ok else EXIT_NOTHING_DONE
+
+
+def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
+    with migrated_pool(settings) as pool:
+        sources = IngestionRpc(pool).sync_sources()
+    if args.json:
+        print_json([source.model_dump(mode="json") for source in sources])
+        return 0
+    if not sources:
+        print("no registered source (ingest source add NAME URL)")
+        return 0
+    rows = [
+        (
+            s.name,
+            s.url,
+            s.collection,
+            s.every_minutes or "",
+            "yes" if s.delete_vanished else "no",
+            "syncing" if s.syncing else (s.last_status or "never synced"),
+            f"{s.last_started_at:%Y-%m-%d %H:%M}" if s.last_started_at else "",
+            ", ".join(f"{k} {v}" for k, v in (s.last_counts or {}).items() if v) or s.last_error or "",
+        )
+        for s in sources
+    ]
+    headers = ["name", "url", "collection", "every (min)", "deletes", "last sync", "started", "counts or error"]
+    print(render_table(headers, rows))
+    return 0
+
+
+def cmd_remove(args: argparse.Namespace, settings: Settings) -> int:
+    with migrated_pool(settings) as pool:
+        result = IngestionRpc(pool).remove_source(args.name)
+    if args.json:
+        print_json(result.model_dump(mode="json", exclude={"fenced"}))
+    elif result.ok:
+        print(f"source {args.name} removed; its documents stay indexed")
+    else:
+        print(f"no registered source {args.name!r}")
+    return 0 if result.ok else EXIT_NOTHING_DONE
+
+
+def cmd_sync(args: argparse.Namespace, settings: Settings) -> int:
+    with migrated_pool(settings) as pool:
+        progress = tqdm(unit="file", desc="sync", disable=args.json or not sys.stderr.isatty(), file=sys.stderr)
+        with progress:
+            report = sync_registered(
+                pool,
+                args.name,
+                max_bytes=settings.max_file_bytes,
+                max_attempts=settings.max_attempts,
+                keep_versions=settings.keep_versions,
+                dry_run=args.dry_run,
+                on_entry=lambda _: progress.update(),
+            )
+    if args.json:
+        print_json(report.as_dict())
+    else:
+        print_report(report)
+    return 0

@@ -1,0 +1,102 @@
+"""A sync of a registered source: under the source's lease, so two syncs of one source never
+interleave (the second is refused with the first one's holder), and its outcome recorded on
+the source (`ingest source list`, Dagster's metadata). The lease is renewed between pages of
+the listing and checked once more before the deletes: a sync that lost it (stalled past its
+lease while another sync took the source) stops before deleting anything."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable
+
+from ingestion_pipeline.db.models import SyncSource
+from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.operations.sync import COUNTED, Pool, SyncOptions, SyncReport, sync_source
+
+RENEW_EVERY_SECONDS = 30.0
+
+
+class SyncRefused(IngestError):
+    """The source is unknown, or another sync holds it (nothing was done)."""
+
+
+class SyncLeaseLost(IngestError):
+    """Another sync took the source while this one ran: it stopped, deleting nothing more."""
+
+
+def sync_holder() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def find_source(rpc: IngestionRpc, name: str) -> SyncSource:
+    for source in rpc.sync_sources():
+        if source.name == name:
+            return source
+    raise SyncRefused(f"no registered source {name!r} (ingest source list)")
+
+
+def sync_registered(
+    pool: Pool,
+    name: str,
+    *,
+    max_bytes: int,
+    max_attempts: int = 3,
+    keep_versions: int = 1,
+    dry_run: bool = False,
+    holder: str | None = None,
+    on_entry: Callable[[str], None] | None = None,
+) -> SyncReport:
+    """One sync of the registered source `name`. A dry run reads and writes nothing, so it
+    takes no lease and records nothing."""
+    rpc = IngestionRpc(pool)
+    if dry_run:
+        source = find_source(rpc, name)
+        options = SyncOptions(source.collection, max_bytes, source.delete_vanished, True, False, max_attempts)
+        return sync_source(pool, source.url, options, on_entry=on_entry)
+    lease = rpc.begin_source_sync(name, holder or sync_holder())
+    if not lease.ok or lease.token is None or lease.url is None or lease.collection is None:
+        if lease.reason == "sync_in_progress":
+            raise SyncRefused(
+                f"source {name!r} is being synced by {lease.holder} (its lease runs to {lease.expires_at})"
+            )
+        raise SyncRefused(f"no registered source {name!r} (ingest source list)")
+    token = lease.token
+    options = SyncOptions(
+        collection=lease.collection,
+        max_bytes=max_bytes,
+        delete=lease.delete_vanished,
+        max_attempts=max_attempts,
+        keep_versions=keep_versions,
+    )
+    try:
+        report = sync_source(pool, lease.url, options, on_entry=on_entry, keep_lease=_keeper(rpc, name, token))
+    except BaseException as exc:
+        rpc.finish_source_sync(name, token, succeeded=False, error=_first_line(exc))
+        raise
+    counts = {change: report.counts[change] for change in COUNTED}
+    rpc.finish_source_sync(name, token, succeeded=True, counts=counts)
+    return report
+
+
+def _keeper(rpc: IngestionRpc, name: str, token: int) -> Callable[[bool], None]:
+    """Renews the lease when RENEW_EVERY_SECONDS have passed, and always before deletes."""
+    renewed = time.monotonic()
+
+    def keep(before_deletes: bool) -> None:
+        nonlocal renewed
+        if not before_deletes and time.monotonic() - renewed < RENEW_EVERY_SECONDS:
+            return
+        if not rpc.renew_source_sync(name, token).ok:
+            raise SyncLeaseLost(f"source {name!r} was taken by another sync: this one stopped before its deletes")
+        renewed = time.monotonic()
+
+    return keep
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else "") or type(exc).__name__

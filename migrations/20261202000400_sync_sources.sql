@@ -1,0 +1,164 @@
+-- Registered sources (issue 32; docs/state-machine.md, "Sources"): folders and buckets that
+-- `ingest source sync NAME` and Dagster's schedule mirror into a collection. Rows in the
+-- database, so every machine and Dagster see the same set.
+--
+-- One sync of a source at a time: a sync holds the source's lease (sync_token, +1 at every
+-- begin, never reset; sync_expires_at, extended while it runs). A second sync is refused
+-- while the lease is live (`sync_in_progress`, with its holder and deadline), and a sync
+-- whose lease was taken over is refused at its next renewal, before its deletes
+-- (`lease_lost`), and when it reports its outcome. What the sync enqueues and deletes goes
+-- through the document RPCs, each atomic on its own.
+
+create table public.sync_sources (
+    name text primary key,
+    url text not null,
+    collection text not null default 'default',
+    every_minutes integer,
+    delete_vanished boolean not null default true,
+    created_at timestamptz not null default now(),
+    sync_token bigint not null default 0,
+    sync_holder text,
+    sync_expires_at timestamptz,
+    last_started_at timestamptz,
+    last_finished_at timestamptz,
+    last_status text,
+    last_counts jsonb,
+    last_error text,
+    constraint sync_sources_name_check check (name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$'),
+    constraint sync_sources_url_check check (url <> ''),
+    constraint sync_sources_collection_check check (collection <> ''),
+    constraint sync_sources_every_check check (every_minutes is null or every_minutes >= 1),
+    constraint sync_sources_status_check check (last_status is null or last_status in ('succeeded', 'failed'))
+);
+revoke all on table public.sync_sources from public;
+grant select on table public.sync_sources to ingestion_worker;
+do $$
+declare
+    v_role text;
+begin
+    foreach v_role in array array['anon', 'authenticated'] loop
+        if exists (select 1 from pg_roles where rolname = v_role) then
+            execute format('revoke all on table public.sync_sources from %I', v_role);
+        end if;
+    end loop;
+end;
+$$;
+
+create function public.register_sync_source(p_name text, p_url text, p_collection text default 'default',
+                                            p_every_minutes integer default null,
+                                            p_delete_vanished boolean default true)
+returns jsonb
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    insert into public.sync_sources (name, url, collection, every_minutes, delete_vanished)
+    values (p_name, p_url, coalesce(p_collection, 'default'), p_every_minutes, coalesce(p_delete_vanished, true))
+    on conflict (name) do nothing;
+    if not found then
+        return jsonb_build_object('ok', false, 'reason', 'source_exists', 'name', p_name);
+    end if;
+    return jsonb_build_object('ok', true, 'name', p_name);
+exception when check_violation then
+    return jsonb_build_object('ok', false, 'reason', 'invalid', 'name', p_name, 'detail', sqlerrm);
+end;
+$$;
+
+-- A sync in progress keeps going to its end: its outcome is then refused (`not_found`).
+create function public.remove_sync_source(p_name text)
+returns jsonb
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    v_holder text;
+begin
+    delete from public.sync_sources where name = p_name
+    returning case when sync_expires_at > now() then sync_holder end into v_holder;
+    if not found then
+        return jsonb_build_object('ok', false, 'reason', 'not_found', 'name', p_name);
+    end if;
+    return jsonb_build_object('ok', true, 'name', p_name, 'sync_in_progress', v_holder is not null,
+                              'holder', v_holder);
+end;
+$$;
+
+create function public.begin_source_sync(p_name text, p_holder text, p_lease_seconds integer default 600)
+returns jsonb
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    v_source public.sync_sources%rowtype;
+begin
+    if p_holder is null or btrim(p_holder) = '' or p_lease_seconds is null or p_lease_seconds < 1 then
+        raise exception 'begin_source_sync: p_holder and p_lease_seconds (>= 1) are required' using errcode = '22023';
+    end if;
+    select * into v_source from public.sync_sources where name = p_name for no key update;
+    if not found then
+        return jsonb_build_object('ok', false, 'reason', 'not_found', 'name', p_name);
+    end if;
+    if v_source.sync_expires_at > now() then
+        return jsonb_build_object('ok', false, 'reason', 'sync_in_progress', 'name', p_name,
+                                  'holder', v_source.sync_holder, 'expires_at', v_source.sync_expires_at);
+    end if;
+    update public.sync_sources
+       set sync_token = sync_token + 1, sync_holder = p_holder,
+           sync_expires_at = now() + make_interval(secs => p_lease_seconds), last_started_at = now()
+     where name = p_name
+    returning * into v_source;
+    return jsonb_build_object('ok', true, 'name', p_name, 'token', v_source.sync_token, 'url', v_source.url,
+                              'collection', v_source.collection, 'delete_vanished', v_source.delete_vanished,
+                              'expires_at', v_source.sync_expires_at);
+end;
+$$;
+
+-- Renewed only by the lease's own token, and only while no other sync took the source.
+create function public.renew_source_sync(p_name text, p_token bigint, p_lease_seconds integer default 600)
+returns jsonb
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    v_expires timestamptz;
+begin
+    update public.sync_sources
+       set sync_expires_at = now() + make_interval(secs => p_lease_seconds)
+     where name = p_name and sync_token = p_token and sync_holder is not null
+    returning sync_expires_at into v_expires;
+    if not found then
+        return jsonb_build_object('ok', false, 'reason', 'lease_lost', 'name', p_name);
+    end if;
+    return jsonb_build_object('ok', true, 'name', p_name, 'expires_at', v_expires);
+end;
+$$;
+
+create function public.finish_source_sync(p_name text, p_token bigint, p_succeeded boolean,
+                                          p_counts jsonb default null, p_error text default null)
+returns jsonb
+language plpgsql
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+begin
+    update public.sync_sources
+       set sync_holder = null, sync_expires_at = null, last_finished_at = now(),
+           last_status = case when p_succeeded then 'succeeded' else 'failed' end,
+           last_counts = p_counts, last_error = p_error
+     where name = p_name and sync_token = p_token and sync_holder is not null;
+    if not found then
+        return jsonb_build_object('ok', false, 'reason', 'lease_lost', 'name', p_name);
+    end if;
+    return jsonb_build_object('ok', true, 'name', p_name);
+end;
+$$;
+
+select public.secure_rpc('public.register_sync_source(text, text, text, integer, boolean)');
+select public.secure_rpc('public.remove_sync_source(text)');
+select public.secure_rpc('public.begin_source_sync(text, text, integer)');
+select public.secure_rpc('public.renew_source_sync(text, bigint, integer)');
+select public.secure_rpc('public.finish_source_sync(text, bigint, boolean, jsonb, text)');
