@@ -52,12 +52,14 @@ def enqueue_content(
     keep_versions: int = 1,
     source_modified_at: datetime | None = None,
     source_etag: str | None = None,
+    rpc: IngestionRpc | None = None,
 ) -> SourceEnqueued:
     """Enqueue `content` under its key and write it when a job needs it, in the caller's
     transaction on `conn` (which the caller commits). SourceRefused when the database
-    refuses it; BatchWasCancelled when `batch_id` was cancelled."""
+    refuses it; BatchWasCancelled when `batch_id` was cancelled. `rpc`: a client on `conn`
+    to reuse (it looked the schema up once), for callers that enqueue many files."""
     sha256 = hashlib.sha256(content).hexdigest()
-    answer = IngestionRpc(conn).enqueue_version(
+    answer = (rpc or IngestionRpc(conn)).enqueue_version(
         collection=collection,
         source_key=source_key,
         source_name=source_name,

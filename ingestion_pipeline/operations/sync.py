@@ -97,19 +97,23 @@ def sync_source(
     batch = LazyBatch(f"sync {url} {datetime.now(UTC):%Y-%m-%d %H:%M:%S}", {"sync": url})
     listed: set[str] = set()
     rpc = IngestionRpc(pool)
-    try:
-        for page in _pages(source.entries()):
-            if keep_lease:
-                keep_lease(False)
-            known = rpc.known_sources(options.collection, [entry.key for entry in page])
-            for entry in page:
-                listed.add(entry.key)
-                _sync_entry(pool, entry, known.get(entry.key), batch, options, report)
-                if on_entry:
-                    on_entry(entry.key)
-    finally:
-        report.batch_id = batch.id
-        _finish_batch(rpc, report)
+    # One connection for the enqueues, a transaction per file: no pool checkout and no
+    # schema look-up per file (a first sync enqueues every file of the source).
+    with pool.connection() as conn:
+        writer = _Writer(conn, IngestionRpc(conn), batch)
+        try:
+            for page in _pages(source.entries()):
+                if keep_lease:
+                    keep_lease(False)
+                known = rpc.known_sources(options.collection, [entry.key for entry in page])
+                for entry in page:
+                    listed.add(entry.key)
+                    _sync_entry(writer, entry, known.get(entry.key), options, report)
+                    if on_entry:
+                        on_entry(entry.key)
+        finally:
+            report.batch_id = batch.id
+            _finish_batch(rpc, report)
     if keep_lease and options.delete:
         keep_lease(True)
     _delete_vanished(rpc, source, listed, options, report)
@@ -135,8 +139,15 @@ def _unchanged(entry: Entry, known: KnownSource) -> bool:
     return entry.modified_at is not None and entry.modified_at == known.source_modified_at
 
 
+@dataclass(frozen=True)
+class _Writer:
+    conn: psycopg.Connection[DictRow]
+    rpc: IngestionRpc  # on `conn`
+    batch: LazyBatch
+
+
 def _sync_entry(
-    pool: Pool, entry: Entry, known: KnownSource | None, batch: LazyBatch, options: SyncOptions, report: SyncReport
+    writer: _Writer, entry: Entry, known: KnownSource | None, options: SyncOptions, report: SyncReport
 ) -> None:
     if known is not None and _unchanged(entry, known):
         report.counts["unchanged"] += 1
@@ -156,15 +167,14 @@ def _sync_entry(
     if len(content) > options.max_bytes:
         _failed(report, entry.key, f"it grew over the {options.max_bytes}-byte limit after it was listed")
         return
-    _enqueue(pool, entry, content, batch, options, report)
+    _enqueue(writer, entry, content, options, report)
 
 
-def _enqueue(
-    pool: Pool, entry: Entry, content: bytes, batch: LazyBatch, options: SyncOptions, report: SyncReport
-) -> None:
+def _enqueue(writer: _Writer, entry: Entry, content: bytes, options: SyncOptions, report: SyncReport) -> None:
+    batch, conn = writer.batch, writer.conn
     fresh = batch.id is None  # then the batch row is written in this file's transaction
     try:
-        with pool.connection() as conn, conn.transaction():
+        with conn.transaction():
             done = enqueue_content(
                 conn,
                 content,
@@ -176,6 +186,7 @@ def _enqueue(
                 keep_versions=options.keep_versions,
                 source_modified_at=entry.modified_at,
                 source_etag=entry.etag,
+                rpc=writer.rpc,
             )
     except SourceRefused as exc:
         if fresh:  # it went with the transaction
@@ -187,7 +198,7 @@ def _enqueue(
     elif done.outcome == "new_version":
         _counted(report, entry.key, "changed")
     else:  # the same bytes under a new time: remember the time, so the next sync reads nothing
-        IngestionRpc(pool).touch_version_source(done.document_id, done.content_sha256, entry.modified_at, entry.etag)
+        writer.rpc.touch_version_source(done.document_id, done.content_sha256, entry.modified_at, entry.etag)
         report.counts["unchanged"] += 1
 
 
