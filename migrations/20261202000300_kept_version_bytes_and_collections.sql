@@ -113,6 +113,7 @@ as $$
          limit greatest(p_limit, 1)
     ), job_counts as (
         select j.batch_id,
+               count(*) as jobs,
                count(*) filter (where j.status = 'pending') as pending,
                count(*) filter (where j.status = 'processing') as processing,
                count(*) filter (where j.status = 'completed') as completed,
@@ -135,6 +136,7 @@ as $$
                        'total_files', c.total_files, 'completed_files', c.completed_files,
                        'failed_files', c.failed_files, 'cancelled_files', c.cancelled_files,
                        'created_at', c.created_at, 'completed_at', c.completed_at, 'cancelled_at', c.cancelled_at,
+                       'jobs', coalesce(k.jobs, 0),
                        'pending', coalesce(k.pending, 0), 'processing', coalesce(k.processing, 0),
                        'completed', coalesce(k.completed, 0), 'failed', coalesce(k.failed, 0),
                        'cancelled', coalesce(k.cancelled, 0),

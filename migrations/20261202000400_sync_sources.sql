@@ -2,12 +2,17 @@
 -- `ingest source sync NAME` and Dagster's schedule mirror into a collection. Rows in the
 -- database, so every machine and Dagster see the same set.
 --
--- One sync of a source at a time: a sync holds the source's lease (sync_token, +1 at every
--- begin, never reset; sync_expires_at, extended while it runs). A second sync is refused
+-- One sync of a source at a time: a sync holds the source's lease (sync_token, a new value of
+-- sync_source_tokens at every begin; sync_expires_at, extended while it runs). A second sync is refused
 -- while the lease is live (`sync_in_progress`, with its holder and deadline), and a sync
 -- whose lease was taken over is refused at its next renewal, before its deletes
 -- (`lease_lost`), and when it reports its outcome. What the sync enqueues and deletes goes
 -- through the document RPCs, each atomic on its own.
+
+-- Tokens come from one sequence, so a source removed and registered again under the same name
+-- never hands out a token an earlier sync of that name still holds.
+create sequence public.sync_source_tokens;
+revoke all on sequence public.sync_source_tokens from public;
 
 create table public.sync_sources (
     name text primary key,
@@ -39,6 +44,7 @@ begin
     foreach v_role in array array['anon', 'authenticated'] loop
         if exists (select 1 from pg_roles where rolname = v_role) then
             execute format('revoke all on table public.sync_sources from %I', v_role);
+            execute format('revoke all on sequence public.sync_source_tokens from %I', v_role);
         end if;
     end loop;
 end;
@@ -65,7 +71,7 @@ exception when check_violation then
 end;
 $$;
 
--- A sync in progress keeps going to its end: its outcome is then refused (`not_found`).
+-- A sync in progress stops at its next renewal (`lease_lost`): nothing holds its token any more.
 create function public.remove_sync_source(p_name text)
 returns jsonb
 language plpgsql
@@ -106,7 +112,7 @@ begin
                                   'holder', v_source.sync_holder, 'expires_at', v_source.sync_expires_at);
     end if;
     update public.sync_sources
-       set sync_token = sync_token + 1, sync_holder = p_holder,
+       set sync_token = nextval('public.sync_source_tokens'), sync_holder = p_holder,
            sync_expires_at = now() + make_interval(secs => p_lease_seconds), last_started_at = now()
      where name = p_name
     returning * into v_source;

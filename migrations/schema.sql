@@ -88,7 +88,7 @@ begin
                                   'holder', v_source.sync_holder, 'expires_at', v_source.sync_expires_at);
     end if;
     update public.sync_sources
-       set sync_token = sync_token + 1, sync_holder = p_holder,
+       set sync_token = nextval('public.sync_source_tokens'), sync_holder = p_holder,
            sync_expires_at = now() + make_interval(secs => p_lease_seconds), last_started_at = now()
      where name = p_name
     returning * into v_source;
@@ -1367,6 +1367,7 @@ CREATE FUNCTION public.ingestion_batch_report(p_batch_id uuid DEFAULT NULL::uuid
          limit greatest(p_limit, 1)
     ), job_counts as (
         select j.batch_id,
+               count(*) as jobs,
                count(*) filter (where j.status = 'pending') as pending,
                count(*) filter (where j.status = 'processing') as processing,
                count(*) filter (where j.status = 'completed') as completed,
@@ -1389,6 +1390,7 @@ CREATE FUNCTION public.ingestion_batch_report(p_batch_id uuid DEFAULT NULL::uuid
                        'total_files', c.total_files, 'completed_files', c.completed_files,
                        'failed_files', c.failed_files, 'cancelled_files', c.cancelled_files,
                        'created_at', c.created_at, 'completed_at', c.completed_at, 'cancelled_at', c.cancelled_at,
+                       'jobs', coalesce(k.jobs, 0),
                        'pending', coalesce(k.pending, 0), 'processing', coalesce(k.processing, 0),
                        'completed', coalesce(k.completed, 0), 'failed', coalesce(k.failed, 0),
                        'cancelled', coalesce(k.cancelled, 0),
@@ -2189,6 +2191,13 @@ ALTER TABLE public.ingestion_job_stages ALTER COLUMN id ADD GENERATED ALWAYS AS 
     NO MAXVALUE
     CACHE 1
 );
+
+CREATE SEQUENCE public.sync_source_tokens
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
 
 CREATE TABLE public.sync_sources (
     name text NOT NULL,

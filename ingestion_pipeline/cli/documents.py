@@ -119,7 +119,7 @@ def print_status(
             b.batch_id,
             b.name,
             b.status,
-            b.total_files,
+            b.jobs if collection else b.total_files,  # a batch may hold files of other collections
             b.pending,
             b.processing,
             b.completed,

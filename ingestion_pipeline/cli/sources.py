@@ -60,7 +60,7 @@ def register(commands: Commands) -> None:
 
 def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
     # a local folder is registered by its absolute path, as its files' keys are made
-    url = args.url if "://" in args.url else os.path.abspath(args.url)
+    url = args.url if "://" in args.url or args.url.startswith("file:") else os.path.abspath(args.url)
     with migrated_pool(settings) as pool:
         result = IngestionRpc(pool).register_source(
             args.name, url, collection=args.collection, every_minutes=args.every, delete_vanished=args.delete
@@ -110,9 +110,11 @@ def cmd_remove(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print_json(result.model_dump(mode="json", exclude={"fenced"}))
     elif result.ok:
-        print(f"source {args.name} removed; its documents stay indexed")
+        running = getattr(result, "holder", None)
+        note = f" (the sync {running} still running stops at its next renewal)" if running else ""
+        print(f"source {args.name} removed; its documents stay indexed{note}")
     else:
-        print(f"no registered source {args.name!r}")
+        raise IngestError(f"no registered source {args.name!r} (ingest source list)")
     return 0 if result.ok else EXIT_NOTHING_DONE
 
 

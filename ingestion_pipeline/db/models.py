@@ -37,6 +37,9 @@ class Refusal(StrEnum):
     VERSION_SUPERSEDED = "version_superseded"  # a build of a version that is no longer the latest
     SUPERSEDED = "superseded"  # a retry of a job whose version a newer one replaced
     CONTENDED = "contended"  # another transaction holds the row; try again
+    SOURCE_EXISTS = "source_exists"  # a registered source of that name exists
+    INVALID = "invalid"  # a source's name, URL, collection or interval breaks its checks
+    SYNC_IN_PROGRESS = "sync_in_progress"  # another sync holds the source's lease
 
 
 class RpcResult(BaseModel):
@@ -181,6 +184,7 @@ class BatchSummary(BaseModel):
     name: str
     status: str
     total_files: int = 0
+    jobs: int = 0  # its jobs counted (of one collection, with `ingest status --collection`)
     pending: int = 0
     processing: int = 0
     completed: int = 0

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote_to_bytes, urlsplit
 
 import fsspec
 
@@ -63,9 +63,13 @@ def open_source(url: str) -> Source:
 
 
 def _local_path(url: str) -> Path | None:
+    """The folder a path or a `file:`/`local:` URL names (None: another filesystem's URL).
+    Percent-escapes are undone to bytes, as `source_key_of` made them from the path's bytes."""
     parts = urlsplit(url)
-    if parts.scheme == "file":
-        return Path(unquote(parts.path))
+    if parts.scheme in ("file", "local"):
+        if parts.netloc not in ("", "localhost"):
+            raise ListingFailed(f"{url}: a file URL names a local folder (file:///path), not a host")
+        return Path(os.fsdecode(unquote_to_bytes(parts.path)))
     if "://" in url:
         return None
     return Path(url)
@@ -91,8 +95,11 @@ def _local_entries(root: Path) -> Iterator[Entry]:
             path = Path(folder) / name
             try:
                 stat = path.stat()
-            except OSError as exc:  # vanished since the folder was read: not part of the source now
-                if isinstance(exc, FileNotFoundError):
+            except OSError as exc:
+                # A file removed since its folder was read is not part of the source now; a
+                # broken link (to an unmounted share, say) may hide a whole folder: its
+                # documents must not look deleted, so the listing fails.
+                if isinstance(exc, FileNotFoundError) and not path.is_symlink():
                     continue
                 refuse(exc)
             if not path.is_file():
@@ -118,6 +125,10 @@ def _local_reader(path: Path) -> Callable[[int], bytes]:
 def _fs_entries(fs: Any, protocol: str, root: str, url: str) -> Iterator[Entry]:
     try:
         if not fs.isdir(root):
+            # An object store has no empty folders: a prefix with nothing under it, in a
+            # bucket that exists, is an empty listing (which deletes nothing unless asked).
+            if "/" in root and fs.exists(root.split("/", 1)[0]) and not fs.isfile(root):
+                return
             raise ListingFailed(f"{url}: no such folder or prefix")
         for info in _walk(fs, root):
             path = info["name"]
@@ -170,9 +181,14 @@ def _etag(info: dict[str, Any]) -> str | None:
 
 def _fs_reader(fs: Any, path: str) -> Callable[[int], bytes]:
     def read(limit: int) -> bytes:
-        with fs.open(path, "rb") as source:
-            data: bytes = source.read(limit)
-            return data
+        try:
+            with fs.open(path, "rb") as source:
+                data: bytes = source.read(limit)
+                return data
+        except OSError:
+            raise
+        except Exception as exc:  # noqa: BLE001  (a backend's own errors: timeouts, HTTP): this file fails alone
+            raise OSError(_first_line(exc)) from None
 
     return read
 

@@ -6,6 +6,7 @@ lease while another sync took the source) stops before deleting anything."""
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
@@ -18,6 +19,7 @@ from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.operations.sync import COUNTED, Pool, SyncOptions, SyncReport, sync_source
 
 RENEW_EVERY_SECONDS = 30.0
+log = logging.getLogger(__name__)
 
 
 class SyncRefused(IngestError):
@@ -75,7 +77,10 @@ def sync_registered(
     try:
         report = sync_source(pool, lease.url, options, on_entry=on_entry, keep_lease=_keeper(rpc, name, token))
     except BaseException as exc:
-        rpc.finish_source_sync(name, token, succeeded=False, error=_first_line(exc))
+        try:
+            rpc.finish_source_sync(name, token, succeeded=False, error=_first_line(exc))
+        except Exception:
+            log.warning("could not record the failed sync of %s", name, exc_info=True)
         raise
     counts = {change: report.counts[change] for change in COUNTED}
     rpc.finish_source_sync(name, token, succeeded=True, counts=counts)
@@ -91,7 +96,10 @@ def _keeper(rpc: IngestionRpc, name: str, token: int) -> Callable[[bool], None]:
         if not before_deletes and time.monotonic() - renewed < RENEW_EVERY_SECONDS:
             return
         if not rpc.renew_source_sync(name, token).ok:
-            raise SyncLeaseLost(f"source {name!r} was taken by another sync: this one stopped before its deletes")
+            raise SyncLeaseLost(
+                f"source {name!r} was taken by another sync or removed: this one stopped where it was, deleting "
+                "nothing more"
+            )
         renewed = time.monotonic()
 
     return keep

@@ -97,16 +97,17 @@ def sync_source(
     batch = LazyBatch(f"sync {url} {datetime.now(UTC):%Y-%m-%d %H:%M:%S}", {"sync": url})
     listed: set[str] = set()
     rpc = IngestionRpc(pool)
+    began = rpc.database_now()  # documents enqueued from now on are not this pass's to delete
     # One connection for the enqueues, a transaction per file: no pool checkout and no
     # schema look-up per file (a first sync enqueues every file of the source).
     with pool.connection() as conn:
         writer = _Writer(conn, IngestionRpc(conn), batch)
         try:
             for page in _pages(source.entries()):
-                if keep_lease:
-                    keep_lease(False)
                 known = rpc.known_sources(options.collection, [entry.key for entry in page])
                 for entry in page:
+                    if keep_lease:  # renews when its interval has passed (a page may take long)
+                        keep_lease(False)
                     listed.add(entry.key)
                     _sync_entry(writer, entry, known.get(entry.key), options, report)
                     if on_entry:
@@ -116,7 +117,7 @@ def sync_source(
             _finish_batch(rpc, report)
     if keep_lease and options.delete:
         keep_lease(True)
-    _delete_vanished(rpc, source, listed, options, report)
+    _delete_vanished(rpc, source, listed, began, options, report, keep_lease)
     return report
 
 
@@ -203,11 +204,17 @@ def _enqueue(writer: _Writer, entry: Entry, content: bytes, options: SyncOptions
 
 
 def _delete_vanished(
-    rpc: IngestionRpc, source: Source, listed: set[str], options: SyncOptions, report: SyncReport
+    rpc: IngestionRpc,
+    source: Source,
+    listed: set[str],
+    began: datetime,
+    options: SyncOptions,
+    report: SyncReport,
+    keep_lease: Callable[[bool], None] | None,
 ) -> None:
     if not options.delete:
         return
-    vanished = list(_vanished(rpc, source, listed, options.collection))
+    vanished = list(_vanished(rpc, source, listed, began, options.collection))
     if not vanished:
         return
     if not listed and not options.allow_empty:
@@ -216,6 +223,8 @@ def _delete_vanished(
         )
         return
     for document_id, key in vanished:
+        if keep_lease:
+            keep_lease(False)
         if options.dry_run:
             _counted(report, key, "deleted")
             continue
@@ -226,11 +235,14 @@ def _delete_vanished(
             _failed(report, key, f"not deleted: {result.reason}")
 
 
-def _vanished(rpc: IngestionRpc, source: Source, listed: set[str], collection: str) -> Iterator[tuple[UUID, str]]:
-    """The live documents under the source's prefix that the listing did not hold."""
+def _vanished(
+    rpc: IngestionRpc, source: Source, listed: set[str], began: datetime, collection: str
+) -> Iterator[tuple[UUID, str]]:
+    """The live documents under the source's prefix, enqueued before the pass began, that the
+    listing did not hold."""
     after = ""
     while True:
-        page = rpc.live_keys_under(collection, source.prefix, after=after, limit=PAGE)
+        page = rpc.live_keys_under(collection, source.prefix, before=began, after=after, limit=PAGE)
         if not page:
             return
         yield from ((live.document_id, live.source_key) for live in page if live.source_key not in listed)

@@ -14,6 +14,7 @@ The drain path is unchanged: the import sensor picks up the batch a sync enqueue
 
 # no `from __future__ import annotations`: Dagster reads the asset and sensor annotations at runtime
 
+import time
 from typing import Any
 
 import dagster as dg
@@ -80,6 +81,17 @@ def registered_sources(database: DatabaseResource) -> list[SyncSource] | dg.Skip
         return dg.SkipReason(f"the ingestion database is not ready: {exc}")
 
 
+def run_key(source: SyncSource) -> str:
+    """Dagster drops a repeated run key forever. The key names the source's row (a source
+    removed and added again is a new row), its last sync's start (a sync moves it), and the
+    interval the tick falls in: a run still queued within its interval is not asked for
+    twice, and a run that failed before its sync began is asked for again an interval later."""
+    interval = (source.every_minutes or 1) * 60
+    period = int(time.time() // interval)
+    started = source.last_started_at.isoformat() if source.last_started_at else "never"
+    return f"{source.name}:{source.created_at.isoformat()}:{started}:{period}"
+
+
 @dg.sensor(
     job=sync_source_job,
     minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
@@ -100,13 +112,7 @@ def sync_source_sensor(
         requests.append(SOURCE_PARTITIONS.build_add_request(sorted(names - known)))
     if known - names:
         requests.append(SOURCE_PARTITIONS.build_delete_request(sorted(known - names)))
-    runs = [
-        # A sync moves last_started_at, so each due interval has its own key; a run still
-        # queued keeps the key, and Dagster drops the repeat.
-        dg.RunRequest(partition_key=source.name, run_key=f"{source.name}:{source.last_started_at or 'never'}")
-        for source in sources
-        if source.due
-    ]
+    runs = [dg.RunRequest(partition_key=source.name, run_key=run_key(source)) for source in sources if source.due]
     if not runs and not requests:
         return dg.SkipReason(f"{len(sources)} registered source(s), none due")
     return dg.SensorResult(run_requests=runs, dynamic_partitions_requests=requests)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ingestion_pipeline.cli import main as ingest
+from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.operations.listing import ListingFailed
 from ingestion_pipeline.operations.sync import SyncOptions, sync_source
 from ingestion_pipeline.worker import Worker
@@ -36,8 +37,9 @@ def folder(tmp_path) -> Path:
     return root
 
 
-def sync(pool, folder, **options):
-    return sync_source(pool, str(folder), SyncOptions(collection="share", max_bytes=100_000, **options))
+def sync(pool, folder, on_entry=None, **options):
+    options = SyncOptions(collection="share", max_bytes=100_000, **options)
+    return sync_source(pool, str(folder), options, on_entry=on_entry)
 
 
 def counts(report) -> dict[str, int]:
@@ -151,3 +153,38 @@ def test_the_cli_prints_the_counts(db_url, folder, capsys):
     assert ingest(["sync", str(folder), "--collection", "share", "--database-url", db_url]) == 0
     out = capsys.readouterr().out
     assert "new  changed  unchanged  deleted  failed" in out and "collection 'share'" in out
+
+
+def test_a_file_enqueued_while_the_sync_lists_is_not_deleted(pool, conn, folder, settings):
+    """Enqueued by someone else after the listing passed its folder: not the pass's to delete."""
+    sync(pool, folder)
+    late = folder / "late.txt"
+
+    def enqueue_behind_the_listing(key: str) -> None:
+        if not late.exists():
+            late.write_text("written after the listing passed")
+            enqueue_paths(pool, [late], max_bytes=settings.max_file_bytes, collection="share")
+            late.unlink()  # the listing already passed it: the pass never sees it
+
+    report = sync(pool, folder, on_entry=enqueue_behind_the_listing)
+    assert report.counts["deleted"] == 0
+    assert conn.execute("select count(*) as n from documents where deleted_at is not null").fetchone()["n"] == 0
+    assert counts(sync(pool, folder)) == {"unchanged": 3, "deleted": 1}  # the next pass judges it
+
+
+def test_a_broken_link_to_a_folder_fails_the_listing(pool, conn, folder, tmp_path):
+    (tmp_path / "nas").mkdir()
+    write(tmp_path / "nas", {"archive.txt": "kept on the share"})
+    (folder / "archive").symlink_to(tmp_path / "nas", target_is_directory=True)
+    assert counts(sync(pool, folder)) == {"new": 4}
+    (tmp_path / "nas" / "archive.txt").unlink()
+    (tmp_path / "nas").rmdir()  # the share is gone: the link dangles
+    with pytest.raises(ListingFailed, match="archive"):
+        sync(pool, folder)
+    assert conn.execute("select count(*) as n from documents where deleted_at is not null").fetchone()["n"] == 0
+
+
+def test_a_file_url_with_a_host_is_refused(pool, folder):
+    with pytest.raises(ListingFailed, match="not a host"):
+        sync_source(pool, f"file://server{folder}", SyncOptions(collection="share", max_bytes=100))
+    assert counts(sync_source(pool, folder.as_uri(), SyncOptions(collection="share", max_bytes=100_000))) == {"new": 3}

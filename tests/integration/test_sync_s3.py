@@ -82,7 +82,8 @@ def test_a_bucket_prefix_followed_through_new_changed_and_deleted_objects(pool, 
 def test_a_server_error_mid_listing_deletes_nothing(pool, conn, bucket, s3):
     sync(pool)
     bucket.rm(f"{BUCKET}/team/beta.txt")
-    s3.faults.listings_before_failure = 1  # the prefix itself lists; its subfolder answers 500
+    # the prefix is looked up (1) and listed (2); its subfolder answers 500
+    s3.faults.listings_before_failure = 2
     with pytest.raises(ListingFailed, match=f"listing {SOURCE} failed"):
         sync(pool)
     assert deleted(conn) == 0
@@ -93,7 +94,7 @@ def test_a_server_error_mid_listing_deletes_nothing(pool, conn, bucket, s3):
 def test_throttling_mid_listing_deletes_nothing(pool, conn, bucket, s3):
     sync(pool)
     bucket.rm(f"{BUCKET}/team/beta.txt")
-    s3.faults.listings_before_failure, s3.faults.failure_status = 1, 503
+    s3.faults.listings_before_failure, s3.faults.failure_status = 2, 503
     with pytest.raises(ListingFailed):
         sync(pool)
     assert deleted(conn) == 0
@@ -112,7 +113,10 @@ def test_a_denied_subfolder_deletes_nothing_and_says_where(pool, conn, bucket, s
 
 def test_an_empty_prefix_deletes_nothing_without_allow_empty(pool, conn, bucket):
     sync(pool)
-    bucket.rm(f"{BUCKET}/team", recursive=True)
-    with pytest.raises(ListingFailed, match="no such folder or prefix"):
-        sync(pool)  # the prefix holds nothing at all: S3 has no empty folders
+    bucket.rm(f"{BUCKET}/team", recursive=True)  # S3 has no empty folders: the prefix is gone
+    empty = sync(pool)
+    assert counts(empty) == {} and "the listing is empty: 3 document(s)" in empty.deletes_skipped
     assert deleted(conn) == 0
+    assert counts(sync(pool, allow_empty=True)) == {"deleted": 3}
+    with pytest.raises(ListingFailed, match="no such folder or prefix"):
+        sync_source(pool, "s3://no-such-bucket/team", SyncOptions(collection="bucket", max_bytes=100))

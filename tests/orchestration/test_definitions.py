@@ -40,11 +40,13 @@ def test_definitions_hold_the_jobs_sensors_and_schedule():
         "delete_documents",
         "cancel_import_batch",
         "retry_failed_jobs",
+        "sync_source",
     }
     assert {sensor.name for sensor in repository.sensor_defs} == {
         "import_batch_sensor",
         "batch_status_sensor",
         "failed_drain_run_sensor",
+        "sync_source_sensor",
     }
     assert [schedule.name for schedule in repository.schedule_defs] == ["janitor_schedule"]
 

@@ -36,7 +36,7 @@ def test_dg_check_defs_and_list_defs_show_the_asset_its_checks_jobs_sensors_and_
     listed = dg("list", "defs", "--json", env=env)
     assert listed.returncode == 0, listed.stderr
     defs = json.loads(listed.stdout)
-    assert [asset["asset_key"] for asset in defs["assets"]] == ["document_index"]
+    assert [asset["asset_key"] for asset in defs["assets"]] == ["document_index", "source_sync"]
     assert {check["name"] for check in defs["asset_checks"]} == CHECKS
     assert {check["asset_key"] for check in defs["asset_checks"]} == {"document_index"}
     assert {job["name"] for job in defs["jobs"]} == {
@@ -47,11 +47,13 @@ def test_dg_check_defs_and_list_defs_show_the_asset_its_checks_jobs_sensors_and_
         "delete_documents",
         "cancel_import_batch",
         "retry_failed_jobs",
+        "sync_source",
     }
     assert {sensor["name"] for sensor in defs["sensors"]} == {
         "import_batch_sensor",
         "batch_status_sensor",
         "failed_drain_run_sensor",
+        "sync_source_sensor",
     }
     assert [schedule["name"] for schedule in defs["schedules"]] == ["janitor_schedule"]
 
@@ -82,7 +84,7 @@ def test_dg_dev_serves_the_location(tmp_path):
     live = LiveDagster.start([str(BIN / "dg"), "dev"], env=env, log_path=tmp_path / "dg-dev.log")
     try:
         repository = live.repository()
-        assert [node["assetKey"]["path"] for node in repository["assetNodes"]] == [["document_index"]]
+        assert [node["assetKey"]["path"] for node in repository["assetNodes"]] == [["document_index"], ["source_sync"]]
         assert {s["name"] for s in repository["sensors"]} >= {"import_batch_sensor", "batch_status_sensor"}
     finally:
         os.killpg(live.proc.pid, signal.SIGINT)

@@ -24,7 +24,7 @@ def test_plain_dagster_dev_in_the_checkout_loads_the_location(tmp_path):
     live = LiveDagster.start([str(BIN / "dagster"), "dev"], env=env, log_path=tmp_path / "dev.log")
     try:
         repository = live.repository()
-        assert [node["assetKey"]["path"] for node in repository["assetNodes"]] == [["document_index"]]
+        assert [node["assetKey"]["path"] for node in repository["assetNodes"]] == [["document_index"], ["source_sync"]]
         assert {job["name"] for job in repository["jobs"]} >= {
             "ingest_documents",
             "check_document_index",
@@ -35,6 +35,7 @@ def test_plain_dagster_dev_in_the_checkout_loads_the_location(tmp_path):
             "import_batch_sensor",
             "batch_status_sensor",
             "failed_drain_run_sensor",
+            "sync_source_sensor",
         }
         assert [s["name"] for s in repository["schedules"]] == ["janitor_schedule"]
     finally:

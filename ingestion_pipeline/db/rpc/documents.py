@@ -96,10 +96,12 @@ class DocumentRpc(RpcBase):
             rows = conn.execute(query("latest_versions_by_key"), {"collection": collection, "keys": list(keys)})
             return {row["source_key"]: KnownSource.model_validate(row) for row in rows.fetchall()}
 
-    def live_keys_under(self, collection: str, prefix: str, *, after: str = "", limit: int = 1000) -> list[LiveKey]:
-        """A page of the live documents of `collection` whose key starts with `prefix`, in key
-        order after `after`."""
-        params = {"collection": collection, "prefix": prefix, "after": after, "limit": limit}
+    def live_keys_under(
+        self, collection: str, prefix: str, *, before: datetime, after: str = "", limit: int = 1000
+    ) -> list[LiveKey]:
+        """A page of the live documents of `collection` whose key starts with `prefix` and whose
+        latest version was enqueued before `before`, in key order after `after`."""
+        params = {"collection": collection, "prefix": prefix, "before": before, "after": after, "limit": limit}
         with self._connection() as conn:
             rows = conn.execute(query("live_keys_under_prefix"), params).fetchall()
         return [LiveKey(row["document_id"], row["source_key"]) for row in rows]
@@ -117,3 +119,12 @@ class DocumentRpc(RpcBase):
         }
         with self._connection() as conn:
             conn.execute(query("touch_version_source"), params)
+
+    def database_now(self) -> datetime:
+        """The server's clock (a sync's cutoff is compared with times the server set)."""
+        with self._connection() as conn:
+            row = conn.execute(query("database_now")).fetchone()
+        if row is None:
+            raise RuntimeError("now() returned no row")
+        now: datetime = row["now"]
+        return now

@@ -28,14 +28,20 @@ select d.source_key, d.id as document_id, d.version, v.byte_size, v.source_modif
  where d.collection = %(collection)s and d.source_key = any (%(keys)s) and d.deleted_at is null;
 
 -- name: live_keys_under_prefix
--- The live documents of a collection whose key starts with `prefix`, in key order from after
--- `after` (keyset pages): what a source held at its last sync.
-select id as document_id, source_key
-  from documents
- where collection = %(collection)s and deleted_at is null and source_key is not null
-   and source_key > %(after)s and starts_with(source_key, %(prefix)s)
- order by source_key
+-- The live documents of a collection whose key starts with `prefix` and whose latest version
+-- was enqueued before `before` (when the sync began to list: one enqueued since, by anyone,
+-- is not the sync's to judge), in key order from after `after` (keyset pages).
+select d.id as document_id, d.source_key
+  from documents d
+  join document_versions v on v.document_id = d.id and v.version = d.version
+ where d.collection = %(collection)s and d.deleted_at is null and d.source_key is not null
+   and d.source_key > %(after)s and starts_with(d.source_key, %(prefix)s)
+   and v.enqueued_at < %(before)s
+ order by d.source_key
  limit %(limit)s;
+
+-- name: database_now
+select now() as now;
 
 -- name: touch_version_source
 -- The latest version's bytes seen again under another modification time or ETag (a touched
