@@ -121,6 +121,9 @@ class Settings(BaseSettings):
     # every other pass (10 s), at 1 on every pass, so a new batch waits at most ~5 s for it.
     import_sensor_interval_seconds: int = Field(default=1, ge=1, le=3600)
     batch_sensor_interval_seconds: int = Field(default=60, ge=1, le=3600)
+    # sync_source_sensor's: how often registered sources are looked at (their --every is
+    # in minutes, so a minute is fine-grained enough).
+    source_sensor_interval_seconds: int = Field(default=60, ge=1, le=3600)
     # The document_index check `pending_jobs_fresh` fails when a pending job waited longer.
     max_pending_age_seconds: int = Field(default=3600, ge=1)
     janitor_time_budget_seconds: float = Field(default=60.0, gt=0)

@@ -24,9 +24,10 @@ from ingestion_pipeline.errors import DatabaseUnavailable, IngestError
 from ingestion_pipeline.operations.source_sync import sync_registered
 from ingestion_pipeline.operations.sync import COUNTED
 from ingestion_pipeline.orchestration.resources import DatabaseResource
+from ingestion_pipeline.settings import get_settings
 
 SOURCE_PARTITIONS = dg.DynamicPartitionsDefinition(name="sync_sources")
-SENSOR_INTERVAL_SECONDS = 60
+SETTINGS = get_settings()
 
 
 @dg.asset(
@@ -94,7 +95,7 @@ def run_key(source: SyncSource) -> str:
 
 @dg.sensor(
     job=sync_source_job,
-    minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
+    minimum_interval_seconds=SETTINGS.source_sensor_interval_seconds,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Keeps source_sync's partitions equal to the registered sources and syncs each one whose "
     "interval (ingest source add --every) has passed.",

@@ -37,8 +37,8 @@ CHECKS = ("schema_matches_migrations", "no_stuck_batches", "counts_match_rows", 
 def live(tmp_path_factory):
     folder = tmp_path_factory.mktemp("daemon")
     data = folder / "data"
-    # The import sensor with its default interval; the batch sensor's (60 s) shortened.
-    env = clean_env(data, INGEST_BATCH_SENSOR_INTERVAL_SECONDS="2")
+    # The import sensor with its default interval; the batch and source sensors' (60 s) shortened.
+    env = clean_env(data, INGEST_BATCH_SENSOR_INTERVAL_SECONDS="2", INGEST_SOURCE_SENSOR_INTERVAL_SECONDS="2")
     server = LiveDagster.start([str(BIN / "ingest"), "ui"], env=env, log_path=folder / "ui.log")
     server.env, server.folder = env, folder
     try:
@@ -130,6 +130,36 @@ def test_the_ui_renders_the_asset_its_checks_and_both_sensors(live, chromium):
         )
         browser.screenshot(live.folder / "automation.png")
     assert (live.folder / "asset-checks.png").stat().st_size > 10_000
+
+
+SOURCE_MATERIALIZATIONS = """query ($key: AssetKeyInput!) { assetNodeOrError(assetKey: $key) { ... on AssetNode {
+  assetMaterializations(limit: 5) { partition metadataEntries { label ... on IntMetadataEntry { intValue } } } } } }"""
+
+
+def test_a_registered_source_syncs_on_its_schedule_and_the_ui_shows_its_counts(live, chromium):
+    share = live.folder / "share"
+    share.mkdir()
+    (share / "heron.txt").write_text("A grey heron stands in the shallows.\n")
+    (share / "egret.txt").write_text("A little egret walks the mudflat.\n")
+    ingest(live, "source", "add", "share", str(share), "--collection", "birds", "--every", "60")
+
+    def synced():
+        [source] = ingest(live, "source", "list")
+        return source if source["last_status"] else None
+
+    source = live.wait_for("the sensor to sync the registered source", synced, timeout=180)
+    assert (source["last_status"], source["last_counts"]["new"]) == ("succeeded", 2), source
+    answer = live.graphql(SOURCE_MATERIALIZATIONS, {"key": {"path": ["source_sync"]}})
+    [materialization] = answer["assetNodeOrError"]["assetMaterializations"]
+    counts = {entry["label"]: entry.get("intValue") for entry in materialization["metadataEntries"]}
+    assert materialization["partition"] == "share" and counts["new"] == 2 and counts["deleted"] == 0
+
+    base = f"http://127.0.0.1:{live.port}"
+    with Browser() as browser:
+        browser.open(f"{base}/assets/source_sync?view=events", local_storage=DAGSTER_DISMISSED_POPUPS)
+        browser.wait_for_text("source_sync", "share", "unchanged", "deleted", timeout=90)
+        browser.screenshot(live.folder / "source-sync.png")
+    assert (live.folder / "source-sync.png").stat().st_size > 10_000
 
 
 def test_sigterm_to_ingest_ui_leaves_no_process_and_no_open_port(live):
