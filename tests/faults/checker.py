@@ -82,6 +82,13 @@ Violations (never expected), each under a rule name (`Report.by_rule`; RULES lis
                                cleanup runs until it finds nothing more)
     cancelled_batch_not_cancelled  a batch whose cancel_batch returned ok that is not
                                `cancelled` at the end (nothing in the chaos reopens one)
+  a source kept in sync (check_source, after the final sync of a churned folder and the
+  drain; tests/faults/test_sync_churn.py)
+    vanished_source_live       a live document of the source's collection, under its folder,
+                               whose file no longer exists
+    source_text_not_committed  a file of the folder whose document is not indexed at its
+                               latest version, or whose latest version's bytes (sha-256)
+                               are not the file's current bytes
   deletion audit (the harness's test-only triggers, harness.install_deletion_audit)
     generation_deleted_under_open_job  a generation deleted while the job that began it
                                was `processing` under that claim (R23; a job put back
@@ -114,8 +121,10 @@ to that check; the token check sees it."""
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.processing import chunk_sections, parse
@@ -189,6 +198,8 @@ RULES = (
     "retry_reopened_cancelled_batch",
     "deadlock",
     "serialization_failure",
+    "vanished_source_live",
+    "source_text_not_committed",
 )
 
 
@@ -246,6 +257,39 @@ def check(url: str, history_paths) -> Report:
         expired_by_janitor=sum(len(e.get("job_ids") or []) for e in janitor if e["call"] == "expire_stale" and e["ok"]),
     )
     return report
+
+
+def check_source(url: str, collection: str, folder: Path, report: Report) -> None:
+    """The index against the folder it mirrors, at quiescence (after the final sync and the
+    drain): every live document's file exists, and every file is indexed at a latest
+    version whose bytes are the file's."""
+    files = {
+        path.absolute().as_uri(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in folder.rglob("*")
+        if path.is_file() and not path.name.startswith(".")
+    }
+    prefix = folder.absolute().as_uri() + "/"
+    with connect(url) as conn:
+        rows = conn.execute(
+            "select d.id, d.source_key, d.status, d.version, d.indexed_version, v.content_sha256"
+            "  from documents d left join document_versions v on v.document_id = d.id and v.version = d.version"
+            " where d.collection = %s and d.deleted_at is null and starts_with(d.source_key, %s)",
+            (collection, prefix),
+        ).fetchall()
+    live = {row["source_key"]: row for row in rows}
+    for key, row in sorted(live.items()):
+        if key not in files:
+            report.flag("vanished_source_live", f"vanished_source_live: {key} is gone but document {row['id']} is live")
+    for key, sha in sorted(files.items()):
+        row = live.get(key)
+        if row is None:
+            report.flag("source_text_not_committed", f"source_text_not_committed: {key} has no live document")
+        elif row["status"] != "indexed" or row["indexed_version"] != row["version"] or row["content_sha256"] != sha:
+            report.flag(
+                "source_text_not_committed",
+                f"source_text_not_committed: {key} is {row['status']} at version {row['indexed_version']} of "
+                f"{row['version']}, whose bytes {'are' if row['content_sha256'] == sha else 'are not'} the file's",
+            )
 
 
 def _claims_by_job(history: list[dict]) -> dict[str, list[dict]]:

@@ -1,0 +1,51 @@
+"""A folder that keeps changing while it is synced (tests/faults/test_sync_churn.py): a writer
+process adds, rewrites and deletes files at random, in place (no atomic rename: a sync may
+read a file half-written), until a stop file appears.
+
+Run as `python -m tests.faults.churn FOLDER STOP_FILE SEED`.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from pathlib import Path
+
+FILES = 40  # names the writer picks from: f00.txt … f39.txt, some in a subfolder
+WORDS = "heron egret ibis crane stork plover curlew godwit avocet dunlin knot sanderling".split()
+
+
+def path_of(folder: Path, n: int) -> Path:
+    return folder / ("deep" if n % 4 == 0 else "") / f"f{n:02d}.txt"
+
+
+def text(rng: random.Random, n: int) -> str:
+    words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 60)))  # sizes vary: a change shows
+    return f"# Note {n}\n\nThe {words} at {time.time_ns()}.\n"
+
+
+def seed(folder: Path, rng: random.Random) -> None:
+    (folder / "deep").mkdir(parents=True, exist_ok=True)
+    for n in range(0, FILES, 2):
+        path_of(folder, n).write_text(text(rng, n))
+
+
+def churn(folder: Path, stop: Path, rng: random.Random) -> None:
+    while not stop.exists():
+        path = path_of(folder, rng.randrange(FILES))
+        action = rng.random()
+        if action < 0.25 and path.exists():
+            path.unlink()
+        else:  # written in two parts, so a read may come between them
+            with path.open("w") as out:
+                body = text(rng, int(path.stem[1:]))
+                out.write(body[: len(body) // 2])
+                out.flush()
+                time.sleep(rng.uniform(0, 0.005))
+                out.write(body[len(body) // 2 :])
+        time.sleep(rng.uniform(0.005, 0.03))
+
+
+if __name__ == "__main__":
+    churn(Path(sys.argv[1]), Path(sys.argv[2]), random.Random(int(sys.argv[3])))
