@@ -8,7 +8,6 @@ from __future__ import annotations
 import http.client
 import socket
 import threading
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ class Faults:
 
     def clear(self) -> None:
         self.listings_before_failure = self.denied_prefix = None
+        self.failure_status = 500
         self.listings = 0
 
 
@@ -110,19 +110,29 @@ def _proxy_handler(upstream_port: int, faults: Faults) -> type[BaseHTTPRequestHa
     return Proxy
 
 
+def reset(server: S3Server) -> None:
+    """No bucket, no fault: moto keeps its buckets in the process, across tests and servers."""
+    address = urlsplit(server.endpoint)
+    connection = http.client.HTTPConnection(address.hostname or "127.0.0.1", address.port, timeout=30)
+    connection.request("POST", "/moto-api/reset")
+    assert connection.getresponse().status == 200
+    connection.close()
+    server.faults.clear()
+
+
 @contextmanager
 def s3_server() -> Iterator[S3Server]:
     moto_port = free_port()
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
     moto.start()
-    # moto keeps its buckets in the process, across servers: start each one empty
-    urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{moto_port}/moto-api/reset", method="POST"))
     faults = Faults()
     proxy = ThreadingHTTPServer(("127.0.0.1", 0), _proxy_handler(moto_port, faults))
     thread = threading.Thread(target=proxy.serve_forever, daemon=True)
     thread.start()
+    server = S3Server(f"http://127.0.0.1:{proxy.server_address[1]}", faults)
+    reset(server)
     try:
-        yield S3Server(f"http://127.0.0.1:{proxy.server_address[1]}", faults)
+        yield server
     finally:
         proxy.shutdown()
         proxy.server_close()

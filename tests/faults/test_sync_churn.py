@@ -28,7 +28,7 @@ from tests.faults.harness import ROOT, WorkerFleet, janitor_pass, open_jobs
 pytestmark = pytest.mark.one_server
 
 COLLECTION = "churn"
-CHURN_SECONDS = 8
+CHURN_SECONDS = 5
 MAX_ATTEMPTS = 6  # a killed worker costs its jobs an attempt; none may run out here
 
 

@@ -15,18 +15,25 @@ from ingestion_pipeline.cli import main as ingest
 from ingestion_pipeline.operations.listing import ListingFailed
 from ingestion_pipeline.operations.sync import SyncOptions, sync_source
 from ingestion_pipeline.worker import Worker
-from tests.s3server import S3Server, s3_server
+from tests.s3server import S3Server, reset, s3_server
 
 BUCKET = "docs-bucket"
 SOURCE = f"s3://{BUCKET}/team"
 
 
-@pytest.fixture
-def s3(monkeypatch) -> Iterator[S3Server]:
+@pytest.fixture(scope="module")
+def s3_module() -> Iterator[S3Server]:
+    """One server for the module (it takes seconds to start), emptied for each test."""
     with s3_server() as server:
-        for name, value in server.env().items():
-            monkeypatch.setenv(name, value)
         yield server
+
+
+@pytest.fixture
+def s3(s3_module, monkeypatch) -> S3Server:
+    reset(s3_module)
+    for name, value in s3_module.env().items():
+        monkeypatch.setenv(name, value)
+    return s3_module
 
 
 @pytest.fixture
