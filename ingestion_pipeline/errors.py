@@ -31,3 +31,9 @@ class MigrationError(IngestError):
 
 class SchemaTooOld(IngestError):
     """The database's schema is older than the client's support window (db/schema_level.py)."""
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception as one line: its message's first line, or its type's name."""
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else "") or type(exc).__name__

@@ -21,7 +21,7 @@ from ingestion_pipeline.cli import (
     sync,
     work,
 )
-from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.errors import IngestError, first_line
 from ingestion_pipeline.settings import load_settings
 
 
@@ -49,22 +49,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ingest: error: {exc}", file=sys.stderr)
         return 1
     except psycopg.OperationalError as exc:
-        print(f"ingest: error: database unavailable: {_first_line(exc)}", file=sys.stderr)
+        print(f"ingest: error: database unavailable: {first_line(exc)}", file=sys.stderr)
         return 1
     except psycopg.Error as exc:  # e.g. permissions, or a schema changed by hand
         print(
-            f"ingest: error: database error: {_first_line(exc)}{f' (SQLSTATE {exc.sqlstate})' if exc.sqlstate else ''}",
+            f"ingest: error: database error: {first_line(exc)}{f' (SQLSTATE {exc.sqlstate})' if exc.sqlstate else ''}",
             file=sys.stderr,
         )
         return 1
     except KeyboardInterrupt:
         print("ingest: interrupted", file=sys.stderr)
         return 130
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 if __name__ == "__main__":

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import TYPE_CHECKING
-
-from tqdm import tqdm
 
 from ingestion_pipeline.cli.common import (
     EXIT_NOTHING_DONE,
@@ -17,7 +14,7 @@ from ingestion_pipeline.cli.common import (
     positive_int,
     print_json,
 )
-from ingestion_pipeline.cli.sync import print_report
+from ingestion_pipeline.cli.sync import run_sync
 from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
@@ -119,20 +116,16 @@ def cmd_remove(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_sync(args: argparse.Namespace, settings: Settings) -> int:
-    with migrated_pool(settings) as pool:
-        progress = tqdm(unit="file", desc="sync", disable=args.json or not sys.stderr.isatty(), file=sys.stderr)
-        with progress:
-            report = sync_registered(
-                pool,
-                args.name,
-                max_bytes=settings.max_file_bytes,
-                max_attempts=settings.max_attempts,
-                keep_versions=settings.keep_versions,
-                dry_run=args.dry_run,
-                on_entry=lambda _: progress.update(),
-            )
-    if args.json:
-        print_json(report.as_dict())
-    else:
-        print_report(report)
-    return 0
+    return run_sync(
+        settings,
+        args.json,
+        lambda pool, on_entry: sync_registered(
+            pool,
+            args.name,
+            max_bytes=settings.max_file_bytes,
+            max_attempts=settings.max_attempts,
+            keep_versions=settings.keep_versions,
+            dry_run=args.dry_run,
+            on_entry=on_entry,
+        ),
+    )

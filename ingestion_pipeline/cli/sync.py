@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tqdm import tqdm
@@ -11,7 +12,7 @@ from tqdm import tqdm
 from ingestion_pipeline.cli.common import add_collection, add_database_url, print_json
 from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db.ready import migrated_pool
-from ingestion_pipeline.operations.sync import COUNTED, SyncOptions, SyncReport, sync_source
+from ingestion_pipeline.operations.sync import COUNTED, Pool, SyncOptions, SyncReport, sync_source
 from ingestion_pipeline.settings import Settings
 
 if TYPE_CHECKING:
@@ -53,11 +54,19 @@ def cmd_sync(args: argparse.Namespace, settings: Settings) -> int:
         max_attempts=settings.max_attempts,
         keep_versions=settings.keep_versions,
     )
+    return run_sync(
+        settings, args.json, lambda pool, on_entry: sync_source(pool, args.source, options, on_entry=on_entry)
+    )
+
+
+def run_sync(settings: Settings, as_json: bool, sync: Callable[[Pool, Callable[[str], None]], SyncReport]) -> int:
+    """Run `sync` (given the pool and a callback per listed file) with a progress bar on a
+    terminal, then print its report (`ingest sync`, `ingest source sync`)."""
     with migrated_pool(settings) as pool:
-        progress = tqdm(unit="file", desc="sync", disable=args.json or not sys.stderr.isatty(), file=sys.stderr)
+        progress = tqdm(unit="file", desc="sync", disable=as_json or not sys.stderr.isatty(), file=sys.stderr)
         with progress:
-            report = sync_source(pool, args.source, options, on_entry=lambda _: progress.update())
-    if args.json:
+            report = sync(pool, lambda _: progress.update())
+    if as_json:
         print_json(report.as_dict())
     else:
         print_report(report)

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -100,7 +101,7 @@ def collect_files(paths: Iterable[str | Path], max_bytes: int) -> list[Path]:
         if not path.exists():
             problems.append(f"{display_name(path)}: no such file or folder")
         elif path.is_dir():
-            files.extend(_walk(path))
+            files.extend(walk_files(path))
         else:
             files.append(path)
     for path in files:
@@ -116,12 +117,13 @@ def collect_files(paths: Iterable[str | Path], max_bytes: int) -> list[Path]:
     return files
 
 
-def _walk(folder: Path) -> list[Path]:
-    """Every non-hidden file below `folder`. Symlinked folders are followed like symlinked
-    files are, each real folder once (a link back up the tree is not a loop)."""
-    found: list[Path] = []
+def walk_files(folder: Path, on_error: Callable[[OSError], None] | None = None) -> Iterator[Path]:
+    """Every non-hidden file below `folder` (and links to files), a folder at a time, in name
+    order. Symlinked folders are followed like symlinked files are, each real folder once (a
+    link back up the tree is not a loop). `on_error`: os.walk's, for a folder it cannot read
+    (None: passed over)."""
     seen = {folder.resolve()}
-    for root, dirs, names in os.walk(folder, followlinks=True):
+    for root, dirs, names in os.walk(folder, followlinks=True, onerror=on_error):
         kept = []
         for name in sorted(d for d in dirs if not d.startswith(".")):
             real = (Path(root) / name).resolve()
@@ -129,8 +131,7 @@ def _walk(folder: Path) -> list[Path]:
                 seen.add(real)
                 kept.append(name)
         dirs[:] = kept
-        found.extend(Path(root) / name for name in sorted(names) if not name.startswith("."))
-    return found
+        yield from (Path(root) / name for name in sorted(names) if not name.startswith("."))
 
 
 def _problem(path: Path, max_bytes: int) -> str | None:
@@ -183,7 +184,6 @@ def enqueue_paths(
         try:
             entry = _enqueue_file(pool, path, batch, options)
         except (OSError, EnqueueRefused, SourceRefused, BatchWasCancelled) as exc:
-            batch.rolled_back_unless(report.files)
             # Changed on disk after the check, or its batch was cancelled meanwhile. Files before
             # it stay enqueued (each is atomic).
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -193,9 +193,6 @@ def enqueue_paths(
                 else "nothing was written"
             )
             raise EnqueueRefused(f"{display_name(path)}: {reason}; stopped there, {where}") from None
-        except BaseException:  # Ctrl-C, the database went away: the file's transaction rolled back
-            batch.rolled_back_unless(report.files)
-            raise
         report.files.append(entry)
         report.batch_id = batch.id
         if on_file:
@@ -222,14 +219,21 @@ class LazyBatch:
             self.id = created.batch_id
         return self.id
 
-    def rolled_back_unless(self, stored: list[EnqueuedFile]) -> None:
-        """After a file's transaction failed: with no file stored yet, the batch row went
-        with it."""
-        if not stored:
-            self.id = None
+    @contextmanager
+    def file_transaction(self, conn: psycopg.Connection[DictRow]) -> Iterator[None]:
+        """One file's transaction on `conn`. When it wrote the batch row (`id_in` created it
+        there) and fails (a refusal, Ctrl-C, the database gone), the row went with it."""
+        existed = self.id is not None
+        try:
+            with conn.transaction():
+                yield
+        except BaseException:
+            if not existed:
+                self.id = None
+            raise
 
 
-def _read_at_most(path: Path, limit: int) -> bytes:
+def read_at_most(path: Path, limit: int) -> bytes:
     with path.open("rb") as source:
         return source.read(limit)
 
@@ -247,12 +251,12 @@ def _enqueue_file(
     pool: ConnectionPool[psycopg.Connection[DictRow]], path: Path, batch: LazyBatch, options: _Options
 ) -> EnqueuedFile:
     modified_at = datetime.fromtimestamp(path.stat().st_mtime, UTC)
-    content = _read_at_most(path, options.max_bytes + 1)
+    content = read_at_most(path, options.max_bytes + 1)
     if len(content) > options.max_bytes:  # it grew after the check
         raise EnqueueRefused(f"it grew over the {_mb(options.max_bytes)} limit after the check")
     source_name = display_name(path.name)
     key = source_key_of(path)
-    with pool.connection() as conn, conn.transaction():
+    with pool.connection() as conn, batch.file_transaction(conn):
         answer = enqueue_content(
             conn,
             content,

@@ -14,14 +14,15 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import unquote_to_bytes, urlsplit
 
 import fsspec
 
-from ingestion_pipeline.errors import IngestError
-from ingestion_pipeline.operations.enqueue import display_name, source_key_of
+from ingestion_pipeline.errors import IngestError, first_line
+from ingestion_pipeline.operations.enqueue import display_name, read_at_most, source_key_of, walk_files
 
 
 class ListingFailed(IngestError):
@@ -82,44 +83,26 @@ def _local_entries(root: Path) -> Iterator[Entry]:
     def refuse(error: OSError) -> NoReturn:
         raise ListingFailed(f"listing {display_name(error.filename or root)} failed: {error.strerror or error}")
 
-    seen = {root.resolve()}
-    for folder, dirs, names in os.walk(root, followlinks=True, onerror=refuse):
-        kept = []
-        for name in sorted(d for d in dirs if not d.startswith(".")):
-            real = (Path(folder) / name).resolve()
-            if real not in seen:
-                seen.add(real)
-                kept.append(name)
-        dirs[:] = kept
-        for name in sorted(n for n in names if not n.startswith(".")):
-            path = Path(folder) / name
-            try:
-                stat = path.stat()
-            except OSError as exc:
-                # A file removed since its folder was read is not part of the source now; a
-                # broken link (to an unmounted share, say) may hide a whole folder: its
-                # documents must not look deleted, so the listing fails.
-                if isinstance(exc, FileNotFoundError) and not path.is_symlink():
-                    continue
-                refuse(exc)
-            if not path.is_file():
+    for path in walk_files(root, on_error=refuse):
+        try:
+            stat = path.stat()
+        except OSError as exc:
+            # A file removed since its folder was read is not part of the source now; a
+            # broken link (to an unmounted share, say) may hide a whole folder: its
+            # documents must not look deleted, so the listing fails.
+            if isinstance(exc, FileNotFoundError) and not path.is_symlink():
                 continue
-            yield Entry(
-                key=source_key_of(path),
-                name=display_name(name),
-                size=stat.st_size,
-                modified_at=datetime.fromtimestamp(stat.st_mtime, UTC),
-                etag=None,
-                read=_local_reader(path),
-            )
-
-
-def _local_reader(path: Path) -> Callable[[int], bytes]:
-    def read(limit: int) -> bytes:
-        with path.open("rb") as source:
-            return source.read(limit)
-
-    return read
+            refuse(exc)
+        if not path.is_file():
+            continue
+        yield Entry(
+            key=source_key_of(path),
+            name=display_name(path.name),
+            size=stat.st_size,
+            modified_at=datetime.fromtimestamp(stat.st_mtime, UTC),
+            etag=None,
+            read=partial(read_at_most, path),
+        )
 
 
 def _fs_entries(fs: Any, protocol: str, root: str, url: str) -> Iterator[Entry]:
@@ -143,7 +126,7 @@ def _fs_entries(fs: Any, protocol: str, root: str, url: str) -> Iterator[Entry]:
     except ListingFailed:
         raise
     except Exception as exc:  # noqa: BLE001  (each filesystem raises its own: HTTP errors, permissions, timeouts)
-        raise ListingFailed(f"listing {url} failed: {_first_line(exc)}") from None
+        raise ListingFailed(f"listing {url} failed: {first_line(exc)}") from None
 
 
 def _walk(fs: Any, root: str) -> Iterator[dict[str, Any]]:
@@ -188,11 +171,6 @@ def _fs_reader(fs: Any, path: str) -> Callable[[int], bytes]:
         except OSError:
             raise
         except Exception as exc:  # noqa: BLE001  (a backend's own errors: timeouts, HTTP): this file fails alone
-            raise OSError(_first_line(exc)) from None
+            raise OSError(first_line(exc)) from None
 
     return read
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return (text.splitlines()[0] if text else "") or type(exc).__name__

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from ingestion_pipeline.db.models import SyncSource
 from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.errors import IngestError, first_line
 from ingestion_pipeline.operations.sync import COUNTED, Pool, SyncOptions, SyncReport, sync_source
 
 RENEW_EVERY_SECONDS = 30.0
@@ -78,7 +78,7 @@ def sync_registered(
         report = sync_source(pool, lease.url, options, on_entry=on_entry, keep_lease=_keeper(rpc, name, token))
     except BaseException as exc:
         try:
-            rpc.finish_source_sync(name, token, succeeded=False, error=_first_line(exc))
+            rpc.finish_source_sync(name, token, succeeded=False, error=first_line(exc))
         except Exception:
             log.warning("could not record the failed sync of %s", name, exc_info=True)
         raise
@@ -103,8 +103,3 @@ def _keeper(rpc: IngestionRpc, name: str, token: int) -> Callable[[bool], None]:
         renewed = time.monotonic()
 
     return keep
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return (text.splitlines()[0] if text else "") or type(exc).__name__

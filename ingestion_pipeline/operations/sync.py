@@ -89,22 +89,21 @@ def sync_source(
     keep_lease: Callable[[bool], None] | None = None,
 ) -> SyncReport:
     """One pass over `url` (ListingFailed when it cannot be listed whole: nothing deleted).
-    `keep_lease`, when the sync holds its source's lease, is called between pages of the
-    listing (it may renew) and before the deletes (`keep_lease(True)`: it must); it raises
-    when the lease was lost."""
+    `keep_lease`, when the sync holds its source's lease, is called at every file and delete
+    (it may renew) and before the deletes (`keep_lease(True)`: it must); it raises when the
+    lease was lost."""
     source = open_source(url)
     report = SyncReport(source=url, collection=options.collection, dry_run=options.dry_run)
     batch = LazyBatch(f"sync {url} {datetime.now(UTC):%Y-%m-%d %H:%M:%S}", {"sync": url})
     listed: set[str] = set()
-    rpc = IngestionRpc(pool)
-    began = rpc.database_now()  # documents enqueued from now on are not this pass's to delete
-    # One connection for the enqueues, a transaction per file: no pool checkout and no
+    # One connection for the whole pass, a transaction per file: no pool checkout and no
     # schema look-up per file (a first sync enqueues every file of the source).
     with pool.connection() as conn:
         writer = _Writer(conn, IngestionRpc(conn), batch)
+        began = writer.rpc.database_now()  # documents enqueued from now on are not this pass's to delete
         try:
             for page in _pages(source.entries()):
-                known = rpc.known_sources(options.collection, [entry.key for entry in page])
+                known = writer.rpc.known_sources(options.collection, [entry.key for entry in page])
                 for entry in page:
                     if keep_lease:  # renews when its interval has passed (a page may take long)
                         keep_lease(False)
@@ -114,10 +113,10 @@ def sync_source(
                         on_entry(entry.key)
         finally:
             report.batch_id = batch.id
-            _finish_batch(rpc, report)
-    if keep_lease and options.delete:
-        keep_lease(True)
-    _delete_vanished(rpc, source, listed, began, options, report, keep_lease)
+            _finish_batch(writer.rpc, report)
+        if keep_lease and options.delete:
+            keep_lease(True)
+        _delete_vanished(writer.rpc, source, listed, began, options, report, keep_lease)
     return report
 
 
@@ -173,9 +172,8 @@ def _sync_entry(
 
 def _enqueue(writer: _Writer, entry: Entry, content: bytes, options: SyncOptions, report: SyncReport) -> None:
     batch, conn = writer.batch, writer.conn
-    fresh = batch.id is None  # then the batch row is written in this file's transaction
     try:
-        with conn.transaction():
+        with batch.file_transaction(conn):
             done = enqueue_content(
                 conn,
                 content,
@@ -190,8 +188,6 @@ def _enqueue(writer: _Writer, entry: Entry, content: bytes, options: SyncOptions
                 rpc=writer.rpc,
             )
     except SourceRefused as exc:
-        if fresh:  # it went with the transaction
-            batch.id = None
         _failed(report, entry.key, str(exc))
         return
     if done.outcome == "new":
