@@ -23,19 +23,29 @@ create table public.document_version_sources (
 );
 revoke all on table public.document_version_sources from public;
 grant select on table public.document_version_sources to ingestion_worker;
--- Supabase's default privileges hand anon/authenticated every new table in public: take
--- them back (…_harden_state_rpcs.sql).
-do $$
+
+-- Supabase's default privileges hand anon/authenticated every new table, sequence and
+-- function in public: this takes them back where those roles exist (…_harden_state_rpcs.sql
+-- did it inline; migrations from here on call this). Run by the migrations as the owner of
+-- what it names; granted to no one.
+create function public.revoke_from_supabase_roles(p_object text)
+returns void
+language plpgsql
+set search_path = pg_catalog, pg_temp
+as $$
 declare
     v_role text;
 begin
     foreach v_role in array array['anon', 'authenticated'] loop
-        if exists (select 1 from pg_roles where rolname = v_role) then
-            execute format('revoke all on table public.document_version_sources from %I', v_role);
+        if exists (select 1 from pg_catalog.pg_roles where rolname = v_role) then
+            execute format('revoke all on %s from %I', p_object, v_role);
         end if;
     end loop;
 end;
 $$;
+revoke all on function public.revoke_from_supabase_roles(text) from public;
+select public.revoke_from_supabase_roles('function public.revoke_from_supabase_roles(text)');
+select public.revoke_from_supabase_roles('table public.document_version_sources');
 
 -- Kept bytes that are owed: of a deleted document, or older than the newest p_keep_versions
 -- versions (the latest's bytes, in document_sources, count as one); at most p_limit, in key

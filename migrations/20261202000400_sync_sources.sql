@@ -37,18 +37,8 @@ create table public.sync_sources (
 );
 revoke all on table public.sync_sources from public;
 grant select on table public.sync_sources to ingestion_worker;
-do $$
-declare
-    v_role text;
-begin
-    foreach v_role in array array['anon', 'authenticated'] loop
-        if exists (select 1 from pg_roles where rolname = v_role) then
-            execute format('revoke all on table public.sync_sources from %I', v_role);
-            execute format('revoke all on sequence public.sync_source_tokens from %I', v_role);
-        end if;
-    end loop;
-end;
-$$;
+select public.revoke_from_supabase_roles('table public.sync_sources');
+select public.revoke_from_supabase_roles('sequence public.sync_source_tokens');
 
 create function public.register_sync_source(p_name text, p_url text, p_collection text default 'default',
                                             p_every_minutes integer default null,

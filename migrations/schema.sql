@@ -1911,6 +1911,21 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.revoke_from_supabase_roles(p_object text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_role text;
+begin
+    foreach v_role in array array['anon', 'authenticated'] loop
+        if exists (select 1 from pg_catalog.pg_roles where rolname = v_role) then
+            execute format('revoke all on %s from %I', p_object, v_role);
+        end if;
+    end loop;
+end;
+$$;
+
 CREATE FUNCTION public.secure_rpc(p_function regprocedure, p_worker_may_call boolean DEFAULT true) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2504,6 +2519,8 @@ GRANT ALL ON FUNCTION public.retry_failed_ingestion_jobs(p_job_ids uuid[], p_bat
 
 REVOKE ALL ON FUNCTION public.retry_ingestion_job(p_job_id uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.retry_ingestion_job(p_job_id uuid) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.revoke_from_supabase_roles(p_object text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.secure_rpc(p_function regprocedure, p_worker_may_call boolean) FROM PUBLIC;
 

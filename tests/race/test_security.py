@@ -94,14 +94,16 @@ INTERNAL = {
     "lock_documents",
     "generation_refusal",
     "apply_generation_commit",
-    # the kept bytes a cleanup call removes (20261202000300)
+    # the kept bytes a cleanup call removes; the migrations' revoke from Supabase's roles (20261202000300)
     "owed_kept_version_bytes",
+    "revoke_from_supabase_roles",
 }
 # Created only where the server has pgvector.
 OPTIONAL = {"document_chunks_embedding_vector"}
-# secure_rpc is run only by the migrations, as the owner of the functions it alters: it
-# is SECURITY INVOKER by design (as a definer it would let its caller alter any function).
-INVOKER = {"secure_rpc"}
+# secure_rpc and revoke_from_supabase_roles are run only by the migrations, as the owner of
+# what they alter: SECURITY INVOKER by design (as definers they would let a caller alter or
+# revoke anything).
+INVOKER = {"secure_rpc", "revoke_from_supabase_roles"}
 
 # What ingestion_worker may do to each relation; every relation not named: nothing.
 WORKER_RELATION_PRIVILEGES = {
