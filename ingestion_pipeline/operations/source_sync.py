@@ -1,8 +1,8 @@
 """A sync of a registered source: under the source's lease, so two syncs of one source never
 interleave (the second is refused with the first one's holder), and its outcome recorded on
-the source (`ingest source list`, Dagster's metadata). The lease is renewed between pages of
-the listing and checked once more before the deletes: a sync that lost it (stalled past its
-lease while another sync took the source) stops before deleting anything."""
+the source (`ingest source list`, Dagster's metadata). The lease is checked at every file and
+delete, renewed every RENEW_EVERY_SECONDS, and renewed once more before the deletes: a sync
+that lost it (stalled past its lease while another sync took the source) stops there."""
 
 from __future__ import annotations
 
