@@ -1,7 +1,8 @@
 """The daemon path end to end: `ingest ui` (webserver + daemon) against a scratch embedded
 server; a folder is enqueued and nothing but Dagster works on it. The sensor must request
 the drain runs, the runs must materialize `document_index`, a check run must report over
-GraphQL, and SIGTERM to `ingest ui` must leave no process and no open port behind.
+GraphQL, and SIGTERM to `ingest ui` must stop it within 10 s, leaving no process and no
+open port behind.
 
 Tests in this module share one running instance and run in file order."""
 
@@ -10,10 +11,12 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import time
 
 import psutil
 import pytest
 
+from ingestion_pipeline.cli.process_group import STOP_SECONDS
 from ingestion_pipeline.db import embedded
 from tests.browser import DAGSTER_DISMISSED_POPUPS, Browser
 from tests.orchestration.live_dagster import BIN, ROOT, LiveDagster, clean_env, gone, port_open
@@ -162,11 +165,20 @@ def test_a_registered_source_syncs_on_its_schedule_and_the_ui_shows_its_counts(l
     assert (live.folder / "source-sync.png").stat().st_size > 10_000
 
 
-def test_sigterm_to_ingest_ui_leaves_no_process_and_no_open_port(live):
+def test_sigterm_to_a_busy_ingest_ui_stops_it_within_10_s_leaving_no_process_and_no_open_port(live):
+    # Busy: the sensors tick every 2 s and the source sync above may still be launching runs.
     family = psutil.Process(live.proc.pid).children(recursive=True)
     assert len(family) >= 3  # dagster dev, its webserver and daemon, code servers
+    started = time.monotonic()
     live.proc.send_signal(signal.SIGTERM)  # the pid only, as `kill` and service managers do
-    assert live.proc.wait(timeout=90) == 0  # a requested, graceful stop
+    code = live.proc.wait(timeout=STOP_SECONDS)
+    elapsed = time.monotonic() - started
+
+    # 0: `dg dev` stopped by itself within its grace; 143: it was still in its teardown and was
+    # terminated (on loaded CI cores its interpreter's exit alone can pass the grace). Never 137:
+    # nothing of Dagster ignores SIGTERM.
+    assert code in (0, 128 + signal.SIGTERM), (code, live.log_path.read_text()[-3000:])
+    assert elapsed < STOP_SECONDS, elapsed
 
     assert gone(family) == []
     assert not port_open(live.port)

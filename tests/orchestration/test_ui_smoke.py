@@ -51,8 +51,8 @@ def test_plain_dagster_dev_in_the_checkout_loads_the_location(tmp_path):
     assert ".tmp_dagster_home_" in home and not Path(home).exists()
 
 
-# `ingest ui` escalates SIGINT (4 s) -> SIGTERM (3 s) -> SIGKILL (2 s) to Dagster's process
-# group (cli/process_group.py): it is gone within 10 s of the signal, whatever Dagster does.
+# `ingest ui` escalates SIGINT (8 s) -> SIGTERM (1 s) -> SIGKILL to Dagster's process group
+# (cli/process_group.py): it is gone within 10 s of the signal, whatever Dagster does.
 STOPPED_WITHIN_SECONDS = 10
 
 
