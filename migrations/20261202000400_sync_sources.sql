@@ -153,8 +153,38 @@ begin
 end;
 $$;
 
+-- What a sync compares its listing with: the live documents of these keys in a collection, with
+-- what the source held at their latest version (size, modification time, ETag: an entry that
+-- matches is not read), and whether that version waits for a build nobody will do
+-- (`build_cancelled`: not indexed, no job of the document open, and the version's last job
+-- cancelled, as a cancel of the sync's import batch leaves it). The sync queues those again
+-- (enqueue_ingestion_job, no read): otherwise a file whose batch was cancelled would never be
+-- indexed while it stays as it is. A version that failed stays failed until its file changes
+-- or an operator retries it (`ingest retry`): the same bytes would fail again at every sync.
+create function public.known_source_versions(p_collection text, p_keys text[])
+returns table (source_key text, document_id uuid, version integer, byte_size bigint,
+               source_modified_at timestamptz, source_etag text, build_cancelled boolean)
+language sql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+    select d.source_key, d.id, d.version, v.byte_size, v.source_modified_at, v.source_etag,
+           d.indexed_version is distinct from d.version
+           and coalesce((select j.status = 'cancelled' from public.ingestion_jobs j
+                          where j.document_id = d.id and j.document_version = d.version
+                          order by j.created_at desc, j.id desc
+                          limit 1), false)
+           and not exists (select 1 from public.ingestion_jobs o
+                            where o.document_id = d.id and o.status in ('pending', 'processing'))
+      from public.documents d
+      join public.document_versions v on v.document_id = d.id and v.version = d.version
+     where d.collection = p_collection and d.source_key = any (p_keys) and d.deleted_at is null;
+$$;
+
 select public.secure_rpc('public.register_sync_source(text, text, text, integer, boolean)');
 select public.secure_rpc('public.remove_sync_source(text)');
 select public.secure_rpc('public.begin_source_sync(text, text, integer)');
 select public.secure_rpc('public.renew_source_sync(text, bigint, integer)');
 select public.secure_rpc('public.finish_source_sync(text, bigint, boolean, jsonb, text)');
+select public.secure_rpc('public.known_source_versions(text, text[])');

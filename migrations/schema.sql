@@ -1488,6 +1488,23 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.known_source_versions(p_collection text, p_keys text[]) RETURNS TABLE(source_key text, document_id uuid, version integer, byte_size bigint, source_modified_at timestamp with time zone, source_etag text, build_cancelled boolean)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select d.source_key, d.id, d.version, v.byte_size, v.source_modified_at, v.source_etag,
+           d.indexed_version is distinct from d.version
+           and coalesce((select j.status = 'cancelled' from public.ingestion_jobs j
+                          where j.document_id = d.id and j.document_version = d.version
+                          order by j.created_at desc, j.id desc
+                          limit 1), false)
+           and not exists (select 1 from public.ingestion_jobs o
+                            where o.document_id = d.id and o.status in ('pending', 'processing'))
+      from public.documents d
+      join public.document_versions v on v.document_id = d.id and v.version = d.version
+     where d.collection = p_collection and d.source_key = any (p_keys) and d.deleted_at is null;
+$$;
+
 CREATE FUNCTION public.lock_commit_generations(p_document_ids uuid[], p_generation_ids uuid[]) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2468,6 +2485,9 @@ REVOKE ALL ON FUNCTION public.ingestion_sensor_state(p_stale_after_seconds integ
 GRANT ALL ON FUNCTION public.ingestion_sensor_state(p_stale_after_seconds integer, p_limit integer) TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.insert_ingestion_job_stages(p_job_id uuid, p_document_id uuid, p_worker_id text, p_stages jsonb) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.known_source_versions(p_collection text, p_keys text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.known_source_versions(p_collection text, p_keys text[]) TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.lock_commit_generations(p_document_ids uuid[], p_generation_ids uuid[]) FROM PUBLIC;
 

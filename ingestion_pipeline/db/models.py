@@ -387,7 +387,7 @@ class DocumentSummary(BaseModel):
 
 class KnownSource(BaseModel):
     """What a live document's latest version was enqueued from (a sync compares its listing
-    with it)."""
+    with it), and whether that version's build was cancelled (the sync queues it again)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -397,6 +397,7 @@ class KnownSource(BaseModel):
     byte_size: int
     source_modified_at: datetime | None = None
     source_etag: str | None = None
+    build_cancelled: bool = False  # not indexed, nothing open, its last job cancelled: queue it again
 
 
 class DocumentHistory(RpcResult):

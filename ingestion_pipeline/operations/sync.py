@@ -10,11 +10,14 @@ from the bytes actually read, with the time the listing saw before the read, so 
 changed while it was read is read again by the next sync.
 
 A cancel of the sync's import batch (`ingest cancel`) stops it at the next file
-(BatchWasCancelled), before any delete. Deletes come last and only from a complete
-listing: a listing that fails anywhere (ListingFailed) raises before anything is deleted,
-and an empty listing deletes nothing unless `allow_empty` (an unmounted share or a wrong
-prefix looks empty). Each enqueue and each delete is its own transaction, so an interrupted
-sync leaves whole files done and the next sync finishes the rest.
+(BatchWasCancelled), before any delete. A file whose latest version's build was cancelled
+(that batch's, or any) and that is unchanged since is `requeued` by the next sync: a job for
+its stored bytes, nothing read (a version that failed is not: the same bytes would fail
+again). Deletes come last and only from a complete listing: a listing that fails anywhere
+(ListingFailed) raises before anything is deleted, and an empty listing deletes nothing
+unless `allow_empty` (an unmounted share or a wrong prefix looks empty). Each enqueue and
+each delete is its own transaction, so an interrupted sync leaves whole files done and the
+next sync finishes the rest.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from ingestion_pipeline.operations.listing import Entry, Source, open_source
 from ingestion_pipeline.operations.sources import SourceRefused, enqueue_content
 
 PAGE = 500  # listing entries looked up per query, live keys read per page
-COUNTED = ("new", "changed", "unchanged", "deleted", "failed")
+COUNTED = ("new", "changed", "unchanged", "requeued", "deleted", "failed")
 
 
 @dataclass
@@ -48,7 +51,7 @@ class SyncReport:
     batch_id: UUID | None = None
     counts: Counter[str] = field(default_factory=Counter)
     failures: list[tuple[str, str]] = field(default_factory=list)  # (key, reason)
-    changes: list[tuple[str, str]] = field(default_factory=list)  # (key, new|changed|deleted)
+    changes: list[tuple[str, str]] = field(default_factory=list)  # (key, new|changed|requeued|deleted)
     deletes_skipped: str | None = None  # why nothing was deleted, when deletes were due
     bytes_read: int = 0
 
@@ -150,7 +153,10 @@ def _sync_entry(
     writer: _Writer, entry: Entry, known: KnownSource | None, options: SyncOptions, report: SyncReport
 ) -> None:
     if known is not None and _unchanged(entry, known):
-        report.counts["unchanged"] += 1
+        if known.build_cancelled:
+            _requeue(writer, entry.key, known, options, report)
+        else:
+            report.counts["unchanged"] += 1
         return
     if entry.size > options.max_bytes:
         _failed(report, entry.key, f"{entry.size} bytes is over the {options.max_bytes} limit (INGEST_MAX_FILE_BYTES)")
@@ -196,6 +202,20 @@ def _enqueue(writer: _Writer, entry: Entry, content: bytes, options: SyncOptions
         _counted(report, entry.key, "changed")
     else:  # the same bytes under a new time: remember the time, so the next sync reads nothing
         writer.rpc.touch_version_source(done.document_id, done.content_sha256, entry.modified_at, entry.etag)
+        report.counts["unchanged"] += 1
+
+
+def _requeue(writer: _Writer, key: str, known: KnownSource, options: SyncOptions, report: SyncReport) -> None:
+    """A job for the latest version's stored bytes, whose build was cancelled."""
+    if options.dry_run:
+        _counted(report, key, "requeued")
+        return
+    batch, conn = writer.batch, writer.conn
+    with batch.file_transaction(conn):
+        result = writer.rpc.enqueue(known.document_id, batch_id=batch.id_in(conn), max_attempts=options.max_attempts)
+    if result.ok:
+        _counted(report, key, "requeued")
+    else:  # queued meanwhile by someone else, or deleted (the next sync finds it new)
         report.counts["unchanged"] += 1
 
 
@@ -247,7 +267,9 @@ def _vanished(
 
 def _finish_batch(rpc: IngestionRpc, report: SyncReport) -> None:
     """A batch in which nothing was queued would never be finished by a job."""
-    if report.batch_id is not None and not (report.counts["new"] or report.counts["changed"]):
+    if report.batch_id is not None and not (
+        report.counts["new"] or report.counts["changed"] or report.counts["requeued"]
+    ):
         rpc.refresh_batch(report.batch_id)
 
 

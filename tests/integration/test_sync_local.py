@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ingestion_pipeline.cli import main as ingest
+from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.operations.listing import ListingFailed
 from ingestion_pipeline.operations.sync import SyncOptions, sync_source
@@ -88,6 +89,28 @@ def test_a_touched_file_is_read_once_then_not_again(pool, folder):
     assert sync(pool, folder).bytes_read == 0
 
 
+def test_files_whose_batch_was_cancelled_are_requeued_unread_and_a_failed_one_is_not(
+    pool, conn, settings, folder, db_url, capsys
+):
+    write(folder, {"broken.txt": "a NUL byte makes it binary \x00"})
+    first = sync(pool, folder)
+    assert counts(first) == {"new": 4}
+    assert IngestionRpc(pool).cancel_batch(first.batch_id).cancelled == 4  # before any build
+    (folder / "broken.txt").unlink()
+    write(folder, {"broken.txt": "fails again \x00"})
+
+    assert counts(sync(pool, folder, dry_run=True)) == {"requeued": 3, "changed": 1}
+    again = sync(pool, folder)
+    assert counts(again) == {"requeued": 3, "changed": 1}
+    assert again.bytes_read == (folder / "broken.txt").stat().st_size  # the requeued files are not read
+    Worker(pool, settings).run(drain=True)
+    assert found(db_url, capsys, "heron") == ["alpha.md", "beta.txt", "gamma.md"]
+    # the broken file's latest version failed for good: unchanged, not queued at every sync
+    status = "select status from documents where source_key = %s and deleted_at is null"
+    assert conn.execute(status, ((folder / "broken.txt").as_uri(),)).fetchone()["status"] == "failed"
+    assert counts(sync(pool, folder)) == {"unchanged": 4}
+
+
 def test_dry_run_reads_and_writes_nothing(pool, conn, folder):
     sync(pool, folder)
     (folder / "beta.txt").unlink()
@@ -152,7 +175,7 @@ def test_the_cli_prints_the_counts(db_url, folder, capsys):
     capsys.readouterr()
     assert ingest(["sync", str(folder), "--collection", "share", "--database-url", db_url]) == 0
     out = capsys.readouterr().out
-    assert "new  changed  unchanged  deleted  failed" in out and "collection 'share'" in out
+    assert "new  changed  unchanged  requeued  deleted  failed" in out and "collection 'share'" in out
 
 
 def test_a_file_enqueued_while_the_sync_lists_is_not_deleted(pool, conn, folder, settings):

@@ -61,6 +61,7 @@ WORKER_RPCS = {
     "begin_source_sync",
     "renew_source_sync",
     "finish_source_sync",
+    "known_source_versions",
 }
 # Internal helpers (called by the RPCs or the trigger as their owner): granted to no one.
 INTERNAL = {

@@ -91,9 +91,9 @@ class DocumentRpc(RpcBase):
 
     def known_sources(self, collection: str, keys: Sequence[str]) -> dict[str, KnownSource]:
         """The live documents of `keys` in `collection`, by key, with their latest version's
-        size, modification time and ETag."""
+        size, modification time and ETag, and whether its build was cancelled."""
         with self._connection() as conn:
-            rows = conn.execute(query("latest_versions_by_key"), {"collection": collection, "keys": list(keys)})
+            rows = conn.execute(query("known_source_versions"), {"collection": collection, "keys": list(keys)})
             return {row["source_key"]: KnownSource.model_validate(row) for row in rows.fetchall()}
 
     def live_keys_under(

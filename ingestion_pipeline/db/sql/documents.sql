@@ -19,13 +19,12 @@ select document_history(p_document_id => %(document_id)s, p_collection => %(coll
 -- A source's sync (operations/sync.py): documents and versions are not queue state, read
 -- and annotated directly; what it enqueues and deletes goes through the RPCs.
 
--- name: latest_versions_by_key
+-- name: known_source_versions
 -- The live documents of these keys in one collection, with what the source held at their
--- latest version (size, modification time, ETag): a listing entry that matches needs no read.
-select d.source_key, d.id as document_id, d.version, v.byte_size, v.source_modified_at, v.source_etag
-  from documents d
-  join document_versions v on v.document_id = d.id and v.version = d.version
- where d.collection = %(collection)s and d.source_key = any (%(keys)s) and d.deleted_at is null;
+-- latest version (size, modification time, ETag: a listing entry that matches needs no read)
+-- and whether that version's build was cancelled with nothing building it.
+select source_key, document_id, version, byte_size, source_modified_at, source_etag, build_cancelled
+  from known_source_versions(p_collection => %(collection)s, p_keys => %(keys)s);
 
 -- name: live_keys_under_prefix
 -- The live documents of a collection whose key starts with `prefix` and whose latest version
