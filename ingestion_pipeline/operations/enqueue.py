@@ -34,6 +34,7 @@ import psycopg
 from psycopg.rows import DictRow
 from psycopg_pool import ConnectionPool
 
+from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
 from ingestion_pipeline.errors import BatchWasCancelled, IngestError
@@ -220,12 +221,15 @@ class LazyBatch:
         return self.id
 
     @contextmanager
-    def file_transaction(self, conn: psycopg.Connection[DictRow]) -> Iterator[None]:
-        """One file's transaction on `conn`. When it wrote the batch row (`id_in` created it
-        there) and fails (a refusal, Ctrl-C, the database gone), the row went with it."""
+    def file_transaction(self, conn: psycopg.Connection[DictRow], *, asynchronous: bool = False) -> Iterator[None]:
+        """One file's transaction on `conn` (`asynchronous`: its commit does not wait for the
+        WAL flush; the caller flushes before it reports). When it wrote the batch row (`id_in`
+        created it there) and fails (a refusal, Ctrl-C, the database gone), the row went with it."""
         existed = self.id is not None
         try:
             with conn.transaction():
+                if asynchronous:
+                    conn.execute(query("commit_asynchronously"))
                 yield
         except BaseException:
             if not existed:

@@ -13,11 +13,19 @@ import time
 from pathlib import Path
 
 FILES = 40  # names the writer picks from: f00.txt … f39.txt, some in a subfolder
+# Cold files (cold/c00.txt …): seeded, and rewritten by one action in COLD_EVERY only, so most
+# stay as they are between two syncs (a cancelled build of one must come back `requeued`).
+COLD = 20
+COLD_EVERY = 25
 WORDS = "heron egret ibis crane stork plover curlew godwit avocet dunlin knot sanderling".split()
 
 
 def path_of(folder: Path, n: int) -> Path:
     return folder / ("deep" if n % 4 == 0 else "") / f"f{n:02d}.txt"
+
+
+def cold_path(folder: Path, n: int) -> Path:
+    return folder / "cold" / f"c{n:02d}.txt"
 
 
 def text(rng: random.Random, n: int) -> str:
@@ -26,20 +34,24 @@ def text(rng: random.Random, n: int) -> str:
 
 
 def seed(folder: Path, rng: random.Random) -> None:
-    (folder / "deep").mkdir(parents=True, exist_ok=True)
+    for sub in ("deep", "cold"):
+        (folder / sub).mkdir(parents=True, exist_ok=True)
     for n in range(0, FILES, 2):
         path_of(folder, n).write_text(text(rng, n))
+    for n in range(COLD):
+        cold_path(folder, n).write_text(text(rng, n))
 
 
 def churn(folder: Path, stop: Path, rng: random.Random) -> None:
     while not stop.exists():
-        path = path_of(folder, rng.randrange(FILES))
+        cold = rng.randrange(COLD_EVERY) == 0
+        path = cold_path(folder, rng.randrange(COLD)) if cold else path_of(folder, rng.randrange(FILES))
         action = rng.random()
-        if action < 0.25 and path.exists():
+        if action < 0.25 and path.exists() and not cold:
             path.unlink()
         else:  # written in two parts, so a read may come between them
             with path.open("w") as out:
-                body = text(rng, int(path.stem[1:]))
+                body = text(rng, int(path.stem[1:]))  # f07 / c07: 7
                 out.write(body[: len(body) // 2])
                 out.flush()
                 time.sleep(rng.uniform(0, 0.005))

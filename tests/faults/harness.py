@@ -45,6 +45,7 @@ from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.worker.errors import describe
 from tests.any_schema_rpc import AnySchemaRpc
 from tests.faults.rpc_log import DEADLOCK, OPERATOR, HistoryFile, LoggedRpc, read_history, rolled_back
+from tests.faults.sync_loop import SyncLoop, SyncStats
 from tests.faults.worker_process import FAULT_SETTINGS, TAKEOVER_WAIT_SECONDS
 from tests.helpers import enqueue_bytes
 
@@ -300,6 +301,7 @@ class ChaosStats:
     janitor_deadlocks: int = 0  # janitor passes that failed on 40P01 (among janitor_errors)
     histories: list[Path] = field(default_factory=list)  # the workers' and the janitor's, for the checker
     events: Counter = field(default_factory=Counter)
+    sync: SyncStats | None = None  # the syncs of a churning folder (run_faults' `sync_folder`)
 
     def summary(self) -> str:
         return (
@@ -773,13 +775,19 @@ class Operator:
         try:
             with connect(self.url) as conn:
                 row = None
-                if want_open:
-                    row = conn.execute(
-                        "select b.id from import_batches b where exists (select 1 from ingestion_jobs o "
-                        "where o.batch_id = b.id and o.status in ('pending', 'processing')) "
-                        f"and not {spared_batch} order by random() limit 1",
-                        params,
-                    ).fetchone()
+                # With syncs running, half of these take a sync's batch (a cancelled sync's files
+                # must be built by a later pass: `requeued`).
+                of_sync = "and b.metadata ? 'sync' " if self.stats.sync is not None and rng.random() < 0.5 else ""
+                for where in dict.fromkeys((of_sync, "")) if want_open else ():
+                    row = (
+                        row
+                        or conn.execute(
+                            "select b.id from import_batches b where exists (select 1 from ingestion_jobs o "
+                            "where o.batch_id = b.id and o.status in ('pending', 'processing')) "
+                            f"{where}and not {spared_batch} order by random() limit 1",
+                            params,
+                        ).fetchone()
+                    )
                 if row is None:
                     row = conn.execute(
                         f"select b.id from import_batches b where not {spared_batch} order by random() limit 1", params
@@ -790,11 +798,25 @@ class Operator:
         except Exception as exc:
             self._raised("cancel_batch", exc)
             return
+        self._count_cancel(row["id"], result)
+
+    def cancel_this_batch(self, batch_id) -> None:
+        """Cancel the given batch (a sync's, right after its pass: sync_loop.SyncLoop's thread)."""
+        try:
+            with connect(self.url) as conn:
+                result = LoggedRpc(conn, self.history, caller=OPERATOR).cancel_batch(batch_id)
+        except Exception as exc:
+            self._raised("cancel_batch", exc)
+            return
+        self.stats.events["cancel_sync_batch"] += 1
+        self._count_cancel(batch_id, result)
+
+    def _count_cancel(self, batch_id, result) -> None:
         if not result.ok:
             self.stats.events[f"cancel_refused_{result.reason}"] += 1
             return
         self.stats.cancels += 1
-        self.stats.cancelled_batches.add(str(row["id"]))
+        self.stats.cancelled_batches.add(str(batch_id))
         self.stats.cancels_in_flight += result.in_flight or 0
         self.stats.jobs_cancelled += result.cancelled or 0
 
@@ -1088,13 +1110,16 @@ def run_faults(
     final_attempt_every: int = FINAL_ATTEMPT_EVERY,
     permanent_failure_every: int = PERMANENT_FAILURE_EVERY,
     worker_url: str | None = None,
+    sync_folder: Path | None = None,
 ) -> ChaosStats:
     """Seed, start the fleet, apply chaos for `chaos_seconds`, then let everything drain.
     The first faults are FIRST_FAULTS (those among `faults`), so even a short run has each.
     `server` restarts the database (found from the URL when not given: the embedded
     server is restarted, any other has every backend of the database terminated).
     `worker_url` is where the worker processes connect (default `url`; e.g. a pooler in
-    front of it): the seeding, the faults, the janitor and the checks use `url`."""
+    front of it): the seeding, the faults, the janitor and the checks use `url`. With
+    `sync_folder`, a churning folder is synced throughout the chaos (sync_loop.SyncLoop),
+    then once more at rest before the drain."""
     rng = random.Random(seed)
     install_deletion_audit(url)
     if server is None and "server_restart" in faults:
@@ -1113,6 +1138,10 @@ def run_faults(
         fleet.start()
     janitor = Janitor(url, folder / JANITOR_HISTORY, stats, server_lock=server.lock if server else None)
     janitor.start()
+    syncs = SyncLoop(url, sync_folder, seed, cancel=operator.cancel_this_batch) if sync_folder is not None else None
+    if syncs is not None:
+        syncs.start()
+        stats.sync = syncs.stats
     try:
         wave = 0
         stalling: dict[str, float] = {}
@@ -1141,11 +1170,15 @@ def run_faults(
                     final_attempt_every=final_attempt_every,
                     permanent_failure_every=permanent_failure_every,
                 )
+        if syncs is not None:
+            syncs.settle()
         deadline = time.monotonic() + drain_timeout
         while open_jobs(url) and time.monotonic() < deadline:
             _replace_exited(fleet, stats, workers)
             time.sleep(0.5)
     finally:
+        if syncs is not None:
+            syncs.stop()
         janitor.stop()
         fleet.stop_all()
     janitor.run_pass(final=True)

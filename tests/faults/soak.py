@@ -16,10 +16,13 @@ now), cancels random import batches and retries failed jobs in bulk (a batch's w
 other jobs are being acknowledged, several batches' by id, every failed one; every 15th
 document fails on every attempt, so there are always some) and enqueues new versions of
 documents under their keys (part of the time of one being built, up to three in quick
-succession), its calls logged; a janitor
-runs alongside (its calls logged). At the end everything drains, a last janitor pass
-cleans up until nothing is left, and the checker reads the client-side histories and the
-database. Prints the totals, among them the deletes (in flight, purged at once), the
+succession), its calls logged; a writer process churns a folder (files added, rewritten
+in place, deleted) that `ingest sync` passes mirror into the collection `churn`, one pass
+in five SIGKILLed (tests/faults/sync_loop.py; --no-sync leaves it out); a janitor
+runs alongside (its calls logged). At the end the writer stops, a final sync runs,
+everything drains, a last janitor pass cleans up until nothing is left, and the checker
+reads the client-side histories and the database, and holds the synced collection against
+the folder (check_source). Prints the totals, among them the deletes (in flight, purged at once), the
 cancels and the jobs they cancelled (by the answers and in the database), the retries and
 the jobs they put back, the new versions (those that superseded a build in flight) and
 the builds committed by version, the refusals of workers whose job was cancelled, the deadlocks
@@ -42,8 +45,10 @@ from pathlib import Path
 
 from ingestion_pipeline.db import embedded
 from ingestion_pipeline.db import migrate as migrator
-from tests.faults.checker import check
+from tests.faults.checker import check, check_source
 from tests.faults.harness import ServerControl, final_attempt_outcomes, open_jobs, run_faults
+from tests.faults.sync_loop import COLLECTION as SYNC_COLLECTION
+from tests.faults.sync_loop import SyncStats
 
 
 def main() -> int:
@@ -57,6 +62,9 @@ def main() -> int:
         metavar="VERSION",
         default=None,
         help="migrate only up to this version (default: head), e.g. to soak the schema before a fix",
+    )
+    parser.add_argument(
+        "--no-sync", dest="sync", action="store_false", help="no syncs of a churning folder (default: on)"
     )
     args = parser.parse_args()
 
@@ -76,8 +84,11 @@ def main() -> int:
                 seed=args.seed,
                 refill=True,
                 server=ServerControl(url, folder / "pg"),
+                sync_folder=folder / "sync" if args.sync else None,
             )
             report = check(url, stats.histories)
+            if args.sync:
+                check_source(url, SYNC_COLLECTION, folder / "sync" / "share", report)
             still_open = open_jobs(url)
             final_outcomes = final_attempt_outcomes(url, stats.final_attempt_jobs, stats.final_attempt_seen)
         finally:
@@ -185,6 +196,7 @@ def main() -> int:
             f"{audit.get('generations_deleted', 0)} / {audit.get('artifact_rows_deleted', 0)}",
         ),
         ("deleted while a job of the document was open", audit.get("under_open_job", 0)),
+        *_sync_rows(stats.sync),
         ("jobs open at the end", still_open),
         ("deadlocks", f"{deadlocks}" + (f" ({rollbacks})" if deadlocks else "")),
         ("serialization failures", report.stats.get("serialization_failures", 0)),
@@ -213,6 +225,9 @@ def main() -> int:
         print(f"FINAL-ATTEMPT JOBS NOT DEAD-LETTERED: {final_outcomes}")
     for label in stats.worker_exits:
         print(f"WORKER EXITED: {label} (see its .err)")
+    sync_failed = stats.sync is not None and (stats.sync.unexpected or not stats.sync.passes["final ok"])
+    for error in stats.sync.unexpected[:20] if stats.sync else ():
+        print(f"SYNC ERROR: {error}")
     failed = (
         report.violations
         or deadlocks
@@ -221,8 +236,24 @@ def main() -> int:
         or still_open
         or stats.worker_exits
         or dead_lettered != len(stats.final_attempt_jobs)
+        or sync_failed
     )
     return 1 if failed else 0
+
+
+def _sync_rows(sync: SyncStats | None) -> list[tuple[str, object]]:
+    if sync is None:
+        return []
+    outcomes = ("ok", "killed", "database_unavailable", "batch_cancelled", "unexpected")
+    changes = ("new", "changed", "unchanged", "requeued", "deleted", "failed")
+    return [
+        (
+            "sync passes: ok / killed / db unavailable / batch cancelled / unexpected",
+            " / ".join(str(sync.passes[outcome]) for outcome in outcomes),
+        ),
+        ("sync files: " + " / ".join(changes), " / ".join(str(sync.counts[change]) for change in changes)),
+        ("final sync (folder at rest)", ", ".join(k[6:] for k in sync.passes if k.startswith("final ")) or "none"),
+    ]
 
 
 if __name__ == "__main__":

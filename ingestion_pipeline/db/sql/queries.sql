@@ -38,6 +38,16 @@ select current_setting('max_connections')::int as max_connections,
 -- name: server_version
 select current_setting('server_version') as version, current_database() as database;
 
+-- name: commit_asynchronously
+-- This transaction's commit does not wait for its WAL to reach the disk (a sync's files:
+-- operations/sync.py says why that loses nothing the sync reported).
+select set_config('synchronous_commit', 'off', true);
+
+-- name: flush_commits
+-- A transaction with an id whose commit waits for the WAL flush, and so for every commit
+-- before it, asynchronous ones included.
+select pg_current_xact_id();
+
 -- ---------------------------------------------------------------------------------
 -- The schema level the RPC client talks to (db/schema_level.py); the RPCs themselves are
 -- named in leases.sql, generations.sql, acks.sql and batches.sql.
