@@ -1138,7 +1138,15 @@ def run_faults(
         fleet.start()
     janitor = Janitor(url, folder / JANITOR_HISTORY, stats, server_lock=server.lock if server else None)
     janitor.start()
-    syncs = SyncLoop(url, sync_folder, seed, cancel=operator.cancel_this_batch) if sync_folder is not None else None
+    syncs = None
+    if sync_folder is not None:
+        server_lock = server.lock if server else threading.Lock()
+
+        def cancel_sync_batch(batch_id: str) -> None:
+            with server_lock:  # never while the server restarts (the operator's other calls are on this thread)
+                operator.cancel_this_batch(batch_id)
+
+        syncs = SyncLoop(url, sync_folder, seed, cancel=cancel_sync_batch)
     if syncs is not None:
         syncs.start()
         stats.sync = syncs.stats
