@@ -1,0 +1,96 @@
+"""Typed results of the RPCs. Every RPC returns jsonb with `ok` and, when not ok, `reason`
+(a `Refusal`).
+
+Split by concern, one module per part of the client (db/rpc/): refusals (`Refusal` and
+`RpcResult`, the base of every result), batches, generations, jobs (claims, leases and
+acknowledgements), items (what the bulk RPCs take), documents (versions, keys, known sources,
+history), lifecycle (deletes, cancels, retries) and sources (registered sync sources). Every
+name is re-exported here: import from `ingestion_pipeline.db.models`.
+"""
+
+from ingestion_pipeline.db.models.batches import (
+    BatchCreated,
+    BatchesRefreshed,
+    BatchReport,
+    BatchStatus,
+    BatchSummary,
+    EnqueueResult,
+    FailedJob,
+    QueueHealth,
+    SensorState,
+)
+from ingestion_pipeline.db.models.documents import (
+    DocumentHistory,
+    DocumentSummary,
+    DocumentVersion,
+    EnqueueOutcome,
+    KnownSource,
+    VersionEnqueued,
+    VersionJob,
+)
+from ingestion_pipeline.db.models.generations import CleanupResult, GenerationResult, KeptBytesCleaned
+from ingestion_pipeline.db.models.items import CompleteItem, FailItem, LeaseBeat, StageRow
+from ingestion_pipeline.db.models.jobs import (
+    ClaimedJob,
+    CommitResult,
+    CompletedJobs,
+    ExpireResult,
+    FailedJobs,
+    HeartbeatResult,
+    HeartbeatsResult,
+    JobOutcome,
+    LeaseRef,
+)
+from ingestion_pipeline.db.models.lifecycle import (
+    BatchCancelled,
+    DocumentDeleted,
+    JobsRetried,
+    LiveDocument,
+    RetryRefusal,
+)
+from ingestion_pipeline.db.models.refusals import Refusal, RpcResult
+from ingestion_pipeline.db.models.sources import SourceLease, SyncSource
+
+__all__ = [
+    "BatchCancelled",
+    "BatchCreated",
+    "BatchReport",
+    "BatchStatus",
+    "BatchSummary",
+    "BatchesRefreshed",
+    "ClaimedJob",
+    "CleanupResult",
+    "CommitResult",
+    "CompleteItem",
+    "CompletedJobs",
+    "DocumentDeleted",
+    "DocumentHistory",
+    "DocumentSummary",
+    "DocumentVersion",
+    "EnqueueOutcome",
+    "EnqueueResult",
+    "ExpireResult",
+    "FailItem",
+    "FailedJob",
+    "FailedJobs",
+    "GenerationResult",
+    "HeartbeatResult",
+    "HeartbeatsResult",
+    "JobOutcome",
+    "JobsRetried",
+    "KeptBytesCleaned",
+    "KnownSource",
+    "LeaseBeat",
+    "LeaseRef",
+    "LiveDocument",
+    "QueueHealth",
+    "Refusal",
+    "RetryRefusal",
+    "RpcResult",
+    "SensorState",
+    "SourceLease",
+    "StageRow",
+    "SyncSource",
+    "VersionEnqueued",
+    "VersionJob",
+]
