@@ -108,6 +108,10 @@ class StallSwitch:
         self.first_point = random.randrange(len(points))
         self.marker, self.release = marker, release
         self.partitioned: set[tuple[str, int | None]] = set()  # (job id, token) left out of the heartbeats
+        # Held by a heartbeat statement from choosing its leases to its answer, and by a stall
+        # while it partitions its lease: a heartbeat that named the lease ended before the stall
+        # began (its `t0`), and every later one leaves it out.
+        self.partition_lock = threading.Lock()
         self._lock = threading.Lock()
 
     def arm(self, *_signal_args) -> None:
@@ -121,8 +125,9 @@ class StallSwitch:
             return False
 
     def stall(self, rpc: FaultRpc, point: str, job_id, worker_id: str, lease_token: int | None) -> None:
-        started = time.time()
-        self.partitioned.add((str(job_id), lease_token))  # for the rest of this claim's run
+        with self.partition_lock:
+            self.partitioned.add((str(job_id), lease_token))  # for the rest of this claim's run
+            started = time.time()
         # Written whole, then renamed: the test waits for the file to exist and reads it at once.
         partial = self.marker.with_name(self.marker.name + ".partial")
         partial.write_text(f"{point} {job_id} {lease_token}\n")
@@ -175,10 +180,12 @@ class FaultRpc(LoggedRpc):
     def heartbeat_many(self, worker_id, leases):
         """The partition: a stalled claim's lease is left out of the statement (no answer
         about it, so the keeper never hears it is lost); the others are renewed."""
-        kept = [lease for lease in leases if (str(lease.job_id), lease.lease_token) not in self.switch.partitioned]
-        if not kept:
-            return HeartbeatsResult(ok=True)
-        return super().heartbeat_many(worker_id, kept)
+        with self.switch.partition_lock:
+            partitioned = self.switch.partitioned
+            kept = [lease for lease in leases if (str(lease.job_id), lease.lease_token) not in partitioned]
+            if not kept:
+                return HeartbeatsResult(ok=True)
+            return super().heartbeat_many(worker_id, kept)
 
     def begin_generation(self, job_id, document_id, worker_id, *, lease_token=None):
         result = super().begin_generation(job_id, document_id, worker_id, lease_token=lease_token)

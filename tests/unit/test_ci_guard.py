@@ -14,6 +14,8 @@ def test_make_test_fails_when_no_test_is_collected(tmp_path):
         [
             "make",
             "-s",
+            "-o",
+            "lint",  # not remade: the subject is pytest's exit 5 (lint runs first in the suite's own make test)
             "test",
             "PYTEST_XDIST=",  # one process: collecting the suite once is enough to find nothing
             f"PYTEST_ARGS=-k no_test_has_this_name_ci_guard -p no:cacheprovider --basetemp={tmp_path / 'nested'}",
