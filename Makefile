@@ -10,11 +10,9 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Reinstall when the project's dependencies change. --no-compile: Python compiles what it
-# imports on first use (and caches it); compiling every file of Dagster and the rest up front
-# took 38 of the install's 100 s on a fresh machine.
+# Reinstall when the project's dependencies change.
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet --no-compile -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
 install: $(STAMP)
