@@ -126,7 +126,8 @@ def sync_source(
         finally:
             report.batch_id = batch.id
             _finish_batch(writer.rpc, report)
-        _flush(conn)
+        if report.batch_id is not None:  # only a pass that committed a file has commits to flush
+            _flush(conn)
         if keep_lease and options.delete:
             keep_lease(True)
         _delete_vanished(writer.rpc, source, listed, began, options, report, keep_lease)
