@@ -777,17 +777,16 @@ class Operator:
                 row = None
                 # With syncs running, half of these take a sync's batch (a cancelled sync's files
                 # must be built by a later pass: `requeued`).
-                of_sync = "and b.metadata ? 'sync' " if self.stats.sync is not None and rng.random() < 0.5 else ""
-                for where in dict.fromkeys((of_sync, "")) if want_open else ():
-                    row = (
-                        row
-                        or conn.execute(
+                of_sync = self.stats.sync is not None and rng.random() < 0.5
+                wheres = (["and b.metadata ? 'sync' "] if of_sync else []) + [""]
+                for where in wheres if want_open else []:
+                    if row is None:
+                        row = conn.execute(
                             "select b.id from import_batches b where exists (select 1 from ingestion_jobs o "
                             "where o.batch_id = b.id and o.status in ('pending', 'processing')) "
                             f"{where}and not {spared_batch} order by random() limit 1",
                             params,
                         ).fetchone()
-                    )
                 if row is None:
                     row = conn.execute(
                         f"select b.id from import_batches b where not {spared_batch} order by random() limit 1", params
