@@ -685,16 +685,28 @@ FAILED_JOBS_OF_SEVERAL_BATCHES = """
 
 # A new version's document: live, keyed, never broken nor with a max_attempts=1 job, and
 # none of its jobs spared; `building`, its job being built right now (a document has one
-# open job at most), which %(in_flight)s requires.
+# open job at most). VERSION_TARGET_BUILDING takes only such a document, and locks that job
+# the way the enqueue's first step does (a job a worker holds locked is skipped): until
+# the transaction that supersedes it commits, the build cannot end, so the new version
+# provably takes over from a build in flight (a look-up that let go of the job lost that
+# race five times in five to builds of a few milliseconds: CI, 2026-12-03).
+_VERSION_TARGET_FILTER = f"""
+     d.source_key is not null and d.deleted_at is null and strpos(d.source_name, '{BROKEN_MARK}') = 0
+       and not exists (select 1 from ingestion_jobs j where j.document_id = d.id
+                        and (j.max_attempts = 1 or {SPARED_JOB}))"""
 VERSION_TARGET = f"""
     select d.id, d.collection, d.source_key, d.source_name, b.id as building
       from documents d
       left join ingestion_jobs b on b.document_id = d.id and b.status = 'processing'
-     where d.source_key is not null and d.deleted_at is null and strpos(d.source_name, '{BROKEN_MARK}') = 0
-       and not exists (select 1 from ingestion_jobs j where j.document_id = d.id
-                        and (j.max_attempts = 1 or {SPARED_JOB}))
-       and (b.id is not null or not %(in_flight)s)
+     where {_VERSION_TARGET_FILTER}
      order by random() limit 1"""
+VERSION_TARGET_BUILDING = f"""
+    select d.id, d.collection, d.source_key, d.source_name, b.id as building
+      from ingestion_jobs b
+      join documents d on d.id = b.document_id
+     where b.status = 'processing' and {_VERSION_TARGET_FILTER}
+     order by random() limit 1
+       for no key update of b skip locked"""
 
 
 class Operator:
@@ -858,39 +870,44 @@ class Operator:
         params = self._spared(spared_labels)
         try:
             with connect(self.url) as conn:
-                target = None
-                if want_in_flight:
-                    target = conn.execute(VERSION_TARGET, {**params, "in_flight": True}).fetchone()
-                if target is None:
-                    target = conn.execute(VERSION_TARGET, {**params, "in_flight": False}).fetchone()
-                if target is None:
-                    return
-                # The first versions go into no batch, so no batch cancel takes them: the run
-                # must see a version above 1 committed (test_fault_run), and a cancel of each
-                # batch they could have joined once left none (CI, 2026-12-02).
-                batch = (
-                    conn.execute(
-                        "select id from import_batches where cancelled_at is null order by random() limit 1"
-                    ).fetchone()
-                    if self.stats.versions
-                    else None
-                )
-                self.stats.events[f"new_version_target_{'in_flight' if target['building'] else 'any'}"] += 1
                 rpc = LoggedRpc(conn, self.history, caller=OPERATOR)
-                for _ in range(rng.randint(1, NEW_VERSIONS_AT_ONCE)):
-                    result = rpc.new_version(
-                        conn,
-                        content=document_text(f"{target['source_name']} v{time.time_ns()}", rng),
-                        collection=target["collection"],
-                        source_key=target["source_key"],
-                        source_name=target["source_name"],
-                        mime_type="text/plain",
-                        batch_id=None if batch is None else batch["id"],
-                        max_attempts=NEW_VERSION_MAX_ATTEMPTS,
-                    )
-                    self._count_version(result, target["building"])
+                with rpc.one_transaction(conn):
+                    target = conn.execute(VERSION_TARGET_BUILDING, params).fetchone() if want_in_flight else None
+                    if target is None:
+                        target = conn.execute(VERSION_TARGET, params).fetchone()
+                    if target is None:
+                        return
+                    self.stats.events[f"new_version_target_{'in_flight' if target['building'] else 'any'}"] += 1
+                    batch = self._version_batch(conn)
+                    self._send_version(rpc, conn, rng, target, batch)
+                # The next versions come in quick succession, each in its own transaction.
+                for _ in range(rng.randint(0, NEW_VERSIONS_AT_ONCE - 1)):
+                    self._send_version(rpc, conn, rng, target, batch)
         except Exception as exc:
             self._raised("new_version", exc)
+
+    def _version_batch(self, conn):
+        """A random batch not cancelled; none for the first versions, so no batch cancel takes
+        them: the run must see a version above 1 committed (test_fault_run), and a cancel of
+        each batch they could have joined once left none (CI, 2026-12-02)."""
+        if not self.stats.versions:
+            return None
+        return conn.execute(
+            "select id from import_batches where cancelled_at is null order by random() limit 1"
+        ).fetchone()
+
+    def _send_version(self, rpc: LoggedRpc, conn, rng: random.Random, target, batch) -> None:
+        result = rpc.new_version(
+            conn,
+            content=document_text(f"{target['source_name']} v{time.time_ns()}", rng),
+            collection=target["collection"],
+            source_key=target["source_key"],
+            source_name=target["source_name"],
+            mime_type="text/plain",
+            batch_id=None if batch is None else batch["id"],
+            max_attempts=NEW_VERSION_MAX_ATTEMPTS,
+        )
+        self._count_version(result, target["building"])
 
     def _count_version(self, result, building) -> None:
         if not result.ok:

@@ -134,6 +134,7 @@ class LoggedRpc(AnySchemaRpc):
         # The bulk statements name no worker: the public method that sends one says whose it is.
         self._bulk_caller = threading.local()
         self._statements = itertools.count(1)
+        self._held_entries: list[dict] | None = None  # operator calls of an open one_transaction
 
     def _record(self, call: str, params: dict, started: float, result, ended: float | None = None, **extra) -> None:
         self.history.write(
@@ -382,6 +383,27 @@ class LoggedRpc(AnySchemaRpc):
         target = {"collection": fields["collection"], "source_key": fields["source_key"]}
         return self._operator_call("new_version", target, send)
 
+    @contextmanager
+    def one_transaction(self, conn: psycopg.Connection):
+        """The operator calls made inside, and the caller's own statements (a lock taken
+        first), as one transaction on `conn`; their entries are written once it committed,
+        with that moment as `t1`, as a single call's would be. One that rolled back writes
+        them as raised (`ok` null, the error), their outcome being none."""
+        self._held_entries = held = []
+        try:
+            with conn.transaction():
+                yield
+        except BaseException as exc:
+            for entry in held:
+                self.history.write({**entry, "ok": None, "reason": None, "job_ids": [], "error": describe(exc)})
+            raise
+        else:
+            committed = time.time()
+            for entry in held:
+                self.history.write({**entry, "t1": committed})
+        finally:
+            self._held_entries = None
+
     def _operator_call(self, call: str, target: dict, send):
         """One lifecycle call, logged with its answer and `job_ids`, the jobs it cancelled."""
         entry = {"call": call, "pid": os.getpid(), "worker": self.caller, "job_id": None, **target, "t0": time.time()}
@@ -404,7 +426,8 @@ class LoggedRpc(AnySchemaRpc):
             cancelled = []
         else:
             cancelled = list(answer.get("job_ids") or []) if result.ok else []
-        self.history.write(
+        write = self.history.write if self._held_entries is None else self._held_entries.append
+        write(
             {
                 **entry,
                 **answer,
