@@ -12,6 +12,35 @@ CREATE TYPE public.import_batch_delta AS (
 	failed integer
 );
 
+CREATE FUNCTION public.add_collection(p_name text, p_public boolean DEFAULT NULL::boolean) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_row public.collections%rowtype;
+    v_outcome text;
+begin
+    if p_name is null or btrim(p_name) = '' then
+        raise exception 'add_collection: p_name is required' using errcode = '22023';
+    end if;
+    insert into public.collections (name, is_public) values (p_name, coalesce(p_public, false))
+    on conflict (name) do nothing
+    returning * into v_row;
+    if v_row.name is not null then
+        v_outcome := 'created';
+    else
+        update public.collections set is_public = coalesce(p_public, is_public)
+         where name = p_name and is_public is distinct from coalesce(p_public, is_public)
+        returning * into v_row;
+        v_outcome := case when v_row.name is null then 'unchanged' else 'updated' end;
+        if v_row.name is null then
+            select * into v_row from public.collections where name = p_name;
+        end if;
+    end if;
+    return jsonb_build_object('ok', true, 'outcome', v_outcome, 'name', v_row.name, 'is_public', v_row.is_public);
+end;
+$$;
+
 CREATE FUNCTION public.apply_generation_commit(p_document_id uuid, p_generation_id uuid, p_metadata jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1242,6 +1271,30 @@ CREATE FUNCTION public.generation_refusal(p_job_id uuid, p_document_id uuid, p_g
       left join public.documents d on d.id = p_document_id;
 $$;
 
+CREATE FUNCTION public.grant_collection(p_collection text, p_user_id uuid, p_role text DEFAULT 'reader'::text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_previous text;
+begin
+    if p_user_id is null or p_role is null or p_role not in ('reader', 'writer') then
+        raise exception 'grant_collection: p_user_id is required and p_role is reader or writer'
+            using errcode = '22023';
+    end if;
+    perform 1 from public.collections where name = p_collection for key share;
+    if not found then
+        return jsonb_build_object('ok', false, 'reason', 'unknown_collection', 'collection', p_collection);
+    end if;
+    select role into v_previous from public.collection_members
+     where collection = p_collection and user_id = p_user_id for update;
+    insert into public.collection_members (collection, user_id, role) values (p_collection, p_user_id, p_role)
+    on conflict (collection, user_id) do update set role = excluded.role, granted_at = now();
+    return jsonb_build_object('ok', true, 'collection', p_collection, 'user_id', p_user_id, 'role', p_role,
+                              'previous_role', v_previous);
+end;
+$$;
+
 CREATE FUNCTION public.heartbeat_ingestion_job(p_job_id uuid, p_worker_id text, p_progress integer DEFAULT NULL::integer, p_stage text DEFAULT NULL::text, p_lease_token bigint DEFAULT NULL::bigint) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1505,6 +1558,18 @@ CREATE FUNCTION public.known_source_versions(p_collection text, p_keys text[]) R
      where d.collection = p_collection and d.source_key = any (p_keys) and d.deleted_at is null;
 $$;
 
+CREATE FUNCTION public.list_collections() RETURNS TABLE(name text, is_public boolean, documents bigint, members bigint, created_at timestamp with time zone)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select c.name, c.is_public,
+           (select count(*) from public.documents d where d.collection = c.name and d.deleted_at is null),
+           (select count(*) from public.collection_members m where m.collection = c.name),
+           c.created_at
+      from public.collections c
+     order by c.name;
+$$;
+
 CREATE FUNCTION public.lock_commit_generations(p_document_ids uuid[], p_generation_ids uuid[]) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1612,6 +1677,35 @@ CREATE FUNCTION public.owed_kept_version_bytes(p_keep_versions integer, p_limit 
      where d.deleted_at is not null or d.version is null or k.version <= d.version - p_keep_versions
      order by k.document_id, k.version
      limit greatest(p_limit, 0);
+$$;
+
+CREATE FUNCTION public.readable_collections() RETURNS text[]
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_caller name := coalesce(nullif(pg_catalog.current_setting('role'), 'none'), session_user);
+    v_user uuid;
+begin
+    if exists (select 1 from pg_catalog.pg_roles r
+                where r.rolname = v_caller
+                  and (r.rolsuper or r.rolbypassrls
+                       or pg_catalog.pg_has_role(v_caller, 'ingestion_worker', 'USAGE')
+                       or pg_catalog.pg_has_role(v_caller, (select c.relowner from pg_catalog.pg_class c
+                                                             where c.oid = 'public.documents'::regclass),
+                                                 'USAGE'))) then
+        return null;
+    end if;
+    if pg_catalog.pg_has_role(v_caller, 'authenticated', 'USAGE') then
+        v_user := public.request_user_id();
+    elsif not pg_catalog.pg_has_role(v_caller, 'anon', 'USAGE') then
+        return '{}';
+    end if;
+    return array(select c.name from public.collections c where c.is_public
+                 union
+                 select m.collection from public.collection_members m where m.user_id = v_user
+                 order by 1);
+end;
 $$;
 
 CREATE FUNCTION public.record_ingestion_job_stage(p_job_id uuid, p_worker_id text, p_stage text, p_started_at timestamp with time zone, p_finished_at timestamp with time zone DEFAULT now(), p_detail jsonb DEFAULT '{}'::jsonb, p_lease_token bigint DEFAULT NULL::bigint) RETURNS jsonb
@@ -1735,6 +1829,19 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.register_document_collections() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    insert into public.collections (name)
+    select distinct n.collection from new_rows n
+     where not exists (select 1 from public.collections c where c.name = n.collection)
+    on conflict do nothing;
+    return null;
+end;
+$$;
+
 CREATE FUNCTION public.register_sync_source(p_name text, p_url text, p_collection text DEFAULT 'default'::text, p_every_minutes integer DEFAULT NULL::integer, p_delete_vanished boolean DEFAULT true) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1786,6 +1893,25 @@ begin
     return jsonb_build_object('ok', true, 'name', p_name, 'expires_at', v_expires);
 end;
 $$;
+
+CREATE FUNCTION public.request_user_id() RETURNS uuid
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    v_sub text;
+begin
+    if pg_catalog.to_regprocedure('auth.uid()') is not null then
+        execute 'select auth.uid()::text' into v_sub;
+    else
+        v_sub := nullif(pg_catalog.current_setting('request.jwt.claims', true), '')::jsonb ->> 'sub';
+    end if;
+    if v_sub ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' then
+        return v_sub::uuid;
+    end if;
+    return null;
+end;
+$_$;
 
 CREATE FUNCTION public.require_ack_items(p_function text, p_items jsonb) RETURNS void
     LANGUAGE plpgsql IMMUTABLE SECURITY DEFINER
@@ -1928,6 +2054,20 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.revoke_collection(p_collection text, p_user_id uuid) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_role text;
+begin
+    delete from public.collection_members where collection = p_collection and user_id = p_user_id
+    returning role into v_role;
+    return jsonb_build_object('ok', true, 'collection', p_collection, 'user_id', p_user_id,
+                              'revoked', v_role is not null, 'role', v_role);
+end;
+$$;
+
 CREATE FUNCTION public.revoke_from_supabase_roles(p_object text) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1941,6 +2081,324 @@ begin
         end if;
     end loop;
 end;
+$$;
+
+CREATE FUNCTION public.search_documents(p_query text, p_collections text[] DEFAULT NULL::text[], p_mode text DEFAULT 'lexical'::text, p_limit integer DEFAULT 10, p_query_embedding real[] DEFAULT NULL::real[]) RETURNS TABLE(document_id uuid, collection text, source_uri text, source_name text, title text, heading text, heading_path text, page integer, chunk_ordinal integer, snippet text, score double precision)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    AS $$
+#variable_conflict use_column
+declare
+    v_depth integer;
+begin
+    if p_mode is null or p_mode not in ('lexical', 'vector', 'hybrid') then
+        raise exception 'search_documents: unknown mode %; choose lexical, vector or hybrid', coalesce(p_mode, 'null')
+            using errcode = '22023';
+    end if;
+    if p_limit is null or p_limit < 1 or p_limit > 1000 then
+        raise exception 'search_documents: p_limit must be between 1 and 1000, got %', coalesce(p_limit::text, 'null')
+            using errcode = '22023';
+    end if;
+    if p_mode <> 'vector' and coalesce(btrim(p_query), '') = '' then
+        raise exception 'search_documents: the search query is empty' using errcode = '22023';
+    end if;
+    if p_mode <> 'lexical' then
+        if p_query_embedding is null or cardinality(p_query_embedding) = 0 then
+            raise exception 'search_documents: % search needs p_query_embedding, the query''s vector from the '
+                            'embedder the documents were indexed with', p_mode using errcode = '22023';
+        end if;
+        if exists (select 1 from unnest(p_query_embedding) as x
+                    where x is null or x in ('NaN'::real, 'Infinity'::real, '-Infinity'::real)) then
+            raise exception 'search_documents: p_query_embedding holds a null, NaN or infinite value'
+                using errcode = '22023';
+        end if;
+    end if;
+    v_depth := case when p_mode = 'hybrid' then p_limit * 5 else p_limit end;
+    return query
+    with lists as (
+        select 'lexical'::text as list, h.*
+          from public.search_lexical_hits(p_query, p_collections, v_depth) h
+         where p_mode <> 'vector'
+        union all
+        select 'vector'::text, h.*
+          from public.search_vector_hits(p_query_embedding, p_collections, v_depth) h
+         where p_mode <> 'lexical'
+    ), fused as (
+        select l.document_id, min(l.n) as n,
+               case when p_mode = 'hybrid' then sum(1.0::float8 / (60 + l.n)) else max(l.score) end as score
+          from lists l
+         group by l.document_id
+    ), shown as (
+        select distinct on (l.document_id) l.*
+          from lists l
+         order by l.document_id, l.n, l.list
+    )
+    select s.document_id, d.collection, d.source_key, d.source_name, coalesce(d.title, d.source_name),
+           sec.heading, s.heading_path, s.page_ordinal + 1, s.chunk_ordinal, s.snippet, f.score
+      from fused f
+      join shown s on s.document_id = f.document_id
+      join public.documents d on d.id = s.document_id
+      left join public.document_sections sec
+             on sec.document_id = s.document_id
+            and sec.index_generation_id = s.index_generation_id
+            and sec.ordinal = s.section_ordinal
+     order by case when p_mode = 'hybrid' then -f.score else f.n end, s.document_id::text
+     limit p_limit;
+end;
+$$;
+
+CREATE FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) RETURNS TABLE(document_id uuid, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading_path text, score double precision, snippet text, n integer)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    AS $$
+with terms_text as (
+    select t.n, t.term, t.excluded from public.search_query_terms(p_query) t
+),
+query as (  -- null for no included (or no excluded) term: websearch_to_tsquery('') would say so
+    select (select websearch_to_tsquery('english', string_agg(term, ' or ' order by n))
+              from terms_text where not excluded having count(*) > 0) as any_term,
+           (select websearch_to_tsquery('english', string_agg(term, ' or ' order by n))
+              from terms_text where excluded having count(*) > 0) as any_excluded,
+           public.search_scope(p_collections) as scope
+),
+terms as (
+    select t.n, q.term
+      from terms_text t
+     cross join lateral websearch_to_tsquery('english', t.term) as q (term)
+     where not t.excluded and numnode(q.term) > 0
+),
+chunks as (
+    select c.document_id, c.index_generation_id, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading,
+           c.content, c.content_tsv, ts_rank(c.content_tsv, q.any_term) as rank
+      from query q
+      join public.committed_document_chunks c on c.content_tsv @@ q.any_term
+     where numnode(q.any_term) > 0
+       and (q.any_excluded is null or numnode(q.any_excluded) = 0 or not c.content_tsv @@ q.any_excluded)
+       and (q.scope is null
+            or c.document_id in (select d.id from public.documents d where d.collection = any (q.scope)))
+),
+hits as (
+    select c.document_id, c.ordinal, t.n,
+           case when ts_filter(c.content_tsv, '{a}') @@ t.term then 1.0
+                when ts_filter(c.content_tsv, '{b}') @@ t.term then 0.4
+                else 0.1 end as field
+      from chunks c
+      join terms t on c.content_tsv @@ t.term
+),
+index_size as (
+    select greatest((select count(*) from chunks),
+                    (select reltuples from pg_catalog.pg_class
+                      where oid = 'public.document_chunks'::regclass)) as chunks
+),
+term_weights as (
+    select h.n, ln(1 + s.chunks / count(*)) as weight
+      from hits h cross join index_size s
+     group by h.n, s.chunks
+),
+chunk_cover as (
+    select h.document_id, h.ordinal, sum(w.weight * h.field) as covered
+      from hits h join term_weights w using (n)
+     group by h.document_id, h.ordinal
+),
+window_cover as (  -- chunks (start, start + 1), each term at its best field in either
+    select x.document_id, max(x.covered) as covered
+      from (select p.document_id, p.start, sum(w.weight * p.field) as covered
+              from (select h.document_id, s.start, h.n, max(h.field) as field
+                      from hits h cross join lateral (values (h.ordinal - 1), (h.ordinal)) as s (start)
+                     group by h.document_id, s.start, h.n) p
+              join term_weights w using (n)
+             group by p.document_id, p.start) x
+     group by x.document_id
+),
+best_chunks as (
+    select distinct on (c.document_id)
+           c.document_id, c.index_generation_id, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading,
+           c.content, cc.covered, c.rank
+      from chunks c join chunk_cover cc using (document_id, ordinal)
+     order by c.document_id, cc.covered desc, c.rank desc, c.ordinal
+),
+scored as (
+    select b.*, (b.covered + 0.5 * wc.covered) / t.weight as score
+      from best_chunks b
+      join window_cover wc using (document_id)
+     cross join (select sum(weight) as weight from term_weights) t
+     order by score desc, b.rank desc, b.document_id
+     limit greatest(p_limit, 0)
+)
+select s.document_id, s.index_generation_id, s.ordinal, s.section_ordinal, s.page_ordinal, s.heading,
+       s.score::float8,
+       ts_headline('english', s.content, q.any_term,
+                   'MaxFragments=1, MinWords=8, MaxWords=30, StartSel=[, StopSel=]'),
+       (row_number() over (order by s.score desc, s.rank desc, s.document_id))::integer
+  from scored s cross join query q
+ order by 9;
+$$;
+
+CREATE FUNCTION public.search_query_terms(p_query text) RETURNS TABLE(n integer, term text, excluded boolean)
+    LANGUAGE sql IMMUTABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    with tokens as (
+        select m.pos, m.parts[1] = '-' as excluded,
+               case when m.parts[3] is not null then pg_catalog.btrim(m.parts[3], '-')
+                    when pg_catalog.btrim(m.parts[2], E' \t\n\r\f\v') <> ''
+                        then '"' || pg_catalog.btrim(m.parts[2], E' \t\n\r\f\v') || '"'
+                    else '' end as term
+          from pg_catalog.regexp_matches(coalesce(p_query, ''), '(-?)(?:"([^"]*)"?|([^\s"]+))', 'g')
+               with ordinality as m (parts, pos)
+    )
+    select (row_number() over (partition by t.excluded order by min(t.pos)))::integer, t.term, t.excluded
+      from tokens t
+     where t.term <> '' and pg_catalog.lower(t.term) <> 'or'
+     group by t.excluded, t.term
+     order by t.excluded, min(t.pos);
+$$;
+
+CREATE FUNCTION public.search_scope(p_collections text[]) RETURNS text[]
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_readable text[] := public.readable_collections();
+begin
+    if p_collections is null or cardinality(p_collections) = 0 then
+        return v_readable;
+    end if;
+    if v_readable is null then
+        return p_collections;
+    end if;
+    return array(select unnest(p_collections) intersect select unnest(v_readable));
+end;
+$$;
+
+CREATE FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer) RETURNS TABLE(document_id uuid, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading_path text, score double precision, snippet text, n integer)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    AS $_$
+#variable_conflict use_column
+declare
+    v_scope text[] := public.search_scope(p_collections);
+    v_dimensions integer := cardinality(p_embedding);
+    v_schema name;
+    v_iterative boolean;
+    v_most integer;
+    v_candidates integer;
+    v_fetched bigint;
+    v_rows jsonb;
+    v_statement text;
+    v_ef_search text;
+    v_iterative_scan text;
+begin
+    select ns.nspname, coalesce(string_to_array(e.extversion, '.')::int[] >= array[0, 8], false)
+      into v_schema, v_iterative
+      from pg_catalog.pg_attribute a
+      join pg_catalog.pg_type t on t.oid = a.atttypid
+      join pg_catalog.pg_namespace ns on ns.oid = t.typnamespace
+      left join pg_catalog.pg_extension e on e.extname = 'vector'
+     where a.attrelid = 'public.document_chunks'::regclass and a.attname = 'embedding_vector'
+       and not a.attisdropped;
+
+    if v_schema is null then
+        return query
+        with query as (
+            select p_embedding::float8[] as v,
+                   (select sqrt(sum(x::float8 * x)) from unnest(p_embedding) as x) as norm
+        ), scored as (
+            select c.document_id, c.index_generation_id, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading,
+                   c.content, p.dot / nullif(p.norm * q.norm, 0) as similarity
+              from public.committed_document_chunks c
+             cross join query q
+             cross join lateral (
+                   select sum(a * b) as dot, sqrt(sum(a::float8 * a)) as norm
+                     from unnest(c.embedding, q.v) as u (a, b)) as p
+             where cardinality(c.embedding) = v_dimensions
+               and (v_scope is null
+                    or c.document_id in (select d.id from public.documents d where d.collection = any (v_scope)))
+        ), best as (
+            select distinct on (s.document_id) s.*
+              from scored s
+             where s.similarity is not null
+             order by s.document_id, s.similarity desc, s.ordinal
+        )
+        select b.document_id, b.index_generation_id, b.ordinal, b.section_ordinal, b.page_ordinal, b.heading,
+               b.similarity::float8, public.search_vector_snippet(b.content),
+               (row_number() over (order by b.similarity desc, b.document_id))::integer
+          from best b
+         order by b.similarity desc, b.document_id
+         limit greatest(p_limit, 0);
+        return;
+    end if;
+
+    -- pgvector: for this call, resolve `vector` and `<=>` where the extension lives (the
+    -- SET clause restores search_path when the function returns; the HNSW settings are
+    -- put back below).
+    perform pg_catalog.set_config('search_path', 'pg_catalog, pg_temp, ' || quote_ident(v_schema), true);
+    v_ef_search := pg_catalog.current_setting('hnsw.ef_search', true);
+    v_iterative_scan := pg_catalog.current_setting('hnsw.iterative_scan', true);
+    v_most := case when v_iterative then 20000 else 1000 end;
+    v_candidates := least(greatest(p_limit, 1) * 10, v_most);
+    v_statement := format($q$
+        with candidates as materialized (
+            select c.document_id, c.index_generation_id, c.ordinal,
+                   c.embedding_vector::vector(%1$s) <=> $1::vector(%1$s) as distance
+              from public.document_chunks c
+             where vector_dims(c.embedding_vector) = %1$s
+             order by c.embedding_vector::vector(%1$s) <=> $1::vector(%1$s)
+             limit $2
+        ), best as (
+            select distinct on (k.document_id) k.*, cc.section_ordinal, cc.page_ordinal, cc.heading, cc.content
+              from candidates k
+              join public.committed_document_chunks cc using (document_id, index_generation_id, ordinal)
+             where k.distance <> 'NaN'
+               and ($3::text[] is null
+                    or k.document_id in (select d.id from public.documents d where d.collection = any ($3::text[])))
+             order by k.document_id, k.distance, k.ordinal
+        ), hits as (
+            select b.document_id, b.index_generation_id, b.ordinal as chunk_ordinal, b.section_ordinal,
+                   b.page_ordinal, b.heading as heading_path, (1 - b.distance)::float8 as score,
+                   public.search_vector_snippet(b.content) as snippet
+              from best b
+             order by b.distance, b.document_id
+             limit $4
+        )
+        select (select count(*) from candidates),
+               coalesce((select jsonb_agg(h order by h.score desc, h.document_id) from hits h), '[]')$q$,
+        v_dimensions);
+    loop
+        perform pg_catalog.set_config('hnsw.ef_search', least(greatest(v_candidates, 40), 1000)::text, true);
+        if v_iterative then
+            perform pg_catalog.set_config('hnsw.iterative_scan', 'strict_order', true);
+        end if;
+        execute v_statement into v_fetched, v_rows using p_embedding, v_candidates, v_scope, greatest(p_limit, 0);
+        exit when jsonb_array_length(v_rows) >= p_limit or v_fetched < v_candidates or v_candidates >= v_most;
+        v_candidates := least(v_candidates * 2, v_most);
+    end loop;
+    perform pg_catalog.set_config('hnsw.ef_search', coalesce(v_ef_search, '40'), true);
+    if v_iterative then
+        perform pg_catalog.set_config('hnsw.iterative_scan', coalesce(v_iterative_scan, 'off'), true);
+    end if;
+    return query
+        select r.document_id, r.index_generation_id, r.chunk_ordinal, r.section_ordinal, r.page_ordinal,
+               r.heading_path, r.score, r.snippet, e.n::integer
+          from jsonb_array_elements(v_rows) with ordinality as e (hit, n)
+         cross join lateral jsonb_to_record(e.hit) as r (document_id uuid, index_generation_id uuid,
+               chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading_path text,
+               score double precision, snippet text)
+         order by e.n;
+end;
+$_$;
+
+CREATE FUNCTION public.search_vector_snippet(p_content text) RETURNS text
+    LANGUAGE sql IMMUTABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select case when cardinality(w.words) > 30
+                then array_to_string(w.words[1:30], ' ') || ' …'
+                else array_to_string(w.words, ' ') end
+      from (select regexp_split_to_array(btrim(coalesce(p_content, ''), E' \t\n\r\f\v'), '\s+') as words) w;
 $$;
 
 CREATE FUNCTION public.secure_rpc(p_function regprocedure, p_worker_may_call boolean DEFAULT true) RETURNS void
@@ -2065,6 +2523,21 @@ CREATE FUNCTION public.stuck_import_batch_ids(p_limit integer DEFAULT 100) RETUR
      order by b.id
      limit greatest(p_limit, 1);
 $$;
+
+CREATE TABLE public.collection_members (
+    collection text NOT NULL,
+    user_id uuid NOT NULL,
+    role text DEFAULT 'reader'::text NOT NULL,
+    granted_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT collection_members_role_check CHECK ((role = ANY (ARRAY['reader'::text, 'writer'::text])))
+);
+
+CREATE TABLE public.collections (
+    name text NOT NULL,
+    is_public boolean DEFAULT false NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT collections_name_check CHECK ((name <> ''::text))
+);
 
 CREATE TABLE public.document_chunks (
     document_id uuid NOT NULL,
@@ -2253,6 +2726,12 @@ CREATE TABLE public.sync_sources (
     CONSTRAINT sync_sources_url_check CHECK ((url <> ''::text))
 );
 
+ALTER TABLE ONLY public.collection_members
+    ADD CONSTRAINT collection_members_pkey PRIMARY KEY (collection, user_id);
+
+ALTER TABLE ONLY public.collections
+    ADD CONSTRAINT collections_pkey PRIMARY KEY (name);
+
 ALTER TABLE ONLY public.document_chunks
     ADD CONSTRAINT document_chunks_pkey PRIMARY KEY (document_id, index_generation_id, ordinal);
 
@@ -2291,6 +2770,8 @@ ALTER TABLE ONLY public.ingestion_jobs
 
 ALTER TABLE ONLY public.sync_sources
     ADD CONSTRAINT sync_sources_pkey PRIMARY KEY (name);
+
+CREATE INDEX collection_members_user ON public.collection_members USING btree (user_id);
 
 CREATE INDEX document_chunks_content_tsv ON public.document_chunks USING gin (content_tsv);
 
@@ -2342,6 +2823,11 @@ CREATE TRIGGER document_pages_artifact_fence AFTER INSERT ON public.document_pag
 
 CREATE TRIGGER document_sections_artifact_fence AFTER INSERT ON public.document_sections REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.enforce_artifact_fence();
 
+CREATE TRIGGER documents_register_collections AFTER INSERT ON public.documents REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.register_document_collections();
+
+ALTER TABLE ONLY public.collection_members
+    ADD CONSTRAINT collection_members_collection_fkey FOREIGN KEY (collection) REFERENCES public.collections(name) ON DELETE CASCADE;
+
 ALTER TABLE ONLY public.document_chunks
     ADD CONSTRAINT document_chunks_document_id_fkey FOREIGN KEY (document_id) REFERENCES public.documents(id) ON DELETE CASCADE;
 
@@ -2384,7 +2870,39 @@ ALTER TABLE ONLY public.ingestion_jobs
 ALTER TABLE ONLY public.ingestion_jobs
     ADD CONSTRAINT ingestion_jobs_document_id_fkey FOREIGN KEY (document_id) REFERENCES public.documents(id) ON DELETE CASCADE;
 
+ALTER TABLE public.document_chunks ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY document_chunks_pipeline ON public.document_chunks TO ingestion_worker USING (true) WITH CHECK (true);
+
+CREATE POLICY document_chunks_readers ON public.document_chunks FOR SELECT TO anon, authenticated USING ((document_id IN ( SELECT d.id
+   FROM public.documents d)));
+
+ALTER TABLE public.document_pages ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY document_pages_pipeline ON public.document_pages TO ingestion_worker USING (true) WITH CHECK (true);
+
+CREATE POLICY document_pages_readers ON public.document_pages FOR SELECT TO anon, authenticated USING ((document_id IN ( SELECT d.id
+   FROM public.documents d)));
+
+ALTER TABLE public.document_sections ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY document_sections_pipeline ON public.document_sections TO ingestion_worker USING (true) WITH CHECK (true);
+
+CREATE POLICY document_sections_readers ON public.document_sections FOR SELECT TO anon, authenticated USING ((document_id IN ( SELECT d.id
+   FROM public.documents d)));
+
+ALTER TABLE public.documents ENABLE ROW LEVEL SECURITY;
+
+CREATE POLICY documents_pipeline ON public.documents TO ingestion_worker USING (true) WITH CHECK (true);
+
+CREATE POLICY documents_readers ON public.documents FOR SELECT TO anon, authenticated USING (((deleted_at IS NULL) AND (collection = ANY (COALESCE(( SELECT public.readable_collections() AS readable_collections), '{}'::text[])))));
+
 GRANT USAGE ON SCHEMA public TO ingestion_worker;
+GRANT USAGE ON SCHEMA public TO anon;
+GRANT USAGE ON SCHEMA public TO authenticated;
+
+REVOKE ALL ON FUNCTION public.add_collection(p_name text, p_public boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.add_collection(p_name text, p_public boolean) TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.apply_generation_commit(p_document_id uuid, p_generation_id uuid, p_metadata jsonb) FROM PUBLIC;
 
@@ -2463,6 +2981,9 @@ GRANT ALL ON FUNCTION public.finish_source_sync(p_name text, p_token bigint, p_s
 
 REVOKE ALL ON FUNCTION public.generation_refusal(p_job_id uuid, p_document_id uuid, p_generation_id uuid) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION public.grant_collection(p_collection text, p_user_id uuid, p_role text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.grant_collection(p_collection text, p_user_id uuid, p_role text) TO ingestion_worker;
+
 REVOKE ALL ON FUNCTION public.heartbeat_ingestion_job(p_job_id uuid, p_worker_id text, p_progress integer, p_stage text, p_lease_token bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.heartbeat_ingestion_job(p_job_id uuid, p_worker_id text, p_progress integer, p_stage text, p_lease_token bigint) TO ingestion_worker;
 
@@ -2489,6 +3010,9 @@ REVOKE ALL ON FUNCTION public.insert_ingestion_job_stages(p_job_id uuid, p_docum
 REVOKE ALL ON FUNCTION public.known_source_versions(p_collection text, p_keys text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.known_source_versions(p_collection text, p_keys text[]) TO ingestion_worker;
 
+REVOKE ALL ON FUNCTION public.list_collections() FROM PUBLIC;
+GRANT ALL ON FUNCTION public.list_collections() TO ingestion_worker;
+
 REVOKE ALL ON FUNCTION public.lock_commit_generations(p_document_ids uuid[], p_generation_ids uuid[]) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.lock_documents(p_document_ids uuid[]) FROM PUBLIC;
@@ -2502,6 +3026,10 @@ REVOKE ALL ON FUNCTION public.max_ack_items() FROM PUBLIC;
 REVOKE ALL ON FUNCTION public.move_import_batch_counters(p_deltas public.import_batch_delta[]) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.owed_kept_version_bytes(p_keep_versions integer, p_limit integer) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.readable_collections() FROM PUBLIC;
+GRANT ALL ON FUNCTION public.readable_collections() TO anon;
+GRANT ALL ON FUNCTION public.readable_collections() TO authenticated;
 
 REVOKE ALL ON FUNCTION public.record_ingestion_job_stage(p_job_id uuid, p_worker_id text, p_stage text, p_started_at timestamp with time zone, p_finished_at timestamp with time zone, p_detail jsonb, p_lease_token bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.record_ingestion_job_stage(p_job_id uuid, p_worker_id text, p_stage text, p_started_at timestamp with time zone, p_finished_at timestamp with time zone, p_detail jsonb, p_lease_token bigint) TO ingestion_worker;
@@ -2519,6 +3047,8 @@ GRANT ALL ON FUNCTION public.refresh_stuck_import_batches(p_limit integer) TO in
 
 REVOKE ALL ON FUNCTION public.refuse_cancelled_batch(p_batch_id uuid) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION public.register_document_collections() FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION public.register_sync_source(p_name text, p_url text, p_collection text, p_every_minutes integer, p_delete_vanished boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.register_sync_source(p_name text, p_url text, p_collection text, p_every_minutes integer, p_delete_vanished boolean) TO ingestion_worker;
 
@@ -2527,6 +3057,8 @@ GRANT ALL ON FUNCTION public.remove_sync_source(p_name text) TO ingestion_worker
 
 REVOKE ALL ON FUNCTION public.renew_source_sync(p_name text, p_token bigint, p_lease_seconds integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.renew_source_sync(p_name text, p_token bigint, p_lease_seconds integer) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.request_user_id() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.require_ack_items(p_function text, p_items jsonb) FROM PUBLIC;
 
@@ -2540,7 +3072,31 @@ GRANT ALL ON FUNCTION public.retry_failed_ingestion_jobs(p_job_ids uuid[], p_bat
 REVOKE ALL ON FUNCTION public.retry_ingestion_job(p_job_id uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.retry_ingestion_job(p_job_id uuid) TO ingestion_worker;
 
+REVOKE ALL ON FUNCTION public.revoke_collection(p_collection text, p_user_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.revoke_collection(p_collection text, p_user_id uuid) TO ingestion_worker;
+
 REVOKE ALL ON FUNCTION public.revoke_from_supabase_roles(p_object text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.search_documents(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.search_documents(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[]) TO anon;
+GRANT ALL ON FUNCTION public.search_documents(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[]) TO authenticated;
+GRANT ALL ON FUNCTION public.search_documents(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[]) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) TO ingestion_worker;
+GRANT ALL ON FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) TO anon;
+GRANT ALL ON FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) TO authenticated;
+
+REVOKE ALL ON FUNCTION public.search_query_terms(p_query text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.search_scope(p_collections text[]) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer) TO ingestion_worker;
+GRANT ALL ON FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer) TO anon;
+GRANT ALL ON FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer) TO authenticated;
+
+REVOKE ALL ON FUNCTION public.search_vector_snippet(p_content text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.secure_rpc(p_function regprocedure, p_worker_may_call boolean) FROM PUBLIC;
 
@@ -2550,15 +3106,29 @@ REVOKE ALL ON FUNCTION public.settle_failed_ingestion_job(p_job_id uuid, p_docum
 
 REVOKE ALL ON FUNCTION public.stuck_import_batch_ids(p_limit integer) FROM PUBLIC;
 
+GRANT SELECT ON TABLE public.collection_members TO ingestion_worker;
+
+GRANT SELECT ON TABLE public.collections TO ingestion_worker;
+
 GRANT SELECT,INSERT ON TABLE public.document_chunks TO ingestion_worker;
+GRANT SELECT ON TABLE public.document_chunks TO anon;
+GRANT SELECT ON TABLE public.document_chunks TO authenticated;
 
 GRANT SELECT ON TABLE public.documents TO ingestion_worker;
+GRANT SELECT ON TABLE public.documents TO anon;
+GRANT SELECT ON TABLE public.documents TO authenticated;
 
 GRANT SELECT ON TABLE public.committed_document_chunks TO ingestion_worker;
+GRANT SELECT ON TABLE public.committed_document_chunks TO anon;
+GRANT SELECT ON TABLE public.committed_document_chunks TO authenticated;
 
 GRANT SELECT,INSERT ON TABLE public.document_pages TO ingestion_worker;
+GRANT SELECT ON TABLE public.document_pages TO anon;
+GRANT SELECT ON TABLE public.document_pages TO authenticated;
 
 GRANT SELECT,INSERT ON TABLE public.document_sections TO ingestion_worker;
+GRANT SELECT ON TABLE public.document_sections TO anon;
+GRANT SELECT ON TABLE public.document_sections TO authenticated;
 
 GRANT SELECT ON TABLE public.document_sources TO ingestion_worker;
 

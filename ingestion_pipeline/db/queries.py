@@ -1,7 +1,7 @@
 """Load named SQL from the package's `.sql` files (one place for SQL, not Python strings).
 
 `query(name)` looks the name up in the application's query files: queries.sql (migrator,
-documents), search.sql (lexical search), vector_search.sql (vector search and its index)
+documents), search.sql (the search RPC), vector_search.sql (the vector path and its index)
 and one file per part of the RPC client (leases, generations, acks, batches, documents,
 lifecycle, sources).
 A name defined twice, in one file or across them, is an error.

@@ -1,7 +1,9 @@
 """Searching the committed index: lexical (full text), vector (embeddings) and hybrid.
 
-Every mode returns one hit per document (its best chunk), best first, over committed
-generations of documents that are not deleted.
+Every mode is one call of the search RPC, `search_documents` (docs/search.md), the one
+apps make too: one hit per document (its best chunk), best first, over committed
+generations of documents that are not deleted, of the collections the caller may read.
+The query's vector, for vector and hybrid modes, comes from the embedder here.
 """
 
 from __future__ import annotations
@@ -13,16 +15,10 @@ from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.processing import Embedder, ProcessingError
 from ingestion_pipeline.processing.errors import EmbeddingUnavailable
 
-from .fusion import reciprocal_rank_fusion
-from .lexical import lexical_hits
 from .model import MODES, Hit, Mode
-from .vector import vector_hits
+from .rpc import search_documents
 
 __all__ = ["MODES", "Hit", "Mode", "search"]
-
-# Each list fused in hybrid mode is this many times longer than the result, so a page
-# ranked low by one method and high by the other still makes it in.
-FUSION_DEPTH = 5
 
 
 def search(
@@ -35,19 +31,12 @@ def search(
     collections: list[str] | None = None,
 ) -> list[Hit]:
     """One hit per document, best first, of `collections` only (None or empty: of all)."""
-    scope = list(collections) if collections else None
     if not text.strip():
         raise IngestError("the search query is empty")
     if mode not in MODES:
         raise IngestError(f"unknown search mode {mode!r}; choose one of: {', '.join(MODES)}")
-    if mode == "lexical":
-        return lexical_hits(conn, text, limit, collections=scope)
-    vector = _query_vector(text, embedder, mode)
-    if mode == "vector":
-        return vector_hits(conn, vector, limit, collections=scope)
-    depth = limit * FUSION_DEPTH
-    lists = [lexical_hits(conn, text, depth, collections=scope), vector_hits(conn, vector, depth, collections=scope)]
-    return reciprocal_rank_fusion(lists)[:limit]
+    vector = None if mode == "lexical" else _query_vector(text, embedder, mode)
+    return search_documents(conn, text, mode=mode, limit=limit, embedding=vector, collections=collections)
 
 
 def _query_vector(text: str, embedder: Embedder | None, mode: str) -> list[float]:

@@ -21,6 +21,8 @@ class Hit:
     score: float  # comparable within one result list only
     snippet: str
     collection: str = "default"  # the document's collection
+    heading_path: str | None = None  # the headings above the best chunk ("Backups › Recovery")
+    page: int | None = None  # the best chunk's page, from 1; None for a format without pages
 
     def as_json(self) -> dict[str, Any]:
         row = asdict(self)

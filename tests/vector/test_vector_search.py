@@ -7,14 +7,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from psycopg import sql
 
 from ingestion_pipeline.cli import main as ingest
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.db.vector_index import ensure_hnsw_index, index_name
 from ingestion_pipeline.search import search
-from ingestion_pipeline.search.vector import pgvector_statement, snippet, vector_hits, vector_search_path
+from ingestion_pipeline.search.vector import vector_hits, vector_search_path
+from tests.plans import captured_plans, scans_of
 from tests.helpers import start_reindex_build
 from tests.vector.corpus import DIMENSIONS, EMBEDDER, QUERIES, embed, expected_ranking, index_folder, write_corpus
 
@@ -75,8 +75,8 @@ def test_nearest_documents_on_every_path(any_db, tmp_path):
                 "select content from committed_document_chunks where document_id = %s and ordinal = %s",
                 (hits[0].document_id, hits[0].chunk_ordinal),
             ).fetchone()
-            assert hits[0].snippet == snippet(content["content"]) and hits[0].snippet.endswith(" …")
-            assert len(hits[0].snippet.split()) == 31
+            # the chunk's first 30 words, then an ellipsis
+            assert hits[0].snippet == " ".join(content["content"].split()[:30]) + " …"
             json.dumps(hits[0].as_json())
 
 
@@ -95,9 +95,10 @@ def test_pgvector_and_exact_paths_agree_on_the_same_documents(fresh_db, tmp_path
             assert {h.source_name: round(h.score, 3) for h in hnsw} == {h.source_name: round(h.score, 3) for h in scan}
 
 
-def test_explain_shows_the_hnsw_index(pgvector_db, tmp_path):
+def test_the_search_rpc_uses_the_hnsw_index(pgvector_db, tmp_path):
     """Twelve documents of fifty paragraphs each (about 600 chunks, analyzed): the planner
-    picks the index on its own, no enable_seqscan switched off."""
+    picks the index on its own, no enable_seqscan switched off, in the statement the RPC
+    runs (auto_explain's plans of its nested statements)."""
     folder = write_corpus(tmp_path / "corpus", paragraphs=50)
     index_folder(pgvector_db.url, folder)
     ensure_hnsw_index(pgvector_db.url, DIMENSIONS)
@@ -105,27 +106,12 @@ def test_explain_shows_the_hnsw_index(pgvector_db, tmp_path):
         conn.execute("analyze document_chunks")
         assert conn.execute("select count(*) as n from document_chunks").fetchone()["n"] > 500
         # every collection, and one: the filter applies to the candidates the index returns
-        plans = [
-            conn.execute(
-                sql.SQL("explain (format json) ") + pgvector_statement(DIMENSIONS),
-                {"query": embed("otter river"), "candidates": 100, "limit": 10, "collections": collections},
-            ).fetchone()
-            for collections in (None, ["default"])
-        ]
-    for plan in plans:
-        scans = list(_nodes(plan["QUERY PLAN"][0]["Plan"]))
-        assert any(
-            node.get("Index Name") == index_name(DIMENSIONS) and node["Node Type"] == "Index Scan" for node in scans
-        ), json.dumps(plan, indent=1)
-        assert not any(
-            node.get("Relation Name") == "document_chunks" and node["Node Type"] == "Seq Scan" for node in scans
-        )
-
-
-def _nodes(node: dict):
-    yield node
-    for child in node.get("Plans", []):
-        yield from _nodes(child)
+        for collections in (None, ["default"]):
+            with captured_plans(conn) as plans:
+                assert vector_hits(conn, embed("otter river"), 10, collections=collections)
+            scans = scans_of(plans, "document_chunks")
+            assert ("Index Scan", index_name(DIMENSIONS)) in scans, json.dumps(plans, indent=1)
+            assert not any(kind == "Seq Scan" for kind, _ in scans), scans
 
 
 def test_long_documents_do_not_crowd_out_the_rest(pgvector_db, tmp_path):
