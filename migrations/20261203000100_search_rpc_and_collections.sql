@@ -249,37 +249,45 @@ $$;
 create function public.search_lexical_hits(p_query text, p_collections text[], p_limit integer)
 returns table (document_id uuid, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer,
                page_ordinal integer, heading_path text, score double precision, snippet text, n integer)
-language sql
+language plpgsql
 stable
 security definer
 set search_path = pg_catalog, pg_temp
 set plan_cache_mode = force_custom_plan
 as $$
-with terms_text as (
-    select t.n, t.term, t.excluded from public.search_query_terms(p_query) t
-),
-query as (  -- null for no included (or no excluded) term: websearch_to_tsquery('') would say so
-    select (select websearch_to_tsquery('english', string_agg(term, ' or ' order by n))
-              from terms_text where not excluded having count(*) > 0) as any_term,
-           (select websearch_to_tsquery('english', string_agg(term, ' or ' order by n))
-              from terms_text where excluded having count(*) > 0) as any_excluded,
-           public.search_scope(p_collections) as scope
-),
-terms as (
+#variable_conflict use_column
+declare
+    -- Worked out first, so that each call's plan sees the query as a constant: the planner
+    -- estimates how many chunks match it (and so takes the GIN index) only then.
+    v_any_term tsquery;
+    v_any_excluded tsquery;
+    v_scope text[] := public.search_scope(p_collections);
+begin
+    select websearch_to_tsquery('english', string_agg(t.term, ' or ' order by t.n)) into v_any_term
+      from public.search_query_terms(p_query) t where not t.excluded having count(*) > 0;
+    select websearch_to_tsquery('english', string_agg(t.term, ' or ' order by t.n)) into v_any_excluded
+      from public.search_query_terms(p_query) t where t.excluded having count(*) > 0;
+    if v_any_term is null or numnode(v_any_term) = 0 then
+        return;  -- only excluded terms, or only stop words: nothing to rank by
+    end if;
+    if v_any_excluded is not null and numnode(v_any_excluded) = 0 then
+        v_any_excluded := null;
+    end if;
+    return query
+with terms as (
     select t.n, q.term
-      from terms_text t
+      from public.search_query_terms(p_query) t
      cross join lateral websearch_to_tsquery('english', t.term) as q (term)
      where not t.excluded and numnode(q.term) > 0
 ),
 chunks as (
     select c.document_id, c.index_generation_id, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading,
-           c.content, c.content_tsv, ts_rank(c.content_tsv, q.any_term) as rank
-      from query q
-      join public.committed_document_chunks c on c.content_tsv @@ q.any_term
-     where numnode(q.any_term) > 0
-       and (q.any_excluded is null or numnode(q.any_excluded) = 0 or not c.content_tsv @@ q.any_excluded)
-       and (q.scope is null
-            or c.document_id in (select d.id from public.documents d where d.collection = any (q.scope)))
+           c.content, c.content_tsv, ts_rank(c.content_tsv, v_any_term) as rank
+      from public.committed_document_chunks c
+     where c.content_tsv @@ v_any_term
+       and (v_any_excluded is null or not c.content_tsv @@ v_any_excluded)
+       and (v_scope is null
+            or c.document_id in (select d.id from public.documents d where d.collection = any (v_scope)))
 ),
 hits as (
     select c.document_id, c.ordinal, t.n,
@@ -331,11 +339,13 @@ scored as (
 )
 select s.document_id, s.index_generation_id, s.ordinal, s.section_ordinal, s.page_ordinal, s.heading,
        s.score::float8,
-       ts_headline('english', s.content, q.any_term,
+       ts_headline('english', s.content, v_any_term,
                    'MaxFragments=1, MinWords=8, MaxWords=30, StartSel=[, StopSel=]'),
        (row_number() over (order by s.score desc, s.rank desc, s.document_id))::integer
-  from scored s cross join query q
+  from scored s
  order by 9;
+end;
+
 $$;
 
 -- A vector match's snippet: the chunk's first 30 words (there are no matched terms to show).

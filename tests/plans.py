@@ -22,7 +22,8 @@ SETTINGS = {
 
 @contextmanager
 def captured_plans(conn: psycopg.Connection) -> Iterator[list[dict]]:
-    """Within the block, each statement's plan (its "Plan" node) is appended to the list."""
+    """Within the block, each statement's plan (its "Plan" node) is appended to the list.
+    Entered as a superuser (LOAD); a SET ROLE inside the block keeps the plans coming."""
     plans: list[dict] = []
 
     def keep(diag: psycopg.errors.Diagnostic) -> None:
@@ -49,10 +50,14 @@ def nodes(plan: dict) -> Iterator[dict]:
 
 
 def scans_of(plans: list[dict], relation: str) -> list[tuple[str, str | None]]:
-    """(node type, index name) of every scan of `relation` in `plans`."""
-    return [
-        (node["Node Type"], node.get("Index Name"))
-        for plan in plans
-        for node in nodes(plan)
-        if node.get("Relation Name") == relation
-    ]
+    """(node type, index name) of every scan of `relation` in `plans`, a bitmap heap scan's
+    index scans under it included (they name the index only)."""
+    scans: list[tuple[str, str | None]] = []
+    for plan in plans:
+        for node in nodes(plan):
+            if node.get("Relation Name") != relation:
+                continue
+            scans.append((node["Node Type"], node.get("Index Name")))
+            if node["Node Type"] == "Bitmap Heap Scan":
+                scans += [(child["Node Type"], child["Index Name"]) for child in nodes(node) if "Index Name" in child]
+    return scans

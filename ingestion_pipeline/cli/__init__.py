@@ -9,6 +9,7 @@ import sys
 import psycopg
 
 from ingestion_pipeline.cli import (
+    collections,
     dagster_ui,
     db,
     documents,
@@ -29,7 +30,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ingest", description="Document ingestion on PostgreSQL.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what the worker does")
     commands = parser.add_subparsers(dest="command", required=True)
-    for module in (db, documents, sync, sources, show, search, lifecycle, reindex, work, operations, dagster_ui):
+    for module in (
+        db,
+        documents,
+        sync,
+        sources,
+        collections,
+        show,
+        search,
+        lifecycle,
+        reindex,
+        work,
+        operations,
+        dagster_ui,
+    ):
         module.register(commands)
     return parser
 

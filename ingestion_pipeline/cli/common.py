@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from typing import TYPE_CHECKING, Any
+from uuid import UUID
 
 from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
 
@@ -32,6 +33,14 @@ def positive_int(value: str) -> int:
 
 def non_negative_int(value: str) -> int:
     return _whole_number(value, 0)
+
+
+def user_id(value: str) -> UUID:
+    """argparse type: an app user's id, the uuid Supabase's auth.uid() returns."""
+    try:
+        return UUID(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a user id (a uuid, as auth.uid() returns): {value!r}") from None
 
 
 def add_database_url(parser: argparse.ArgumentParser) -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from ingestion_pipeline.cli.common import add_database_url, positive_int, print_json
+from ingestion_pipeline.cli.common import add_database_url, positive_int, print_json, user_id
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
 from ingestion_pipeline.processing import embedder_from_settings
-from ingestion_pipeline.search import MODES, Mode, search
+from ingestion_pipeline.search import MODES, Mode, Reader, search
 from ingestion_pipeline.settings import Settings
 
 if TYPE_CHECKING:
@@ -33,7 +33,18 @@ def register(commands: Commands) -> None:
         dest="collections",
         action="append",
         metavar="NAME",
-        help="only this collection's documents (repeat for several; default: every collection)",
+        help="only this collection's documents (repeat for several; default: every collection the caller may read)",
+    )
+    reader = parser.add_mutually_exclusive_group()
+    reader.add_argument(
+        "--as-user",
+        type=user_id,
+        metavar="USER_ID",
+        help="search as this app user would (the uuid auth.uid() returns): as role authenticated with its "
+        "claims, so row-level security shows only its collections and the public ones",
+    )
+    reader.add_argument(
+        "--as-anon", action="store_true", help="search as an anonymous app reader would: public collections only"
     )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     add_database_url(parser)
@@ -41,8 +52,15 @@ def register(commands: Commands) -> None:
 
 
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
+    reader = Reader(args.as_user) if args.as_user is not None or args.as_anon else None
     print_search(
-        settings, args.query, mode=args.mode, limit=args.limit, as_json=args.json, collections=args.collections
+        settings,
+        args.query,
+        mode=args.mode,
+        limit=args.limit,
+        as_json=args.json,
+        collections=args.collections,
+        reader=reader,
     )
     return 0
 
@@ -55,10 +73,11 @@ def print_search(
     limit: int = 10,
     as_json: bool = False,
     collections: list[str] | None = None,
+    reader: Reader | None = None,
 ) -> None:
     embedder = embedder_from_settings(settings) if mode != "lexical" else None
     with migrated_pool(settings) as pool, pool.connection() as conn:
-        hits = search(conn, text, mode=mode, limit=limit, embedder=embedder, collections=collections)
+        hits = search(conn, text, mode=mode, limit=limit, embedder=embedder, collections=collections, reader=reader)
     if as_json:
         print_json([hit.as_json() for hit in hits])
         return

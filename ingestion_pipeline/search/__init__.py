@@ -16,9 +16,9 @@ from ingestion_pipeline.processing import Embedder, ProcessingError
 from ingestion_pipeline.processing.errors import EmbeddingUnavailable
 
 from .model import MODES, Hit, Mode
-from .rpc import search_documents
+from .rpc import Reader, search_documents
 
-__all__ = ["MODES", "Hit", "Mode", "search"]
+__all__ = ["MODES", "Hit", "Mode", "Reader", "search"]
 
 
 def search(
@@ -29,14 +29,18 @@ def search(
     limit: int = 10,
     embedder: Embedder | None = None,
     collections: list[str] | None = None,
+    reader: Reader | None = None,
 ) -> list[Hit]:
-    """One hit per document, best first, of `collections` only (None or empty: of all)."""
+    """One hit per document, best first, of `collections` only (None or empty: of all the
+    caller may read). `reader`: search as that app reader would (rpc.Reader)."""
     if not text.strip():
         raise IngestError("the search query is empty")
     if mode not in MODES:
         raise IngestError(f"unknown search mode {mode!r}; choose one of: {', '.join(MODES)}")
     vector = None if mode == "lexical" else _query_vector(text, embedder, mode)
-    return search_documents(conn, text, mode=mode, limit=limit, embedding=vector, collections=collections)
+    return search_documents(
+        conn, text, mode=mode, limit=limit, embedding=vector, collections=collections, reader=reader
+    )
 
 
 def _query_vector(text: str, embedder: Embedder | None, mode: str) -> list[float]:

@@ -1,7 +1,18 @@
 """The call of the search RPC (`search_documents`), whose refusals of a bad argument
-(SQLSTATE 22023) become one-line IngestErrors."""
+(SQLSTATE 22023) become one-line IngestErrors.
+
+A search may run as an app's reader would (`reader`): as role `anon`, or as
+`authenticated` with the claims of a user, set for this transaction only, the way
+PostgREST runs a request; row-level security then scopes it as it scopes the app. The
+connecting role must be allowed to SET ROLE to it (a superuser, the owner on Supabase, or
+a member of the role, like PostgREST's authenticator).
+"""
 
 from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from uuid import UUID
 
 import psycopg
 from psycopg.rows import DictRow, class_row
@@ -15,6 +26,22 @@ from .model import Hit, Mode
 _PREFIX = "search_documents: "
 
 
+@dataclass(frozen=True)
+class Reader:
+    """An app's reader: a signed-in user (`user_id`, the uuid auth.uid() returns) or, with
+    none, an anonymous one (role anon)."""
+
+    user_id: UUID | None = None
+
+    @property
+    def role(self) -> str:
+        return "anon" if self.user_id is None else "authenticated"
+
+    def claims(self) -> str:
+        claims = {"role": self.role} if self.user_id is None else {"sub": str(self.user_id), "role": self.role}
+        return json.dumps(claims)
+
+
 def search_documents(
     conn: psycopg.Connection[DictRow],
     text: str | None,
@@ -23,6 +50,7 @@ def search_documents(
     limit: int = 10,
     embedding: list[float] | None = None,
     collections: list[str] | None = None,
+    reader: Reader | None = None,
 ) -> list[Hit]:
     """The RPC's hits: `embedding` is the query's vector (vector and hybrid modes)."""
     require_current(probe(conn), "search")
@@ -34,8 +62,14 @@ def search_documents(
         "embedding": embedding,
     }
     try:
-        with conn.cursor(row_factory=class_row(Hit)) as cur:
+        with conn.transaction(), conn.cursor(row_factory=class_row(Hit)) as cur:
+            if reader is not None:
+                cur.execute(query("act_as_reader"), {"role": reader.role, "claims": reader.claims()})
             return cur.execute(query("search_documents"), params).fetchall()
     except psycopg.errors.InvalidParameterValue as exc:
         message = (exc.diag.message_primary or str(exc)).removeprefix(_PREFIX)
         raise IngestError(message) from None
+    except psycopg.errors.InsufficientPrivilege as exc:
+        if reader is None:
+            raise
+        raise IngestError(f"cannot search as {reader.role}: {exc.diag.message_primary}") from None

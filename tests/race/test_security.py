@@ -1,8 +1,11 @@
 """Privileges: every function in schema public runs as its owner with a pinned
-search_path (except `secure_rpc`, by design); EXECUTE is revoked from PUBLIC (and from
-Supabase's anon/authenticated) and granted to `ingestion_worker` for the RPCs only; on
-tables, views and sequences the worker reads what it reads and inserts artifact rows,
-nothing else, and every other role gets nothing.
+search_path (except `secure_rpc` and the migrations' revoke helper, by design, and the
+search RPC, which runs as its caller so that row-level security applies); EXECUTE is
+revoked from PUBLIC and granted to `ingestion_worker` for the RPCs only; on tables, views
+and sequences the worker reads what it reads and inserts artifact rows, nothing else; an
+app's roles (anon, authenticated) run the search and read the documents' tables, whose
+rows row-level security scopes (tests/search/test_tenants.py); every other role gets
+nothing.
 
 Nothing is filtered by name: every function (`pg_proc`, any kind) and every relation
 (`pg_class`: tables, views, materialized views, partitioned and foreign tables,
@@ -62,6 +65,14 @@ WORKER_RPCS = {
     "renew_source_sync",
     "finish_source_sync",
     "known_source_versions",
+    # collections for the operator, and the search (20261203000100)
+    "add_collection",
+    "list_collections",
+    "grant_collection",
+    "revoke_collection",
+    "search_documents",
+    "search_lexical_hits",
+    "search_vector_hits",
 }
 # Internal helpers (called by the RPCs or the trigger as their owner): granted to no one.
 INTERNAL = {
@@ -98,13 +109,37 @@ INTERNAL = {
     # the kept bytes a cleanup call removes; the migrations' revoke from Supabase's roles (20261202000300)
     "owed_kept_version_bytes",
     "revoke_from_supabase_roles",
+    # collections and who may read them; the search's parts (20261203000100)
+    "register_document_collections",
+    "request_user_id",
+    "readable_collections",
+    "search_scope",
+    "search_query_terms",
+    "search_vector_snippet",
 }
 # Created only where the server has pgvector.
 OPTIONAL = {"document_chunks_embedding_vector"}
 # secure_rpc and revoke_from_supabase_roles are run only by the migrations, as the owner of
 # what they alter: SECURITY INVOKER by design (as definers they would let a caller alter or
 # revoke anything).
-INVOKER = {"secure_rpc", "revoke_from_supabase_roles"}
+INVOKER = {"secure_rpc", "revoke_from_supabase_roles", "search_documents"}
+# The search RPC runs as its caller (SECURITY INVOKER), so the caller's row-level security
+# applies to every row it returns (20261203000100).
+# The search functions are never planned generically (the generic-plan trap: a cached
+# generic plan may scan every chunk); every other function pins search_path only.
+FORCE_CUSTOM_PLAN = "plan_cache_mode=force_custom_plan"
+CUSTOM_PLANS = {"search_documents", "search_lexical_hits", "search_vector_hits"}
+
+# What an app's roles (PostgREST's anon and authenticated, created by 20261203000100 where
+# they were not there) may run and read; row-level security decides which rows.
+READER_FUNCTIONS = {"search_documents", "search_lexical_hits", "search_vector_hits", "readable_collections"}
+READER_RELATION_PRIVILEGES = {
+    "documents": {"SELECT"},
+    "document_pages": {"SELECT"},
+    "document_sections": {"SELECT"},
+    "document_chunks": {"SELECT"},
+    "committed_document_chunks": {"SELECT"},
+}
 
 # What ingestion_worker may do to each relation; every relation not named: nothing.
 WORKER_RELATION_PRIVILEGES = {
@@ -113,6 +148,8 @@ WORKER_RELATION_PRIVILEGES = {
     "document_versions": {"SELECT"},
     "document_version_sources": {"SELECT"},
     "sync_sources": {"SELECT"},
+    "collections": {"SELECT"},
+    "collection_members": {"SELECT"},
     "import_batches": {"SELECT"},
     "ingestion_jobs": {"SELECT"},
     "index_generations": {"SELECT"},
@@ -216,7 +253,8 @@ def test_every_function_is_classified_pins_search_path_and_runs_as_definer(conn)
     assert len(names) == len(set(names)), "an overload nobody classified"
     assert "enforce_artifact_fence" in names  # the trigger function, like the RPCs
     for row in functions:
-        assert row["proconfig"] == [SEARCH_PATH], row["signature"]
+        expected = [SEARCH_PATH, FORCE_CUSTOM_PLAN] if row["proname"] in CUSTOM_PLANS else [SEARCH_PATH]
+        assert row["proconfig"] == expected, row["signature"]
         assert row["prosecdef"] == (row["proname"] not in INVOKER), row["signature"]
 
 
@@ -287,19 +325,27 @@ def supabase_db_url(pg_server, conn):
         yield url
 
 
-def test_supabase_roles_get_nothing(supabase_db_url):
-    """When anon/authenticated exist at migration time, they get nothing, even where default
-    privileges would hand them every new function, table and sequence."""
+def test_supabase_roles_get_exactly_the_readers_grants(supabase_db_url):
+    """When anon/authenticated exist at migration time, they get the readers' grants and
+    nothing else, even where default privileges would hand them every new function, table
+    and sequence."""
     from psycopg.rows import dict_row
 
     with psycopg.connect(supabase_db_url, autocommit=True, row_factory=dict_row) as fresh:
         for role in ("anon", "authenticated"):
-            assert executable(fresh, role) == set(), role
-            assert relation_privileges(fresh, role) == {}, role
+            assert executable(fresh, role) == READER_FUNCTIONS, role
+            assert relation_privileges(fresh, role) == READER_RELATION_PRIVILEGES, role
         assert executable(fresh, "public") == set()
         assert relation_privileges(fresh, "public") == {}
         assert executable(fresh, "ingestion_worker") == WORKER_RPCS
         assert relation_privileges(fresh, "ingestion_worker") == WORKER_RELATION_PRIVILEGES
+
+
+def test_the_readers_roles_have_exactly_their_grants(conn):
+    """Where they did not exist, the migration created them, with the same grants."""
+    for role in ("anon", "authenticated"):
+        assert executable(conn, role) == READER_FUNCTIONS, role
+        assert relation_privileges(conn, role) == READER_RELATION_PRIVILEGES, role
 
 
 def test_supabase_roles_cannot_execute_secure_rpc(supabase_db_url):

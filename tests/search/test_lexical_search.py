@@ -136,6 +136,8 @@ def test_cli_search_json(indexed, capsys):
         "score",
         "snippet",
         "collection",
+        "heading_path",
+        "page",
     }
 
 

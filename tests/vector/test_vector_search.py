@@ -14,8 +14,8 @@ from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.db.vector_index import ensure_hnsw_index, index_name
 from ingestion_pipeline.search import search
 from ingestion_pipeline.search.vector import vector_hits, vector_search_path
-from tests.plans import captured_plans, scans_of
 from tests.helpers import start_reindex_build
+from tests.plans import captured_plans, scans_of
 from tests.vector.corpus import DIMENSIONS, EMBEDDER, QUERIES, embed, expected_ranking, index_folder, write_corpus
 
 TOLERANCE = 1e-4  # pgvector sums in float4; the exact path and Python in float8
@@ -95,22 +95,26 @@ def test_pgvector_and_exact_paths_agree_on_the_same_documents(fresh_db, tmp_path
             assert {h.source_name: round(h.score, 3) for h in hnsw} == {h.source_name: round(h.score, 3) for h in scan}
 
 
-def test_the_search_rpc_uses_the_hnsw_index(pgvector_db, tmp_path):
+def test_twenty_calls_of_the_search_rpc_each_use_the_hnsw_index(pgvector_db, tmp_path):
     """Twelve documents of fifty paragraphs each (about 600 chunks, analyzed): the planner
-    picks the index on its own, no enable_seqscan switched off, in the statement the RPC
-    runs (auto_explain's plans of its nested statements)."""
+    picks the index on its own, no enable_seqscan switched off, in the statements the RPC
+    runs (auto_explain's plans of its nested statements), call after call: twenty of them,
+    with different vectors and collections, so a plan cached generic after the fifth would
+    show (the generic-plan trap; the lexical half is tests/search/test_search_plans.py)."""
     folder = write_corpus(tmp_path / "corpus", paragraphs=50)
     index_folder(pgvector_db.url, folder)
     ensure_hnsw_index(pgvector_db.url, DIMENSIONS)
-    with connect(pgvector_db.url) as conn:
+    texts = [*QUERIES, "otter river", "tea kettle", "storm at the lighthouse", "chess opening"]
+    with connect(pgvector_db.url) as conn, captured_plans(conn) as plans:
         conn.execute("analyze document_chunks")
         assert conn.execute("select count(*) as n from document_chunks").fetchone()["n"] > 500
         # every collection, and one: the filter applies to the candidates the index returns
-        for collections in (None, ["default"]):
-            with captured_plans(conn) as plans:
-                assert vector_hits(conn, embed("otter river"), 10, collections=collections)
+        for n in range(20):
+            collections = None if n % 2 else ["default"]
+            plans.clear()
+            assert vector_hits(conn, embed(texts[n % len(texts)]), 10, collections=collections)
             scans = scans_of(plans, "document_chunks")
-            assert ("Index Scan", index_name(DIMENSIONS)) in scans, json.dumps(plans, indent=1)
+            assert ("Index Scan", index_name(DIMENSIONS)) in scans, json.dumps(plans, indent=1)[:3000]
             assert not any(kind == "Seq Scan" for kind, _ in scans), scans
 
 

@@ -4,8 +4,9 @@
 Split by concern, one module per part of the client (db/rpc/): refusals (`Refusal` and
 `RpcResult`, the base of every result), batches, generations, jobs (claims, leases and
 acknowledgements), items (what the bulk RPCs take), documents (versions, keys, known sources,
-history), lifecycle (deletes, cancels, retries) and sources (registered sync sources). Every
-name is re-exported here: import from `ingestion_pipeline.db.models`.
+history), lifecycle (deletes, cancels, retries), sources (registered sync sources) and
+collections (collections and their members). Every name is re-exported here: import from
+`ingestion_pipeline.db.models`.
 """
 
 from ingestion_pipeline.db.models.batches import (
@@ -18,6 +19,13 @@ from ingestion_pipeline.db.models.batches import (
     FailedJob,
     QueueHealth,
     SensorState,
+)
+from ingestion_pipeline.db.models.collections import (
+    CollectionAdded,
+    CollectionGranted,
+    CollectionRevoked,
+    CollectionRole,
+    CollectionSummary,
 )
 from ingestion_pipeline.db.models.documents import (
     DocumentHistory,
@@ -60,6 +68,11 @@ __all__ = [
     "BatchesRefreshed",
     "ClaimedJob",
     "CleanupResult",
+    "CollectionAdded",
+    "CollectionGranted",
+    "CollectionRevoked",
+    "CollectionRole",
+    "CollectionSummary",
     "CommitResult",
     "CompleteItem",
     "CompletedJobs",

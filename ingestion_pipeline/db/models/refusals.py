@@ -37,6 +37,7 @@ class Refusal(StrEnum):
     SOURCE_EXISTS = "source_exists"  # a registered source of that name exists
     INVALID = "invalid"  # a source's name, URL, collection or interval breaks its checks
     SYNC_IN_PROGRESS = "sync_in_progress"  # another sync holds the source's lease
+    UNKNOWN_COLLECTION = "unknown_collection"  # a grant on a collection that does not exist
 
 
 class RpcResult(BaseModel):

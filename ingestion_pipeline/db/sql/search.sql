@@ -7,3 +7,8 @@
 select document_id, collection, source_uri, source_name, title, heading, heading_path, page, chunk_ordinal,
        snippet, score
 from public.search_documents(%(query)s, %(collections)s::text[], %(mode)s, %(limit)s, %(embedding)s::real[]);
+
+-- name: act_as_reader
+-- For this transaction only, as PostgREST runs a request: the role (anon, authenticated)
+-- and the JWT claims the database's policies read (request_user_id()).
+select pg_catalog.set_config('role', %(role)s, true), pg_catalog.set_config('request.jwt.claims', %(claims)s, true);

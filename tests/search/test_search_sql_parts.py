@@ -1,0 +1,60 @@
+"""The search RPC's parts in SQL: a web-search query split into terms (search_query_terms),
+and hybrid mode's reciprocal rank fusion of the lexical and the vector lists."""
+
+from __future__ import annotations
+
+import pytest
+
+from ingestion_pipeline.db.connection import connect
+from ingestion_pipeline.search import search
+from tests.vector.corpus import EMBEDDER, index_folder, write_corpus
+
+K = 60  # the fusion's constant (Cormack, Clarke and Büttcher, 2009)
+
+
+@pytest.mark.parametrize(
+    "text, included, excluded",
+    [
+        ("password file for client connections", ["password", "file", "for", "client", "connections"], []),
+        ('vacuum -full "dead rows"', ["vacuum", '"dead rows"'], ["full"]),
+        ("wal or xlog", ["wal", "xlog"], []),  # every term is optional already
+        ('"unclosed phrase', ['"unclosed phrase"'], []),
+        ('-"x y" z', ["z"], ['"x y"']),
+        ('-- "" vacuum vacuum', ["vacuum"], []),
+        ("Vacuum vacuum OR\tfull", ["Vacuum", "vacuum", "full"], []),
+        ("", [], []),
+    ],
+)
+def test_query_terms(conn, text, included, excluded):
+    rows = conn.execute("select n, term, excluded from search_query_terms(%s)", (text,)).fetchall()
+    assert [r["term"] for r in rows if not r["excluded"]] == included
+    assert [r["term"] for r in rows if r["excluded"]] == excluded
+    for flag in (False, True):
+        assert [r["n"] for r in rows if r["excluded"] is flag] == list(
+            range(1, 1 + sum(r["excluded"] is flag for r in rows))
+        )
+
+
+def test_hybrid_is_the_reciprocal_rank_fusion_of_both_lists(db_url, tmp_path):
+    index_folder(db_url, write_corpus(tmp_path / "corpus"))
+    with connect(db_url) as conn:
+        for text in ("otter river stream", "lamp of the lighthouse and a kettle of tea", "volcano ash"):
+            depth = 5 * 4
+            lists = [search(conn, text, mode=mode, limit=depth, embedder=EMBEDDER) for mode in ("lexical", "vector")]
+            fused: dict = {}
+            shown: dict = {}
+            for hits in lists:
+                for rank, hit in enumerate(hits, start=1):
+                    fused[hit.document_id] = fused.get(hit.document_id, 0.0) + 1.0 / (K + rank)
+                    if hit.document_id not in shown or rank < shown[hit.document_id][0]:
+                        shown[hit.document_id] = (rank, hit)
+            expected = sorted(fused, key=lambda doc: (-fused[doc], str(doc)))[:4]
+            hybrid = search(conn, text, mode="hybrid", limit=4, embedder=EMBEDDER)
+            assert [hit.document_id for hit in hybrid] == expected, text
+            for hit in hybrid:
+                assert hit.score == pytest.approx(fused[hit.document_id])
+                # shown as the list that ranked it best (the lexical one on a tie)
+                assert (hit.chunk_ordinal, hit.snippet) == (
+                    shown[hit.document_id][1].chunk_ordinal,
+                    shown[hit.document_id][1].snippet,
+                )
