@@ -5,20 +5,21 @@
 --   * `collections` names every collection (documents register theirs on insert) and says
 --     which are public; `collection_members` makes a user (the uuid Supabase's auth.uid()
 --     returns) a reader or writer of one.
---   * anon reads the public collections; authenticated, those and its own; the table owner,
---     superusers, BYPASSRLS roles and ingestion_worker read everything, as before. Row-level
---     security says so on documents, document_sections, document_chunks and document_pages
---     (and so on committed_document_chunks, a security_invoker view).
---   * search_documents(...) is SECURITY INVOKER: every row it returns comes through
---     `documents` and `document_sections` under the caller's policies.
+--   * anon reads the public collections; authenticated, those and its own; the tables'
+--     owner, superusers, BYPASSRLS roles and ingestion_worker read everything, as before.
+--     Row-level security says so on `documents`; the documents' committed pages, sections
+--     and chunks are read through three security-barrier views that say the same
+--     (readable_document_pages, _sections, _chunks: why not RLS on those tables, below).
+--   * search_documents(...) is SECURITY INVOKER: every hit it returns is joined to
+--     `documents` under the caller's policy.
 --
 -- Why the candidates come from two SECURITY DEFINER functions: under row-level security
 -- PostgreSQL uses an index only for a leakproof operator (a leaky one could see rows the
 -- policy hides), and neither `@@` (ts_match_vq) nor pgvector's distance is leakproof, so a
 -- reader subject to RLS would scan every chunk. search_lexical_hits and search_vector_hits run
 -- as the owner, on the GIN and HNSW indexes, and scope themselves to search_scope(): the
--- same collections the policies allow, for the role that called them. The RPC then joins
--- their rows to the tables under RLS again, so a bug in one of the two would hide rows,
+-- same collections the policy allows, for the role that called them. The RPC then joins
+-- their rows to `documents` under RLS again, so a bug in one of the two would hide rows,
 -- never show them.
 --
 -- The generic-plan trap: a cached plan of a retrieval statement turns generic after five
@@ -26,8 +27,8 @@
 -- chunk. The search functions run with plan_cache_mode = force_custom_plan; the vector path
 -- is dynamic SQL (its dimension is part of the index expression), planned at every call.
 --
--- Expand/contract: new tables, functions and policies; the previous release reads the
--- tables as their owner or as ingestion_worker, which the policies let through.
+-- Expand/contract: new tables, views, functions and a policy; the previous release reads
+-- `documents` as its owner or as ingestion_worker, which the policy lets through.
 
 -- ---------------------------------------------------------------------------------------
 -- The roles an app's requests run as (PostgREST, Supabase). Supabase has them; elsewhere
@@ -180,34 +181,50 @@ end;
 $$;
 
 -- ---------------------------------------------------------------------------------------
--- Row-level security: readers see the documents of the collections they may read (not
--- deleted ones) and those documents' pages, sections and chunks; the pipeline's role sees
--- and writes what it did before. The owner is not subject to it (not forced).
+-- What readers see: `documents` under row-level security (the documents, not deleted, of
+-- the collections they may read), and those documents' committed pages, sections and chunks
+-- through three views that filter by the same rule. The artifact tables themselves get no
+-- row-level security and readers no privilege on them: the workers write them with COPY
+-- (the fast path: bench/results/ingest_corpus.md), and PostgreSQL refuses COPY FROM into a
+-- table with row-level security for every role it applies to, ingestion_worker included.
+-- The views are security barriers, so a reader's own function in a query sees only rows
+-- the filter let through; they run as their owner, and readable_collections() names the
+-- role that queried them. The owner is not subject to any of it (not forced).
 
 alter table public.documents enable row level security;
-alter table public.document_pages enable row level security;
-alter table public.document_sections enable row level security;
-alter table public.document_chunks enable row level security;
-
 create policy documents_readers on public.documents for select to anon, authenticated
     using (deleted_at is null and collection = any (coalesce((select public.readable_collections()), '{}')));
-create policy document_pages_readers on public.document_pages for select to anon, authenticated
-    using (document_id in (select d.id from public.documents d));
-create policy document_sections_readers on public.document_sections for select to anon, authenticated
-    using (document_id in (select d.id from public.documents d));
-create policy document_chunks_readers on public.document_chunks for select to anon, authenticated
-    using (document_id in (select d.id from public.documents d));
-
 create policy documents_pipeline on public.documents for all to ingestion_worker using (true) with check (true);
-create policy document_pages_pipeline on public.document_pages for all to ingestion_worker
-    using (true) with check (true);
-create policy document_sections_pipeline on public.document_sections for all to ingestion_worker
-    using (true) with check (true);
-create policy document_chunks_pipeline on public.document_chunks for all to ingestion_worker
-    using (true) with check (true);
 
-grant select on table public.documents, public.document_pages, public.document_sections,
-    public.document_chunks, public.committed_document_chunks to anon, authenticated;
+create view public.readable_document_pages with (security_barrier = true) as
+select p.document_id, p.index_generation_id, p.ordinal, p.content
+  from public.document_pages p
+  join public.documents d on d.id = p.document_id and d.index_generation_id = p.index_generation_id
+ cross join (select public.readable_collections() as names) r
+ where d.deleted_at is null and (r.names is null or d.collection = any (r.names));
+
+create view public.readable_document_sections with (security_barrier = true) as
+select s.document_id, s.index_generation_id, s.ordinal, s.heading, s.level, s.page_ordinal, s.content
+  from public.document_sections s
+  join public.documents d on d.id = s.document_id and d.index_generation_id = s.index_generation_id
+ cross join (select public.readable_collections() as names) r
+ where d.deleted_at is null and (r.names is null or d.collection = any (r.names));
+
+create view public.readable_document_chunks with (security_barrier = true) as
+select c.document_id, c.index_generation_id, c.ordinal, c.section_ordinal, c.page_ordinal, c.content,
+       c.token_count, c.title, c.heading
+  from public.document_chunks c
+  join public.documents d on d.id = c.document_id and d.index_generation_id = c.index_generation_id
+ cross join (select public.readable_collections() as names) r
+ where d.deleted_at is null and (r.names is null or d.collection = any (r.names));
+
+revoke all on table public.readable_document_pages, public.readable_document_sections,
+    public.readable_document_chunks from public;
+select public.revoke_from_supabase_roles('table public.readable_document_pages');
+select public.revoke_from_supabase_roles('table public.readable_document_sections');
+select public.revoke_from_supabase_roles('table public.readable_document_chunks');
+grant select on table public.documents, public.readable_document_pages, public.readable_document_sections,
+    public.readable_document_chunks to anon, authenticated;
 
 -- ---------------------------------------------------------------------------------------
 -- The search.
@@ -248,7 +265,8 @@ $$;
 -- Committed generations of documents not deleted, of search_scope(p_collections) only.
 create function public.search_lexical_hits(p_query text, p_collections text[], p_limit integer)
 returns table (document_id uuid, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer,
-               page_ordinal integer, heading_path text, score double precision, snippet text, n integer)
+               page_ordinal integer, heading text, heading_path text, score double precision, snippet text,
+               n integer)
 language plpgsql
 stable
 security definer
@@ -337,13 +355,17 @@ scored as (
      order by score desc, b.rank desc, b.document_id
      limit greatest(p_limit, 0)
 )
-select s.document_id, s.index_generation_id, s.ordinal, s.section_ordinal, s.page_ordinal, s.heading,
-       s.score::float8,
+select s.document_id, s.index_generation_id, s.ordinal, s.section_ordinal, s.page_ordinal, sec.heading,
+       s.heading, s.score::float8,
        ts_headline('english', s.content, v_any_term,
                    'MaxFragments=1, MinWords=8, MaxWords=30, StartSel=[, StopSel=]'),
        (row_number() over (order by s.score desc, s.rank desc, s.document_id))::integer
   from scored s
- order by 9;
+  left join public.document_sections sec
+         on sec.document_id = s.document_id
+        and sec.index_generation_id = s.index_generation_id
+        and sec.ordinal = s.section_ordinal
+ order by 10;
 end;
 
 $$;
@@ -370,7 +392,8 @@ $$;
 -- Of search_scope(p_collections) only; a zero vector is near nothing.
 create function public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer)
 returns table (document_id uuid, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer,
-               page_ordinal integer, heading_path text, score double precision, snippet text, n integer)
+               page_ordinal integer, heading text, heading_path text, score double precision, snippet text,
+               n integer)
 language plpgsql
 stable
 security definer
@@ -422,10 +445,14 @@ begin
              where s.similarity is not null
              order by s.document_id, s.similarity desc, s.ordinal
         )
-        select b.document_id, b.index_generation_id, b.ordinal, b.section_ordinal, b.page_ordinal, b.heading,
-               b.similarity::float8, public.search_vector_snippet(b.content),
+        select b.document_id, b.index_generation_id, b.ordinal, b.section_ordinal, b.page_ordinal, sec.heading,
+               b.heading, b.similarity::float8, public.search_vector_snippet(b.content),
                (row_number() over (order by b.similarity desc, b.document_id))::integer
           from best b
+          left join public.document_sections sec
+                 on sec.document_id = b.document_id
+                and sec.index_generation_id = b.index_generation_id
+                and sec.ordinal = b.section_ordinal
          order by b.similarity desc, b.document_id
          limit greatest(p_limit, 0);
         return;
@@ -457,9 +484,13 @@ begin
              order by k.document_id, k.distance, k.ordinal
         ), hits as (
             select b.document_id, b.index_generation_id, b.ordinal as chunk_ordinal, b.section_ordinal,
-                   b.page_ordinal, b.heading as heading_path, (1 - b.distance)::float8 as score,
+                   b.page_ordinal, sec.heading, b.heading as heading_path, (1 - b.distance)::float8 as score,
                    public.search_vector_snippet(b.content) as snippet
               from best b
+              left join public.document_sections sec
+                     on sec.document_id = b.document_id
+                    and sec.index_generation_id = b.index_generation_id
+                    and sec.ordinal = b.section_ordinal
              order by b.distance, b.document_id
              limit $4
         )
@@ -481,11 +512,11 @@ begin
     end if;
     return query
         select r.document_id, r.index_generation_id, r.chunk_ordinal, r.section_ordinal, r.page_ordinal,
-               r.heading_path, r.score, r.snippet, e.n::integer
+               r.heading, r.heading_path, r.score, r.snippet, e.n::integer
           from jsonb_array_elements(v_rows) with ordinality as e (hit, n)
          cross join lateral jsonb_to_record(e.hit) as r (document_id uuid, index_generation_id uuid,
-               chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading_path text,
-               score double precision, snippet text)
+               chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading text,
+               heading_path text, score double precision, snippet text)
          order by e.n;
 end;
 $$;
@@ -558,14 +589,10 @@ begin
          order by l.document_id, l.n, l.list
     )
     select s.document_id, d.collection, d.source_key, d.source_name, coalesce(d.title, d.source_name),
-           sec.heading, s.heading_path, s.page_ordinal + 1, s.chunk_ordinal, s.snippet, f.score
+           s.heading, s.heading_path, s.page_ordinal + 1, s.chunk_ordinal, s.snippet, f.score
       from fused f
       join shown s on s.document_id = f.document_id
       join public.documents d on d.id = s.document_id
-      left join public.document_sections sec
-             on sec.document_id = s.document_id
-            and sec.index_generation_id = s.index_generation_id
-            and sec.ordinal = s.section_ordinal
      order by case when p_mode = 'hybrid' then -f.score else f.n end, s.document_id::text
      limit p_limit;
 end;

@@ -2135,20 +2135,16 @@ begin
          order by l.document_id, l.n, l.list
     )
     select s.document_id, d.collection, d.source_key, d.source_name, coalesce(d.title, d.source_name),
-           sec.heading, s.heading_path, s.page_ordinal + 1, s.chunk_ordinal, s.snippet, f.score
+           s.heading, s.heading_path, s.page_ordinal + 1, s.chunk_ordinal, s.snippet, f.score
       from fused f
       join shown s on s.document_id = f.document_id
       join public.documents d on d.id = s.document_id
-      left join public.document_sections sec
-             on sec.document_id = s.document_id
-            and sec.index_generation_id = s.index_generation_id
-            and sec.ordinal = s.section_ordinal
      order by case when p_mode = 'hybrid' then -f.score else f.n end, s.document_id::text
      limit p_limit;
 end;
 $$;
 
-CREATE FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) RETURNS TABLE(document_id uuid, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading_path text, score double precision, snippet text, n integer)
+CREATE FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) RETURNS TABLE(document_id uuid, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading text, heading_path text, score double precision, snippet text, n integer)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_custom_plan'
@@ -2235,13 +2231,17 @@ scored as (
      order by score desc, b.rank desc, b.document_id
      limit greatest(p_limit, 0)
 )
-select s.document_id, s.index_generation_id, s.ordinal, s.section_ordinal, s.page_ordinal, s.heading,
-       s.score::float8,
+select s.document_id, s.index_generation_id, s.ordinal, s.section_ordinal, s.page_ordinal, sec.heading,
+       s.heading, s.score::float8,
        ts_headline('english', s.content, v_any_term,
                    'MaxFragments=1, MinWords=8, MaxWords=30, StartSel=[, StopSel=]'),
        (row_number() over (order by s.score desc, s.rank desc, s.document_id))::integer
   from scored s
- order by 9;
+  left join public.document_sections sec
+         on sec.document_id = s.document_id
+        and sec.index_generation_id = s.index_generation_id
+        and sec.ordinal = s.section_ordinal
+ order by 10;
 end;
 
 $$;
@@ -2283,7 +2283,7 @@ begin
 end;
 $$;
 
-CREATE FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer) RETURNS TABLE(document_id uuid, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading_path text, score double precision, snippet text, n integer)
+CREATE FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer) RETURNS TABLE(document_id uuid, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading text, heading_path text, score double precision, snippet text, n integer)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_custom_plan'
@@ -2333,10 +2333,14 @@ begin
              where s.similarity is not null
              order by s.document_id, s.similarity desc, s.ordinal
         )
-        select b.document_id, b.index_generation_id, b.ordinal, b.section_ordinal, b.page_ordinal, b.heading,
-               b.similarity::float8, public.search_vector_snippet(b.content),
+        select b.document_id, b.index_generation_id, b.ordinal, b.section_ordinal, b.page_ordinal, sec.heading,
+               b.heading, b.similarity::float8, public.search_vector_snippet(b.content),
                (row_number() over (order by b.similarity desc, b.document_id))::integer
           from best b
+          left join public.document_sections sec
+                 on sec.document_id = b.document_id
+                and sec.index_generation_id = b.index_generation_id
+                and sec.ordinal = b.section_ordinal
          order by b.similarity desc, b.document_id
          limit greatest(p_limit, 0);
         return;
@@ -2368,9 +2372,13 @@ begin
              order by k.document_id, k.distance, k.ordinal
         ), hits as (
             select b.document_id, b.index_generation_id, b.ordinal as chunk_ordinal, b.section_ordinal,
-                   b.page_ordinal, b.heading as heading_path, (1 - b.distance)::float8 as score,
+                   b.page_ordinal, sec.heading, b.heading as heading_path, (1 - b.distance)::float8 as score,
                    public.search_vector_snippet(b.content) as snippet
               from best b
+              left join public.document_sections sec
+                     on sec.document_id = b.document_id
+                    and sec.index_generation_id = b.index_generation_id
+                    and sec.ordinal = b.section_ordinal
              order by b.distance, b.document_id
              limit $4
         )
@@ -2392,11 +2400,11 @@ begin
     end if;
     return query
         select r.document_id, r.index_generation_id, r.chunk_ordinal, r.section_ordinal, r.page_ordinal,
-               r.heading_path, r.score, r.snippet, e.n::integer
+               r.heading, r.heading_path, r.score, r.snippet, e.n::integer
           from jsonb_array_elements(v_rows) with ordinality as e (hit, n)
          cross join lateral jsonb_to_record(e.hit) as r (document_id uuid, index_generation_id uuid,
-               chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading_path text,
-               score double precision, snippet text)
+               chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading text,
+               heading_path text, score double precision, snippet text)
          order by e.n;
 end;
 $_$;
@@ -2707,6 +2715,44 @@ ALTER TABLE public.ingestion_job_stages ALTER COLUMN id ADD GENERATED ALWAYS AS 
     CACHE 1
 );
 
+CREATE VIEW public.readable_document_chunks WITH (security_barrier='true') AS
+ SELECT c.document_id,
+    c.index_generation_id,
+    c.ordinal,
+    c.section_ordinal,
+    c.page_ordinal,
+    c.content,
+    c.token_count,
+    c.title,
+    c.heading
+   FROM ((public.document_chunks c
+     JOIN public.documents d ON (((d.id = c.document_id) AND (d.index_generation_id = c.index_generation_id))))
+     CROSS JOIN ( SELECT public.readable_collections() AS names) r)
+  WHERE ((d.deleted_at IS NULL) AND ((r.names IS NULL) OR (d.collection = ANY (r.names))));
+
+CREATE VIEW public.readable_document_pages WITH (security_barrier='true') AS
+ SELECT p.document_id,
+    p.index_generation_id,
+    p.ordinal,
+    p.content
+   FROM ((public.document_pages p
+     JOIN public.documents d ON (((d.id = p.document_id) AND (d.index_generation_id = p.index_generation_id))))
+     CROSS JOIN ( SELECT public.readable_collections() AS names) r)
+  WHERE ((d.deleted_at IS NULL) AND ((r.names IS NULL) OR (d.collection = ANY (r.names))));
+
+CREATE VIEW public.readable_document_sections WITH (security_barrier='true') AS
+ SELECT s.document_id,
+    s.index_generation_id,
+    s.ordinal,
+    s.heading,
+    s.level,
+    s.page_ordinal,
+    s.content
+   FROM ((public.document_sections s
+     JOIN public.documents d ON (((d.id = s.document_id) AND (d.index_generation_id = s.index_generation_id))))
+     CROSS JOIN ( SELECT public.readable_collections() AS names) r)
+  WHERE ((d.deleted_at IS NULL) AND ((r.names IS NULL) OR (d.collection = ANY (r.names))));
+
 CREATE SEQUENCE public.sync_source_tokens
     START WITH 1
     INCREMENT BY 1
@@ -2879,27 +2925,6 @@ ALTER TABLE ONLY public.ingestion_jobs
 
 ALTER TABLE ONLY public.ingestion_jobs
     ADD CONSTRAINT ingestion_jobs_document_id_fkey FOREIGN KEY (document_id) REFERENCES public.documents(id) ON DELETE CASCADE;
-
-ALTER TABLE public.document_chunks ENABLE ROW LEVEL SECURITY;
-
-CREATE POLICY document_chunks_pipeline ON public.document_chunks TO ingestion_worker USING (true) WITH CHECK (true);
-
-CREATE POLICY document_chunks_readers ON public.document_chunks FOR SELECT TO anon, authenticated USING ((document_id IN ( SELECT d.id
-   FROM public.documents d)));
-
-ALTER TABLE public.document_pages ENABLE ROW LEVEL SECURITY;
-
-CREATE POLICY document_pages_pipeline ON public.document_pages TO ingestion_worker USING (true) WITH CHECK (true);
-
-CREATE POLICY document_pages_readers ON public.document_pages FOR SELECT TO anon, authenticated USING ((document_id IN ( SELECT d.id
-   FROM public.documents d)));
-
-ALTER TABLE public.document_sections ENABLE ROW LEVEL SECURITY;
-
-CREATE POLICY document_sections_pipeline ON public.document_sections TO ingestion_worker USING (true) WITH CHECK (true);
-
-CREATE POLICY document_sections_readers ON public.document_sections FOR SELECT TO anon, authenticated USING ((document_id IN ( SELECT d.id
-   FROM public.documents d)));
 
 ALTER TABLE public.documents ENABLE ROW LEVEL SECURITY;
 
@@ -3121,24 +3146,16 @@ GRANT SELECT ON TABLE public.collection_members TO ingestion_worker;
 GRANT SELECT ON TABLE public.collections TO ingestion_worker;
 
 GRANT SELECT,INSERT ON TABLE public.document_chunks TO ingestion_worker;
-GRANT SELECT ON TABLE public.document_chunks TO anon;
-GRANT SELECT ON TABLE public.document_chunks TO authenticated;
 
 GRANT SELECT ON TABLE public.documents TO ingestion_worker;
 GRANT SELECT ON TABLE public.documents TO anon;
 GRANT SELECT ON TABLE public.documents TO authenticated;
 
 GRANT SELECT ON TABLE public.committed_document_chunks TO ingestion_worker;
-GRANT SELECT ON TABLE public.committed_document_chunks TO anon;
-GRANT SELECT ON TABLE public.committed_document_chunks TO authenticated;
 
 GRANT SELECT,INSERT ON TABLE public.document_pages TO ingestion_worker;
-GRANT SELECT ON TABLE public.document_pages TO anon;
-GRANT SELECT ON TABLE public.document_pages TO authenticated;
 
 GRANT SELECT,INSERT ON TABLE public.document_sections TO ingestion_worker;
-GRANT SELECT ON TABLE public.document_sections TO anon;
-GRANT SELECT ON TABLE public.document_sections TO authenticated;
 
 GRANT SELECT ON TABLE public.document_sources TO ingestion_worker;
 
@@ -3149,5 +3166,14 @@ GRANT SELECT ON TABLE public.document_versions TO ingestion_worker;
 GRANT SELECT ON TABLE public.index_generations TO ingestion_worker;
 
 GRANT SELECT ON TABLE public.ingestion_job_stages TO ingestion_worker;
+
+GRANT SELECT ON TABLE public.readable_document_chunks TO anon;
+GRANT SELECT ON TABLE public.readable_document_chunks TO authenticated;
+
+GRANT SELECT ON TABLE public.readable_document_pages TO anon;
+GRANT SELECT ON TABLE public.readable_document_pages TO authenticated;
+
+GRANT SELECT ON TABLE public.readable_document_sections TO anon;
+GRANT SELECT ON TABLE public.readable_document_sections TO authenticated;
 
 GRANT SELECT ON TABLE public.sync_sources TO ingestion_worker;

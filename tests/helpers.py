@@ -276,10 +276,22 @@ def document_rows(conn: psycopg.Connection, document_id: UUID) -> dict[str, int]
 
 
 def search_hits(conn: psycopg.Connection, text: str, limit: int = 100) -> list:
-    """What `ingest search` answers (lexical mode, committed generations only)."""
+    """What `ingest search` answers (lexical mode, committed generations only; the search
+    RPC answers at most 1,000). On a schema before the RPC (the race tests' older
+    migrations), the documents whose committed chunks match, which is what it answered."""
+    from types import SimpleNamespace
+
     from ingestion_pipeline.search import search
 
-    return search(conn, text, limit=limit)
+    rpc = "search_documents(text, text[], text, integer, real[])"
+    if conn.execute("select to_regprocedure(%s) is not null as present", (rpc,)).fetchone()["present"]:
+        return search(conn, text, limit=min(limit, 1000))
+    rows = conn.execute(
+        "select distinct document_id from committed_document_chunks "
+        "where content_tsv @@ websearch_to_tsquery('english', %s) limit %s",
+        (text, limit),
+    ).fetchall()
+    return [SimpleNamespace(document_id=row["document_id"]) for row in rows]
 
 
 def searchable(conn: psycopg.Connection, document_id: UUID, text: str) -> bool:

@@ -128,7 +128,6 @@ from pathlib import Path
 
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.processing import chunk_sections, parse
-from ingestion_pipeline.search import search
 from tests.faults.rpc_log import (
     DEADLOCK,
     JANITOR,
@@ -139,6 +138,7 @@ from tests.faults.rpc_log import (
     ROLLBACK_CLASS,
     read_history,
 )
+from tests.helpers import search_hits
 
 WRITES = {
     "commit",
@@ -827,7 +827,7 @@ def _check_lifecycle(conn, history: list[dict], report: Report) -> None:
                 (deleted,),
             )
         }
-        found = {str(hit.document_id) for hit in search(conn, SEARCH_ALL, limit=10_000_000)}
+        found = {str(hit.document_id) for hit in search_hits(conn, SEARCH_ALL, limit=1000)}
         for document_id in deleted:
             if committed.get(document_id) or document_id in found:
                 report.flag(

@@ -3,8 +3,8 @@ search_path (except `secure_rpc` and the migrations' revoke helper, by design, a
 search RPC, which runs as its caller so that row-level security applies); EXECUTE is
 revoked from PUBLIC and granted to `ingestion_worker` for the RPCs only; on tables, views
 and sequences the worker reads what it reads and inserts artifact rows, nothing else; an
-app's roles (anon, authenticated) run the search and read the documents' tables, whose
-rows row-level security scopes (tests/search/test_tenants.py); every other role gets
+app's roles (anon, authenticated) run the search, read `documents` under row-level
+security and the documents' artifacts through views scoped the same way (tests/search/test_tenants.py); every other role gets
 nothing.
 
 Nothing is filtered by name: every function (`pg_proc`, any kind) and every relation
@@ -135,10 +135,9 @@ CUSTOM_PLANS = {"search_documents", "search_lexical_hits", "search_vector_hits"}
 READER_FUNCTIONS = {"search_documents", "search_lexical_hits", "search_vector_hits", "readable_collections"}
 READER_RELATION_PRIVILEGES = {
     "documents": {"SELECT"},
-    "document_pages": {"SELECT"},
-    "document_sections": {"SELECT"},
-    "document_chunks": {"SELECT"},
-    "committed_document_chunks": {"SELECT"},
+    "readable_document_pages": {"SELECT"},
+    "readable_document_sections": {"SELECT"},
+    "readable_document_chunks": {"SELECT"},
 }
 
 # What ingestion_worker may do to each relation; every relation not named: nothing.
