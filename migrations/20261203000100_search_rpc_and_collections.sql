@@ -7,11 +7,13 @@
 --     returns) a reader or writer of one.
 --   * anon reads the public collections; authenticated, those and its own; the tables'
 --     owner, superusers, BYPASSRLS roles and ingestion_worker read everything, as before.
---     Row-level security says so on `documents`; the documents' committed pages, sections
---     and chunks are read through three security-barrier views that say the same
---     (readable_document_pages, _sections, _chunks: why not RLS on those tables, below).
+--     Row-level security says so on `documents`; the documents' names and committed pages,
+--     sections and chunks are read through functions that say the same (readable_documents,
+--     readable_document_pages, _sections, _chunks: why not RLS on those tables, below).
 --   * search_documents(...) is SECURITY INVOKER: every hit it returns is joined to
 --     `documents` under the caller's policy.
+--   * Readers select only documents.id; what documents hold they read through SECURITY
+--     DEFINER functions that check the same rule (below: why).
 --
 -- Why the candidates come from two SECURITY DEFINER functions: under row-level security
 -- PostgreSQL uses an index only for a leakproof operator (a leaky one could see rows the
@@ -104,15 +106,22 @@ language plpgsql
 stable
 security definer
 set search_path = pg_catalog, pg_temp
+set client_min_messages = warning
 as $$
 declare
     v_sub text;
 begin
-    if pg_catalog.to_regprocedure('auth.uid()') is not null then
-        execute 'select auth.uid()::text' into v_sub;
-    else
-        v_sub := nullif(pg_catalog.current_setting('request.jwt.claims', true), '')::jsonb ->> 'sub';
-    end if;
+    -- Never raises: the readers' policy calls this only for rows that got past a reader's
+    -- own (leakproof) filter, so an error would tell that such a row exists.
+    begin
+        if pg_catalog.to_regprocedure('auth.uid()') is not null then
+            execute 'select auth.uid()::text' into v_sub;
+        else
+            v_sub := nullif(pg_catalog.current_setting('request.jwt.claims', true), '')::jsonb ->> 'sub';
+        end if;
+    exception when others then
+        return null;
+    end;
     if v_sub ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' then
         return v_sub::uuid;
     end if;
@@ -132,6 +141,7 @@ language plpgsql
 stable
 security definer
 set search_path = pg_catalog, pg_temp
+set client_min_messages = warning
 as $$
 declare
     v_caller name := coalesce(nullif(pg_catalog.current_setting('role'), 'none'), session_user);
@@ -166,6 +176,7 @@ language plpgsql
 stable
 security definer
 set search_path = pg_catalog, pg_temp
+set client_min_messages = warning
 as $$
 declare
     v_readable text[] := public.readable_collections();
@@ -181,50 +192,105 @@ end;
 $$;
 
 -- ---------------------------------------------------------------------------------------
--- What readers see: `documents` under row-level security (the documents, not deleted, of
--- the collections they may read), and those documents' committed pages, sections and chunks
--- through three views that filter by the same rule. The artifact tables themselves get no
--- row-level security and readers no privilege on them: the workers write them with COPY
--- (the fast path: bench/results/ingest_corpus.md), and PostgreSQL refuses COPY FROM into a
--- table with row-level security for every role it applies to, ingestion_worker included.
--- The views are security barriers, so a reader's own function in a query sees only rows
--- the filter let through; they run as their owner, and readable_collections() names the
--- role that queried them. The owner is not subject to any of it (not forced).
+-- What readers see. Row-level security on `documents`: the documents, not deleted, of the
+-- collections they may read. Readers may select only its `id` column (what the search RPC
+-- joins on): PostgreSQL evaluates a reader's filter before the policy when its operator is
+-- leakproof (text `=`, `^@`, …), and EXPLAIN ANALYZE's row counts would then say whether a
+-- hidden row matches; with only random ids to filter on, there is nothing to learn. What
+-- the documents hold (their names, their pages, sections and chunks) readers read through
+-- SECURITY DEFINER functions that check the same rule first (readable_documents,
+-- readable_document_pages, _sections, _chunks): a function is opaque to the planner, so no
+-- filter of a reader's reaches the rows it did not return.
+-- The artifact tables get no row-level security: the workers write them with COPY (the
+-- fast path: bench/results/ingest_corpus.md), and PostgreSQL refuses COPY FROM into a table
+-- with row-level security for every role it applies to, ingestion_worker included. The
+-- owner is not subject to any of it (not forced).
 
 alter table public.documents enable row level security;
 create policy documents_readers on public.documents for select to anon, authenticated
     using (deleted_at is null and collection = any (coalesce((select public.readable_collections()), '{}')));
 create policy documents_pipeline on public.documents for all to ingestion_worker using (true) with check (true);
+grant select (id) on table public.documents to anon, authenticated;
 
-create view public.readable_document_pages with (security_barrier = true) as
-select p.document_id, p.index_generation_id, p.ordinal, p.content
-  from public.document_pages p
-  join public.documents d on d.id = p.document_id and d.index_generation_id = p.index_generation_id
- cross join (select public.readable_collections() as names) r
- where d.deleted_at is null and (r.names is null or d.collection = any (r.names));
+-- Whether the caller may read the document: not deleted, of a collection it may read.
+create function public.document_is_readable(p_document_id uuid)
+returns boolean
+language sql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+set client_min_messages = warning
+as $$
+    select exists (
+        select 1 from public.documents d
+          cross join (select public.readable_collections() as names) r
+         where d.id = p_document_id and d.deleted_at is null and (r.names is null or d.collection = any (r.names)));
+$$;
 
-create view public.readable_document_sections with (security_barrier = true) as
-select s.document_id, s.index_generation_id, s.ordinal, s.heading, s.level, s.page_ordinal, s.content
-  from public.document_sections s
-  join public.documents d on d.id = s.document_id and d.index_generation_id = s.index_generation_id
- cross join (select public.readable_collections() as names) r
- where d.deleted_at is null and (r.names is null or d.collection = any (r.names));
+-- The documents the caller may read, of p_collections when given, by collection and key.
+create function public.readable_documents(p_collections text[] default null)
+returns table (document_id uuid, collection text, source_uri text, source_name text, title text, status text,
+               version integer, page_count integer, section_count integer, chunk_count integer,
+               updated_at timestamptz)
+language sql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+set client_min_messages = warning
+as $$
+    select d.id, d.collection, d.source_key, d.source_name, coalesce(d.title, d.source_name), d.status, d.version,
+           d.page_count, d.section_count, d.chunk_count, d.updated_at
+      from public.documents d
+      cross join (select public.search_scope(p_collections) as names) r
+     where d.deleted_at is null and (r.names is null or d.collection = any (r.names))
+     order by d.collection, d.source_key, d.source_name, d.id;
+$$;
 
-create view public.readable_document_chunks with (security_barrier = true) as
-select c.document_id, c.index_generation_id, c.ordinal, c.section_ordinal, c.page_ordinal, c.content,
-       c.token_count, c.title, c.heading
-  from public.document_chunks c
-  join public.documents d on d.id = c.document_id and d.index_generation_id = c.index_generation_id
- cross join (select public.readable_collections() as names) r
- where d.deleted_at is null and (r.names is null or d.collection = any (r.names));
+-- A readable document's committed pages, sections and chunks (none for any other).
+create function public.readable_document_pages(p_document_id uuid)
+returns table (ordinal integer, content text)
+language sql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+set client_min_messages = warning
+as $$
+    select p.ordinal, p.content
+      from public.documents d
+      join public.document_pages p on p.document_id = d.id and p.index_generation_id = d.index_generation_id
+     where d.id = p_document_id and public.document_is_readable(p_document_id)
+     order by p.ordinal;
+$$;
 
-revoke all on table public.readable_document_pages, public.readable_document_sections,
-    public.readable_document_chunks from public;
-select public.revoke_from_supabase_roles('table public.readable_document_pages');
-select public.revoke_from_supabase_roles('table public.readable_document_sections');
-select public.revoke_from_supabase_roles('table public.readable_document_chunks');
-grant select on table public.documents, public.readable_document_pages, public.readable_document_sections,
-    public.readable_document_chunks to anon, authenticated;
+create function public.readable_document_sections(p_document_id uuid)
+returns table (ordinal integer, heading text, level integer, page integer, content text)
+language sql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+set client_min_messages = warning
+as $$
+    select s.ordinal, s.heading, s.level, s.page_ordinal + 1, s.content
+      from public.documents d
+      join public.document_sections s on s.document_id = d.id and s.index_generation_id = d.index_generation_id
+     where d.id = p_document_id and public.document_is_readable(p_document_id)
+     order by s.ordinal;
+$$;
+
+create function public.readable_document_chunks(p_document_id uuid)
+returns table (ordinal integer, section_ordinal integer, page integer, heading_path text, content text)
+language sql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+set client_min_messages = warning
+as $$
+    select c.ordinal, c.section_ordinal, c.page_ordinal + 1, c.heading, c.content
+      from public.documents d
+      join public.document_chunks c on c.document_id = d.id and c.index_generation_id = d.index_generation_id
+     where d.id = p_document_id and public.document_is_readable(p_document_id)
+     order by c.ordinal;
+$$;
 
 -- ---------------------------------------------------------------------------------------
 -- The search.
@@ -264,14 +330,15 @@ $$;
 -- Every chunk matching any term is a candidate, so a page missing one word still ranks.
 -- Committed generations of documents not deleted, of search_scope(p_collections) only.
 create function public.search_lexical_hits(p_query text, p_collections text[], p_limit integer)
-returns table (document_id uuid, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer,
-               page_ordinal integer, heading text, heading_path text, score double precision, snippet text,
-               n integer)
+returns table (document_id uuid, collection text, source_uri text, source_name text, title text,
+               index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer,
+               heading text, heading_path text, score double precision, snippet text, n integer)
 language plpgsql
 stable
 security definer
 set search_path = pg_catalog, pg_temp
 set plan_cache_mode = force_custom_plan
+set client_min_messages = warning
 as $$
 #variable_conflict use_column
 declare
@@ -281,6 +348,9 @@ declare
     v_any_excluded tsquery;
     v_scope text[] := public.search_scope(p_collections);
 begin
+    if p_limit is null or p_limit < 1 or p_limit > 5000 then
+        raise exception 'search_lexical_hits: p_limit must be between 1 and 5000' using errcode = '22023';
+    end if;
     select websearch_to_tsquery('english', string_agg(t.term, ' or ' order by t.n)) into v_any_term
       from public.search_query_terms(p_query) t where not t.excluded having count(*) > 0;
     select websearch_to_tsquery('english', string_agg(t.term, ' or ' order by t.n)) into v_any_excluded
@@ -355,17 +425,18 @@ scored as (
      order by score desc, b.rank desc, b.document_id
      limit greatest(p_limit, 0)
 )
-select s.document_id, s.index_generation_id, s.ordinal, s.section_ordinal, s.page_ordinal, sec.heading,
-       s.heading, s.score::float8,
+select s.document_id, d.collection, d.source_key, d.source_name, coalesce(d.title, d.source_name),
+       s.index_generation_id, s.ordinal, s.section_ordinal, s.page_ordinal, sec.heading, s.heading, s.score::float8,
        ts_headline('english', s.content, v_any_term,
                    'MaxFragments=1, MinWords=8, MaxWords=30, StartSel=[, StopSel=]'),
        (row_number() over (order by s.score desc, s.rank desc, s.document_id))::integer
   from scored s
+  join public.documents d on d.id = s.document_id
   left join public.document_sections sec
          on sec.document_id = s.document_id
         and sec.index_generation_id = s.index_generation_id
         and sec.ordinal = s.section_ordinal
- order by 10;
+ order by 14;
 end;
 
 $$;
@@ -391,14 +462,15 @@ $$;
 -- path: cosine similarity of every committed chunk of that dimension, in SQL over real[].
 -- Of search_scope(p_collections) only; a zero vector is near nothing.
 create function public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer)
-returns table (document_id uuid, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer,
-               page_ordinal integer, heading text, heading_path text, score double precision, snippet text,
-               n integer)
+returns table (document_id uuid, collection text, source_uri text, source_name text, title text,
+               index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer,
+               heading text, heading_path text, score double precision, snippet text, n integer)
 language plpgsql
 stable
 security definer
 set search_path = pg_catalog, pg_temp
 set plan_cache_mode = force_custom_plan
+set client_min_messages = warning
 as $$
 #variable_conflict use_column
 declare
@@ -414,6 +486,12 @@ declare
     v_ef_search text;
     v_iterative_scan text;
 begin
+    if p_limit is null or p_limit < 1 or p_limit > 5000 then
+        raise exception 'search_vector_hits: p_limit must be between 1 and 5000' using errcode = '22023';
+    end if;
+    if v_dimensions is null or v_dimensions = 0 then
+        return;
+    end if;
     select ns.nspname, coalesce(string_to_array(e.extversion, '.')::int[] >= array[0, 8], false)
       into v_schema, v_iterative
       from pg_catalog.pg_attribute a
@@ -445,10 +523,12 @@ begin
              where s.similarity is not null
              order by s.document_id, s.similarity desc, s.ordinal
         )
-        select b.document_id, b.index_generation_id, b.ordinal, b.section_ordinal, b.page_ordinal, sec.heading,
-               b.heading, b.similarity::float8, public.search_vector_snippet(b.content),
+        select b.document_id, d.collection, d.source_key, d.source_name, coalesce(d.title, d.source_name),
+               b.index_generation_id, b.ordinal, b.section_ordinal, b.page_ordinal, sec.heading, b.heading,
+               b.similarity::float8, public.search_vector_snippet(b.content),
                (row_number() over (order by b.similarity desc, b.document_id))::integer
           from best b
+          join public.documents d on d.id = b.document_id
           left join public.document_sections sec
                  on sec.document_id = b.document_id
                 and sec.index_generation_id = b.index_generation_id
@@ -461,7 +541,7 @@ begin
     -- pgvector: for this call, resolve `vector` and `<=>` where the extension lives (the
     -- SET clause restores search_path when the function returns; the HNSW settings are
     -- put back below).
-    perform pg_catalog.set_config('search_path', 'pg_catalog, pg_temp, ' || quote_ident(v_schema), true);
+    perform pg_catalog.set_config('search_path', 'pg_catalog, ' || quote_ident(v_schema) || ', pg_temp', true);
     v_ef_search := pg_catalog.current_setting('hnsw.ef_search', true);
     v_iterative_scan := pg_catalog.current_setting('hnsw.iterative_scan', true);
     v_most := case when v_iterative then 20000 else 1000 end;
@@ -472,6 +552,8 @@ begin
                    c.embedding_vector::vector(%1$s) <=> $1::vector(%1$s) as distance
               from public.document_chunks c
              where vector_dims(c.embedding_vector) = %1$s
+               and ($3::text[] is null
+                    or c.document_id in (select d.id from public.documents d where d.collection = any ($3::text[])))
              order by c.embedding_vector::vector(%1$s) <=> $1::vector(%1$s)
              limit $2
         ), best as (
@@ -479,14 +561,14 @@ begin
               from candidates k
               join public.committed_document_chunks cc using (document_id, index_generation_id, ordinal)
              where k.distance <> 'NaN'
-               and ($3::text[] is null
-                    or k.document_id in (select d.id from public.documents d where d.collection = any ($3::text[])))
              order by k.document_id, k.distance, k.ordinal
         ), hits as (
-            select b.document_id, b.index_generation_id, b.ordinal as chunk_ordinal, b.section_ordinal,
-                   b.page_ordinal, sec.heading, b.heading as heading_path, (1 - b.distance)::float8 as score,
-                   public.search_vector_snippet(b.content) as snippet
+            select b.document_id, d.collection, d.source_key as source_uri, d.source_name,
+                   coalesce(d.title, d.source_name) as title, b.index_generation_id, b.ordinal as chunk_ordinal,
+                   b.section_ordinal, b.page_ordinal, sec.heading, b.heading as heading_path,
+                   (1 - b.distance)::float8 as score, public.search_vector_snippet(b.content) as snippet
               from best b
+              join public.documents d on d.id = b.document_id
               left join public.document_sections sec
                      on sec.document_id = b.document_id
                     and sec.index_generation_id = b.index_generation_id
@@ -511,12 +593,14 @@ begin
         perform pg_catalog.set_config('hnsw.iterative_scan', coalesce(v_iterative_scan, 'off'), true);
     end if;
     return query
-        select r.document_id, r.index_generation_id, r.chunk_ordinal, r.section_ordinal, r.page_ordinal,
-               r.heading, r.heading_path, r.score, r.snippet, e.n::integer
+        select r.document_id, r.collection, r.source_uri, r.source_name, r.title, r.index_generation_id,
+               r.chunk_ordinal, r.section_ordinal, r.page_ordinal, r.heading, r.heading_path, r.score, r.snippet,
+               e.n::integer
           from jsonb_array_elements(v_rows) with ordinality as e (hit, n)
-         cross join lateral jsonb_to_record(e.hit) as r (document_id uuid, index_generation_id uuid,
-               chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading text,
-               heading_path text, score double precision, snippet text)
+         cross join lateral jsonb_to_record(e.hit) as r (document_id uuid, collection text, source_uri text,
+               source_name text, title text, index_generation_id uuid, chunk_ordinal integer,
+               section_ordinal integer, page_ordinal integer, heading text, heading_path text,
+               score double precision, snippet text)
          order by e.n;
 end;
 $$;
@@ -541,6 +625,7 @@ stable
 security invoker
 set search_path = pg_catalog, pg_temp
 set plan_cache_mode = force_custom_plan
+set client_min_messages = warning
 as $$
 #variable_conflict use_column
 declare
@@ -588,11 +673,11 @@ begin
           from lists l
          order by l.document_id, l.n, l.list
     )
-    select s.document_id, d.collection, d.source_key, d.source_name, coalesce(d.title, d.source_name),
+    select s.document_id, s.collection, s.source_uri, s.source_name, s.title,
            s.heading, s.heading_path, s.page_ordinal + 1, s.chunk_ordinal, s.snippet, f.score
       from fused f
       join shown s on s.document_id = f.document_id
-      join public.documents d on d.id = s.document_id
+      join public.documents d on d.id = s.document_id  -- the caller's policy, once more
      order by case when p_mode = 'hybrid' then -f.score else f.n end, s.document_id::text
      limit p_limit;
 end;
@@ -712,7 +797,16 @@ select public.secure_rpc('public.readable_collections()', false);
 select public.secure_rpc('public.search_scope(text[])', false);
 select public.secure_rpc('public.search_query_terms(text)', false);
 select public.secure_rpc('public.search_vector_snippet(text)', false);
+select public.secure_rpc('public.document_is_readable(uuid)', false);
+select public.secure_rpc('public.readable_documents(text[])');
+select public.secure_rpc('public.readable_document_pages(uuid)');
+select public.secure_rpc('public.readable_document_sections(uuid)');
+select public.secure_rpc('public.readable_document_chunks(uuid)');
 grant execute on function public.readable_collections() to anon, authenticated;
+grant execute on function public.readable_documents(text[]) to anon, authenticated;
+grant execute on function public.readable_document_pages(uuid) to anon, authenticated;
+grant execute on function public.readable_document_sections(uuid) to anon, authenticated;
+grant execute on function public.readable_document_chunks(uuid) to anon, authenticated;
 grant execute on function public.search_lexical_hits(text, text[], integer) to anon, authenticated;
 grant execute on function public.search_vector_hits(real[], text[], integer) to anon, authenticated;
 

@@ -754,6 +754,17 @@ CREATE FUNCTION public.document_history(p_document_id uuid DEFAULT NULL::uuid, p
             order by v.version desc) from versions v), '[]'::jsonb)) end;
 $$;
 
+CREATE FUNCTION public.document_is_readable(p_document_id uuid) RETURNS boolean
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET client_min_messages TO 'warning'
+    AS $$
+    select exists (
+        select 1 from public.documents d
+          cross join (select public.readable_collections() as names) r
+         where d.id = p_document_id and d.deleted_at is null and (r.names is null or d.collection = any (r.names)));
+$$;
+
 CREATE FUNCTION public.drifted_import_batch_ids(p_limit integer DEFAULT 100, p_finished_within interval DEFAULT '01:00:00'::interval) RETURNS SETOF uuid
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1682,6 +1693,7 @@ $$;
 CREATE FUNCTION public.readable_collections() RETURNS text[]
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET client_min_messages TO 'warning'
     AS $$
 declare
     v_caller name := coalesce(nullif(pg_catalog.current_setting('role'), 'none'), session_user);
@@ -1706,6 +1718,55 @@ begin
                  select m.collection from public.collection_members m where m.user_id = v_user
                  order by 1);
 end;
+$$;
+
+CREATE FUNCTION public.readable_document_chunks(p_document_id uuid) RETURNS TABLE(ordinal integer, section_ordinal integer, page integer, heading_path text, content text)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET client_min_messages TO 'warning'
+    AS $$
+    select c.ordinal, c.section_ordinal, c.page_ordinal + 1, c.heading, c.content
+      from public.documents d
+      join public.document_chunks c on c.document_id = d.id and c.index_generation_id = d.index_generation_id
+     where d.id = p_document_id and public.document_is_readable(p_document_id)
+     order by c.ordinal;
+$$;
+
+CREATE FUNCTION public.readable_document_pages(p_document_id uuid) RETURNS TABLE(ordinal integer, content text)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET client_min_messages TO 'warning'
+    AS $$
+    select p.ordinal, p.content
+      from public.documents d
+      join public.document_pages p on p.document_id = d.id and p.index_generation_id = d.index_generation_id
+     where d.id = p_document_id and public.document_is_readable(p_document_id)
+     order by p.ordinal;
+$$;
+
+CREATE FUNCTION public.readable_document_sections(p_document_id uuid) RETURNS TABLE(ordinal integer, heading text, level integer, page integer, content text)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET client_min_messages TO 'warning'
+    AS $$
+    select s.ordinal, s.heading, s.level, s.page_ordinal + 1, s.content
+      from public.documents d
+      join public.document_sections s on s.document_id = d.id and s.index_generation_id = d.index_generation_id
+     where d.id = p_document_id and public.document_is_readable(p_document_id)
+     order by s.ordinal;
+$$;
+
+CREATE FUNCTION public.readable_documents(p_collections text[] DEFAULT NULL::text[]) RETURNS TABLE(document_id uuid, collection text, source_uri text, source_name text, title text, status text, version integer, page_count integer, section_count integer, chunk_count integer, updated_at timestamp with time zone)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET client_min_messages TO 'warning'
+    AS $$
+    select d.id, d.collection, d.source_key, d.source_name, coalesce(d.title, d.source_name), d.status, d.version,
+           d.page_count, d.section_count, d.chunk_count, d.updated_at
+      from public.documents d
+      cross join (select public.search_scope(p_collections) as names) r
+     where d.deleted_at is null and (r.names is null or d.collection = any (r.names))
+     order by d.collection, d.source_key, d.source_name, d.id;
 $$;
 
 CREATE FUNCTION public.record_ingestion_job_stage(p_job_id uuid, p_worker_id text, p_stage text, p_started_at timestamp with time zone, p_finished_at timestamp with time zone DEFAULT now(), p_detail jsonb DEFAULT '{}'::jsonb, p_lease_token bigint DEFAULT NULL::bigint) RETURNS jsonb
@@ -1897,15 +1958,22 @@ $$;
 CREATE FUNCTION public.request_user_id() RETURNS uuid
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET client_min_messages TO 'warning'
     AS $_$
 declare
     v_sub text;
 begin
-    if pg_catalog.to_regprocedure('auth.uid()') is not null then
-        execute 'select auth.uid()::text' into v_sub;
-    else
-        v_sub := nullif(pg_catalog.current_setting('request.jwt.claims', true), '')::jsonb ->> 'sub';
-    end if;
+    -- Never raises: the readers' policy calls this only for rows that got past a reader's
+    -- own (leakproof) filter, so an error would tell that such a row exists.
+    begin
+        if pg_catalog.to_regprocedure('auth.uid()') is not null then
+            execute 'select auth.uid()::text' into v_sub;
+        else
+            v_sub := nullif(pg_catalog.current_setting('request.jwt.claims', true), '')::jsonb ->> 'sub';
+        end if;
+    exception when others then
+        return null;
+    end;
     if v_sub ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' then
         return v_sub::uuid;
     end if;
@@ -2087,6 +2155,7 @@ CREATE FUNCTION public.search_documents(p_query text, p_collections text[] DEFAU
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_custom_plan'
+    SET client_min_messages TO 'warning'
     AS $$
 #variable_conflict use_column
 declare
@@ -2134,20 +2203,21 @@ begin
           from lists l
          order by l.document_id, l.n, l.list
     )
-    select s.document_id, d.collection, d.source_key, d.source_name, coalesce(d.title, d.source_name),
+    select s.document_id, s.collection, s.source_uri, s.source_name, s.title,
            s.heading, s.heading_path, s.page_ordinal + 1, s.chunk_ordinal, s.snippet, f.score
       from fused f
       join shown s on s.document_id = f.document_id
-      join public.documents d on d.id = s.document_id
+      join public.documents d on d.id = s.document_id  -- the caller's policy, once more
      order by case when p_mode = 'hybrid' then -f.score else f.n end, s.document_id::text
      limit p_limit;
 end;
 $$;
 
-CREATE FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) RETURNS TABLE(document_id uuid, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading text, heading_path text, score double precision, snippet text, n integer)
+CREATE FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) RETURNS TABLE(document_id uuid, collection text, source_uri text, source_name text, title text, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading text, heading_path text, score double precision, snippet text, n integer)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_custom_plan'
+    SET client_min_messages TO 'warning'
     AS $$
 #variable_conflict use_column
 declare
@@ -2157,6 +2227,9 @@ declare
     v_any_excluded tsquery;
     v_scope text[] := public.search_scope(p_collections);
 begin
+    if p_limit is null or p_limit < 1 or p_limit > 5000 then
+        raise exception 'search_lexical_hits: p_limit must be between 1 and 5000' using errcode = '22023';
+    end if;
     select websearch_to_tsquery('english', string_agg(t.term, ' or ' order by t.n)) into v_any_term
       from public.search_query_terms(p_query) t where not t.excluded having count(*) > 0;
     select websearch_to_tsquery('english', string_agg(t.term, ' or ' order by t.n)) into v_any_excluded
@@ -2231,17 +2304,18 @@ scored as (
      order by score desc, b.rank desc, b.document_id
      limit greatest(p_limit, 0)
 )
-select s.document_id, s.index_generation_id, s.ordinal, s.section_ordinal, s.page_ordinal, sec.heading,
-       s.heading, s.score::float8,
+select s.document_id, d.collection, d.source_key, d.source_name, coalesce(d.title, d.source_name),
+       s.index_generation_id, s.ordinal, s.section_ordinal, s.page_ordinal, sec.heading, s.heading, s.score::float8,
        ts_headline('english', s.content, v_any_term,
                    'MaxFragments=1, MinWords=8, MaxWords=30, StartSel=[, StopSel=]'),
        (row_number() over (order by s.score desc, s.rank desc, s.document_id))::integer
   from scored s
+  join public.documents d on d.id = s.document_id
   left join public.document_sections sec
          on sec.document_id = s.document_id
         and sec.index_generation_id = s.index_generation_id
         and sec.ordinal = s.section_ordinal
- order by 10;
+ order by 14;
 end;
 
 $$;
@@ -2269,6 +2343,7 @@ $$;
 CREATE FUNCTION public.search_scope(p_collections text[]) RETURNS text[]
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET client_min_messages TO 'warning'
     AS $$
 declare
     v_readable text[] := public.readable_collections();
@@ -2283,10 +2358,11 @@ begin
 end;
 $$;
 
-CREATE FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer) RETURNS TABLE(document_id uuid, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading text, heading_path text, score double precision, snippet text, n integer)
+CREATE FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer) RETURNS TABLE(document_id uuid, collection text, source_uri text, source_name text, title text, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading text, heading_path text, score double precision, snippet text, n integer)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_custom_plan'
+    SET client_min_messages TO 'warning'
     AS $_$
 #variable_conflict use_column
 declare
@@ -2302,6 +2378,12 @@ declare
     v_ef_search text;
     v_iterative_scan text;
 begin
+    if p_limit is null or p_limit < 1 or p_limit > 5000 then
+        raise exception 'search_vector_hits: p_limit must be between 1 and 5000' using errcode = '22023';
+    end if;
+    if v_dimensions is null or v_dimensions = 0 then
+        return;
+    end if;
     select ns.nspname, coalesce(string_to_array(e.extversion, '.')::int[] >= array[0, 8], false)
       into v_schema, v_iterative
       from pg_catalog.pg_attribute a
@@ -2333,10 +2415,12 @@ begin
              where s.similarity is not null
              order by s.document_id, s.similarity desc, s.ordinal
         )
-        select b.document_id, b.index_generation_id, b.ordinal, b.section_ordinal, b.page_ordinal, sec.heading,
-               b.heading, b.similarity::float8, public.search_vector_snippet(b.content),
+        select b.document_id, d.collection, d.source_key, d.source_name, coalesce(d.title, d.source_name),
+               b.index_generation_id, b.ordinal, b.section_ordinal, b.page_ordinal, sec.heading, b.heading,
+               b.similarity::float8, public.search_vector_snippet(b.content),
                (row_number() over (order by b.similarity desc, b.document_id))::integer
           from best b
+          join public.documents d on d.id = b.document_id
           left join public.document_sections sec
                  on sec.document_id = b.document_id
                 and sec.index_generation_id = b.index_generation_id
@@ -2349,7 +2433,7 @@ begin
     -- pgvector: for this call, resolve `vector` and `<=>` where the extension lives (the
     -- SET clause restores search_path when the function returns; the HNSW settings are
     -- put back below).
-    perform pg_catalog.set_config('search_path', 'pg_catalog, pg_temp, ' || quote_ident(v_schema), true);
+    perform pg_catalog.set_config('search_path', 'pg_catalog, ' || quote_ident(v_schema) || ', pg_temp', true);
     v_ef_search := pg_catalog.current_setting('hnsw.ef_search', true);
     v_iterative_scan := pg_catalog.current_setting('hnsw.iterative_scan', true);
     v_most := case when v_iterative then 20000 else 1000 end;
@@ -2360,6 +2444,8 @@ begin
                    c.embedding_vector::vector(%1$s) <=> $1::vector(%1$s) as distance
               from public.document_chunks c
              where vector_dims(c.embedding_vector) = %1$s
+               and ($3::text[] is null
+                    or c.document_id in (select d.id from public.documents d where d.collection = any ($3::text[])))
              order by c.embedding_vector::vector(%1$s) <=> $1::vector(%1$s)
              limit $2
         ), best as (
@@ -2367,14 +2453,14 @@ begin
               from candidates k
               join public.committed_document_chunks cc using (document_id, index_generation_id, ordinal)
              where k.distance <> 'NaN'
-               and ($3::text[] is null
-                    or k.document_id in (select d.id from public.documents d where d.collection = any ($3::text[])))
              order by k.document_id, k.distance, k.ordinal
         ), hits as (
-            select b.document_id, b.index_generation_id, b.ordinal as chunk_ordinal, b.section_ordinal,
-                   b.page_ordinal, sec.heading, b.heading as heading_path, (1 - b.distance)::float8 as score,
-                   public.search_vector_snippet(b.content) as snippet
+            select b.document_id, d.collection, d.source_key as source_uri, d.source_name,
+                   coalesce(d.title, d.source_name) as title, b.index_generation_id, b.ordinal as chunk_ordinal,
+                   b.section_ordinal, b.page_ordinal, sec.heading, b.heading as heading_path,
+                   (1 - b.distance)::float8 as score, public.search_vector_snippet(b.content) as snippet
               from best b
+              join public.documents d on d.id = b.document_id
               left join public.document_sections sec
                      on sec.document_id = b.document_id
                     and sec.index_generation_id = b.index_generation_id
@@ -2399,12 +2485,14 @@ begin
         perform pg_catalog.set_config('hnsw.iterative_scan', coalesce(v_iterative_scan, 'off'), true);
     end if;
     return query
-        select r.document_id, r.index_generation_id, r.chunk_ordinal, r.section_ordinal, r.page_ordinal,
-               r.heading, r.heading_path, r.score, r.snippet, e.n::integer
+        select r.document_id, r.collection, r.source_uri, r.source_name, r.title, r.index_generation_id,
+               r.chunk_ordinal, r.section_ordinal, r.page_ordinal, r.heading, r.heading_path, r.score, r.snippet,
+               e.n::integer
           from jsonb_array_elements(v_rows) with ordinality as e (hit, n)
-         cross join lateral jsonb_to_record(e.hit) as r (document_id uuid, index_generation_id uuid,
-               chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading text,
-               heading_path text, score double precision, snippet text)
+         cross join lateral jsonb_to_record(e.hit) as r (document_id uuid, collection text, source_uri text,
+               source_name text, title text, index_generation_id uuid, chunk_ordinal integer,
+               section_ordinal integer, page_ordinal integer, heading text, heading_path text,
+               score double precision, snippet text)
          order by e.n;
 end;
 $_$;
@@ -2715,44 +2803,6 @@ ALTER TABLE public.ingestion_job_stages ALTER COLUMN id ADD GENERATED ALWAYS AS 
     CACHE 1
 );
 
-CREATE VIEW public.readable_document_chunks WITH (security_barrier='true') AS
- SELECT c.document_id,
-    c.index_generation_id,
-    c.ordinal,
-    c.section_ordinal,
-    c.page_ordinal,
-    c.content,
-    c.token_count,
-    c.title,
-    c.heading
-   FROM ((public.document_chunks c
-     JOIN public.documents d ON (((d.id = c.document_id) AND (d.index_generation_id = c.index_generation_id))))
-     CROSS JOIN ( SELECT public.readable_collections() AS names) r)
-  WHERE ((d.deleted_at IS NULL) AND ((r.names IS NULL) OR (d.collection = ANY (r.names))));
-
-CREATE VIEW public.readable_document_pages WITH (security_barrier='true') AS
- SELECT p.document_id,
-    p.index_generation_id,
-    p.ordinal,
-    p.content
-   FROM ((public.document_pages p
-     JOIN public.documents d ON (((d.id = p.document_id) AND (d.index_generation_id = p.index_generation_id))))
-     CROSS JOIN ( SELECT public.readable_collections() AS names) r)
-  WHERE ((d.deleted_at IS NULL) AND ((r.names IS NULL) OR (d.collection = ANY (r.names))));
-
-CREATE VIEW public.readable_document_sections WITH (security_barrier='true') AS
- SELECT s.document_id,
-    s.index_generation_id,
-    s.ordinal,
-    s.heading,
-    s.level,
-    s.page_ordinal,
-    s.content
-   FROM ((public.document_sections s
-     JOIN public.documents d ON (((d.id = s.document_id) AND (d.index_generation_id = s.index_generation_id))))
-     CROSS JOIN ( SELECT public.readable_collections() AS names) r)
-  WHERE ((d.deleted_at IS NULL) AND ((r.names IS NULL) OR (d.collection = ANY (r.names))));
-
 CREATE SEQUENCE public.sync_source_tokens
     START WITH 1
     INCREMENT BY 1
@@ -2988,6 +3038,8 @@ REVOKE ALL ON FUNCTION public.document_chunks_search_vector() FROM PUBLIC;
 REVOKE ALL ON FUNCTION public.document_history(p_document_id uuid, p_collection text, p_source_key text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.document_history(p_document_id uuid, p_collection text, p_source_key text) TO ingestion_worker;
 
+REVOKE ALL ON FUNCTION public.document_is_readable(p_document_id uuid) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION public.drifted_import_batch_ids(p_limit integer, p_finished_within interval) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.enforce_artifact_fence() FROM PUBLIC;
@@ -3065,6 +3117,26 @@ REVOKE ALL ON FUNCTION public.owed_kept_version_bytes(p_keep_versions integer, p
 REVOKE ALL ON FUNCTION public.readable_collections() FROM PUBLIC;
 GRANT ALL ON FUNCTION public.readable_collections() TO anon;
 GRANT ALL ON FUNCTION public.readable_collections() TO authenticated;
+
+REVOKE ALL ON FUNCTION public.readable_document_chunks(p_document_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.readable_document_chunks(p_document_id uuid) TO ingestion_worker;
+GRANT ALL ON FUNCTION public.readable_document_chunks(p_document_id uuid) TO anon;
+GRANT ALL ON FUNCTION public.readable_document_chunks(p_document_id uuid) TO authenticated;
+
+REVOKE ALL ON FUNCTION public.readable_document_pages(p_document_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.readable_document_pages(p_document_id uuid) TO ingestion_worker;
+GRANT ALL ON FUNCTION public.readable_document_pages(p_document_id uuid) TO anon;
+GRANT ALL ON FUNCTION public.readable_document_pages(p_document_id uuid) TO authenticated;
+
+REVOKE ALL ON FUNCTION public.readable_document_sections(p_document_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.readable_document_sections(p_document_id uuid) TO ingestion_worker;
+GRANT ALL ON FUNCTION public.readable_document_sections(p_document_id uuid) TO anon;
+GRANT ALL ON FUNCTION public.readable_document_sections(p_document_id uuid) TO authenticated;
+
+REVOKE ALL ON FUNCTION public.readable_documents(p_collections text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.readable_documents(p_collections text[]) TO ingestion_worker;
+GRANT ALL ON FUNCTION public.readable_documents(p_collections text[]) TO anon;
+GRANT ALL ON FUNCTION public.readable_documents(p_collections text[]) TO authenticated;
 
 REVOKE ALL ON FUNCTION public.record_ingestion_job_stage(p_job_id uuid, p_worker_id text, p_stage text, p_started_at timestamp with time zone, p_finished_at timestamp with time zone, p_detail jsonb, p_lease_token bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.record_ingestion_job_stage(p_job_id uuid, p_worker_id text, p_stage text, p_started_at timestamp with time zone, p_finished_at timestamp with time zone, p_detail jsonb, p_lease_token bigint) TO ingestion_worker;
@@ -3148,8 +3220,9 @@ GRANT SELECT ON TABLE public.collections TO ingestion_worker;
 GRANT SELECT,INSERT ON TABLE public.document_chunks TO ingestion_worker;
 
 GRANT SELECT ON TABLE public.documents TO ingestion_worker;
-GRANT SELECT ON TABLE public.documents TO anon;
-GRANT SELECT ON TABLE public.documents TO authenticated;
+
+GRANT SELECT(id) ON TABLE public.documents TO anon;
+GRANT SELECT(id) ON TABLE public.documents TO authenticated;
 
 GRANT SELECT ON TABLE public.committed_document_chunks TO ingestion_worker;
 
@@ -3166,14 +3239,5 @@ GRANT SELECT ON TABLE public.document_versions TO ingestion_worker;
 GRANT SELECT ON TABLE public.index_generations TO ingestion_worker;
 
 GRANT SELECT ON TABLE public.ingestion_job_stages TO ingestion_worker;
-
-GRANT SELECT ON TABLE public.readable_document_chunks TO anon;
-GRANT SELECT ON TABLE public.readable_document_chunks TO authenticated;
-
-GRANT SELECT ON TABLE public.readable_document_pages TO anon;
-GRANT SELECT ON TABLE public.readable_document_pages TO authenticated;
-
-GRANT SELECT ON TABLE public.readable_document_sections TO anon;
-GRANT SELECT ON TABLE public.readable_document_sections TO authenticated;
 
 GRANT SELECT ON TABLE public.sync_sources TO ingestion_worker;

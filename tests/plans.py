@@ -2,7 +2,7 @@
 inside plpgsql and SQL functions), from auto_explain sent to this client as notices.
 
 auto_explain is loaded into this session only (LOAD, as a superuser), logs every statement
-with its plan in JSON at level NOTICE, and the connection's notice handler keeps them."""
+with its plan in JSON at level WARNING, and the connection's notice handler keeps them."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ SETTINGS = {
     "auto_explain.log_min_duration": "0",
     "auto_explain.log_nested_statements": "on",
     "auto_explain.log_format": "json",
-    "auto_explain.log_level": "notice",
+    # warning: the search functions set client_min_messages = warning for their callers
+    "auto_explain.log_level": "warning",
 }
 
 

@@ -3,8 +3,8 @@ search_path (except `secure_rpc` and the migrations' revoke helper, by design, a
 search RPC, which runs as its caller so that row-level security applies); EXECUTE is
 revoked from PUBLIC and granted to `ingestion_worker` for the RPCs only; on tables, views
 and sequences the worker reads what it reads and inserts artifact rows, nothing else; an
-app's roles (anon, authenticated) run the search, read `documents` under row-level
-security and the documents' artifacts through views scoped the same way (tests/search/test_tenants.py); every other role gets
+app's roles (anon, authenticated) run the search and the readers' functions and select
+`documents.id` under row-level security (tests/search/test_tenants.py); every other role gets
 nothing.
 
 Nothing is filtered by name: every function (`pg_proc`, any kind) and every relation
@@ -73,6 +73,10 @@ WORKER_RPCS = {
     "search_documents",
     "search_lexical_hits",
     "search_vector_hits",
+    "readable_documents",
+    "readable_document_pages",
+    "readable_document_sections",
+    "readable_document_chunks",
 }
 # Internal helpers (called by the RPCs or the trigger as their owner): granted to no one.
 INTERNAL = {
@@ -116,6 +120,7 @@ INTERNAL = {
     "search_scope",
     "search_query_terms",
     "search_vector_snippet",
+    "document_is_readable",
 }
 # Created only where the server has pgvector.
 OPTIONAL = {"document_chunks_embedding_vector"}
@@ -129,16 +134,35 @@ INVOKER = {"secure_rpc", "revoke_from_supabase_roles", "search_documents"}
 # generic plan may scan every chunk); every other function pins search_path only.
 FORCE_CUSTOM_PLAN = "plan_cache_mode=force_custom_plan"
 CUSTOM_PLANS = {"search_documents", "search_lexical_hits", "search_vector_hits"}
+# What readers reach sends them no message of its own (a reader's debug_print_plan would show
+# the plans of the statements inside, with the owner's statistics).
+QUIET = "client_min_messages=warning"
+QUIET_FUNCTIONS = CUSTOM_PLANS | {
+    "request_user_id",
+    "readable_collections",
+    "search_scope",
+    "document_is_readable",
+    "readable_documents",
+    "readable_document_pages",
+    "readable_document_sections",
+    "readable_document_chunks",
+}
 
 # What an app's roles (PostgREST's anon and authenticated, created by 20261203000100 where
 # they were not there) may run and read; row-level security decides which rows.
-READER_FUNCTIONS = {"search_documents", "search_lexical_hits", "search_vector_hits", "readable_collections"}
-READER_RELATION_PRIVILEGES = {
-    "documents": {"SELECT"},
-    "readable_document_pages": {"SELECT"},
-    "readable_document_sections": {"SELECT"},
-    "readable_document_chunks": {"SELECT"},
+READER_FUNCTIONS = {
+    "search_documents",
+    "search_lexical_hits",
+    "search_vector_hits",
+    "readable_collections",
+    "readable_documents",
+    "readable_document_pages",
+    "readable_document_sections",
+    "readable_document_chunks",
 }
+# documents.id only (what the search RPC joins on under the readers' policy): a reader's
+# leakproof filter on any other column would run before the policy (tests/search/test_tenants.py).
+READER_RELATION_PRIVILEGES = {"documents": {"SELECT (column)"}}
 
 # What ingestion_worker may do to each relation; every relation not named: nothing.
 WORKER_RELATION_PRIVILEGES = {
@@ -252,7 +276,9 @@ def test_every_function_is_classified_pins_search_path_and_runs_as_definer(conn)
     assert len(names) == len(set(names)), "an overload nobody classified"
     assert "enforce_artifact_fence" in names  # the trigger function, like the RPCs
     for row in functions:
-        expected = [SEARCH_PATH, FORCE_CUSTOM_PLAN] if row["proname"] in CUSTOM_PLANS else [SEARCH_PATH]
+        expected = [SEARCH_PATH]
+        expected += [FORCE_CUSTOM_PLAN] if row["proname"] in CUSTOM_PLANS else []
+        expected += [QUIET] if row["proname"] in QUIET_FUNCTIONS else []
         assert row["proconfig"] == expected, row["signature"]
         assert row["prosecdef"] == (row["proname"] not in INVOKER), row["signature"]
 

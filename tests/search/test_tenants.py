@@ -10,6 +10,7 @@ nothing else widens what a request sees."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from uuid import UUID
 
@@ -118,37 +119,38 @@ def alice(conn: psycopg.Connection) -> None:
     as_reader(conn, "authenticated", {"sub": str(ALICE), "role": "authenticated"})
 
 
+def readable_collections_of(conn: psycopg.Connection) -> set[str]:
+    return {r["collection"] for r in conn.execute("select collection from readable_documents()").fetchall()}
+
+
 def test_sql_as_authenticated_sees_counts_and_rows_of_its_collections_only(tenants):
     with connect(tenants) as conn:
-        visible_ids = {
-            row["id"]
-            for row in conn.execute(
-                "select id from documents where collection = any(%s)", (list(VISIBLE["alice"]),)
-            ).fetchall()
-        }
-        counts = {  # the readers' view of each artifact table: its committed rows
-            f"readable_{table}": conn.execute(
-                f"select count(*) as n from {table} t join documents d on d.id = t.document_id "
-                "and d.index_generation_id = t.index_generation_id where t.document_id = any(%s)",
-                (list(visible_ids),),
-            ).fetchone()["n"]
+        owned = conn.execute("select id, collection from documents").fetchall()
+        visible_ids = {row["id"] for row in owned if row["collection"] in VISIBLE["alice"]}
+        committed = {  # each visible document's committed artifacts, as the owner counts them
+            table: {
+                doc: conn.execute(
+                    f"select count(*) as n from {table} t join documents d on d.id = t.document_id "
+                    "and d.index_generation_id = t.index_generation_id where t.document_id = %s",
+                    (doc,),
+                ).fetchone()["n"]
+                for doc in (row["id"] for row in owned)
+            }
             for table in ("document_pages", "document_sections", "document_chunks")
         }
         with conn.transaction():
             alice(conn)
+            assert {r["id"] for r in conn.execute("select id from documents").fetchall()} == visible_ids
             assert conn.execute("select count(*) as n from documents").fetchone()["n"] == len(visible_ids)
-            assert {r["collection"] for r in conn.execute("select collection from documents").fetchall()} == VISIBLE[
-                "alice"
-            ]
-            for table, n in counts.items():
-                assert n > 0
-                assert conn.execute(f"select count(*) as n from {table}").fetchone()["n"] == n, table
-            assert (
-                conn.execute(
-                    "select count(*) as n from readable_document_chunks where content like %s", (f"%{SECRET}%",)
-                ).fetchone()["n"]
-                == 0
+            assert {r["document_id"] for r in conn.execute("select document_id from readable_documents()")} == (
+                visible_ids
             )
+            assert readable_collections_of(conn) == VISIBLE["alice"]
+            for table, per_document in committed.items():
+                for doc, n in per_document.items():
+                    got = conn.execute(f"select count(*) as n from readable_{table}(%s)", (doc,)).fetchone()["n"]
+                    assert got == (n if doc in visible_ids else 0), (table, doc)
+                    assert doc not in visible_ids or n > 0
             rows = conn.execute("select collection, snippet from search_documents('otter swims')").fetchall()
             assert {r["collection"] for r in rows} == VISIBLE["alice"]
             assert conn.execute("select readable_collections() as r").fetchone()["r"] == sorted(VISIBLE["alice"])
@@ -183,6 +185,10 @@ def test_no_write_and_no_look_at_who_reads_what(tenants):
         "select * from document_sections",
         "select * from document_pages",
         "select * from committed_document_chunks",
+        "select title from documents",
+        "select count(*) from documents where collection = 'beta'",
+        "explain analyze select 1 from documents where title ^@ 'Beta'",
+        "select document_is_readable(gen_random_uuid())",
         "select * from collections",
         "select * from collection_members",
         "select * from document_sources",
@@ -216,16 +222,19 @@ def test_forged_or_odd_claims_widen_nothing(tenants):
         for case, (role, claims, visible) in cases.items():
             with conn.transaction():
                 as_reader(conn, role, claims)
-                found = {r["collection"] for r in conn.execute("select collection from documents").fetchall()}
+                found = readable_collections_of(conn)
                 searched = {r["collection"] for r in conn.execute("select collection from search_documents('otter')")}
             assert found == searched == visible, case
 
 
-def test_a_leaky_function_and_explain_show_nothing_of_other_collections(tenants):
-    """A reader's own function in a query runs after the policy (it is not leakproof), so
-    its notices carry only rows the reader may see; EXPLAIN of the RPC shows a function
-    scan and the rows returned, nothing of what it read."""
+def test_a_leaky_function_explain_and_debug_output_show_nothing_of_other_collections(tenants):
+    """A reader's own function in a query sees only what the reader's functions returned
+    (they are opaque to the planner: no filter of the reader's reaches their rows); EXPLAIN
+    ANALYZE of the RPC and of a reader's function shows a function scan and the rows
+    returned; a reader's debug_print_plan shows nothing of the plans inside them; claims
+    that are not JSON make no error that a hidden row could trigger."""
     with connect(tenants) as conn:
+        beta_ids = [r["id"] for r in conn.execute("select id from documents where collection = 'beta'").fetchall()]
         seen: list[str] = []
         conn.add_notice_handler(lambda diag: seen.append(diag.message_primary or ""))
         with conn.transaction():
@@ -234,21 +243,34 @@ def test_a_leaky_function_and_explain_show_nothing_of_other_collections(tenants)
                 "create function pg_temp.peek(text) returns boolean language plpgsql cost 0.0000001 "
                 "as $$ begin raise notice 'peek %', $1; return true; end $$"
             )
-            conn.execute("select count(*) from readable_document_chunks where pg_temp.peek(content)").fetchone()
-            conn.execute("select count(*) from readable_document_sections where pg_temp.peek(content)").fetchone()
-            conn.execute("select count(*) from documents where pg_temp.peek(title)").fetchone()
-            plan = "\n".join(
-                r["QUERY PLAN"]
-                for r in conn.execute(
-                    f"explain (analyze, verbose, costs off) select * from search_documents('{SECRET} otter')"
-                ).fetchall()
-            )
-        assert seen and all(message.startswith("peek") for message in seen)
-        assert not any(SECRET in message or "Beta" in message for message in seen), seen
-        assert "Function Scan on public.search_documents" in plan and SECRET not in plan.replace(
-            f"search_documents('{SECRET} otter'", ""
-        )
-        assert "Beta" not in plan
+            conn.execute("select count(*) from readable_documents() where pg_temp.peek(title)").fetchone()
+            for doc in beta_ids:
+                for kind in ("pages", "sections", "chunks"):
+                    conn.execute(
+                        f"select count(*) from readable_document_{kind}(%s) where pg_temp.peek(content)", (doc,)
+                    ).fetchone()
+            plans = [
+                "\n".join(r["QUERY PLAN"] for r in conn.execute(f"explain (analyze, verbose, costs off) {query}"))
+                for query in (
+                    f"select * from search_documents('{SECRET} otter')",
+                    f"select * from readable_document_chunks('{beta_ids[0]}') where content ^@ 'Beta'",
+                )
+            ]
+            conn.execute("set local client_min_messages = debug5")
+            conn.execute("set local debug_print_plan = on")
+            seen_before = len(seen)
+            conn.execute("select * from search_lexical_hits(%s, null, 10)", (SECRET,)).fetchall()
+            conn.execute("select * from readable_document_chunks(%s)", (beta_ids[0],)).fetchall()
+            inside = seen[seen_before:]
+            conn.execute("select set_config('request.jwt.claims', 'not json', true)")
+            conn.execute("select count(*) from documents where id = %s", (beta_ids[0],)).fetchone()
+        assert seen and all(m.startswith("peek") for m in seen[:seen_before]), seen
+        assert not any(SECRET in m or "Beta" in m for m in seen[:seen_before]), seen
+        for plan in plans:  # the hits alice may see (her two otter pages), and none of beta's chunks
+            assert "Function Scan on public." in plan and not re.search(r"Scan on (public\.)?document", plan), plan
+        assert re.search(r"rows=2(\.00)? loops", plans[0]) and re.search(r"rows=0(\.00)? loops", plans[1]), plans
+        # one plan a statement of alice's (two), none of the statements inside the functions
+        assert sum(m.startswith("plan:") for m in inside) == 2, inside
 
 
 def test_errors_say_nothing_of_other_collections(tenants):
@@ -273,7 +295,7 @@ def test_the_pipeline_and_the_owner_are_not_scoped(tenants):
             conn.execute("set local role ingestion_worker")
             assert conn.execute("select count(*) as n from documents").fetchone()["n"] == DOCUMENTS
             searched = {r["collection"] for r in conn.execute("select collection from search_documents('otter')")}
-            assert searched == VISIBLE["owner"]
+            assert searched == VISIBLE["owner"] == readable_collections_of(conn)
 
 
 def test_a_deleted_document_leaves_its_readers(tenants):
@@ -282,13 +304,11 @@ def test_a_deleted_document_leaves_its_readers(tenants):
         assert conn.execute("select delete_document(%s) as r", (doc["id"],)).fetchone()["r"]["ok"]
         with conn.transaction():
             alice(conn)
-            assert conn.execute("select count(*) as n from documents where collection = 'alpha'").fetchone()["n"] == 0
-            assert (
-                conn.execute(
-                    "select count(*) as n from readable_document_chunks where document_id = %s", (doc["id"],)
-                ).fetchone()["n"]
-                == 0
-            )
+            assert readable_collections_of(conn) == VISIBLE["alice"] - {"alpha"}
+            assert conn.execute("select count(*) as n from documents where id = %s", (doc["id"],)).fetchone()["n"] == 0
+            for kind in ("pages", "sections", "chunks"):
+                rows = conn.execute(f"select * from readable_document_{kind}(%s)", (doc["id"],)).fetchall()
+                assert rows == [], kind
 
 
 def test_supabase_auth_uid_is_who_asks_where_it_exists(tenants):
@@ -300,7 +320,7 @@ def test_supabase_auth_uid_is_who_asks_where_it_exists(tenants):
         conn.execute("grant usage on schema auth to authenticated, anon")
         with conn.transaction():
             alice(conn)
-            found = {r["collection"] for r in conn.execute("select collection from documents").fetchall()}
+            found = readable_collections_of(conn)
         assert found == VISIBLE["bob"]
 
 
@@ -313,4 +333,5 @@ def test_new_collections_are_private_until_made_public(tenants, tmp_path: Path):
         assert conn.execute("select is_public from collections where name = 'gamma'").fetchone()["is_public"] is False
         with conn.transaction():
             as_reader(conn, "anon", None)
-            assert conn.execute("select count(*) as n from documents where collection = 'gamma'").fetchone()["n"] == 0
+            assert "gamma" not in readable_collections_of(conn)
+            assert conn.execute("select * from readable_documents(array['gamma'])").fetchall() == []
