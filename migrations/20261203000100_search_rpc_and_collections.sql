@@ -335,6 +335,7 @@ returns table (document_id uuid, collection text, source_uri text, source_name t
                heading text, heading_path text, score double precision, snippet text, n integer)
 language plpgsql
 stable
+rows 10  -- p_limit's order (the default, 1000, made the RPC's join to documents a scan of it)
 security definer
 set search_path = pg_catalog, pg_temp
 set plan_cache_mode = force_custom_plan
@@ -467,6 +468,7 @@ returns table (document_id uuid, collection text, source_uri text, source_name t
                heading text, heading_path text, score double precision, snippet text, n integer)
 language plpgsql
 stable
+rows 10  -- p_limit's order (the default, 1000, made the RPC's join to documents a scan of it)
 security definer
 set search_path = pg_catalog, pg_temp
 set plan_cache_mode = force_custom_plan

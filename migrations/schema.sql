@@ -2214,7 +2214,7 @@ end;
 $$;
 
 CREATE FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) RETURNS TABLE(document_id uuid, collection text, source_uri text, source_name text, title text, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading text, heading_path text, score double precision, snippet text, n integer)
-    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER ROWS 10
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_custom_plan'
     SET client_min_messages TO 'warning'
@@ -2359,7 +2359,7 @@ end;
 $$;
 
 CREATE FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer) RETURNS TABLE(document_id uuid, collection text, source_uri text, source_name text, title text, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading text, heading_path text, score double precision, snippet text, n integer)
-    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER ROWS 10
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_custom_plan'
     SET client_min_messages TO 'warning'
