@@ -6,9 +6,10 @@ import re
 from pathlib import PurePosixPath
 
 from .errors import ProcessingError
+from .ooxml import OOXML_TYPES, ooxml_type
 from .text import decode_text
 
-SUPPORTED_TYPES = ("text/plain", "text/markdown", "text/html", "application/pdf")
+SUPPORTED_TYPES = ("text/plain", "text/markdown", "text/html", "application/pdf", *OOXML_TYPES)
 
 _MARKDOWN_SUFFIXES = {".md", ".markdown", ".mdown", ".mkd"}
 _HTML_SUFFIXES = {".html", ".htm", ".xhtml"}
@@ -51,12 +52,17 @@ def detect_type(content: bytes, source_name: str) -> str:
 
 
 def sniff(content: bytes, source_name: str) -> tuple[str, str | None]:
-    """The type and, for text types, the decoded text (so parse decodes only once)."""
+    """The type and, for text types, the decoded text (so parse decodes only once); None
+    for a binary type (PDF, DOCX, XLSX, PPTX)."""
     if not content:
         raise ProcessingError("file is empty")
     suffix = _suffix(source_name)
     if _is_pdf(content, suffix):
         return "application/pdf", None
+    if content.startswith(b"PK\x03\x04"):
+        office = ooxml_type(content)
+        if office is not None:
+            return office, None
     label, final = _magic(content)
     if suffix == ".pdf":
         looks = f"; it looks like {_with_article(label)}" if label else ""

@@ -1,0 +1,40 @@
+"""DOCX, XLSX and PPTX through the whole pipeline (enqueue, the worker's parsing children,
+search): a phrase from the middle of each finds that file first."""
+
+from __future__ import annotations
+
+import json
+
+from ingestion_pipeline.cli import main as ingest
+from ingestion_pipeline.db.connection import connect
+from tests.office_files import docx_bytes, pptx_bytes, xlsx_bytes
+
+
+def test_office_files_are_indexed_and_found(db_url, tmp_path, capsys):
+    folder = tmp_path / "office"
+    folder.mkdir()
+    (folder / "handbook.docx").write_bytes(docx_bytes())
+    (folder / "prices.xlsx").write_bytes(xlsx_bytes())
+    (folder / "review.pptx").write_bytes(pptx_bytes())
+    (folder / "readme.md").write_text("# Readme\n\nNothing about archiving here.\n")
+    url = ["--database-url", db_url]
+    assert ingest(["enqueue", str(folder), *url]) == 0
+    assert ingest(["work", "--drain", *url]) == 0
+    capsys.readouterr()
+    for query, expected in {
+        "restore point saffron-heron": "handbook.docx",
+        "marigold-falls datacenter": "prices.xlsx",
+        "lighthouse-cobalt migration": "review.pptx",
+        '"Monthly price" Premium': "prices.xlsx",
+    }.items():
+        assert ingest(["search", query, "--json", "--limit", "3", *url]) == 0
+        hits = json.loads(capsys.readouterr().out)
+        assert hits and hits[0]["source_name"] == expected, (query, hits)
+    with connect(db_url) as conn:
+        rows = conn.execute("select source_name, status, mime_type from documents order by 1").fetchall()
+    assert [(r["source_name"], r["status"]) for r in rows] == [
+        ("handbook.docx", "indexed"),
+        ("prices.xlsx", "indexed"),
+        ("readme.md", "indexed"),
+        ("review.pptx", "indexed"),
+    ], rows
