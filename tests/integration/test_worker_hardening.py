@@ -196,18 +196,27 @@ def test_a_retry_backs_off_on_the_servers_clock_whatever_the_workers_clock(db_ur
 
 class HeartbeatAfterCompletion(IngestionRpc):
     """Forces the race: a heartbeat whose leases were read while the job was in flight is
-    sent only after the job was completed (the database then reports that lease lost)."""
+    sent only after the job was completed (the database then reports that lease lost). The
+    build waits (begin_generation) until a heartbeat holds its lease, so the race happens
+    however slow the machine (a 10 ms heartbeat once missed a build under load: CI
+    rehearsal, 2026-12-03)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        self.leases_read = threading.Event()
         self.completed = threading.Event()
         self.beat_after_completion = threading.Event()
 
     def heartbeat_many(self, worker_id, leases):
         if leases and not self.completed.is_set():
+            self.leases_read.set()
             self.completed.wait(10)
             self.beat_after_completion.set()
         return super().heartbeat_many(worker_id, leases)
+
+    def begin_generation(self, *args, **kwargs):
+        self.leases_read.wait(10)
+        return super().begin_generation(*args, **kwargs)
 
     def complete_many(self, *args, **kwargs):
         result = super().complete_many(*args, **kwargs)
