@@ -33,11 +33,14 @@ warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
 
 
 @contextmanager
-def embedded_server(keep: bool = False) -> Iterator[str]:
-    """Start a private embedded PostgreSQL under a temp dir; stop and delete it after."""
+def embedded_server(keep: bool = False, data_dir: Path | None = None) -> Iterator[str]:
+    """Start a private embedded PostgreSQL under a temp dir; stop and delete it after. With
+    `data_dir`, under that folder instead, kept (its databases are reused by the next run)."""
     from ingestion_pipeline.db import embedded
 
-    folder = Path(tempfile.mkdtemp(prefix="ingest-bench-"))
+    if data_dir is not None:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    folder = data_dir or Path(tempfile.mkdtemp(prefix="ingest-bench-"))
     if os.geteuid() == 0:  # the server runs as the package's own user when we are root
         folder.chmod(0o755)
     uri = embedded.start(folder)
@@ -45,9 +48,9 @@ def embedded_server(keep: bool = False) -> Iterator[str]:
         yield uri
     finally:
         embedded.stop(folder)
-        if keep:
+        if data_dir is None and keep:
             print(f"kept {folder}", file=sys.stderr)
-        else:
+        elif data_dir is None:
             shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -59,12 +59,11 @@ import tempfile
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
-from common import ROOT, command_line, db_uri, machine_line, percentile, print_table
+from common import ROOT, command_line, db_uri, embedded_server, machine_line, percentile, print_table
 
 from ingestion_pipeline.db.migrate import default_migrations_dir, discover
 
@@ -594,21 +593,6 @@ def connect(uri: str) -> psycopg.Connection:
     return psycopg.connect(uri, autocommit=True, prepare_threshold=None)
 
 
-@contextlib.contextmanager
-def embedded(data_dir: Path) -> Iterator[str]:
-    """The package's embedded server under data_dir (kept: its database is reused), stopped after."""
-    from ingestion_pipeline.db import embedded as server
-
-    data_dir.mkdir(parents=True, exist_ok=True)
-    if os.geteuid() == 0:  # the server runs as the package's own user when we are root
-        data_dir.chmod(0o755)
-    uri = server.start(data_dir)
-    try:
-        yield uri
-    finally:
-        server.stop(data_dir)
-
-
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f}"
 
@@ -722,7 +706,9 @@ def main() -> None:
     args = parser.parse_args()
     share = math.ceil(args.chunks / args.collections)
 
-    server_cm = contextlib.nullcontext(args.database_url) if args.database_url else embedded(args.data_dir)
+    server_cm = (
+        contextlib.nullcontext(args.database_url) if args.database_url else embedded_server(data_dir=args.data_dir)
+    )
     with server_cm as server:
         uri = db_uri(server, args.database)
         print(f"$ {command_line()}")
