@@ -104,6 +104,12 @@ class Settings(BaseSettings):
     parse_timeout_seconds: float = Field(default=120.0, gt=0)
     parse_memory_mb: int = Field(default=2048, ge=128)
     parse_tasks_per_child: int = Field(default=200, ge=1)
+    # Scans (images, PDF pages without a text layer) through Tesseract: auto reads them when
+    # Tesseract is installed; off fails an image and skips such pages. Languages are
+    # Tesseract's codes joined by "+" (each needs Debian's tesseract-ocr-LANG).
+    ocr: str = Field(default="auto", pattern="^(auto|off)$")
+    ocr_languages: str = Field(default="eng", pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$")
+    ocr_max_pages: int = Field(default=200, ge=1)
     # A job still running this long after its claim is failed, and its lease no longer renewed.
     job_timeout_seconds: float = Field(default=1800.0, gt=0)
     # Dagster: drain runs and the janitor. A drain run claims while work is claimable, up to

@@ -17,11 +17,13 @@ from .embedding import Embedder, HashEmbedder, NoEmbedder, embed_chunks, embedde
 from .errors import EmbeddingRejected, EmbeddingUnavailable, ProcessingError
 from .headings import heading_paths
 from .model import Chunk, ChunkingOptions, Page, ParsedDocument, Section
+from .ocr import DEFAULT_OCR, OcrOptions, ocr_from_settings
 from .parse import parse
 from .pipeline import process_document
 from .text import decode_text
 
 __all__ = [
+    "DEFAULT_OCR",
     "SUPPORTED_TYPES",
     "Chunk",
     "ChunkingOptions",
@@ -30,6 +32,7 @@ __all__ = [
     "EmbeddingUnavailable",
     "HashEmbedder",
     "NoEmbedder",
+    "OcrOptions",
     "Page",
     "ParsedDocument",
     "ProcessingError",
@@ -40,6 +43,7 @@ __all__ = [
     "embed_chunks",
     "embedder_from_settings",
     "heading_paths",
+    "ocr_from_settings",
     "parse",
     "process_document",
 ]

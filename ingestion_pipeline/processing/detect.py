@@ -5,19 +5,44 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 
+from .delimited import DELIMITED_SUFFIXES
+from .email_message import EML
 from .errors import ProcessingError
-from .ooxml import OOXML_TYPES, ooxml_type
+from .images import IMAGE_TYPES
+from .packages import PACKAGE_TYPES, package_type
+from .rtf import RTF
 from .text import decode_text
 
-SUPPORTED_TYPES = ("text/plain", "text/markdown", "text/html", "application/pdf", *OOXML_TYPES)
+SUPPORTED_TYPES = (
+    "text/plain",
+    "text/markdown",
+    "text/html",
+    *sorted(set(DELIMITED_SUFFIXES.values())),
+    RTF,
+    EML,
+    "application/pdf",
+    *PACKAGE_TYPES,
+    *IMAGE_TYPES,
+)
 
 _MARKDOWN_SUFFIXES = {".md", ".markdown", ".mdown", ".mkd"}
 _HTML_SUFFIXES = {".html", ".htm", ".xhtml"}
-_TEXT_SUFFIXES = {".txt", ".text", ".csv", ".log"} | _MARKDOWN_SUFFIXES | _HTML_SUFFIXES
+_TEXT_SUFFIXES = {".txt", ".text", ".log"} | set(DELIMITED_SUFFIXES) | _MARKDOWN_SUFFIXES | _HTML_SUFFIXES
 _LEADING_JUNK = b" \t\r\n\x00\xef\xbb\xbf"  # whitespace and a UTF-8 byte-order mark
 _PDF_MAGIC = b"%PDF-"
 _PDF_HEADER_WINDOW = 1024  # readers accept the header anywhere in the first 1 KB
 
+# Images read by OCR (images.py), by their magic numbers.
+_IMAGE_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"II*\x00", "image/tiff"),
+    (b"MM\x00*", "image/tiff"),
+)
+_OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+# An encrypted OOXML file is an OLE container holding a stream of this name (UTF-16 in
+# the container's directory), whatever its suffix.
+_ENCRYPTED_PACKAGE = "EncryptedPackage".encode("utf-16-le")
 # Magic numbers of formats people upload by mistake, to say what a refused file is.
 _MAGIC = (
     (b"PK\x03\x04", "ZIP archive"),
@@ -31,14 +56,20 @@ _MAGIC = (
     (b"\x1f\x8b", "gzip archive"),
     (b"Rar!\x1a\x07", "RAR archive"),
     (b"7z\xbc\xaf\x27\x1c", "7-Zip archive"),
-    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "legacy Microsoft Office document"),
+    (_OLE_MAGIC, "legacy Microsoft Office document (save it as .docx, .xlsx or .pptx)"),
     (b"\x7fELF", "executable program"),
     (b"SQLite format 3\x00", "SQLite database"),
 )
 # A text file may legitimately start with "GIF89a", so a printable magic number only names
-# a file that also fails to decode; the others refuse the file outright. RTF is text, but
-# all markup: indexing it as plain text would be noise.
+# a file that also fails to decode; the others refuse the file outright.
 _RTF_MAGIC = b"{\\rtf"
+# An e-mail without the .eml suffix: its first line is a header, and From: is among them.
+_EMAIL_START = re.compile(
+    rb"(?:Return-Path|Received|Delivered-To|From|To|Subject|Date|Message-ID|MIME-Version|X-[\w-]+):[ \t]",
+    re.IGNORECASE,
+)
+_EMAIL_HEADERS = re.compile(rb"^(?:From|Subject|Date|Message-ID|MIME-Version):", re.IGNORECASE | re.MULTILINE)
+_EMAIL_WINDOW = 8192
 
 _HTML_START = re.compile(
     r"\s*(?:<\?xml[^>]*>\s*)?(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html|head|body)[\s>/]",
@@ -53,22 +84,23 @@ def detect_type(content: bytes, source_name: str) -> str:
 
 def sniff(content: bytes, source_name: str) -> tuple[str, str | None]:
     """The type and, for text types, the decoded text (so parse decodes only once); None
-    for a binary type (PDF, DOCX, XLSX, PPTX)."""
+    for a type parsed from its bytes (PDF, images, packages, e-mail)."""
     if not content:
         raise ProcessingError("file is empty")
     suffix = _suffix(source_name)
-    if _is_pdf(content, suffix):
-        return "application/pdf", None
-    if content.startswith(b"PK\x03\x04"):
-        office = ooxml_type(content)
-        if office is not None:
-            return office, None
+    binary = _binary_type(content, suffix)
+    if binary is not None:
+        return binary, None
     label, final = _magic(content)
     if suffix == ".pdf":
         looks = f"; it looks like {_with_article(label)}" if label else ""
         raise ProcessingError(f"not a PDF: {source_name} does not start with %PDF-{looks}")
+    if content.startswith(_OLE_MAGIC) and _ENCRYPTED_PACKAGE in content:
+        raise ProcessingError("password protected: the Office file is encrypted; upload it without a password")
     if content.startswith(_RTF_MAGIC):
-        raise _refused("looks like an RTF document", source_name)
+        return RTF, content.decode("latin-1")  # RTF is 7-bit: other characters are escapes
+    if suffix == ".eml" or _looks_like_email(content):
+        return EML, None
     if final:
         raise _refused(f"looks like binary data ({label})", source_name)
     try:
@@ -79,7 +111,26 @@ def sniff(content: bytes, source_name: str) -> tuple[str, str | None]:
     return _text_type(text, suffix), text
 
 
+def _binary_type(content: bytes, suffix: str) -> str | None:
+    if _is_pdf(content, suffix):
+        return "application/pdf"
+    if content.startswith(b"PK\x03\x04"):
+        return package_type(content)
+    return next((kind for magic, kind in _IMAGE_MAGIC if content.startswith(magic)), None)
+
+
+def _looks_like_email(content: bytes) -> bool:
+    """Headers first (the first line is one), From: among them and one more only mail has."""
+    head = re.split(rb"\r?\n\r?\n", content[:_EMAIL_WINDOW], maxsplit=1)[0]
+    if not _EMAIL_START.match(head):
+        return False
+    names = {name.lower() for name in _EMAIL_HEADERS.findall(head)}
+    return b"from:" in names and len(names) >= 2
+
+
 def _text_type(text: str, suffix: str) -> str:
+    if suffix in DELIMITED_SUFFIXES:
+        return DELIMITED_SUFFIXES[suffix]
     if _HTML_START.match(text[:4096].lstrip("\ufeff")) or suffix in _HTML_SUFFIXES:
         return "text/html"
     if suffix in _MARKDOWN_SUFFIXES:

@@ -26,6 +26,7 @@ def assemble(
     *,
     title: str | None,
     title_from_first_line: bool = True,
+    notes: list[str] | tuple[str, ...] = (),
 ) -> ParsedDocument:
     out_pages, page_ordinals = _pages(pages)
     out_sections: list[Section] = []
@@ -39,7 +40,7 @@ def assemble(
     title = clean_title(title)
     if title is None and title_from_first_line and out_pages:
         title = first_short_line(out_pages[0].text)
-    return ParsedDocument(title=title, mime_type=mime_type, pages=out_pages, sections=out_sections)
+    return ParsedDocument(title=title, mime_type=mime_type, pages=out_pages, sections=out_sections, notes=tuple(notes))
 
 
 def _pages(raw_pages: list[str]) -> tuple[list[Page], dict[int, int]]:

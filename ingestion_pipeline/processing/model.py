@@ -42,6 +42,9 @@ class ParsedDocument:
     mime_type: str
     pages: list[Page]
     sections: list[Section]
+    # What the reader should know about how the document was read (OCR stopped early, an
+    # attachment not indexed): kept in the document's metadata.
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -5,14 +5,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import IO
 
+from defusedxml import DefusedXmlException
+
+from .delimited import CSV, TSV, parse_delimited
 from .detect import sniff
+from .email_message import EML, parse_eml
+from .epub import parse_epub
 from .errors import ProcessingError
 from .html import parse_html
+from .images import IMAGE_TYPES, parse_image
 from .markdown import parse_markdown
 from .model import ParsedDocument
-from .ooxml import DOCX, PPTX, XLSX, open_package
+from .ocr import DEFAULT_OCR, OcrOptions
+from .opendocument import parse_opendocument
+from .packages import DOCX, EPUB, ODP, ODS, ODT, PPTX, XLSX, open_package
 from .pdf import parse_pdf
 from .plain import parse_plain
+from .rtf import RTF, parse_rtf
 from .slides import parse_pptx
 from .spreadsheet import parse_xlsx
 from .word import parse_docx
@@ -21,11 +30,19 @@ _TEXT_PARSERS: dict[str, Callable[[str], ParsedDocument]] = {
     "text/plain": parse_plain,
     "text/markdown": parse_markdown,
     "text/html": parse_html,
+    CSV: lambda text: parse_delimited(text, CSV),
+    TSV: lambda text: parse_delimited(text, TSV),
+    RTF: parse_rtf,
 }
-_OFFICE_PARSERS: dict[str, tuple[str, Callable[[IO[bytes]], ParsedDocument]]] = {
+# ZIP packages: a label for messages, and the parser of the package's stream.
+_PACKAGE_PARSERS: dict[str, tuple[str, Callable[[IO[bytes]], ParsedDocument]]] = {
     DOCX: ("DOCX", parse_docx),
     XLSX: ("XLSX", parse_xlsx),
     PPTX: ("PPTX", parse_pptx),
+    ODT: ("ODT", lambda stream: parse_opendocument(stream, ODT)),
+    ODS: ("ODS", lambda stream: parse_opendocument(stream, ODS)),
+    ODP: ("ODP", lambda stream: parse_opendocument(stream, ODP)),
+    EPUB: ("EPUB", parse_epub),
 }
 _NO_TEXT = {
     "application/pdf": "no text could be extracted (scanned PDF without a text layer?)",
@@ -35,7 +52,7 @@ _WHITESPACE = b" \t\r\n\f\v"
 _MB = 1024 * 1024
 
 
-def parse(content: bytes, source_name: str, *, max_bytes: int) -> ParsedDocument:
+def parse(content: bytes, source_name: str, *, max_bytes: int, ocr: OcrOptions = DEFAULT_OCR) -> ParsedDocument:
     """Parse an upload, or raise ProcessingError with a message for the uploader."""
     _check_size(len(content), max_bytes)
     if not content:
@@ -43,29 +60,48 @@ def parse(content: bytes, source_name: str, *, max_bytes: int) -> ParsedDocument
     if not content.strip(_WHITESPACE):
         raise ProcessingError("file is empty: it contains only whitespace")
     mime_type, text = sniff(content, source_name)
-    if mime_type in _OFFICE_PARSERS:
-        document = _parse_office(content, mime_type, max_bytes)
-    elif text is None:
-        document = parse_pdf(content)
-    elif not text.replace("\ufeff", "").strip():  # a byte-order mark (or two) and spaces
+    if text is not None and not text.replace("\ufeff", "").strip():  # a byte-order mark (or two) and spaces
         raise ProcessingError("file is empty: it contains only whitespace")
-    else:
-        document = _TEXT_PARSERS[mime_type](text)
+    document = _parse_as(mime_type, content, text, max_bytes, ocr)
     if not document.sections:
-        raise ProcessingError(_NO_TEXT.get(mime_type, "no text could be extracted"))
+        reason = _NO_TEXT.get(mime_type, "no text could be extracted")
+        raise ProcessingError("; ".join((reason, *document.notes)))
     return document
 
 
-def _parse_office(content: bytes, mime_type: str, max_bytes: int) -> ParsedDocument:
-    """An Office file through its library; whatever a damaged one makes the library raise
-    becomes one line (memory running out is the parsing child's limit, left to it)."""
-    kind, parser = _OFFICE_PARSERS[mime_type]
-    stream = open_package(content, max_bytes)
+def _parse_as(mime_type: str, content: bytes, text: str | None, max_bytes: int, ocr: OcrOptions) -> ParsedDocument:
+    if text is not None:
+        return _TEXT_PARSERS[mime_type](text)
+    if mime_type in _PACKAGE_PARSERS:
+        return _parse_package(content, mime_type, max_bytes)
+    if mime_type in IMAGE_TYPES:
+        return parse_image(content, mime_type, ocr)
+    if mime_type == EML:
+        return _library_errors("e-mail", lambda: parse_eml(content, _attachment_parser(max_bytes, ocr)))
+    return parse_pdf(content, ocr)
+
+
+def _attachment_parser(max_bytes: int, ocr: OcrOptions) -> Callable[[bytes, str], ParsedDocument]:
+    """An attachment is parsed as an upload of its own, under the same limits."""
+    return lambda content, name: parse(content, name, max_bytes=max_bytes, ocr=ocr)
+
+
+def _parse_package(content: bytes, mime_type: str, max_bytes: int) -> ParsedDocument:
+    kind, parser = _PACKAGE_PARSERS[mime_type]
+    stream = open_package(content, max_bytes, kind)
+    return _library_errors(kind, lambda: parser(stream))
+
+
+def _library_errors(kind: str, parse_it: Callable[[], ParsedDocument]) -> ParsedDocument:
+    """Whatever a damaged file makes a library raise becomes one line (memory running out
+    is the parsing child's limit, left to it)."""
     try:
-        return parser(stream)
+        return parse_it()
     except (ProcessingError, MemoryError):
         raise
-    except Exception as exc:  # noqa: BLE001 - the libraries raise KeyError, ValueError, XMLSyntaxError, …
+    except DefusedXmlException:
+        raise ProcessingError(f"refused {kind} file: its XML declares entities or a DTD (an entity bomb?)") from None
+    except Exception as exc:  # noqa: BLE001 - the libraries raise KeyError, ValueError, ParseError, …
         detail = " ".join(str(exc).split())[:200] or type(exc).__name__
         raise ProcessingError(f"damaged {kind} file: {detail}") from None
 

@@ -1,4 +1,5 @@
-"""PDF: pypdf text extraction, one page per PDF page, one section per page.
+"""PDF: pypdf text extraction, one page per PDF page, one section per page. Pages without
+a text layer (scans) are rendered by pypdfium2 and read by OCR (ocr.py).
 
 Every pypdf failure becomes a ProcessingError in plain words: a broken upload stays
 broken on retry, and the uploader should read "corrupt PDF", not a traceback.
@@ -8,17 +9,28 @@ from __future__ import annotations
 
 import io
 import logging
+import math
+import threading
+from collections.abc import Callable
 
+import pypdfium2 as pdfium
+from PIL import Image
 from pypdf import PageObject, PasswordType, PdfReader
 from pypdf.errors import DependencyError
 
 from .document import DraftSection, assemble
 from .errors import ProcessingError
+from .images import MAX_IMAGE_PIXELS
 from .model import ParsedDocument
+from .ocr import DEFAULT_OCR, NO_TESSERACT, OcrOptions, read_pages, tesseract_found
 
 _EOF_MARKER = b"%%EOF"
 _EOF_WINDOW = 2048  # writers may append a little after the marker
 _DETAIL_LIMIT = 160
+_OCR_DPI = 200  # Tesseract reads body text best from 200-300 dpi; past that it is slower, not better
+# PDFium is not thread-safe: one render at a time in a process (the worker's threads parse
+# when INGEST_PARSE_PROCESSES=0).
+_PDFIUM = threading.Lock()
 
 
 def _quiet_pypdf() -> None:
@@ -33,11 +45,55 @@ def _quiet_pypdf() -> None:
 _quiet_pypdf()
 
 
-def parse_pdf(content: bytes) -> ParsedDocument:
+def parse_pdf(content: bytes, ocr: OcrOptions = DEFAULT_OCR) -> ParsedDocument:
     reader = _open(content)
     texts = [_page_text(page, number) for number, page in enumerate(_pages(reader, content), 1)]
+    scanned = [index for index, text in enumerate(texts) if not text.strip()]
+    notes = _read_scans(content, texts, scanned, ocr) if scanned else []
     sections = [DraftSection(None, 1, index, text) for index, text in enumerate(texts)]
-    return assemble("application/pdf", texts, sections, title=_metadata_title(reader))
+    return assemble("application/pdf", texts, sections, title=_metadata_title(reader), notes=notes)
+
+
+def _read_scans(content: bytes, texts: list[str], scanned: list[int], ocr: OcrOptions) -> list[str]:
+    """OCR the pages without a text layer into `texts`; the notes on what was not read."""
+    pages = f"{len(scanned):,} page{'s' if len(scanned) > 1 else ''} without a text layer"
+    if not ocr.enabled:
+        return [f"{pages} not read: INGEST_OCR=off"]
+    if not tesseract_found():
+        if len(scanned) == len(texts):
+            raise ProcessingError(f"a scanned PDF: {NO_TESSERACT}")
+        return [f"{pages} not read: Tesseract is not installed (apt-get install tesseract-ocr)"]
+    with _PDFIUM:
+        try:
+            document = pdfium.PdfDocument(content)
+        except pdfium.PdfiumError as exc:
+            raise ProcessingError(
+                f"corrupt PDF: could not open it to read its scanned pages ({_detail(exc)})"
+            ) from None
+    try:
+        result = read_pages([_renderer(document, index) for index in scanned], ocr, what="pages without a text layer")
+    finally:
+        with _PDFIUM:
+            document.close()
+    for index, text in zip(scanned, result.texts, strict=False):
+        texts[index] = text
+    return result.notes
+
+
+def _renderer(document: pdfium.PdfDocument, index: int) -> Callable[[], Image.Image]:
+    def render() -> Image.Image:
+        with _PDFIUM:
+            try:
+                page = document[index]
+                width, height = page.get_size()  # points: 1/72 inch
+                # At most MAX_IMAGE_PIXELS, whatever size the page claims.
+                scale = min(_OCR_DPI / 72, math.sqrt(MAX_IMAGE_PIXELS / max(width * height, 1.0)))
+                image: Image.Image = page.render(scale=scale, grayscale=True).to_pil()
+                return image
+            except pdfium.PdfiumError as exc:
+                raise ProcessingError(f"corrupt PDF: could not render page {index + 1} ({_detail(exc)})") from None
+
+    return render
 
 
 def _open(content: bytes) -> PdfReader:

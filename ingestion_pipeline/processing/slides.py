@@ -11,7 +11,7 @@ from pptx import Presentation
 
 from .document import DraftSection, assemble, join_blocks
 from .model import ParsedDocument
-from .ooxml import PPTX
+from .packages import PPTX
 from .tables import markdown_table
 
 
@@ -22,12 +22,14 @@ def parse_pptx(stream: IO[bytes]) -> ParsedDocument:
     for index, slide in enumerate(presentation.slides):
         title_shape = slide.shapes.title
         heading = title_shape.text_frame.text.strip() if title_shape is not None else ""
-        blocks = [_shape_text(shape) for shape in _shapes(slide.shapes) if shape is not title_shape]
+        title_id = title_shape.shape_id if title_shape is not None else None
+        # Each access makes a new proxy object: the title shape is told apart by its id.
+        blocks = [_shape_text(shape) for shape in _shapes(slide.shapes) if shape.shape_id != title_id]
         if slide.has_notes_slide and slide.notes_slide.notes_text_frame is not None:
             blocks.append(slide.notes_slide.notes_text_frame.text)
         text = join_blocks([(block, False) for block in blocks if block])
         pages.append("\n\n".join(part for part in (heading, text) if part))
-        drafts.append(DraftSection(heading or f"Slide {index + 1}", 1, index, text))
+        drafts.append(DraftSection(heading or f"Slide {index + 1}", 1, index, pages[-1]))
     title = (presentation.core_properties.title or "").strip() or None
     first = next((draft.heading for draft in drafts if not draft.heading.startswith("Slide ")), None)  # type: ignore[union-attr]
     return assemble(PPTX, pages, drafts, title=title or first, title_from_first_line=False)

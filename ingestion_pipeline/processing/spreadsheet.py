@@ -10,7 +10,7 @@ from openpyxl import load_workbook
 
 from .document import DraftSection, assemble
 from .model import ParsedDocument
-from .ooxml import XLSX
+from .packages import XLSX
 from .tables import markdown_table
 
 

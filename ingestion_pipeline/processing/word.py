@@ -11,7 +11,7 @@ from docx.table import Table
 
 from .document import DraftSection, assemble, join_blocks
 from .model import ParsedDocument
-from .ooxml import DOCX
+from .packages import DOCX
 from .tables import markdown_table
 
 
@@ -36,11 +36,11 @@ def parse_docx(stream: IO[bytes]) -> ParsedDocument:
             continue
         if heading is not None or blocks:
             drafts.append(DraftSection(heading, level, 0, join_blocks(blocks)))
-        heading, level, blocks = text, heading_level, []
+        heading, level, blocks = text, heading_level, [(text, False)]  # the heading line opens the text
         title = title or (text if style == "Title" else None)
     if heading is not None or blocks:
         drafts.append(DraftSection(heading, level, 0, join_blocks(blocks)))
-    page = "\n\n".join(part for draft in drafts for part in (draft.heading or "", draft.text) if part)
+    page = "\n\n".join(draft.text for draft in drafts)
     first_heading = next((draft.heading for draft in drafts if draft.heading), None)
     return assemble(DOCX, [page], drafts, title=title or first_heading)
 

@@ -28,6 +28,7 @@ class EncodedArtifacts:
     chunks: bytes
     chunk_count: int
     with_headings: bool  # the chunk rows carry title and heading path (copy_chunks)
+    notes: tuple[str, ...] = ()  # ParsedDocument.notes: kept in the document's metadata
 
 
 def encode_artifacts(parsed: ParsedDocument, chunks: list[Chunk], *, with_headings: bool) -> EncodedArtifacts:
@@ -46,7 +47,14 @@ def encode_artifacts(parsed: ParsedDocument, chunks: list[Chunk], *, with_headin
         for c in chunks
     )
     return EncodedArtifacts(
-        parsed.title, parsed.mime_type, pages, sections, encode_rows(chunk_rows), len(chunks), with_headings
+        parsed.title,
+        parsed.mime_type,
+        pages,
+        sections,
+        encode_rows(chunk_rows),
+        len(chunks),
+        with_headings,
+        parsed.notes,
     )
 
 

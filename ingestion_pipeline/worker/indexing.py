@@ -38,14 +38,21 @@ def index_document(run: JobRun) -> Built:
         if begun.generation_id is None:
             raise RuntimeError("begin_generation answered without a generation id")
         _write(run, begun.generation_id, artifacts)
-    metadata = {"title": artifacts.title, "mime_type": artifacts.mime_type, "embedder": ctx.embedder.name}
-    return Built(begun.generation_id, {k: v for k, v in metadata.items() if v}, artifacts.chunk_count)
+    metadata: dict[str, object] = {
+        "title": artifacts.title,
+        "mime_type": artifacts.mime_type,
+        "embedder": ctx.embedder.name,
+    }
+    metadata = {k: v for k, v in metadata.items() if v}
+    # Always written, so a new version's build clears the notes of the one before.
+    metadata["notes"] = list(artifacts.notes)
+    return Built(begun.generation_id, metadata, artifacts.chunk_count)
 
 
 def _process_in_thread(run: JobRun, content: bytes, with_headings: bool) -> EncodedArtifacts:
     job, ctx = run.job, run.ctx
     with run.stage("parse", 20):
-        parsed = parse(content, job.source_name, max_bytes=ctx.max_bytes)
+        parsed = parse(content, job.source_name, max_bytes=ctx.max_bytes, ocr=ctx.ocr)
     with run.stage("chunk", 40):
         chunks = chunk_sections(parsed.sections, ctx.chunking)
     with run.stage("embed", 60, embedder=ctx.embedder.name):
@@ -69,6 +76,7 @@ def _process_in_child(run: JobRun, pool: ParsePool, content: bytes, with_heading
             ctx.embedder if in_child else None,
             embed_here=in_child,
             with_headings=with_headings,
+            ocr=ctx.ocr,
         )
     run.record_stage("chunk", processed.seconds["chunk"], isolated=True)
     if processed.encoded is not None:  # embedded in the child (in_child), or nothing to embed

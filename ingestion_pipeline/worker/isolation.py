@@ -37,9 +37,11 @@ from typing import Any
 import pebble
 
 from ingestion_pipeline.processing import (
+    DEFAULT_OCR,
     Chunk,
     ChunkingOptions,
     Embedder,
+    OcrOptions,
     ParsedDocument,
     ProcessingError,
     chunk_sections,
@@ -84,12 +86,13 @@ def process_document_in_child(
     *,
     embed_here: bool = True,
     with_headings: bool = True,
+    ocr: OcrOptions = DEFAULT_OCR,
 ) -> Processed:
     """What a child runs (module level: the fork server's children import it by name).
     `embed_here=False`: the job's thread embeds (an embedder that cannot be sent here)."""
     seconds = {}
     began = time.perf_counter()
-    document = parse(content, source_name, max_bytes=max_bytes)
+    document = parse(content, source_name, max_bytes=max_bytes, ocr=ocr)
     seconds["parse"] = time.perf_counter() - began
     began = time.perf_counter()
     chunks = chunk_sections(document.sections, chunking)

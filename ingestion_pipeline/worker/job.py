@@ -21,7 +21,7 @@ from psycopg_pool import ConnectionPool
 
 from ingestion_pipeline.db.models import ClaimedJob, CompleteItem, FailItem, RpcResult, StageRow
 from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.processing import ChunkingOptions, Embedder, ProcessingError
+from ingestion_pipeline.processing import DEFAULT_OCR, ChunkingOptions, Embedder, OcrOptions, ProcessingError
 from ingestion_pipeline.worker.acks import AckBuffer
 from ingestion_pipeline.worker.errors import TRANSIENT_ERRORS, LeaseLost, describe, is_transient
 from ingestion_pipeline.worker.isolation import ParsePool
@@ -63,6 +63,7 @@ class JobContext:
     retry_backoff_max_seconds: float
     parse_pool: ParsePool | None = None  # None: parse in the job's own thread
     job_timeout_seconds: float | None = None
+    ocr: OcrOptions = DEFAULT_OCR
 
 
 def backoff_seconds(attempt: int, base: float, cap: float) -> float:

@@ -18,7 +18,7 @@ from psycopg_pool import ConnectionPool
 
 from ingestion_pipeline.db.models import ClaimedJob
 from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.processing import ChunkingOptions, Embedder, embedder_from_settings
+from ingestion_pipeline.processing import ChunkingOptions, Embedder, embedder_from_settings, ocr_from_settings
 from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.worker.acks import AckBuffer
 from ingestion_pipeline.worker.errors import TRANSIENT_ERRORS, describe
@@ -162,6 +162,7 @@ class Worker:
             retry_backoff_max_seconds=settings.retry_backoff_max_seconds,
             parse_pool=self.parse_pool,
             job_timeout_seconds=settings.job_timeout_seconds,
+            ocr=ocr_from_settings(settings),
         )
 
     def run(

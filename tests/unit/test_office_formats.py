@@ -12,7 +12,7 @@ import pytest
 
 from ingestion_pipeline.processing import ProcessingError, parse
 from ingestion_pipeline.processing.detect import detect_type
-from ingestion_pipeline.processing.ooxml import DOCX, EXPANSION_FACTOR, PPTX, XLSX
+from ingestion_pipeline.processing.packages import DOCX, EXPANSION_FACTOR, PPTX, XLSX
 from tests.office_files import docx_bytes, pptx_bytes, xlsx_bytes
 
 MB = 1024 * 1024

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from ingestion_pipeline.processing import SUPPORTED_TYPES, ProcessingError, decode_text, detect_type
+from ingestion_pipeline.processing import SUPPORTED_TYPES, ProcessingError, decode_text, detect_type, parse
 from tests.fixtures.pdf import make_pdf
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x10\x00\x00\x00\x10\x08\x06\x00\x00\x00"
@@ -42,7 +42,7 @@ def test_detects_by_content(content, name, expected):
 
 @pytest.mark.parametrize(
     ("content", "what"),
-    [(PNG, "PNG image"), (ZIP, "ZIP archive"), (JPEG, "JPEG image"), (GIF, "GIF image")],
+    [(ZIP, "ZIP archive"), (GIF, "GIF image"), (b"\x1f\x8b\x08\x00" + bytes(20), "gzip archive")],
 )
 def test_known_binary_named_as_text_is_refused_with_what_it_looks_like(content, what):
     with pytest.raises(ProcessingError) as caught:
@@ -50,9 +50,19 @@ def test_known_binary_named_as_text_is_refused_with_what_it_looks_like(content, 
     assert str(caught.value) == (f"unsupported file type: looks like binary data ({what}) although named report.txt")
 
 
-def test_png_header_followed_by_printable_bytes_is_still_refused():
-    with pytest.raises(ProcessingError, match=r"PNG image"):
-        detect_type(b"\x89PNG\r\n\x1a\n" + b"mostly printable payload " * 20, "image.txt")
+@pytest.mark.parametrize(
+    ("content", "expected"), [(PNG, "image/png"), (JPEG, "image/jpeg"), (b"II*\x00" + bytes(8), "image/tiff")]
+)
+def test_images_are_recognised_by_their_bytes_whatever_their_name(content, expected):
+    assert detect_type(content, "report.txt") == expected
+    assert detect_type(content, "scan.pdf") == expected
+
+
+def test_png_signature_followed_by_printable_bytes_is_a_damaged_image():
+    content = b"\x89PNG\r\n\x1a\n" + b"mostly printable payload " * 20
+    assert detect_type(content, "image.txt") == "image/png"
+    with pytest.raises(ProcessingError, match=r"^damaged PNG image: "):
+        parse(content, "image.txt", max_bytes=10**6)
 
 
 def test_random_binary_is_refused_naming_the_file():
@@ -77,8 +87,8 @@ def test_binary_with_a_binary_name_says_the_name_plainly():
 def test_pdf_name_without_pdf_bytes_is_not_a_pdf():
     with pytest.raises(ProcessingError, match=r"^not a PDF: report\.pdf does not start with %PDF-$"):
         detect_type(b"Dear customer, your invoice is attached.", "report.pdf")
-    with pytest.raises(ProcessingError, match=r"^not a PDF: .*it looks like a PNG image"):
-        detect_type(PNG, "scan.pdf")
+    with pytest.raises(ProcessingError, match=r"^not a PDF: .*it looks like a GIF image"):
+        detect_type(GIF + bytes(20), "scan.pdf")
 
 
 def test_pdf_header_after_junk_is_accepted_only_with_a_pdf_name():
@@ -87,9 +97,8 @@ def test_pdf_header_after_junk_is_accepted_only_with_a_pdf_name():
     assert detect_type(b"The header %PDF-1.7 starts every PDF file.", "notes.txt") == "text/plain"
 
 
-def test_rtf_is_refused():
-    with pytest.raises(ProcessingError, match=r"looks like an RTF document although named letter\.txt"):
-        detect_type(b"{\\rtf1\\ansi\\deff0 {\\fonttbl {\\f0 Times;}} Hello}", "letter.txt")
+def test_rtf_is_recognised_by_its_bytes():
+    assert detect_type(b"{\\rtf1\\ansi\\deff0 {\\fonttbl {\\f0 Times;}} Hello}", "letter.txt") == "application/rtf"
 
 
 def test_empty_content_has_no_type():
