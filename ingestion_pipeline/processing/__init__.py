@@ -12,7 +12,7 @@ retry it.
 """
 
 from .chunking import chunk_sections
-from .detect import SUPPORTED_TYPES, detect_type
+from .detect import SUPPORTED_TYPES, detect_type, format_name
 from .embedding import Embedder, HashEmbedder, NoEmbedder, embed_chunks, embedder_from_settings
 from .errors import EmbeddingRejected, EmbeddingUnavailable, ProcessingError
 from .headings import heading_paths
@@ -42,6 +42,7 @@ __all__ = [
     "detect_type",
     "embed_chunks",
     "embedder_from_settings",
+    "format_name",
     "heading_paths",
     "ocr_from_settings",
     "parse",

@@ -25,6 +25,19 @@ SUPPORTED_TYPES = (
     *IMAGE_TYPES,
 )
 
+# What reports call each type (`ingest work`'s per-format table).
+FORMAT_NAMES = {
+    "text/plain": "text",
+    "text/markdown": "Markdown",
+    "text/html": "HTML",
+    "text/csv": "CSV",
+    "text/tab-separated-values": "TSV",
+    RTF: "RTF",
+    EML: "e-mail",
+    "application/pdf": "PDF",
+    **dict(zip(PACKAGE_TYPES, ("DOCX", "XLSX", "PPTX", "ODT", "ODS", "ODP", "EPUB"), strict=True)),
+    **IMAGE_TYPES,
+}
 _MARKDOWN_SUFFIXES = {".md", ".markdown", ".mdown", ".mkd"}
 _HTML_SUFFIXES = {".html", ".htm", ".xhtml"}
 _TEXT_SUFFIXES = {".txt", ".text", ".log"} | set(DELIMITED_SUFFIXES) | _MARKDOWN_SUFFIXES | _HTML_SUFFIXES
@@ -75,6 +88,13 @@ _HTML_START = re.compile(
     r"\s*(?:<\?xml[^>]*>\s*)?(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html|head|body)[\s>/]",
     re.IGNORECASE | re.DOTALL,
 )
+
+
+def format_name(mime_type: str | None) -> str:
+    """A type's name in reports; "unrecognised" for a file refused before its type was known."""
+    if mime_type is None:
+        return "unrecognised"
+    return FORMAT_NAMES.get(mime_type, mime_type)
 
 
 def detect_type(content: bytes, source_name: str) -> str:

@@ -10,6 +10,9 @@ class ProcessingError(Exception):
     worker may retry.
     """
 
+    # The document's type when it was known before the failure (parse sets it), for reports.
+    mime_type: str | None = None
+
 
 class EmbeddingRejected(ProcessingError):
     """The embedding endpoint refused the request for a reason a retry does not change (a bad

@@ -34,8 +34,12 @@ def parse_image(content: bytes, mime_type: str, ocr: OcrOptions) -> ParsedDocume
             frames = getattr(image, "n_frames", 1)
             result = read_pages([_frame(image, index, kind) for index in range(frames)], ocr)
     except Image.DecompressionBombError:  # Pillow's own check, past twice its bound, as it opens
-        raise ProcessingError(f"the {kind} image is too large to decode: a decompression bomb?") from None
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        raise ProcessingError(
+            f"the {kind} image is far over the {MAX_IMAGE_PIXELS / 1e6:.0f}-megapixel limit: a decompression bomb?"
+        ) from None
+    except UnidentifiedImageError:
+        raise ProcessingError(f"damaged {kind} image: it cannot be decoded") from None
+    except (OSError, SyntaxError, ValueError) as exc:
         raise ProcessingError(f"damaged {kind} image: {' '.join(str(exc).split())[:200]}") from None
     sections = [DraftSection(None, 1, index, text) for index, text in enumerate(result.texts)]
     return assemble(mime_type, result.texts, sections, title=None, notes=result.notes)

@@ -105,12 +105,12 @@ def _read(image: Image.Image, options: OcrOptions, remaining: float | None) -> s
             return ""
         try:
             return str(pytesseract.image_to_string(grey, lang=options.languages, timeout=remaining or 0))
+        except pytesseract.TesseractError as exc:  # a RuntimeError too: caught first
+            raise ProcessingError(_tesseract_failure(exc, options.languages)) from None
         except RuntimeError as exc:  # pytesseract's "Tesseract process timeout"
             if "timeout" in str(exc).lower():
                 return None
             raise
-        except pytesseract.TesseractError as exc:
-            raise ProcessingError(_tesseract_failure(exc, options.languages)) from None
 
 
 def _tesseract_failure(exc: pytesseract.TesseractError, languages: str) -> str:

@@ -62,10 +62,14 @@ def parse(content: bytes, source_name: str, *, max_bytes: int, ocr: OcrOptions =
     mime_type, text = sniff(content, source_name)
     if text is not None and not text.replace("\ufeff", "").strip():  # a byte-order mark (or two) and spaces
         raise ProcessingError("file is empty: it contains only whitespace")
-    document = _parse_as(mime_type, content, text, max_bytes, ocr)
-    if not document.sections:
-        reason = _NO_TEXT.get(mime_type, "no text could be extracted")
-        raise ProcessingError("; ".join((reason, *document.notes)))
+    try:
+        document = _parse_as(mime_type, content, text, max_bytes, ocr)
+        if not document.sections:
+            reason = _NO_TEXT.get(mime_type, "no text could be extracted")
+            raise ProcessingError("; ".join((reason, *document.notes)))
+    except ProcessingError as exc:
+        exc.mime_type = mime_type
+        raise
     return document
 
 

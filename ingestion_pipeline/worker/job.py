@@ -81,6 +81,7 @@ class JobRun:
         # Stage rows wait here and ride the job's acknowledgement (one transaction, fenced by
         # the same token) instead of a fenced call each.
         self._stage_rows: list[StageRow] = []
+        self.mime_type: str | None = None  # known once parsed (or failed after its type was known)
 
     def run(self) -> JobResult:
         """Build and acknowledge. The loop counted this job into the acknowledgement buffer
@@ -95,6 +96,7 @@ class JobRun:
             log.info("job %s: %s; stopped without further writes", self.job.job_id, exc)
             return self._result(Outcome.LEASE_LOST, str(exc))
         except ProcessingError as exc:
+            self.mime_type = exc.mime_type
             return self._fail(str(exc), retry=False)
         except Exception as exc:  # transient by class, or unexpected: retry while attempts remain
             if not is_transient(exc):
@@ -105,6 +107,7 @@ class JobRun:
 
     def _complete(self, built: Built) -> JobResult:
         job = self.job
+        self.mime_type = built.metadata.get("mime_type")
         # The lease has a whole window left (heartbeats land at most a third of it apart):
         # stop renewing it now, so no heartbeat races the completion.
         self.lease.release()
@@ -211,4 +214,5 @@ class JobRun:
             self.job.batch_id,
             self.job.source_key,
             self.job.document_version,
+            self.mime_type,
         )

@@ -5,12 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
-from typing import Any
-from uuid import UUID
 
 import psycopg
 from psycopg.rows import DictRow
@@ -27,61 +23,15 @@ from ingestion_pipeline.worker.indexing import index_document
 from ingestion_pipeline.worker.isolation import ParseLimits, ParsePool, Processed, process_document_in_child
 from ingestion_pipeline.worker.job import JobContext, JobRun, Processor
 from ingestion_pipeline.worker.leases import LeaseKeeper
-from ingestion_pipeline.worker.outcome import JobResult, Outcome
+from ingestion_pipeline.worker.outcome import JobResult
+from ingestion_pipeline.worker.report import RECENT_RESULTS, WorkerReport
 
 log = logging.getLogger(__name__)
 
 
-RECENT_RESULTS = 100
 # How often a claim loop also dead-letters stale leases on their final attempt (which no
 # claim can take): at its first claim, then at most this often.
 EXPIRE_EVERY_SECONDS = 30.0
-
-
-@dataclass
-class WorkerReport:
-    """Counters for every job, and only the most recent results (a long-running
-    `ingest work` must not grow with the number of jobs it has processed)."""
-
-    worker_id: str
-    keep: int = RECENT_RESULTS
-    results: deque[JobResult] = field(init=False)
-    outcomes: Counter[str] = field(init=False, default_factory=Counter)
-    seconds: float = 0.0
-    chunks: int = 0  # written by completed jobs
-    batch_ids: set[UUID] = field(init=False, default_factory=set)  # batches whose jobs this worker ended
-
-    def __post_init__(self) -> None:
-        self.results = deque(maxlen=self.keep)
-
-    def add(self, result: JobResult) -> None:
-        self.outcomes[result.outcome.value] += 1
-        self.results.append(result)
-        self.chunks += result.chunk_count or 0
-        if result.batch_id is not None:
-            self.batch_ids.add(result.batch_id)
-
-    @property
-    def counts(self) -> dict[str, int]:
-        return {outcome.value: self.outcomes.get(outcome.value, 0) for outcome in Outcome}
-
-    @property
-    def claimed(self) -> int:
-        return sum(self.outcomes.values())
-
-    @property
-    def docs_per_second(self) -> float:
-        done = self.counts[Outcome.COMPLETED.value]
-        return round(done / self.seconds, 2) if self.seconds > 0 else 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "worker_id": self.worker_id,
-            "claimed": self.claimed,
-            **self.counts,
-            "seconds": round(self.seconds, 3),
-            "docs_per_second": self.docs_per_second,
-        }
 
 
 class Worker:

@@ -27,6 +27,7 @@ class JobResult:
     batch_id: UUID | None = None
     source_key: str | None = None  # where the document comes from (None: enqueued before keys)
     version: int | None = None  # the version the job built
+    mime_type: str | None = None  # the document's type, when parsing got that far
 
     @property
     def shown_name(self) -> str:

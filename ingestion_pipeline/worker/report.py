@@ -1,0 +1,77 @@
+"""What a worker run did: outcome counters for every job, per format too, and only the
+most recent results (a long-running `ingest work` must not grow with the jobs it ran)."""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from ingestion_pipeline.processing import format_name
+from ingestion_pipeline.worker.outcome import JobResult, Outcome
+
+RECENT_RESULTS = 100
+
+
+@dataclass
+class WorkerReport:
+    """Counters for every job, and only the most recent results (a long-running
+    `ingest work` must not grow with the number of jobs it has processed)."""
+
+    worker_id: str
+    keep: int = RECENT_RESULTS
+    results: deque[JobResult] = field(init=False)
+    outcomes: Counter[str] = field(init=False, default_factory=Counter)
+    seconds: float = 0.0
+    chunks: int = 0  # written by completed jobs
+    batch_ids: set[UUID] = field(init=False, default_factory=set)  # batches whose jobs this worker ended
+    # (format, outcome) -> jobs, and format -> seconds: what `ingest work` reports per format
+    by_format: Counter[tuple[str, str]] = field(init=False, default_factory=Counter)
+    format_seconds: dict[str, float] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.results = deque(maxlen=self.keep)
+
+    def add(self, result: JobResult) -> None:
+        self.outcomes[result.outcome.value] += 1
+        self.results.append(result)
+        self.chunks += result.chunk_count or 0
+        name = format_name(result.mime_type)
+        self.by_format[name, result.outcome.value] += 1
+        self.format_seconds[name] = self.format_seconds.get(name, 0.0) + result.seconds
+        if result.batch_id is not None:
+            self.batch_ids.add(result.batch_id)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {outcome.value: self.outcomes.get(outcome.value, 0) for outcome in Outcome}
+
+    @property
+    def claimed(self) -> int:
+        return sum(self.outcomes.values())
+
+    @property
+    def docs_per_second(self) -> float:
+        done = self.counts[Outcome.COMPLETED.value]
+        return round(done / self.seconds, 2) if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "worker_id": self.worker_id,
+            "claimed": self.claimed,
+            **self.counts,
+            "seconds": round(self.seconds, 3),
+            "docs_per_second": self.docs_per_second,
+            "formats": self.formats(),
+        }
+
+    def formats(self) -> dict[str, dict[str, float]]:
+        """Per format (PDF, DOCX, …; "unrecognised" for a file refused before its type was
+        known): jobs per outcome, and the seconds they took in all."""
+        out: dict[str, dict[str, float]] = {}
+        for (name, outcome), count in sorted(self.by_format.items()):
+            out.setdefault(name, {})[outcome] = count
+        for name, seconds in self.format_seconds.items():
+            out[name]["seconds"] = round(seconds, 3)
+        return out
