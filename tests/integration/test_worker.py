@@ -99,7 +99,7 @@ def test_stage_log_has_every_stage_with_durations(pool, settings, corpus, conn):
 def test_bad_inputs_fail_clearly_and_affect_nothing_else(db_url, pool, corpus, conn):
     folder = corpus
     (folder / "corrupt.pdf").write_bytes(b"%PDF-1.4\n1 0 obj << /Type /Catalog >>\ngarbage without xref")
-    (folder / "image.txt").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)
+    (folder / "image.txt").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4)  # a PNG signature, then junk
     (folder / "empty.txt").write_bytes(b"")
     (folder / "huge.txt").write_text("big words here. " * 20_000)  # ~320 kB
     # Uploaded under a generous limit; the worker's limit is lower (it was lowered since).
@@ -108,7 +108,12 @@ def test_bad_inputs_fail_clearly_and_affect_nothing_else(db_url, pool, corpus, c
     Worker(pool, worker_settings).run(drain=True)
 
     by_name = {Path(f.path).name: document(conn, f.document_id) for f in report.files}
-    expected_failures = {"corrupt.pdf": "pdf", "image.txt": "binary", "empty.txt": "empty", "huge.txt": "limit"}
+    expected_failures = {
+        "corrupt.pdf": "pdf",
+        "image.txt": "damaged png image",
+        "empty.txt": "empty",
+        "huge.txt": "limit",
+    }
     for name, word in expected_failures.items():
         assert by_name[name]["status"] == "failed", name
         assert word in by_name[name]["error_message"].lower(), (name, by_name[name]["error_message"])
