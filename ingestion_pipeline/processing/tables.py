@@ -1,9 +1,15 @@
 """Tables as Markdown table text: the header row, a rule, then each row, so a cell's value is
-found next to its column's name and a table reads as one in a snippet."""
+found next to its column's name and a table reads as one in a snippet.
+
+A long table repeats its header (and rule) every REPEAT_HEADER_CHARS characters of rows:
+chunks hold at most 1200 characters, so a chunk cut from the middle of a long table still
+carries the column names its cells are searched with."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+
+REPEAT_HEADER_CHARS = 1000
 
 
 def cell_text(value: object) -> str:
@@ -16,7 +22,8 @@ def cell_text(value: object) -> str:
 def markdown_table(rows: Iterable[Sequence[object]]) -> str:
     """The rows (the first is the header) as Markdown; empty rows are left out."""
     lines: list[str] = []
-    width = 0
+    header: list[str] = []
+    width = since_header = 0
     for row in rows:
         cells = [cell_text(value) for value in row]
         while cells and not cells[-1]:
@@ -25,11 +32,15 @@ def markdown_table(rows: Iterable[Sequence[object]]) -> str:
             continue
         if not lines:
             width = len(cells)
-            lines.append(_line(cells, width))
-            lines.append(_line(["---"] * width, width))
+            header = [_line(cells, width), _line(["---"] * width, width)]
+            lines.extend(header)
             continue
+        if since_header >= REPEAT_HEADER_CHARS:
+            lines.extend(header)
+            since_header = 0
         width = max(width, len(cells))
         lines.append(_line(cells, width))
+        since_header += len(lines[-1]) + 1
     return "\n".join(lines)
 
 

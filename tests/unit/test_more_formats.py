@@ -11,7 +11,7 @@ import pytesseract
 import pytest
 from PIL import Image
 
-from ingestion_pipeline.processing import OcrOptions, ProcessingError, format_name, parse
+from ingestion_pipeline.processing import OcrOptions, ProcessingError, chunk_sections, format_name, parse
 from ingestion_pipeline.processing import ocr as ocr_module
 from tests.fixtures.pdf import make_pdf
 from tests.format_files import eml_bytes, epub_bytes, odf_package, odp_bytes, ods_bytes, odt_bytes, page_image
@@ -210,3 +210,13 @@ def test_format_names():
     assert format_name("image/tiff") == "TIFF"
     assert format_name("message/rfc822") == "e-mail"
     assert format_name(None) == "unrecognised"
+
+
+def test_every_chunk_of_a_long_table_carries_its_header():
+    rows = ["plan,monthly price,region", *(f"plan{i},{i},eu-west-{i % 3}" for i in range(400))]
+    document = parse("\n".join(rows).encode(), "plans.csv", max_bytes=MAX)
+    chunks = chunk_sections(document.sections)
+    assert len(chunks) > 5
+    assert all("| plan | monthly price | region |" in chunk.text for chunk in chunks)
+    # and every row is there once: the header repeats, the rows do not
+    assert sum(document.sections[0].text.count(f"| plan{i} |") for i in range(400)) == 400
