@@ -115,7 +115,22 @@ def drain_metadata(report: WorkerReport) -> dict[str, Any]:
         "seconds": dg.MetadataValue.float(round(report.seconds, 3)),
         "worker_id": report.worker_id,
         **failures_metadata(report),
+        **formats_metadata(report),
     }
+
+
+def formats_metadata(report: WorkerReport) -> dict[str, Any]:
+    """Per format (PDF, DOCX, PNG, …): documents per outcome and their seconds, as a table."""
+    formats = report.formats()
+    if not formats:
+        return {}
+    outcomes = sorted({key for counts in formats.values() for key in counts if key != "seconds"})
+    rows = [
+        f"| {name} | " + " | ".join(str(int(counts.get(o, 0))) for o in outcomes) + f" | {counts['seconds']} |"
+        for name, counts in formats.items()
+    ]
+    header = ["| format | " + " | ".join(outcomes) + " | seconds |", "| --- |" + " --- |" * (len(outcomes) + 1)]
+    return {"formats": dg.MetadataValue.md("\n".join([*header, *rows]))}
 
 
 FAILURES_SHOWN = 20

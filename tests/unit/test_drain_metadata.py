@@ -29,3 +29,19 @@ def test_no_failures_no_table_and_a_long_list_is_cut():
         report.add(result(Outcome.FAILED, f"file:///f{n}", "bad"))
     table = drain_metadata(report)["failed_documents"].value
     assert table.count("| file:///f") == FAILURES_SHOWN and "(5 more: `ingest status`)" in table
+
+
+def test_formats_table_counts_each_format_by_outcome():
+    report = WorkerReport(worker_id="w")
+    for mime_type, outcome in [
+        ("application/pdf", Outcome.COMPLETED),
+        ("application/pdf", Outcome.FAILED),
+        ("image/png", Outcome.COMPLETED),
+        (None, Outcome.FAILED),
+    ]:
+        done = result(outcome, "file:///x")
+        report.add(JobResult(**{**done.__dict__, "mime_type": mime_type}))
+    table = drain_metadata(report)["formats"].value
+    assert table.splitlines()[0] == "| format | completed | failed | seconds |"
+    assert "| PDF | 1 | 1 | 0.2 |" in table and "| PNG | 1 | 0 | 0.1 |" in table
+    assert "| unrecognised | 0 | 1 | 0.1 |" in table
