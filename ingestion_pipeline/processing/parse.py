@@ -103,11 +103,23 @@ def _library_errors(kind: str, parse_it: Callable[[], ParsedDocument]) -> Parsed
         return parse_it()
     except (ProcessingError, MemoryError):
         raise
-    except DefusedXmlException:
-        raise ProcessingError(f"refused {kind} file: its XML declares entities or a DTD (an entity bomb?)") from None
     except Exception as exc:  # noqa: BLE001 - the libraries raise KeyError, ValueError, ParseError, …
+        if _entity_refusal(exc):
+            raise ProcessingError(
+                f"refused {kind} file: its XML declares entities or a DTD (an entity bomb?)"
+            ) from None
         detail = " ".join(str(exc).split())[:200] or type(exc).__name__
         raise ProcessingError(f"damaged {kind} file: {detail}") from None
+
+
+def _entity_refusal(exc: BaseException | None) -> bool:
+    """defusedxml refused an entity or DTD, or lxml stopped an expansion, anywhere in the
+    chain: openpyxl wraps defusedxml's refusal in a ValueError of its own."""
+    while exc is not None:
+        if isinstance(exc, DefusedXmlException) or "entity amplification" in str(exc).lower():
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _check_size(size: int, max_bytes: int) -> None:

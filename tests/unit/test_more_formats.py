@@ -15,11 +15,14 @@ from ingestion_pipeline.processing import OcrOptions, ProcessingError, chunk_sec
 from ingestion_pipeline.processing import ocr as ocr_module
 from tests.fixtures.pdf import make_pdf
 from tests.format_files import eml_bytes, epub_bytes, odf_package, odp_bytes, ods_bytes, odt_bytes, page_image
+from tests.tools import require_tools
 
 MAX = 10 * 2**20
-needs_tesseract = pytest.mark.skipif(
-    not ocr_module.tesseract_found(), reason="Tesseract is not installed (apt-get install tesseract-ocr)"
-)
+
+
+@pytest.fixture
+def needs_tesseract():
+    require_tools([] if ocr_module.tesseract_found() else ["tesseract-ocr"], "OCR")
 
 
 def sections(document):
@@ -108,7 +111,7 @@ def test_rtf_becomes_text():
     assert document.sections[0].text == "Archiving\nKeep WAL for café days."
 
 
-@needs_tesseract
+@pytest.mark.usefixtures("needs_tesseract")
 @pytest.mark.parametrize(("image_format", "mime_type"), [("PNG", "image/png"), ("JPEG", "image/jpeg")])
 def test_images_are_read_by_ocr(image_format, mime_type):
     content = page_image(["The checkpointer flushes dirty buffers", "every five minutes."], image_format=image_format)
@@ -117,7 +120,7 @@ def test_images_are_read_by_ocr(image_format, mime_type):
     assert " ".join(document.pages[0].text.split()) == "The checkpointer flushes dirty buffers every five minutes."
 
 
-@needs_tesseract
+@pytest.mark.usefixtures("needs_tesseract")
 def test_tiff_frames_are_pages_and_ocr_stops_at_max_pages():
     frames = [Image.open(io.BytesIO(page_image([f"Frame number {word}"]))) for word in ("alpha", "bravo", "charlie")]
     buffer = io.BytesIO()
@@ -162,7 +165,7 @@ def test_ocr_off_fails_images_and_notes_skipped_pdf_pages():
     assert document.notes == ("1 page without a text layer not read: INGEST_OCR=off",)
 
 
-@needs_tesseract
+@pytest.mark.usefixtures("needs_tesseract")
 def test_missing_language_data_names_the_package():
     with pytest.raises(ProcessingError, match=r"apt-get install tesseract-ocr-zzz\)$"):
         parse(page_image(["words"]), "scan.png", max_bytes=MAX, ocr=OcrOptions(languages="zzz"))
@@ -178,7 +181,7 @@ def png_header(width: int, height: int) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b"")
 
 
-@needs_tesseract
+@pytest.mark.usefixtures("needs_tesseract")
 @pytest.mark.parametrize("size", [(20_000, 20_000), (9_000, 8_000)])
 def test_an_image_past_the_pixel_bound_fails_before_decoding(size):
     with pytest.raises(ProcessingError, match=r"megapixel limit: a decompression bomb\?$"):
