@@ -21,6 +21,13 @@ this process, answering with hashed vectors): with hash's 64 numbers (the same v
 over HTTP), with --embed-dimensions (a real model's size), and with that size and
 --embed-latency-ms per request (a model's own time); --rounds rounds interleaved, a fresh
 database each; medians, and the ratio to no embedder.
+
+With --corpus mixed: --copies copies of twelve Office and other documents and
+--scan-copies copies of four scans (PNG, JPEG, TIFF, image-only PDF), built by the bench
+with pandoc, LibreOffice and Pillow, drained by `ingest work --drain` in two batches
+(documents, then scans), then each format alone; docs, pages, wall seconds, docs/s, and
+the CPU of the worker's whole process tree, per OCR'd page for the scans
+(bench/mixed_corpus.py).
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ from common import (
     median,
     print_table,
 )
+from mixed_corpus import run_mixed
 
 WORDS = (
     "lease fence worker queue batch index chunk section page document postgres heartbeat claim commit "
@@ -506,6 +514,22 @@ def print_embedders(runs: dict[str, list[EmbedRun]], args: argparse.Namespace) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--corpus",
+        choices=["generated", "mixed"],
+        default="generated",
+        help="generated: txt/md/html (default); mixed: Office documents and scans made by pandoc, "
+        "LibreOffice and Pillow, drained in two batches, then per format (see bench/mixed_corpus.py)",
+    )
+    parser.add_argument(
+        "--copies", type=int, default=10, help="with --corpus mixed: copies of the 12 documents (default 10)"
+    )
+    parser.add_argument(
+        "--scan-copies",
+        type=int,
+        default=5,
+        help="with --corpus mixed: copies of the 4 scans, 6 pages each (default 5)",
+    )
     parser.add_argument("--folder", type=Path, help="ingest this folder instead of a generated corpus")
     parser.add_argument("--docs", type=int, default=300, help="generated documents (default 300)")
     parser.add_argument("--mean-kb", type=float, default=16, help="mean generated document size in KiB (default 16)")
@@ -574,6 +598,11 @@ def main() -> None:
         args.docs, args.mean_kb = 2000, 32
 
     print(f"$ {command_line()}")
+    if args.corpus == "mixed":
+        if args.folder or args.compare_target or args.compare_parsing or args.embedder or args.full:
+            parser.error("--corpus mixed runs alone: no --folder, --full, --compare-*, --embedder")
+        run_mixed(args)
+        return
     corpus_dir = None
     folder = args.folder
     if folder is None:
