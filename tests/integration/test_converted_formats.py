@@ -27,6 +27,7 @@ def corpus(tmp_path_factory) -> tuple[Path, list[ConvertedFile]]:
     return folder, files
 
 
+@pytest.mark.one_server  # parsing is the subject, not the server's SQL: run once
 def test_converted_files_are_indexed_and_found(corpus, db_url, capsys):
     folder, files = corpus
     url = ["--database-url", db_url]

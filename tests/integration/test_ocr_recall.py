@@ -90,6 +90,7 @@ def scans(tmp_path_factory) -> tuple[Path, list[ConvertedFile]]:
     return folder, make_scans(folder, [LETTER, JOURNAL])
 
 
+@pytest.mark.one_server  # parsing is the subject, not the server's SQL: run once
 def test_scanned_pages_are_read_with_high_word_recall(scans, db_url, capsys):
     folder, files = scans
     source_words = sum(len(words(f.source_text or "")) for f in files)
