@@ -61,10 +61,13 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
         if args.write_bytes:
             return write_version_bytes(rpc, history.document, args.version)
         kept = set(rpc.kept_versions(history.document.document_id))
+        notes = rpc.document_notes(history.document.document_id)
     if args.json:
-        print_json(_as_json(history, kept))
+        print_json({**_as_json(history, kept), "notes": notes})
     else:
         print_history(history.document, history.versions, kept)
+        for note in notes:
+            print(f"note: {note}")
     return 0
 
 

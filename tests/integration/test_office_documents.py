@@ -7,6 +7,7 @@ import json
 
 from ingestion_pipeline.cli import main as ingest
 from ingestion_pipeline.db.connection import connect
+from tests.fixtures.pdf import make_pdf
 from tests.office_files import docx_bytes, pptx_bytes, xlsx_bytes
 
 
@@ -38,3 +39,22 @@ def test_office_files_are_indexed_and_found(db_url, tmp_path, capsys):
         ("readme.md", "indexed"),
         ("review.pptx", "indexed"),
     ], rows
+
+
+def test_show_prints_the_notes_of_what_was_not_read(db_url, tmp_path, capsys, monkeypatch):
+    """A PDF with a text page and a page without a text layer, indexed with INGEST_OCR=off:
+    the text is indexed and `ingest show` says which pages were skipped, and why."""
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    (folder / "mixed.pdf").write_bytes(make_pdf(["The text layer names the sandpiper-quay depot.", ""]))
+    url = ["--database-url", db_url]
+    monkeypatch.setenv("INGEST_OCR", "off")
+    assert ingest(["enqueue", str(folder), *url]) == 0
+    assert ingest(["work", "--drain", *url]) == 0
+    capsys.readouterr()
+    assert ingest(["show", str(folder / "mixed.pdf"), *url]) == 0
+    shown = capsys.readouterr().out
+    assert "indexed at version 1" in shown
+    assert "note: 1 page without a text layer not read: INGEST_OCR=off" in shown
+    assert ingest(["show", str(folder / "mixed.pdf"), "--json", *url]) == 0
+    assert json.loads(capsys.readouterr().out)["notes"] == ["1 page without a text layer not read: INGEST_OCR=off"]

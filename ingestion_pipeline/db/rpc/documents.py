@@ -83,6 +83,12 @@ class DocumentRpc(RpcBase):
             rows = conn.execute(query("kept_versions"), {"document_id": document_id}).fetchall()
         return [int(row["version"]) for row in rows]
 
+    def document_notes(self, document_id: UUID) -> list[str]:
+        """The notes of the document's indexed build (processing's ParsedDocument.notes)."""
+        with self._connection() as conn:
+            row = conn.execute(query("document_notes"), {"document_id": document_id}).fetchone()
+        return [str(note) for note in row["notes"]] if row else []
+
     def version_bytes(self, document_id: UUID, version: int) -> bytes | None:
         """One version's bytes, or None when they are not kept."""
         with self._connection() as conn:

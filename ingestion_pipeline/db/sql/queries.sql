@@ -83,6 +83,13 @@ with kept as (
 insert into document_sources (document_id, content) values (%(document_id)s, %(content)s)
 on conflict (document_id) do update set content = excluded.content;
 
+-- name: document_notes
+-- What the reader should know about how the indexed version was read (OCR stopped early,
+-- attachments not indexed): written by each build into the document's metadata.
+select coalesce(metadata -> 'notes', '[]'::jsonb) as notes
+  from documents
+ where id = %(document_id)s;
+
 -- name: kept_versions
 -- The versions of a document whose bytes are at hand: the latest (document_sources) and
 -- those kept (document_version_sources).
