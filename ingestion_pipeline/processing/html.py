@@ -1,5 +1,7 @@
 """HTML: beautifulsoup4 on the stdlib parser (no lxml to install). Sections start at
-h1-h6; scripts, styles and the <head> (except its <title>) are not text."""
+h1-h6; scripts, styles, the <head> (except its <title>) and the site's chrome
+(boilerplate.py: navigation, banners, footers) are not text, unless the chrome is all the
+page has."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from collections.abc import Iterator
 from bs4 import BeautifulSoup
 from bs4.element import NavigableString, PageElement, PreformattedString, Tag
 
+from .boilerplate import remove_chrome
 from .document import DraftSection, assemble
 from .model import ParsedDocument
 
@@ -24,14 +27,17 @@ _CELLS = {"td", "th"}
 _SPACE = re.compile(r"\s+")
 
 
-def parse_html(text: str) -> ParsedDocument:
+def parse_html(text: str, *, keep_chrome: bool = False) -> ParsedDocument:
     soup = BeautifulSoup(text, "html.parser")
     title = _title_text(soup)
     for tag in soup.find_all([*_HIDDEN, "title"]):
         tag.decompose()
+    removed = 0 if keep_chrome else remove_chrome(soup)
     collector = _Collector()
     _walk(soup, collector)
     drafts = collector.sections()
+    if removed and not any(draft.text.strip() for draft in drafts):
+        return parse_html(text, keep_chrome=True)  # a page of links only: its links are its text
     page = "\n\n".join(draft.text for draft in drafts)
     title = title or next((d.heading for d in drafts if d.level == 1 and d.heading), None)
     return assemble("text/html", [page], drafts, title=title, title_from_first_line=False)
