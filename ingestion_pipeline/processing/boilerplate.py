@@ -36,5 +36,5 @@ def _is_chrome(tag: Tag) -> bool:
         return True
     if tag.name in ("header", "footer"):
         return tag.find_parent(_CONTENT) is None and tag.find("h1") is None
-    classes = tag.get("class") or []
-    return any(_CLASSES.match(name.lower()) for name in classes)
+    classes = tag.get_attribute_list("class")
+    return any(_CLASSES.match(str(name).lower()) for name in classes if name)
