@@ -114,13 +114,10 @@ def cmd_work(args: argparse.Namespace, settings: Settings) -> int:
 
 def print_formats(report: WorkerReport) -> None:
     """Per format: how many documents ended how, and the seconds they took."""
-    formats = report.formats()
-    if not formats:
-        return
-    outcomes = [o.value for o in Outcome if any(o.value in counts for counts in formats.values())]
-    rows = [[name, *(int(counts.get(o, 0)) for o in outcomes), counts["seconds"]] for name, counts in formats.items()]
-    print()
-    print(render_table(["format", *outcomes, "seconds"], rows))
+    header, rows = report.format_table()
+    if rows:
+        print()
+        print(render_table(header, rows))
 
 
 def exit_code(report: WorkerReport) -> int:

@@ -121,16 +121,11 @@ def drain_metadata(report: WorkerReport) -> dict[str, Any]:
 
 def formats_metadata(report: WorkerReport) -> dict[str, Any]:
     """Per format (PDF, DOCX, PNG, …): documents per outcome and their seconds, as a table."""
-    formats = report.formats()
-    if not formats:
+    header, rows = report.format_table()
+    if not rows:
         return {}
-    outcomes = sorted({key for counts in formats.values() for key in counts if key != "seconds"})
-    rows = [
-        f"| {name} | " + " | ".join(str(int(counts.get(o, 0))) for o in outcomes) + f" | {counts['seconds']} |"
-        for name, counts in formats.items()
-    ]
-    header = ["| format | " + " | ".join(outcomes) + " | seconds |", "| --- |" + " --- |" * (len(outcomes) + 1)]
-    return {"formats": dg.MetadataValue.md("\n".join([*header, *rows]))}
+    lines: list[list[object]] = [list(header), ["---"] * len(header), *rows]
+    return {"formats": dg.MetadataValue.md("\n".join("| " + " | ".join(map(str, line)) + " |" for line in lines))}
 
 
 FAILURES_SHOWN = 20

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 
-from .delimited import DELIMITED_SUFFIXES
+from .delimited import CSV, DELIMITED_SUFFIXES, TSV
 from .email_message import EML
 from .errors import ProcessingError
 from .images import IMAGE_TYPES
-from .packages import PACKAGE_TYPES, package_type
+from .packages import PACKAGE_NAMES, PACKAGE_TYPES, package_type
 from .rtf import RTF
 from .text import decode_text
 
@@ -30,12 +30,12 @@ FORMAT_NAMES = {
     "text/plain": "text",
     "text/markdown": "Markdown",
     "text/html": "HTML",
-    "text/csv": "CSV",
-    "text/tab-separated-values": "TSV",
+    CSV: "CSV",
+    TSV: "TSV",
     RTF: "RTF",
     EML: "e-mail",
     "application/pdf": "PDF",
-    **dict(zip(PACKAGE_TYPES, ("DOCX", "XLSX", "PPTX", "ODT", "ODS", "ODP", "EPUB"), strict=True)),
+    **PACKAGE_NAMES,
     **IMAGE_TYPES,
 }
 _MARKDOWN_SUFFIXES = {".md", ".markdown", ".mdown", ".mkd"}
@@ -63,9 +63,6 @@ _MAGIC = (
     (b"\x89PNG", "PNG image"),
     (b"GIF87a", "GIF image"),
     (b"GIF89a", "GIF image"),
-    (b"\xff\xd8\xff", "JPEG image"),
-    (b"II*\x00", "TIFF image"),
-    (b"MM\x00*", "TIFF image"),
     (b"\x1f\x8b", "gzip archive"),
     (b"Rar!\x1a\x07", "RAR archive"),
     (b"7z\xbc\xaf\x27\x1c", "7-Zip archive"),

@@ -22,7 +22,9 @@ ODT = "application/vnd.oasis.opendocument.text"
 ODS = "application/vnd.oasis.opendocument.spreadsheet"
 ODP = "application/vnd.oasis.opendocument.presentation"
 EPUB = "application/epub+zip"
-PACKAGE_TYPES = (DOCX, XLSX, PPTX, ODT, ODS, ODP, EPUB)
+# What messages and reports call each package type.
+PACKAGE_NAMES = {DOCX: "DOCX", XLSX: "XLSX", PPTX: "PPTX", ODT: "ODT", ODS: "ODS", ODP: "ODP", EPUB: "EPUB"}
+PACKAGE_TYPES = tuple(PACKAGE_NAMES)
 _MAIN_PARTS = {
     "wordprocessingml.document.main": DOCX,
     "wordprocessingml.template.main": DOCX,

@@ -8,7 +8,7 @@ from typing import IO
 from defusedxml import DefusedXmlException
 
 from .delimited import CSV, TSV, parse_delimited
-from .detect import sniff
+from .detect import format_name, sniff
 from .email_message import EML, parse_eml
 from .epub import parse_epub
 from .errors import ProcessingError
@@ -34,15 +34,15 @@ _TEXT_PARSERS: dict[str, Callable[[str], ParsedDocument]] = {
     TSV: lambda text: parse_delimited(text, TSV),
     RTF: parse_rtf,
 }
-# ZIP packages: a label for messages, and the parser of the package's stream.
-_PACKAGE_PARSERS: dict[str, tuple[str, Callable[[IO[bytes]], ParsedDocument]]] = {
-    DOCX: ("DOCX", parse_docx),
-    XLSX: ("XLSX", parse_xlsx),
-    PPTX: ("PPTX", parse_pptx),
-    ODT: ("ODT", lambda stream: parse_opendocument(stream, ODT)),
-    ODS: ("ODS", lambda stream: parse_opendocument(stream, ODS)),
-    ODP: ("ODP", lambda stream: parse_opendocument(stream, ODP)),
-    EPUB: ("EPUB", parse_epub),
+# ZIP packages: the parser of the package's stream.
+_PACKAGE_PARSERS: dict[str, Callable[[IO[bytes]], ParsedDocument]] = {
+    DOCX: parse_docx,
+    XLSX: parse_xlsx,
+    PPTX: parse_pptx,
+    ODT: lambda stream: parse_opendocument(stream, ODT),
+    ODS: lambda stream: parse_opendocument(stream, ODS),
+    ODP: lambda stream: parse_opendocument(stream, ODP),
+    EPUB: parse_epub,
 }
 _NO_TEXT = {
     "application/pdf": "no text could be extracted (scanned PDF without a text layer?)",
@@ -81,7 +81,7 @@ def _parse_as(mime_type: str, content: bytes, text: str | None, max_bytes: int, 
     if mime_type in IMAGE_TYPES:
         return parse_image(content, mime_type, ocr)
     if mime_type == EML:
-        return _library_errors("e-mail", lambda: parse_eml(content, _attachment_parser(max_bytes, ocr)))
+        return _library_errors(format_name(EML), lambda: parse_eml(content, _attachment_parser(max_bytes, ocr)))
     return parse_pdf(content, ocr)
 
 
@@ -91,7 +91,7 @@ def _attachment_parser(max_bytes: int, ocr: OcrOptions) -> Callable[[bytes, str]
 
 
 def _parse_package(content: bytes, mime_type: str, max_bytes: int) -> ParsedDocument:
-    kind, parser = _PACKAGE_PARSERS[mime_type]
+    kind, parser = format_name(mime_type), _PACKAGE_PARSERS[mime_type]
     stream = open_package(content, max_bytes, kind)
     return _library_errors(kind, lambda: parser(stream))
 

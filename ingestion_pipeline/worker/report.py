@@ -75,3 +75,13 @@ class WorkerReport:
         for name, seconds in self.format_seconds.items():
             out[name]["seconds"] = round(seconds, 3)
         return out
+
+    def format_table(self) -> tuple[list[str], list[list[object]]]:
+        """formats() as a table (the CLI's and the Dagster materialization's): a row per
+        format, a column per outcome that occurred (in Outcome's order), then seconds."""
+        formats = self.formats()
+        outcomes = [o.value for o in Outcome if any(o.value in counts for counts in formats.values())]
+        rows: list[list[object]] = [
+            [name, *(int(counts.get(o, 0)) for o in outcomes), counts["seconds"]] for name, counts in formats.items()
+        ]
+        return ["format", *outcomes, "seconds"], rows
