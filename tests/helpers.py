@@ -330,3 +330,15 @@ def enqueue_bytes(conn: psycopg.Connection, enqueue, content: bytes, **fields) -
         if answer.store_bytes:
             store_source(conn, answer, content)
     return answer
+
+
+def index_folder(folder: object, db_url: str) -> float:
+    """`ingest enqueue FOLDER` then `ingest work --drain`, through the CLI as a user runs
+    them; the seconds both took."""
+    from ingestion_pipeline.cli import main as ingest
+
+    url = ["--database-url", db_url]
+    started = time.monotonic()
+    assert ingest(["enqueue", str(folder), *url]) == 0
+    assert ingest(["work", "--drain", *url]) == 0
+    return time.monotonic() - started

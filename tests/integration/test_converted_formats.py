@@ -14,6 +14,7 @@ import pytest
 from ingestion_pipeline.cli import main as ingest
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.testing.converted import CORPUS_TOOLS, ConvertedFile, build_corpus, missing_tools
+from tests.helpers import index_folder
 from tests.tools import require_tools
 
 
@@ -31,10 +32,7 @@ def corpus(tmp_path_factory) -> tuple[Path, list[ConvertedFile]]:
 def test_converted_files_are_indexed_and_found(corpus, db_url, capsys):
     folder, files = corpus
     url = ["--database-url", db_url]
-    started = time.monotonic()
-    assert ingest(["enqueue", str(folder), *url]) == 0
-    assert ingest(["work", "--drain", *url]) == 0
-    drained = time.monotonic() - started
+    drained = index_folder(folder, db_url)
     capsys.readouterr()
 
     with connect(db_url) as conn:

@@ -9,15 +9,14 @@ multiset (a word the source has three times must be read three times)."""
 from __future__ import annotations
 
 import re
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from ingestion_pipeline.cli import main as ingest
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.testing.converted import SCAN_TOOLS, ConvertedFile, ScanSource, make_scans, missing_tools
+from tests.helpers import index_folder
 from tests.tools import require_tools
 
 MIN_RECALL = 0.95
@@ -95,11 +94,7 @@ def test_scanned_pages_are_read_with_high_word_recall(scans, db_url, capsys):
     folder, files = scans
     source_words = sum(len(words(f.source_text or "")) for f in files)
     assert source_words >= 300, source_words
-    url = ["--database-url", db_url]
-    started = time.monotonic()
-    assert ingest(["enqueue", str(folder), *url]) == 0
-    assert ingest(["work", "--drain", *url]) == 0
-    drained = time.monotonic() - started
+    drained = index_folder(folder, db_url)
     capsys.readouterr()
     with connect(db_url) as conn:
         rows = conn.execute(

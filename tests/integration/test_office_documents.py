@@ -8,6 +8,7 @@ import json
 from ingestion_pipeline.cli import main as ingest
 from ingestion_pipeline.db.connection import connect
 from tests.fixtures.pdf import make_pdf
+from tests.helpers import index_folder
 from tests.office_files import docx_bytes, pptx_bytes, xlsx_bytes
 
 
@@ -19,8 +20,7 @@ def test_office_files_are_indexed_and_found(db_url, tmp_path, capsys):
     (folder / "review.pptx").write_bytes(pptx_bytes())
     (folder / "readme.md").write_text("# Readme\n\nNothing about archiving here.\n")
     url = ["--database-url", db_url]
-    assert ingest(["enqueue", str(folder), *url]) == 0
-    assert ingest(["work", "--drain", *url]) == 0
+    index_folder(folder, db_url)
     capsys.readouterr()
     for query, expected in {
         "restore point saffron-heron": "handbook.docx",
@@ -49,8 +49,7 @@ def test_show_prints_the_notes_of_what_was_not_read(db_url, tmp_path, capsys, mo
     (folder / "mixed.pdf").write_bytes(make_pdf(["The text layer names the sandpiper-quay depot.", ""]))
     url = ["--database-url", db_url]
     monkeypatch.setenv("INGEST_OCR", "off")
-    assert ingest(["enqueue", str(folder), *url]) == 0
-    assert ingest(["work", "--drain", *url]) == 0
+    index_folder(folder, db_url)
     capsys.readouterr()
     assert ingest(["show", str(folder / "mixed.pdf"), *url]) == 0
     shown = capsys.readouterr().out
