@@ -3,6 +3,7 @@ whitespace normalised, empty pages and sections dropped, ordinals dense."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .model import Page, ParsedDocument, Section
@@ -53,6 +54,32 @@ def _pages(raw_pages: list[str]) -> tuple[list[Page], dict[int, int]]:
             ordinals[index] = len(pages)
             pages.append(Page(len(pages), text))
     return pages, ordinals
+
+
+def sections_at_headings(blocks: Iterable[tuple[str, int | None, bool]]) -> list[DraftSection]:
+    """Flowing text (a DOCX, an ODT: one page) cut into sections at its headings. Each block
+    is (text, heading level or None, tight); a section's text starts with its heading line."""
+    drafts: list[DraftSection] = []
+    heading: str | None = None
+    level = 1
+    lines: list[tuple[str, bool]] = []
+    for text, heading_level, tight in blocks:
+        if heading_level is None:
+            lines.append((text, tight))
+            continue
+        if heading is not None or lines:
+            drafts.append(DraftSection(heading, level, 0, join_blocks(lines)))
+        heading, level, lines = text, heading_level, [(text, False)]
+    if heading is not None or lines:
+        drafts.append(DraftSection(heading, level, 0, join_blocks(lines)))
+    return drafts
+
+
+def assemble_flow(mime_type: str, drafts: list[DraftSection], *, title: str | None) -> ParsedDocument:
+    """One page of sections_at_headings' sections; the title, else the first heading."""
+    page = "\n\n".join(draft.text for draft in drafts)
+    first_heading = next((draft.heading for draft in drafts if draft.heading), None)
+    return assemble(mime_type, [page], drafts, title=title or first_heading)
 
 
 def join_blocks(blocks: list[tuple[str, bool]]) -> str:

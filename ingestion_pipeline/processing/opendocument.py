@@ -22,7 +22,7 @@ from xml.etree.ElementTree import Element
 
 from defusedxml import ElementTree
 
-from .document import DraftSection, assemble, join_blocks
+from .document import DraftSection, assemble, assemble_flow, join_blocks, sections_at_headings
 from .model import ParsedDocument
 from .packages import ODP, ODS, ODT
 from .tables import markdown_table
@@ -72,40 +72,25 @@ def _meta_title(archive: zipfile.ZipFile) -> str | None:
 
 
 def _text_document(body: Element, title: str | None) -> ParsedDocument:
-    drafts: list[DraftSection] = []
-    heading: str | None = None
-    level = 1
-    blocks: list[tuple[str, bool]] = []
-    for kind, text, heading_level in _flow(body):
-        if kind != "heading":
-            blocks.append((text, kind == "line"))
-            continue
-        if heading is not None or blocks:
-            drafts.append(DraftSection(heading, level, 0, join_blocks(blocks)))
-        heading, level, blocks = text, heading_level, [(text, False)]  # the heading line opens the text
-    if heading is not None or blocks:
-        drafts.append(DraftSection(heading, level, 0, join_blocks(blocks)))
-    page = "\n\n".join(draft.text for draft in drafts)
-    first_heading = next((draft.heading for draft in drafts if draft.heading), None)
-    return assemble(ODT, [page], drafts, title=title or first_heading)
+    return assemble_flow(ODT, sections_at_headings(_flow(body)), title=title)
 
 
-def _flow(element: Element) -> Iterator[tuple[str, str, int]]:
-    """(kind, text, heading level) in document order: kind is heading, paragraph, line
-    (a list item) or table."""
+def _flow(element: Element) -> Iterator[tuple[str, int | None, bool]]:
+    """(text, heading level or None, tight) in document order: list items tight, tables as
+    Markdown."""
     for child in element:
         name = child.tag.rpartition("}")[2]
         if name in _SKIPPED:
             continue
         if child.tag == _tag("text", "h"):
             level = _attr(child, "text", "outline-level") or "1"
-            yield "heading", _text(child), min(int(level), 6) if level.isdigit() else 1
+            yield _text(child), min(int(level), 6) if level.isdigit() else 1, False
         elif child.tag == _tag("text", "p"):
-            yield "paragraph", _text(child), 0
+            yield _text(child), None, False
         elif child.tag == _tag("text", "list-item"):
-            yield "line", " ".join(_text(p) for p in child.iter(_tag("text", "p"))), 0
+            yield " ".join(_text(p) for p in child.iter(_tag("text", "p"))), None, True
         elif child.tag == _tag("table", "table"):
-            yield "table", markdown_table(_rows(child)), 0
+            yield markdown_table(_rows(child)), None, False
         else:  # sections, lists, frames, …: their contents in order
             yield from _flow(child)
 

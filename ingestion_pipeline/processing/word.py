@@ -4,12 +4,13 @@ heading ("Heading 1" …, "Title") starts a section; tables become Markdown tabl
 
 from __future__ import annotations
 
-from typing import IO
+from collections.abc import Iterator
+from typing import IO, Any
 
 from docx import Document
 from docx.table import Table
 
-from .document import DraftSection, assemble, join_blocks
+from .document import assemble_flow, sections_at_headings
 from .model import ParsedDocument
 from .packages import DOCX
 from .tables import markdown_table
@@ -17,32 +18,26 @@ from .tables import markdown_table
 
 def parse_docx(stream: IO[bytes]) -> ParsedDocument:
     document = Document(stream)
-    title = (document.core_properties.title or "").strip() or None
-    drafts: list[DraftSection] = []
-    heading: str | None = None
-    level = 1
-    blocks: list[tuple[str, bool]] = []
+    titles: list[str] = []  # paragraphs styled "Title", as _blocks meets them
+    drafts = sections_at_headings(_blocks(document, titles))
+    title = (document.core_properties.title or "").strip() or next(iter(titles), None)
+    return assemble_flow(DOCX, drafts, title=title)
+
+
+def _blocks(document: Any, titles: list[str]) -> Iterator[tuple[str, int | None, bool]]:
+    """(text, heading level or None, tight) in document order: tables as Markdown, list
+    paragraphs tight."""
     for block in document.iter_inner_content():
         if isinstance(block, Table):
-            blocks.append((markdown_table([cell.text for cell in row.cells] for row in block.rows), False))
+            yield markdown_table([cell.text for cell in row.cells] for row in block.rows), None, False
             continue
         text = block.text.strip()
         if not text:
             continue
-        style = block.style.name if block.style is not None else ""
-        heading_level = _heading_level(style or "")
-        if heading_level is None:
-            blocks.append((text, "List" in (style or "")))
-            continue
-        if heading is not None or blocks:
-            drafts.append(DraftSection(heading, level, 0, join_blocks(blocks)))
-        heading, level, blocks = text, heading_level, [(text, False)]  # the heading line opens the text
-        title = title or (text if style == "Title" else None)
-    if heading is not None or blocks:
-        drafts.append(DraftSection(heading, level, 0, join_blocks(blocks)))
-    page = "\n\n".join(draft.text for draft in drafts)
-    first_heading = next((draft.heading for draft in drafts if draft.heading), None)
-    return assemble(DOCX, [page], drafts, title=title or first_heading)
+        style = (block.style.name if block.style is not None else "") or ""
+        if style == "Title":
+            titles.append(text)
+        yield text, _heading_level(style), "List" in style
 
 
 def _heading_level(style: str) -> int | None:
