@@ -12,6 +12,14 @@ CREATE TYPE public.import_batch_delta AS (
 	failed integer
 );
 
+CREATE TYPE public.search_query_part AS (
+	kind text,
+	n integer,
+	lexeme text,
+	compound boolean,
+	query tsquery
+);
+
 CREATE FUNCTION public.add_collection(p_name text, p_public boolean DEFAULT NULL::boolean) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -444,6 +452,42 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.compact_search_term_counts(p_limit integer DEFAULT 10000) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_removed bigint;
+    v_written bigint;
+begin
+    if p_limit is null or p_limit < 1 then
+        raise exception 'compact_search_term_counts: p_limit must be at least 1' using errcode = '22023';
+    end if;
+    with picked as (
+        select t.collection, t.lexeme
+          from public.search_term_counts t
+         group by t.collection, t.lexeme
+        having count(*) > 1 or sum(t.documents) = 0
+         order by count(*) desc
+         limit p_limit
+    ), removed as (
+        delete from public.search_term_counts t
+         using picked p
+         where t.collection = p.collection and t.lexeme = p.lexeme
+        returning t.collection, t.lexeme, t.documents, t.chunks
+    ), written as (
+        insert into public.search_term_counts (collection, lexeme, documents, chunks)
+        select r.collection, r.lexeme, sum(r.documents), sum(r.chunks)
+          from removed r
+         group by r.collection, r.lexeme
+        having sum(r.documents) <> 0 or sum(r.chunks) <> 0
+        returning 1
+    )
+    select (select count(*) from removed), (select count(*) from written) into v_removed, v_written;
+    return jsonb_build_object('removed', v_removed, 'written', v_written);
+end;
+$$;
+
 CREATE FUNCTION public.complete_ingestion_job(p_job_id uuid, p_document_id uuid, p_batch_id uuid DEFAULT NULL::uuid, p_stage text DEFAULT 'indexed'::text, p_worker_id text DEFAULT NULL::text, p_lease_token bigint DEFAULT NULL::bigint) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -578,6 +622,38 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.count_search_terms() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_old_generation uuid;
+    v_new_generation uuid;
+begin
+    if tg_op in ('UPDATE', 'DELETE') and old.deleted_at is null then
+        v_old_generation := old.index_generation_id;
+    end if;
+    if tg_op in ('INSERT', 'UPDATE') and new.deleted_at is null then
+        v_new_generation := new.index_generation_id;
+    end if;
+    if tg_op = 'UPDATE' and v_old_generation is not distinct from v_new_generation
+       and old.collection = new.collection then
+        return null;
+    end if;
+    if v_old_generation is not null then
+        insert into public.search_term_counts (collection, lexeme, documents, chunks)
+        select old.collection, t.lexeme, t.documents, t.chunks
+          from public.search_generation_terms(old.id, v_old_generation, -1) t;
+    end if;
+    if v_new_generation is not null then
+        insert into public.search_term_counts (collection, lexeme, documents, chunks)
+        select new.collection, t.lexeme, t.documents, t.chunks
+          from public.search_generation_terms(new.id, v_new_generation, 1) t;
+    end if;
+    return null;
+end;
+$$;
+
 CREATE FUNCTION public.create_import_batch(p_name text, p_metadata jsonb DEFAULT '{}'::jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -693,9 +769,9 @@ CREATE FUNCTION public.document_chunks_search_vector() RETURNS trigger
     AS $$
 begin
     new.content_tsv :=
-        setweight(to_tsvector('english', coalesce(new.title, '')), 'A')
-        || setweight(to_tsvector('english', coalesce(new.heading, '')), 'B')
-        || setweight(to_tsvector('english', new.content), 'D');
+        setweight(public.search_field_vector(new.title, true), 'A')
+        || setweight(public.search_field_vector(new.heading, true), 'B')
+        || setweight(public.search_field_vector(new.content, false), 'D');
     return new;
 end
 $$;
@@ -2213,111 +2289,251 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.search_field_vector(p_text text, p_keep_stop_words boolean) RETURNS tsvector
+    LANGUAGE sql IMMUTABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select case when p_keep_stop_words then to_tsvector('english', t.text) || public.search_stop_words(t.text)
+                else to_tsvector('english', t.text) end
+      from (select translate(coalesce(p_text, ''), '_', '-') as text) t;
+$$;
+
+CREATE FUNCTION public.search_generation_terms(p_document_id uuid, p_generation_id uuid, p_sign integer) RETURNS TABLE(lexeme text, documents bigint, chunks bigint)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select l.lexeme, p_sign::bigint, p_sign * count(*)
+      from public.document_chunks c
+     cross join lateral unnest(tsvector_to_array(c.content_tsv)) as l (lexeme)
+     where c.document_id = p_document_id and c.index_generation_id = p_generation_id
+     group by l.lexeme
+    union all
+    select '', p_sign::bigint, p_sign * count(*)
+      from public.document_chunks c
+     where c.document_id = p_document_id and c.index_generation_id = p_generation_id;
+$$;
+
+CREATE FUNCTION public.search_lexeme_query(p_lexeme text) RETURNS tsquery
+    LANGUAGE sql IMMUTABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select ('''' || replace(replace(p_lexeme, '\', '\\'), '''', '''''') || '''')::tsquery;
+$$;
+
 CREATE FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) RETURNS TABLE(document_id uuid, collection text, source_uri text, source_name text, title text, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading text, heading_path text, score double precision, snippet text, n integer)
     LANGUAGE plpgsql STABLE SECURITY DEFINER ROWS 10
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
     SET client_min_messages TO 'warning'
-    AS $$
+    AS $_$
 #variable_conflict use_column
 declare
-    -- Worked out first, so that each call's plan sees the query as a constant: the planner
-    -- estimates how many chunks match it (and so takes the GIN index) only then.
-    v_any_term tsquery;
-    v_any_excluded tsquery;
     v_scope text[] := public.search_scope(p_collections);
+    v_depth integer := greatest(50, 2 * p_limit);
+    v_budget integer := greatest(1000, 10 * greatest(50, 2 * p_limit));
+    v_documents float8;
+    v_chunks float8;
+    v_lexemes text[];
+    v_idf float8[];
+    v_any tsquery;
+    v_seed tsquery;
+    v_required tsquery;
+    v_excluded tsquery;
+    v_every tsquery;
+    v_highlight tsquery;
+    v_queries tsquery[];
+    v_candidates uuid[];
+    v_parts public.search_query_part[];
 begin
     if p_limit is null or p_limit < 1 or p_limit > 5000 then
         raise exception 'search_lexical_hits: p_limit must be between 1 and 5000' using errcode = '22023';
     end if;
-    select websearch_to_tsquery('english', string_agg(t.term, ' or ' order by t.n)) into v_any_term
-      from public.search_query_terms(p_query) t where not t.excluded having count(*) > 0;
-    select websearch_to_tsquery('english', string_agg(t.term, ' or ' order by t.n)) into v_any_excluded
-      from public.search_query_terms(p_query) t where t.excluded having count(*) > 0;
-    if v_any_term is null or numnode(v_any_term) = 0 then
-        return;  -- only excluded terms, or only stop words: nothing to rank by
+    select coalesce(sum(s.documents), 0), coalesce(sum(s.chunks), 0) into v_documents, v_chunks
+      from public.search_term_counts s
+     where s.lexeme = '' and (v_scope is null or s.collection = any (v_scope));
+    if v_documents <= 0 then
+        return;  -- nothing searchable in scope
     end if;
-    if v_any_excluded is not null and numnode(v_any_excluded) = 0 then
-        v_any_excluded := null;
+    v_parts := array(select q from public.search_query_lexemes(p_query) q);
+    select string_agg('(' || q.query::text || ')', ' & ')::tsquery into v_required
+      from unnest(v_parts) q where q.kind = 'phrase';
+    select string_agg('(' || q.query::text || ')', ' | ')::tsquery into v_excluded
+      from unnest(v_parts) q where q.kind = 'excluded';
+    -- Terms that some document in scope has, rarest first: their IDF, and the seed query of
+    -- the rarest ones whose chunks fit the budget.
+    with counted as (
+        select q.n, q.lexeme, q.compound, c.documents, c.chunks
+          from unnest(v_parts) q
+         cross join lateral (
+               select coalesce(sum(s.documents), 0) as documents, coalesce(sum(s.chunks), 0) as chunks
+                 from public.search_term_counts s
+                where s.lexeme = q.lexeme and (v_scope is null or s.collection = any (v_scope))) c
+         where q.kind = 'word'
+    ), terms as (  -- a word's compound when some document has it, else its other lexemes
+        select distinct c.lexeme, c.documents, c.chunks
+          from counted c
+         where c.documents > 0
+           and c.compound = exists (select 1 from counted k where k.n = c.n and k.compound and k.documents > 0)
+    ), ordered as (
+        select t.*, sum(t.chunks) over (order by t.chunks, t.lexeme) as postings from terms t
+    )
+    select array_agg(o.lexeme order by o.chunks, o.lexeme),
+           array_agg(ln(1 + (v_documents - o.documents + 0.5) / (o.documents + 0.5)) order by o.chunks, o.lexeme),
+           string_agg(public.search_lexeme_query(o.lexeme)::text, ' | ')::tsquery,
+           (string_agg(public.search_lexeme_query(o.lexeme)::text, ' | ') filter (where o.postings <= v_budget))::tsquery,
+           string_agg(public.search_lexeme_query(o.lexeme)::text, ' & ')::tsquery,
+           array_agg(public.search_lexeme_query(o.lexeme) order by o.chunks, o.lexeme)
+      into v_lexemes, v_idf, v_any, v_seed, v_every, v_queries
+      from ordered o;
+    if v_lexemes is null then
+        return;  -- only excluded terms, or words no document here has
     end if;
-    return query
-with terms as (
-    select t.n, q.term
-      from public.search_query_terms(p_query) t
-     cross join lateral websearch_to_tsquery('english', t.term) as q (term)
-     where not t.excluded and numnode(q.term) > 0
-),
-chunks as (
-    select c.document_id, c.index_generation_id, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading,
-           c.content, c.content_tsv, ts_rank(c.content_tsv, v_any_term) as rank
-      from public.committed_document_chunks c
-     where c.content_tsv @@ v_any_term
-       and (v_any_excluded is null or not c.content_tsv @@ v_any_excluded)
-       and (v_scope is null
-            or c.document_id in (select d.id from public.documents d where d.collection = any (v_scope)))
-),
-hits as (
-    select c.document_id, c.ordinal, t.n,
-           case when ts_filter(c.content_tsv, '{a}') @@ t.term then 1.0
-                when ts_filter(c.content_tsv, '{b}') @@ t.term then 0.4
-                else 0.1 end as field
-      from chunks c
-      join terms t on c.content_tsv @@ t.term
-),
-index_size as (
-    select greatest((select count(*) from chunks),
-                    (select reltuples from pg_catalog.pg_class
-                      where oid = 'public.document_chunks'::regclass)) as chunks
-),
-term_weights as (
-    select h.n, ln(1 + s.chunks / count(*)) as weight
-      from hits h cross join index_size s
-     group by h.n, s.chunks
-),
-chunk_cover as (
-    select h.document_id, h.ordinal, sum(w.weight * h.field) as covered
-      from hits h join term_weights w using (n)
-     group by h.document_id, h.ordinal
-),
-window_cover as (  -- chunks (start, start + 1), each term at its best field in either
-    select x.document_id, max(x.covered) as covered
-      from (select p.document_id, p.start, sum(w.weight * p.field) as covered
-              from (select h.document_id, s.start, h.n, max(h.field) as field
-                      from hits h cross join lateral (values (h.ordinal - 1), (h.ordinal)) as s (start)
-                     group by h.document_id, s.start, h.n) p
-              join term_weights w using (n)
-             group by p.document_id, p.start) x
-     group by x.document_id
-),
-best_chunks as (
-    select distinct on (c.document_id)
-           c.document_id, c.index_generation_id, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading,
-           c.content, cc.covered, c.rank
-      from chunks c join chunk_cover cc using (document_id, ordinal)
-     order by c.document_id, cc.covered desc, c.rank desc, c.ordinal
-),
-scored as (
-    select b.*, (b.covered + 0.5 * wc.covered) / t.weight as score
-      from best_chunks b
-      join window_cover wc using (document_id)
-     cross join (select sum(weight) as weight from term_weights) t
-     order by score desc, b.rank desc, b.document_id
-     limit greatest(p_limit, 0)
-)
-select s.document_id, d.collection, d.source_key, d.source_name, coalesce(d.title, d.source_name),
-       s.index_generation_id, s.ordinal, s.section_ordinal, s.page_ordinal, sec.heading, s.heading, s.score::float8,
-       ts_headline('english', s.content, v_any_term,
-                   'MaxFragments=1, MinWords=8, MaxWords=30, StartSel=[, StopSel=]'),
-       (row_number() over (order by s.score desc, s.rank desc, s.document_id))::integer
-  from scored s
-  join public.documents d on d.id = s.document_id
-  left join public.document_sections sec
-         on sec.document_id = s.document_id
-        and sec.index_generation_id = s.index_generation_id
-        and sec.ordinal = s.section_ordinal
- order by 14;
-end;
+    v_seed := coalesce(v_seed, v_every);  -- no term fits: the chunks that have them all
+    select websearch_to_tsquery('english', string_agg(t.term, ' or ' order by t.n)) into v_highlight
+      from public.search_query_terms(p_query) t where not t.excluded;
 
+    -- 1. Candidate documents.
+    with seeds as materialized (
+        select c.document_id, c.index_generation_id, c.content_tsv
+          from public.document_chunks c
+         where c.content_tsv @@ v_seed
+           and (v_required is null or c.content_tsv @@ v_required)
+           and (v_excluded is null or not c.content_tsv @@ v_excluded)
+         limit v_budget
+    ), scored as (
+        select s.document_id, max(p.score) as score
+          from seeds s
+          join public.documents d
+            on d.id = s.document_id and d.index_generation_id = s.index_generation_id and d.deleted_at is null
+         cross join lateral (select ts_filter(s.content_tsv, '{a,b}') as head) h
+         cross join lateral (
+               select sum(t.idf * case when h.head @@ t.query then 2 else 1 end) as score
+                 from unnest(v_queries, v_idf) as t (query, idf)
+                where s.content_tsv @@ t.query) p
+         where v_scope is null or d.collection = any (v_scope)
+         group by s.document_id
+    )
+    select array_agg(x.document_id) into v_candidates
+      from (select s.document_id from scored s order by s.score desc, s.document_id limit v_depth) x;
+    if v_candidates is null then
+        return;
+    end if;
+
+    -- 2. Their scores over all their matching chunks.
+    return query
+    with terms as (
+        select t.lexeme, t.idf from unnest(v_lexemes, v_idf) as t (lexeme, idf)
+    ), docs as materialized (
+        select d.id, d.collection, d.source_key, d.source_name, coalesce(d.title, d.source_name) as title,
+               d.index_generation_id, greatest(d.chunk_count, 1) as chunk_count
+          from unnest(v_candidates) as x (id)
+          join public.documents d on d.id = x.id
+         where v_excluded is null
+            or not exists (select 1
+                             from (select c.content_tsv from public.document_chunks c
+                                    where c.document_id = d.id and c.index_generation_id = d.index_generation_id
+                                   offset 0) c
+                            where c.content_tsv @@ v_excluded)
+    ), chunks as materialized (
+        select c.document_id, c.index_generation_id, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading,
+               c.content, c.content_tsv
+          from docs d
+         cross join lateral (  -- by the primary key: offset 0 keeps the planner from making
+                               -- this a join that reads every chunk with a query term
+               select c.* from public.document_chunks c
+                where c.document_id = d.id and c.index_generation_id = d.index_generation_id
+               offset 0) c
+         where c.content_tsv @@ v_any
+    ), occurrences as materialized (
+        select c.document_id, c.ordinal, u.lexeme,
+               count(*) filter (where w.weight = 'A') as in_title,
+               count(*) filter (where w.weight = 'B') as in_headings,
+               count(*) filter (where w.weight = 'D') as in_text
+          from chunks c
+         cross join lateral unnest(c.content_tsv) as u
+         cross join lateral unnest(u.weights) as w (weight)
+         where u.lexeme = any (v_lexemes)
+         group by c.document_id, c.ordinal, u.lexeme
+    ), bm25 as materialized (
+        select f.document_id,
+               sum(t.idf * f.tf * 2.2 / (f.tf + 1.2 * (0.7 + 0.3 * d.chunk_count * v_documents / v_chunks))) as score
+          from (select o.document_id, o.lexeme,
+                       5 * max(o.in_title) + 2 * sum(o.in_headings) + sum(o.in_text) as tf
+                  from occurrences o group by o.document_id, o.lexeme) f
+          join terms t using (lexeme)
+          join docs d on d.id = f.document_id
+         group by f.document_id
+    ), chunk_cover as materialized (
+        select o.document_id, o.ordinal, sum(t.idf) as covered,
+               coalesce(sum(t.idf) filter (where o.in_title > 0 or o.in_headings > 0), 0) as in_head
+          from occurrences o join terms t using (lexeme)
+         group by o.document_id, o.ordinal
+    ), best_chunks as materialized (
+        select distinct on (cc.document_id) cc.document_id, cc.ordinal, cc.covered + cc.in_head as cover
+          from chunk_cover cc
+         order by cc.document_id, cc.covered + cc.in_head desc, cc.ordinal
+    ), heading_match as materialized (  -- the section heading the query covers best
+        select c.document_id, max(hm.share) as share
+          from (select distinct c.document_id, c.index_generation_id, c.section_ordinal from chunks c) c
+          join public.document_sections sec
+            on sec.document_id = c.document_id and sec.index_generation_id = c.index_generation_id
+           and sec.ordinal = c.section_ordinal
+         cross join lateral (
+               select array_agg(w) as words from unnest(tsvector_to_array(public.search_field_vector(sec.heading, false))) as w
+                where w !~ '^[0-9.]+$') hw
+         cross join lateral (
+               select sum(t.idf) * count(*) / cardinality(hw.words) as share
+                 from terms t where t.lexeme = any (hw.words)) hm
+         group by c.document_id
+    ), ranked as (
+        select d.*, bc.ordinal, b.score + bc.cover + 0.5 * coalesce(hm.share, 0) as total
+          from docs d
+          join bm25 b on b.document_id = d.id
+          join best_chunks bc on bc.document_id = d.id
+          left join heading_match hm on hm.document_id = d.id
+         order by total desc, d.source_key, d.source_name, d.id
+         limit p_limit
+    )
+    select r.id, r.collection, r.source_key, r.source_name, r.title, r.index_generation_id, c.ordinal,
+           c.section_ordinal, c.page_ordinal, sec.heading, c.heading, r.total::float8,
+           ts_headline('english', c.content, coalesce(v_highlight, v_any),
+                       'MaxFragments=1, MinWords=8, MaxWords=30, StartSel=[, StopSel=]'),
+           (row_number() over (order by r.total desc, r.source_key, r.source_name, r.id))::integer
+      from ranked r
+      join chunks c on c.document_id = r.id and c.ordinal = r.ordinal
+      left join public.document_sections sec
+             on sec.document_id = r.id and sec.index_generation_id = r.index_generation_id
+            and sec.ordinal = c.section_ordinal
+     order by 14;
+end;
+$_$;
+
+CREATE FUNCTION public.search_query_lexemes(p_query text) RETURNS SETOF public.search_query_part
+    LANGUAGE sql IMMUTABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    with terms as (
+        select t.n, t.excluded, t.term like '"%' as phrase,
+               translate(pg_catalog.btrim(t.term, '"'), '_', '-') as text
+          from public.search_query_terms(p_query) t
+    ), words as (
+        select t.n, l.lexeme, l.lexeme ~ '.-.' as compound
+          from terms t
+         cross join lateral unnest(tsvector_to_array(to_tsvector('english', t.text))) as l (lexeme)
+         where not t.excluded
+    )
+    select 'word'::text, w.n, w.lexeme, w.compound, null::tsquery from words w
+    union all
+    select 'word'::text, t.n, l.lexeme, false, null::tsquery
+      from terms t
+     cross join lateral unnest(tsvector_to_array(to_tsvector('simple', t.text))) as l (lexeme)
+     where not t.excluded and not t.phrase and not exists (select 1 from words w)
+    union all
+    select case when t.excluded then 'excluded' else 'phrase' end, t.n, null::text, false,
+           websearch_to_tsquery('english', t.text)
+      from terms t
+     where (t.phrase or t.excluded) and numnode(websearch_to_tsquery('english', t.text)) > 0;
 $$;
 
 CREATE FUNCTION public.search_query_terms(p_query text) RETURNS TABLE(n integer, term text, excluded boolean)
@@ -2356,6 +2572,39 @@ begin
     end if;
     return array(select unnest(p_collections) intersect select unnest(v_readable));
 end;
+$$;
+
+CREATE FUNCTION public.search_stop_words(p_text text) RETURNS tsvector
+    LANGUAGE sql IMMUTABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select ts_delete(s.v, array(select w from unnest(tsvector_to_array(s.v)) as w
+                                 where to_tsvector('english', w) <> ''::tsvector))
+      from (select to_tsvector('simple', p_text) as v) s;
+$$;
+
+CREATE FUNCTION public.search_term_count_drift(p_limit integer DEFAULT 100) RETURNS TABLE(collection text, lexeme text, counted_documents bigint, actual_documents bigint, counted_chunks bigint, actual_chunks bigint)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    with counted as (
+        select t.collection, t.lexeme, sum(t.documents) as documents, sum(t.chunks) as chunks
+          from public.search_term_counts t
+         group by t.collection, t.lexeme
+    ), actual as (
+        select d.collection, t.lexeme, sum(t.documents) as documents, sum(t.chunks) as chunks
+          from public.documents d
+         cross join lateral public.search_generation_terms(d.id, d.index_generation_id, 1) t
+         where d.deleted_at is null and d.index_generation_id is not null
+         group by d.collection, t.lexeme
+    )
+    select coalesce(c.collection, a.collection), coalesce(c.lexeme, a.lexeme),
+           coalesce(c.documents, 0), coalesce(a.documents, 0), coalesce(c.chunks, 0), coalesce(a.chunks, 0)
+      from counted c
+      full join actual a on a.collection = c.collection and a.lexeme = c.lexeme
+     where coalesce(c.documents, 0) <> coalesce(a.documents, 0) or coalesce(c.chunks, 0) <> coalesce(a.chunks, 0)
+     order by 1, 2
+     limit p_limit;
 $$;
 
 CREATE FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer) RETURNS TABLE(document_id uuid, collection text, source_uri text, source_name text, title text, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading text, heading_path text, score double precision, snippet text, n integer)
@@ -2803,6 +3052,13 @@ ALTER TABLE public.ingestion_job_stages ALTER COLUMN id ADD GENERATED ALWAYS AS 
     CACHE 1
 );
 
+CREATE TABLE public.search_term_counts (
+    collection text NOT NULL,
+    lexeme text NOT NULL,
+    documents bigint NOT NULL,
+    chunks bigint NOT NULL
+);
+
 CREATE SEQUENCE public.sync_source_tokens
     START WITH 1
     INCREMENT BY 1
@@ -2919,6 +3175,8 @@ CREATE INDEX ingestion_jobs_lease_expiry ON public.ingestion_jobs USING btree (l
 
 CREATE UNIQUE INDEX ingestion_jobs_one_open_per_document ON public.ingestion_jobs USING btree (document_id) WHERE (status = ANY (ARRAY['pending'::text, 'processing'::text]));
 
+CREATE INDEX search_term_counts_lexeme ON public.search_term_counts USING btree (lexeme, collection) INCLUDE (documents, chunks);
+
 CREATE TRIGGER document_chunks_artifact_fence AFTER INSERT ON public.document_chunks REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.enforce_artifact_fence();
 
 CREATE TRIGGER document_chunks_embedding_vector BEFORE INSERT OR UPDATE OF embedding ON public.document_chunks FOR EACH ROW WHEN ((new.embedding IS NOT NULL)) EXECUTE FUNCTION public.document_chunks_embedding_vector();
@@ -2929,7 +3187,11 @@ CREATE TRIGGER document_pages_artifact_fence AFTER INSERT ON public.document_pag
 
 CREATE TRIGGER document_sections_artifact_fence AFTER INSERT ON public.document_sections REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.enforce_artifact_fence();
 
+CREATE TRIGGER documents_count_search_terms AFTER INSERT OR UPDATE OF index_generation_id, deleted_at, collection ON public.documents FOR EACH ROW EXECUTE FUNCTION public.count_search_terms();
+
 CREATE TRIGGER documents_register_collections AFTER INSERT ON public.documents REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.register_document_collections();
+
+CREATE TRIGGER documents_uncount_search_terms BEFORE DELETE ON public.documents FOR EACH ROW EXECUTE FUNCTION public.count_search_terms();
 
 ALTER TABLE ONLY public.collection_members
     ADD CONSTRAINT collection_members_collection_fkey FOREIGN KEY (collection) REFERENCES public.collections(name) ON DELETE CASCADE;
@@ -3019,11 +3281,16 @@ GRANT ALL ON FUNCTION public.commit_and_complete_ingestion_job(p_job_id uuid, p_
 REVOKE ALL ON FUNCTION public.commit_document_index_generation(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_worker_id text, p_metadata jsonb, p_lease_token bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.commit_document_index_generation(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_worker_id text, p_metadata jsonb, p_lease_token bigint) TO ingestion_worker;
 
+REVOKE ALL ON FUNCTION public.compact_search_term_counts(p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.compact_search_term_counts(p_limit integer) TO ingestion_worker;
+
 REVOKE ALL ON FUNCTION public.complete_ingestion_job(p_job_id uuid, p_document_id uuid, p_batch_id uuid, p_stage text, p_worker_id text, p_lease_token bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.complete_ingestion_job(p_job_id uuid, p_document_id uuid, p_batch_id uuid, p_stage text, p_worker_id text, p_lease_token bigint) TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.complete_ingestion_jobs(p_items jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.complete_ingestion_jobs(p_items jsonb) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.count_search_terms() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.create_import_batch(p_name text, p_metadata jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.create_import_batch(p_name text, p_metadata jsonb) TO ingestion_worker;
@@ -3189,14 +3456,27 @@ GRANT ALL ON FUNCTION public.search_documents(p_query text, p_collections text[]
 GRANT ALL ON FUNCTION public.search_documents(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[]) TO authenticated;
 GRANT ALL ON FUNCTION public.search_documents(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[]) TO ingestion_worker;
 
+REVOKE ALL ON FUNCTION public.search_field_vector(p_text text, p_keep_stop_words boolean) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.search_generation_terms(p_document_id uuid, p_generation_id uuid, p_sign integer) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.search_lexeme_query(p_lexeme text) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) TO ingestion_worker;
 GRANT ALL ON FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) TO anon;
 GRANT ALL ON FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) TO authenticated;
 
+REVOKE ALL ON FUNCTION public.search_query_lexemes(p_query text) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION public.search_query_terms(p_query text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.search_scope(p_collections text[]) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.search_stop_words(p_text text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.search_term_count_drift(p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.search_term_count_drift(p_limit integer) TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer) TO ingestion_worker;

@@ -41,6 +41,7 @@ STAGE_ROWS_NAME = "stage_rows_in_acks"
 CANCELLED_BATCH_NAME = "cancelled_batches_take_no_files"
 LOCK_ORDER_NAME = "one_lock_order"
 VERSIONS_NAME = "document_versions"
+BM25_NAME = "bm25_search"
 
 
 def version_before(name: str) -> str:
@@ -292,6 +293,12 @@ versions_schema = before_and_head(
     "pre_versions",
     "The race tests of document versions (migration …_document_versions.sql): before it, where a changed file "
     "is a second document, and at head, where the latest version always wins.",
+)
+bm25_schema = before_and_head(
+    BM25_NAME,
+    "pre_bm25",
+    "Lexical search before the BM25 migration (term weights from the planner's row estimate, every matching "
+    "chunk scored), where each test observes its defect, and at head, where it must pass.",
 )
 lock_order_schema = before_and_head(
     LOCK_ORDER_NAME,

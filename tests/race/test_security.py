@@ -77,6 +77,9 @@ WORKER_RPCS = {
     "readable_document_pages",
     "readable_document_sections",
     "readable_document_chunks",
+    # the term counts' janitor pass and check (20261203000200)
+    "compact_search_term_counts",
+    "search_term_count_drift",
 }
 # Internal helpers (called by the RPCs or the trigger as their owner): granted to no one.
 INTERNAL = {
@@ -121,6 +124,13 @@ INTERNAL = {
     "search_query_terms",
     "search_vector_snippet",
     "document_is_readable",
+    # BM25 search: the vectors, the term counts and their trigger, the query (20261203000200)
+    "search_stop_words",
+    "search_field_vector",
+    "search_generation_terms",
+    "count_search_terms",
+    "search_query_lexemes",
+    "search_lexeme_query",
 }
 # Created only where the server has pgvector.
 OPTIONAL = {"document_chunks_embedding_vector"}
@@ -134,6 +144,10 @@ INVOKER = {"secure_rpc", "revoke_from_supabase_roles", "search_documents"}
 # generic plan may scan every chunk); every other function pins search_path only.
 FORCE_CUSTOM_PLAN = "plan_cache_mode=force_custom_plan"
 CUSTOM_PLANS = {"search_documents", "search_lexical_hits", "search_vector_hits"}
+# The lexical search reads its candidates through the GIN index whatever the planner's
+# estimates (20261203000200): its cost is bounded by the postings it reads.
+NO_SEQ_SCAN = "enable_seqscan=off"
+NO_SEQ_SCAN_FUNCTIONS = {"search_lexical_hits"}
 # What readers reach sends them no message of its own (a reader's debug_print_plan would show
 # the plans of the statements inside, with the owner's statistics).
 QUIET = "client_min_messages=warning"
@@ -278,6 +292,7 @@ def test_every_function_is_classified_pins_search_path_and_runs_as_definer(conn)
     for row in functions:
         expected = [SEARCH_PATH]
         expected += [FORCE_CUSTOM_PLAN] if row["proname"] in CUSTOM_PLANS else []
+        expected += [NO_SEQ_SCAN] if row["proname"] in NO_SEQ_SCAN_FUNCTIONS else []
         expected += [QUIET] if row["proname"] in QUIET_FUNCTIONS else []
         assert row["proconfig"] == expected, row["signature"]
         assert row["prosecdef"] == (row["proname"] not in INVOKER), row["signature"]

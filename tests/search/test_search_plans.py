@@ -58,6 +58,7 @@ def calls(rng: random.Random) -> list[tuple[str, list[str] | None]]:
 
 def test_twenty_calls_each_use_the_text_search_index(chunked):
     rng = random.Random(20)
+    searched = 0
     with connect(chunked) as conn, captured_plans(conn) as plans:
         for reader in (True, False):  # as authenticated (row-level security), and as the owner
             for text, collections in calls(rng):
@@ -71,7 +72,15 @@ def test_twenty_calls_each_use_the_text_search_index(chunked):
                         "select collection from search_documents(%s, %s, 'lexical', 10)", (text, collections)
                     ).fetchall()
                 scans = scans_of(plans, "document_chunks")
+                # No chunk is read when no document of the scope has a term (the term counts say
+                # so); otherwise the candidates come from the GIN index, and the chunks of the
+                # best documents by their primary key.
+                if not scans:
+                    assert not hits, (text, collections)
+                    continue
+                searched += 1
                 assert ("Bitmap Index Scan", "document_chunks_content_tsv") in scans, (text, collections, scans)
                 assert not any(kind == "Seq Scan" for kind, _ in scans), (text, collections, json.dumps(plans)[:3000])
                 allowed = set(collections or COLLECTIONS) & ({"north", "east"} if reader else set(COLLECTIONS))
                 assert {hit["collection"] for hit in hits} <= allowed
+    assert searched >= CALLS, searched  # most calls find their words: the test is not vacuous
