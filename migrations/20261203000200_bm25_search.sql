@@ -192,7 +192,7 @@ begin
         returning 1
     )
     select (select count(*) from removed), (select count(*) from written) into v_removed, v_written;
-    return jsonb_build_object('removed', v_removed, 'written', v_written);
+    return jsonb_build_object('ok', true, 'removed', v_removed, 'written', v_written);
 end;
 $$;
 
@@ -278,10 +278,10 @@ $$;
 -- Statistics come from search_term_counts for the collections searched, never from the
 -- planner's. Two steps, each with a bounded cost:
 --   1. candidates: the chunks that have the rarest terms, as many terms as fit a budget of
---      2,000 chunk postings (at least 10 x the documents scored; when even the rarest term
---      has more, the chunks that have every term, the first 2,000 of them); each chunk
+--      1,000 chunk postings (at least 10 x the documents scored; when even the rarest term
+--      has more, the chunks that have every term, the first 1,000 of them); each chunk
 --      scores the IDF of the terms it has, doubled in the title or headings; the best
---      max(50, 2 x p_limit) documents go on;
+--      max(50, p_limit) documents go on;
 --   2. each of those documents scores, over every chunk of its committed generation that
 --      has a query term: BM25 (k1 1.2, b 0.3; a term's frequency counts its title 5 times,
 --      its headings 2 times, its text once; length = chunks) + the IDF of the terms its best
@@ -305,8 +305,8 @@ as $$
 #variable_conflict use_column
 declare
     v_scope text[] := public.search_scope(p_collections);
-    v_depth integer := greatest(50, 2 * p_limit);
-    v_budget integer := greatest(1000, 10 * greatest(50, 2 * p_limit));
+    v_depth integer := greatest(50, p_limit);
+    v_budget integer := greatest(1000, 10 * greatest(50, p_limit));
     v_documents float8;
     v_chunks float8;
     v_lexemes text[];

@@ -484,7 +484,7 @@ begin
         returning 1
     )
     select (select count(*) from removed), (select count(*) from written) into v_removed, v_written;
-    return jsonb_build_object('removed', v_removed, 'written', v_written);
+    return jsonb_build_object('ok', true, 'removed', v_removed, 'written', v_written);
 end;
 $$;
 
@@ -2330,8 +2330,8 @@ CREATE FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p
 #variable_conflict use_column
 declare
     v_scope text[] := public.search_scope(p_collections);
-    v_depth integer := greatest(50, 2 * p_limit);
-    v_budget integer := greatest(1000, 10 * greatest(50, 2 * p_limit));
+    v_depth integer := greatest(50, p_limit);
+    v_budget integer := greatest(1000, 10 * greatest(50, p_limit));
     v_documents float8;
     v_chunks float8;
     v_lexemes text[];

@@ -149,6 +149,11 @@ def cmd_janitor(args: argparse.Namespace, settings: Settings) -> int:
                     f"{done['kept_bytes']['versions']} version(s), {done['kept_bytes']['bytes']} bytes "
                     f"(INGEST_KEEP_VERSIONS={settings.keep_versions})",
                 ),
+                (
+                    "folded search term counts",
+                    f"{done['search_terms']['removed']} row(s) into {done['search_terms']['written']} "
+                    f"in {done['search_terms']['passes']} pass(es)",
+                ),
             ],
         )
     )

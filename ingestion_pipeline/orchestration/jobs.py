@@ -13,6 +13,7 @@ from ingestion_pipeline.orchestration.lifecycle import (  # noqa: F401  (re-expo
 from ingestion_pipeline.orchestration.ops import (
     cleanup_abandoned_generations,
     cleanup_kept_version_bytes,
+    compact_search_terms,
     expire_stale_leases,
     refresh_batches,
     refresh_stuck_batches,
@@ -62,9 +63,9 @@ def refresh_batch_status() -> None:
 
 @dg.job(
     description="Expire stale leases, heal stuck batches, clean abandoned generations and older versions' kept "
-    "bytes, report the index checks."
+    "bytes, fold the search term counts, report the index checks."
 )
 def janitor() -> None:
     expired = expire_stale_leases()
     cleaned = cleanup_abandoned_generations(after=refresh_stuck_batches(after=expired))
-    report_index_checks(after=cleanup_kept_version_bytes(after=cleaned))
+    report_index_checks(after=compact_search_terms(after=cleanup_kept_version_bytes(after=cleaned)))

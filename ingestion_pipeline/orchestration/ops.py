@@ -89,6 +89,21 @@ def cleanup_kept_version_bytes(context: dg.OpExecutionContext, database: Databas
 
 @dg.op(
     ins={"after": dg.In(dg.Nothing)},
+    description="Fold the search term counts' delta rows into one row per lexeme, in bounded passes within a "
+    "time budget.",
+)
+def compact_search_terms(context: dg.OpExecutionContext, database: DatabaseResource) -> dict[str, int]:
+    settings = database.settings()
+    with database.rpc() as rpc:
+        totals = janitor.compact_search_terms(
+            rpc, batch_size=janitor.TERMS_PER_PASS, time_budget_seconds=settings.janitor_time_budget_seconds
+        )
+    context.add_output_metadata(totals)
+    return totals
+
+
+@dg.op(
+    ins={"after": dg.In(dg.Nothing)},
     description="Run the checks of document_index and report their results on the asset.",
 )
 def report_index_checks(context: dg.OpExecutionContext, database: DatabaseResource) -> int:

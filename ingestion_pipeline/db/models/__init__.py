@@ -36,7 +36,12 @@ from ingestion_pipeline.db.models.documents import (
     VersionEnqueued,
     VersionJob,
 )
-from ingestion_pipeline.db.models.generations import CleanupResult, GenerationResult, KeptBytesCleaned
+from ingestion_pipeline.db.models.generations import (
+    CleanupResult,
+    GenerationResult,
+    KeptBytesCleaned,
+    SearchTermsCompacted,
+)
 from ingestion_pipeline.db.models.items import CompleteItem, FailItem, LeaseBeat, StageRow
 from ingestion_pipeline.db.models.jobs import (
     ClaimedJob,
@@ -100,6 +105,7 @@ __all__ = [
     "Refusal",
     "RetryRefusal",
     "RpcResult",
+    "SearchTermsCompacted",
     "SensorState",
     "SourceLease",
     "StageRow",

@@ -1,6 +1,6 @@
 """Results of the generation RPCs (db/rpc/generations.py): a generation begun or committed
 with its counts, the guarded cleanup of deleted documents and abandoned generations, and the
-removal of older versions' kept bytes."""
+removal of older versions' kept bytes, and the compaction of the search term counts."""
 
 from __future__ import annotations
 
@@ -34,3 +34,10 @@ class KeptBytesCleaned(RpcResult):
     keep_versions: int
     versions: int = 0
     bytes: int = 0
+
+
+class SearchTermsCompacted(RpcResult):
+    """The search term counts' delta rows folded: rows removed, rows written in their place."""
+
+    removed: int = 0
+    written: int = 0

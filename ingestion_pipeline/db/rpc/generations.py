@@ -8,7 +8,13 @@ from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
-from ingestion_pipeline.db.models import CleanupResult, GenerationResult, KeptBytesCleaned, RpcResult
+from ingestion_pipeline.db.models import (
+    CleanupResult,
+    GenerationResult,
+    KeptBytesCleaned,
+    RpcResult,
+    SearchTermsCompacted,
+)
 from ingestion_pipeline.db.rpc.base import RpcBase
 
 
@@ -87,3 +93,10 @@ class GenerationRpc(RpcBase):
             "rpc_cleanup_kept_bytes",
             {"keep_versions": keep_versions, "limit": limit, "dry_run": dry_run},
         )
+
+    def compact_search_terms(self, *, limit: int = 10_000) -> SearchTermsCompacted:
+        """Fold the delta rows of up to `limit` lexemes of the search term counts into one row
+        each (…_bm25_search.sql). On the previous release's schema, which has no counts: nothing."""
+        if not self._value("rpc_has_search_term_counts", {})["present"]:
+            return SearchTermsCompacted(ok=True)
+        return self._result(SearchTermsCompacted, "rpc_compact_search_terms", {"limit": limit})

@@ -23,3 +23,10 @@ select cleanup_abandoned_document_index_generations(p_document_id => %(document_
 -- name: rpc_cleanup_kept_bytes
 select cleanup_kept_version_bytes(p_keep_versions => %(keep_versions)s, p_limit => %(limit)s,
     p_dry_run => %(dry_run)s) as result;
+
+-- name: rpc_has_search_term_counts
+select jsonb_build_object('ok', true, 'present',
+    to_regprocedure('public.compact_search_term_counts(integer)') is not null) as result;
+
+-- name: rpc_compact_search_terms
+select compact_search_term_counts(p_limit => %(limit)s) as result;
