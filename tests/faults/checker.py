@@ -200,6 +200,7 @@ RULES = (
     "serialization_failure",
     "vanished_source_live",
     "source_text_not_committed",
+    "search_term_counts_drift",
 )
 
 
@@ -232,6 +233,7 @@ def check(url: str, history_paths) -> Report:
         _check_batch_counters(conn, report)
         _check_jobs_against_documents(conn, report)
         _check_documents(conn, report)
+        _check_search_term_counts(conn, report)
         _check_deletion_audit(conn, report)
         _check_lifecycle(conn, history, report)
     claims = Counter(e["job_id"] for e in history if e["call"] == "claim")
@@ -755,6 +757,19 @@ def _check_documents(conn, report: Report) -> None:
         parsed = parse(bytes(d["content"]), d["source_name"], max_bytes=10_000_000)
         if [c.text for c in chunk_sections(parsed.sections)] != list(d["chunk_texts"]):
             report.flag("lost_chunks", f"document {d['id']} lost committed chunk rows")
+
+
+def _check_search_term_counts(conn, report: Report) -> None:
+    """The search's term counts equal the committed generations (…_bm25_search.sql, where
+    the schema has them): every commit, new version, delete and purge kept them exact."""
+    if conn.execute("select to_regproc('public.search_term_count_drift') is null as missing").fetchone()["missing"]:
+        return
+    for row in conn.execute("select * from search_term_count_drift(1000)").fetchall():
+        report.flag(
+            "search_term_counts_drift",
+            f"term {row['lexeme']!r} of {row['collection']}: counted in {row['counted_documents']} documents and "
+            f"{row['counted_chunks']} chunks, committed in {row['actual_documents']} and {row['actual_chunks']}",
+        )
 
 
 def _check_deletion_audit(conn, report: Report) -> None:

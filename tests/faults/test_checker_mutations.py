@@ -256,6 +256,17 @@ def test_counts_unlike_the_committed_rows(run):
     assert fired(run.check()) == {"counts_mismatch": 1}
 
 
+def test_search_term_counts_unlike_the_committed_chunks(run):
+    """A commit whose term counts were lost (or counted twice) would rank by wrong IDFs."""
+    run.seed(2)
+    run.drain()
+    assert fired(run.check()) == {}
+    run.conn.execute(
+        "insert into search_term_counts (collection, lexeme, documents, chunks) values ('default', 'alpha', 1, 1)"
+    )
+    assert fired(run.check()) == {"search_term_counts_drift": 1}
+
+
 def test_lost_committed_chunk_rows_with_counts_made_to_agree(run):
     """The counts check cannot see it (the stored count follows the rows); the re-parse can."""
     [document_id] = run.seed(1)
