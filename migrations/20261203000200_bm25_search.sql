@@ -197,7 +197,7 @@ end;
 $$;
 
 -- Where the counts and the committed generations disagree (none, unless a bug or a manual
--- edit): the check behind `tests/` and the soak's checker.
+-- edit): the check behind `tests/` and the soak's checker. It reads every committed chunk.
 create function public.search_term_count_drift(p_limit integer default 100)
 returns table (collection text, lexeme text, counted_documents bigint, actual_documents bigint,
                counted_chunks bigint, actual_chunks bigint)
