@@ -285,8 +285,8 @@ $$;
 --   2. each of those documents scores, over every chunk of its committed generation that
 --      has a query term: BM25 (k1 1.2, b 0.3; a term's frequency counts its title 5 times,
 --      its headings 2 times, its text once; length = chunks) + the IDF of the terms its best
---      chunk has + that of the terms its best chunk's title and headings have + half the
---      IDF share of a section heading that is the query (matched terms / heading words).
+--      chunk has + that of the terms its best chunk's title and headings have + the IDF
+--      share of the section heading that is most the query (matched terms / heading words).
 -- "Phrases" must be in a hit's chunk; -excluded words or phrases in none of its chunks.
 -- Ties: source key, name, id.
 create or replace function public.search_lexical_hits(p_query text, p_collections text[], p_limit integer)
@@ -462,7 +462,7 @@ begin
                  from terms t where t.lexeme = any (hw.words)) hm
          group by c.document_id
     ), ranked as (
-        select d.*, bc.ordinal, b.score + bc.cover + 0.5 * coalesce(hm.share, 0) as total
+        select d.*, bc.ordinal, b.score + bc.cover + coalesce(hm.share, 0) as total
           from docs d
           join bm25 b on b.document_id = d.id
           join best_chunks bc on bc.document_id = d.id

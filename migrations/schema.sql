@@ -2487,7 +2487,7 @@ begin
                  from terms t where t.lexeme = any (hw.words)) hm
          group by c.document_id
     ), ranked as (
-        select d.*, bc.ordinal, b.score + bc.cover + 0.5 * coalesce(hm.share, 0) as total
+        select d.*, bc.ordinal, b.score + bc.cover + coalesce(hm.share, 0) as total
           from docs d
           join bm25 b on b.document_id = d.id
           join best_chunks bc on bc.document_id = d.id
