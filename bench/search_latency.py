@@ -49,6 +49,7 @@ from common import (
     print_table,
 )
 from psycopg import sql
+from search_quality import index_pages
 
 from ingestion_pipeline import cli
 from ingestion_pipeline.processing.embedding import embedder_from_settings
@@ -77,15 +78,6 @@ class Query:
     text: str
     kind: str  # "index term" or "common word"
     seconds: dict[tuple[str, str], float] = field(default_factory=dict)  # (scale, mode) -> median
-
-
-def index_manual(uri: str) -> None:
-    common = ["--database-url", uri]
-    files = [str(path) for path in page_files(manual_folder(MANUAL))]
-    if cli.main(["enqueue", *files, "--batch", "postgresql 15 manual", *common]) != 0:
-        raise SystemExit("ingest enqueue failed")
-    if cli.main(["work", "--drain", "--embedder", "hash", "--parse-processes", "0", *common]) != 0:
-        raise SystemExit("ingest work failed")
 
 
 def settle(conn: psycopg.Connection) -> dict:
@@ -238,7 +230,7 @@ def main() -> None:
             if cli.main(["db", "migrate", "--database-url", uri]) != 0:
                 raise SystemExit("ingest db migrate failed")
             began = time.monotonic()
-            index_manual(uri)
+            index_pages(uri, page_files(manual_folder(MANUAL)), "--embedder", "hash")
             with connect(uri) as conn:
                 print(f"1x built in {time.monotonic() - began:.0f} s (compaction {settle(conn)}): {sizes(conn)}")
                 queries = pick_queries(conn, args.queries, args.common, args.seed)

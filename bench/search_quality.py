@@ -97,12 +97,13 @@ def run_queries(label: str, searcher: Searcher, queries: Sequence[Judgment]) -> 
 # -- ours -------------------------------------------------------------------------------
 
 
-def index_pages(uri: str, files: list[Path]) -> None:
-    """Every page in one batch, drained by `ingest work` (parsing in its threads)."""
+def index_pages(uri: str, files: list[Path], *work_options: str) -> None:
+    """Every page in one batch, drained by `ingest work` (parsing in its threads; with
+    `work_options`, e.g. an embedder: bench/search_latency.py)."""
     common = ["--database-url", uri]
     if cli.main(["enqueue", *map(str, files), "--batch", "postgresql 15 manual", *common]) != 0:
         raise SystemExit("ingest enqueue failed")
-    if cli.main(["work", "--drain", "--parse-processes", "0", *common]) != 0:
+    if cli.main(["work", "--drain", "--parse-processes", "0", *work_options, *common]) != 0:
         raise SystemExit("ingest work failed")
 
 

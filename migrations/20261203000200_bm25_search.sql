@@ -147,13 +147,24 @@ create trigger documents_uncount_search_terms
     before delete on public.documents
     for each row execute function public.count_search_terms();
 
+-- What the counts must sum to: every searchable document's committed generation, counted
+-- from its chunks (what the backfill below writes and search_term_count_drift compares).
+create function public.search_committed_terms()
+returns table (collection text, lexeme text, documents bigint, chunks bigint)
+language sql
+stable
+set search_path = pg_catalog, pg_temp
+as $$
+    select d.collection, t.lexeme, sum(t.documents)::bigint, sum(t.chunks)::bigint
+      from public.documents d
+     cross join lateral public.search_generation_terms(d.id, d.index_generation_id, 1) t
+     where d.deleted_at is null and d.index_generation_id is not null
+     group by d.collection, t.lexeme;
+$$;
+
 -- Every searchable document counted once (this migration's transaction holds the rows).
 insert into public.search_term_counts (collection, lexeme, documents, chunks)
-select d.collection, t.lexeme, sum(t.documents), sum(t.chunks)
-  from public.documents d
- cross join lateral public.search_generation_terms(d.id, d.index_generation_id, 1) t
- where d.deleted_at is null and d.index_generation_id is not null
- group by d.collection, t.lexeme;
+select t.collection, t.lexeme, t.documents, t.chunks from public.search_committed_terms() t;
 
 -- Folds the delta rows of up to p_limit lexemes (those with the most rows first) into one
 -- row each, dropping counts that reached zero. Writers keep appending meanwhile: a row
@@ -210,11 +221,7 @@ as $$
           from public.search_term_counts t
          group by t.collection, t.lexeme
     ), actual as (
-        select d.collection, t.lexeme, sum(t.documents) as documents, sum(t.chunks) as chunks
-          from public.documents d
-         cross join lateral public.search_generation_terms(d.id, d.index_generation_id, 1) t
-         where d.deleted_at is null and d.index_generation_id is not null
-         group by d.collection, t.lexeme
+        select t.collection, t.lexeme, t.documents, t.chunks from public.search_committed_terms() t
     )
     select coalesce(c.collection, a.collection), coalesce(c.lexeme, a.lexeme),
            coalesce(c.documents, 0), coalesce(a.documents, 0), coalesce(c.chunks, 0), coalesce(a.chunks, 0)
@@ -493,6 +500,7 @@ select public.secure_rpc('public.document_chunks_search_vector()', false);
 select public.secure_rpc('public.search_stop_words(text)', false);
 select public.secure_rpc('public.search_field_vector(text, boolean)', false);
 select public.secure_rpc('public.search_generation_terms(uuid, uuid, integer)', false);
+select public.secure_rpc('public.search_committed_terms()', false);
 select public.secure_rpc('public.count_search_terms()', false);
 select public.secure_rpc('public.search_query_lexemes(text)', false);
 select public.secure_rpc('public.search_lexeme_query(text)', false);

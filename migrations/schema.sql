@@ -2227,6 +2227,17 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.search_committed_terms() RETURNS TABLE(collection text, lexeme text, documents bigint, chunks bigint)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select d.collection, t.lexeme, sum(t.documents)::bigint, sum(t.chunks)::bigint
+      from public.documents d
+     cross join lateral public.search_generation_terms(d.id, d.index_generation_id, 1) t
+     where d.deleted_at is null and d.index_generation_id is not null
+     group by d.collection, t.lexeme;
+$$;
+
 CREATE FUNCTION public.search_documents(p_query text, p_collections text[] DEFAULT NULL::text[], p_mode text DEFAULT 'lexical'::text, p_limit integer DEFAULT 10, p_query_embedding real[] DEFAULT NULL::real[]) RETURNS TABLE(document_id uuid, collection text, source_uri text, source_name text, title text, heading text, heading_path text, page integer, chunk_ordinal integer, snippet text, score double precision)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2592,11 +2603,7 @@ CREATE FUNCTION public.search_term_count_drift(p_limit integer DEFAULT 100) RETU
           from public.search_term_counts t
          group by t.collection, t.lexeme
     ), actual as (
-        select d.collection, t.lexeme, sum(t.documents) as documents, sum(t.chunks) as chunks
-          from public.documents d
-         cross join lateral public.search_generation_terms(d.id, d.index_generation_id, 1) t
-         where d.deleted_at is null and d.index_generation_id is not null
-         group by d.collection, t.lexeme
+        select t.collection, t.lexeme, t.documents, t.chunks from public.search_committed_terms() t
     )
     select coalesce(c.collection, a.collection), coalesce(c.lexeme, a.lexeme),
            coalesce(c.documents, 0), coalesce(a.documents, 0), coalesce(c.chunks, 0), coalesce(a.chunks, 0)
@@ -3450,6 +3457,8 @@ REVOKE ALL ON FUNCTION public.revoke_collection(p_collection text, p_user_id uui
 GRANT ALL ON FUNCTION public.revoke_collection(p_collection text, p_user_id uuid) TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.revoke_from_supabase_roles(p_object text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.search_committed_terms() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.search_documents(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.search_documents(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[]) TO anon;

@@ -56,16 +56,12 @@ def cleanup_kept_bytes(
 ) -> dict[str, int]:
     """Older versions' bytes owed (beyond `keep_versions`, or of deleted documents), at most
     `batch_size` versions a pass, until none is owed or the budget is spent."""
-    deadline = clock() + time_budget_seconds
-    totals = {"passes": 0, "versions": 0, "bytes": 0}
-    while clock() < deadline:
-        done = rpc.cleanup_kept_bytes(keep_versions=keep_versions, limit=batch_size, dry_run=False)
-        if done.versions == 0:
-            break
-        totals["passes"] += 1
-        totals["versions"] += done.versions
-        totals["bytes"] += done.bytes
-    return totals
+    return _passes(
+        lambda: rpc.cleanup_kept_bytes(keep_versions=keep_versions, limit=batch_size, dry_run=False),
+        ("versions", "bytes"),
+        time_budget_seconds=time_budget_seconds,
+        clock=clock,
+    )
 
 
 def compact_search_terms(
@@ -73,15 +69,28 @@ def compact_search_terms(
 ) -> dict[str, int]:
     """Passes of at most `batch_size` lexemes each until no lexeme has more than one row or
     the budget is spent."""
+    return _passes(
+        lambda: rpc.compact_search_terms(limit=batch_size),
+        ("removed", "written"),
+        time_budget_seconds=time_budget_seconds,
+        clock=clock,
+    )
+
+
+def _passes(
+    one_pass: Callable[[], Any], counts: tuple[str, ...], *, time_budget_seconds: float, clock: Callable[[], float]
+) -> dict[str, int]:
+    """`one_pass` again until it does nothing (its first count is 0) or the budget is spent;
+    the passes that did something, and their counts summed."""
     deadline = clock() + time_budget_seconds
-    totals = {"passes": 0, "removed": 0, "written": 0}
+    totals = {"passes": 0, **dict.fromkeys(counts, 0)}
     while clock() < deadline:
-        done = rpc.compact_search_terms(limit=batch_size)
-        if done.removed == 0:
+        done = one_pass()
+        if getattr(done, counts[0]) == 0:
             break
         totals["passes"] += 1
-        totals["removed"] += done.removed
-        totals["written"] += done.written
+        for key in counts:
+            totals[key] += getattr(done, key)
     return totals
 
 

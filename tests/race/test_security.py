@@ -128,6 +128,7 @@ INTERNAL = {
     "search_stop_words",
     "search_field_vector",
     "search_generation_terms",
+    "search_committed_terms",
     "count_search_terms",
     "search_query_lexemes",
     "search_lexeme_query",
