@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 import psycopg
@@ -24,6 +25,8 @@ from ingestion_pipeline.cli import (
 )
 from ingestion_pipeline.errors import IngestError, first_line
 from ingestion_pipeline.settings import load_settings
+
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell shows for a tool its pipe's reader left
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,7 +61,14 @@ def main(argv: list[str] | None = None) -> int:
         overrides = {"database_url": args.database_url} if getattr(args, "database_url", None) else {}
         settings = load_settings(**overrides)
         code: int = args.handler(args, settings)
+        sys.stdout.flush()  # inside the try: a closed pipe raises here, not at exit
         return code
+    except BrokenPipeError:
+        # The reader went away (`ingest status | head`): stop quietly, as Unix tools do. What
+        # was done is done; only the rest of the output is lost. stdout goes to /dev/null so
+        # the interpreter's flush at exit does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except IngestError as exc:
         print(f"ingest: error: {exc}", file=sys.stderr)
         return 1

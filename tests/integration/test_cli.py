@@ -103,6 +103,28 @@ def test_migrate_then_status_shows_every_migration_applied(tmp_path, empty_db_ur
     assert not (tmp_path / ".ingest").exists(), "a URL was given: the embedded server must not start"
 
 
+def test_a_reader_that_left_the_pipe_gets_no_traceback(tmp_path, db_url):
+    """`ingest db status | head -1`: the reader closes the pipe while ingest still writes.
+    The read end is closed before ingest starts, so its first write meets a closed pipe."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        clean = {k: v for k, v in os.environ.items() if not k.upper().startswith(("DATABASE_URL", "INGEST_"))}
+        result = subprocess.run(
+            [str(INGEST), "db", "status", "--database-url", db_url],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            cwd=tmp_path,
+            env=clean,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert result.stderr == ""
+    assert result.returncode == 141  # 128 + SIGPIPE, as a shell reports a tool its reader left
+
+
 @pytest.mark.parametrize(
     "arguments",
     [
