@@ -1542,7 +1542,10 @@ CREATE FUNCTION public.ingestion_batch_report(p_batch_id uuid DEFAULT NULL::uuid
               from (select jsonb_build_object(
                                'job_id', j.id, 'batch_id', j.batch_id, 'document_id', j.document_id,
                                'source_name', d.source_name, 'collection', d.collection,
-                               'source_key', d.source_key, 'version', j.document_version, 'attempt_count', j.attempt_count,
+                               'source_key', d.source_key, 'version', j.document_version,
+                               'indexed_version', case when d.deleted_at is null and d.index_generation_id is not null
+                                                       then d.indexed_version end, 'latest_version', d.version,
+                               'attempt_count', j.attempt_count,
                                'max_attempts', j.max_attempts, 'stage', j.stage,
                                'error_message', j.error_message, 'failed_at', j.completed_at) as f
                       from public.ingestion_jobs j

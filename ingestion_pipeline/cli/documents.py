@@ -25,6 +25,7 @@ from ingestion_pipeline.settings import Settings
 
 if TYPE_CHECKING:
     from ingestion_pipeline.cli.common import Commands
+    from ingestion_pipeline.db.models import FailedJob
 
 FILES_LISTED = 25
 
@@ -150,11 +151,12 @@ def print_status(
         print("\nfailures:")
         print(
             render_table(
-                ["file", "version", "attempts", "error"],
+                ["file", "version", "searchable", "attempts", "error"],
                 [
                     (
                         f.source_key or f.source_name,
                         f.version or "",
+                        _searchable(f),
                         f"{f.attempt_count}/{f.max_attempts}",
                         f.error_message,
                     )
@@ -162,6 +164,14 @@ def print_status(
                 ],
             )
         )
+
+
+def _searchable(failure: FailedJob) -> str:
+    """What search still returns of a failed job's document: the version its index was
+    built from (an older one when a new version failed), or nothing."""
+    if failure.indexed_version is not None:
+        return f"version {failure.indexed_version}"
+    return "nothing" if failure.latest_version is not None else ""  # older schemas: not known
 
 
 def _age(seconds: int | None) -> str:

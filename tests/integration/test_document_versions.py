@@ -81,3 +81,7 @@ def test_a_version_that_fails_leaves_the_previous_one_indexed_and_says_why(db_ur
     status = json.loads(run(capsys, "status", "--json", *url))
     [failure] = status["failures"]
     assert (failure["source_key"], failure["version"]) == (page.resolve().as_uri(), 2)
+    assert (failure["indexed_version"], failure["latest_version"]) == (1, 2)
+    [row] = [line for line in run(capsys, "status", *url).splitlines() if line.startswith(page.resolve().as_uri())]
+    assert row.split()[1:4] == ["2", "version", "1"]  # version 2 failed; version 1 is still searchable
+    assert "binary" in row

@@ -73,6 +73,8 @@ class FailedJob(BaseModel):
     collection: str | None = None
     source_key: str | None = None
     version: int | None = None
+    indexed_version: int | None = None  # what search still returns (None: nothing; older schemas: unknown)
+    latest_version: int | None = None
     attempt_count: int
     max_attempts: int
     stage: str | None = None
