@@ -2,7 +2,8 @@
 versions (…_document_versions.sql), else the content-addressed enqueue of the releases
 before keys, in plain SQL (tests/sql/old_call_forms.sql): identical live bytes are one
 document, a changed file is another. The race tests that run on a schema before that
-migration, and the tests that index a corpus there, upload with it."""
+migration, and the tests that index a corpus there, upload with it; `index_files` also
+drains the upload with a worker whose client speaks that schema."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import hashlib
 import mimetypes
 from pathlib import Path
 
+from ingestion_pipeline.db.connection import make_pool
 from ingestion_pipeline.operations.enqueue import (
     EnqueuedFile,
     EnqueueReport,
@@ -18,6 +20,10 @@ from ingestion_pipeline.operations.enqueue import (
     enqueue_paths,
     source_key_of,
 )
+from ingestion_pipeline.processing.embedding import Embedder
+from ingestion_pipeline.settings import load_settings
+from ingestion_pipeline.worker.loop import Worker
+from ingestion_pipeline.worker.report import WorkerReport
 from tests.any_schema_rpc import OLD_SQL, AnySchemaRpc
 
 
@@ -42,6 +48,14 @@ def enqueue_files(
     if report.batch_id is not None and not any(f.job_id for f in report.files):
         report.batch_status = AnySchemaRpc(pool).refresh_batch(report.batch_id).status
     return report
+
+
+def index_files(url: str, paths, *, embedder: Embedder | None = None, **options) -> tuple[EnqueueReport, WorkerReport]:
+    """Enqueue `paths` (enqueue_files' `options`) and drain them with the worker, on any schema."""
+    settings = load_settings(database_url=url, retry_backoff_seconds=0, parse_processes=0)
+    with make_pool(url, settings) as pool:
+        report = enqueue_files(pool, paths, max_bytes=settings.max_file_bytes, **options)
+        return report, Worker(pool, settings, embedder=embedder, rpc=AnySchemaRpc(pool)).run(drain=True)
 
 
 def _enqueue_old(pool, path: Path, report: EnqueueReport, max_attempts: int) -> EnqueuedFile:

@@ -17,12 +17,9 @@ import psycopg
 import pytest
 
 from ingestion_pipeline.cli import main as ingest
-from ingestion_pipeline.db.connection import connect, make_pool
-from ingestion_pipeline.settings import load_settings
-from ingestion_pipeline.worker import Worker
-from tests.any_schema_rpc import AnySchemaRpc
+from ingestion_pipeline.db.connection import connect
 from tests.helpers import Background, wait_until_blocked
-from tests.old_enqueue import enqueue_files
+from tests.old_enqueue import index_files
 from tests.plans import captured_plans, nodes
 
 QUERY = "select source_name, round(score::numeric, 9) as score from search_documents(%s, %s, 'lexical', 10)"
@@ -37,10 +34,8 @@ def write_pages(folder: Path, pages: dict[str, str]) -> Path:
 
 def index(url: str, folder: Path, collection: str = "default") -> None:
     """Enqueue and drain the folder, on the schema before the migration too."""
-    settings = load_settings(database_url=url, retry_backoff_seconds=0, parse_processes=0)
-    with make_pool(url, settings) as pool:
-        enqueue_files(pool, [folder], max_bytes=settings.max_file_bytes, collection=collection)
-        assert Worker(pool, settings, rpc=AnySchemaRpc(pool)).run(drain=True).counts["failed"] == 0
+    _, drained = index_files(url, [folder], collection=collection)
+    assert drained.counts["failed"] == 0
 
 
 def ranking(conn: psycopg.Connection, text: str, collections: list[str] | None = None) -> list[tuple[str, float]]:

@@ -15,9 +15,8 @@ from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.search import search
 from ingestion_pipeline.settings import load_settings
 from ingestion_pipeline.worker import Worker
-from tests.any_schema_rpc import AnySchemaRpc
 from tests.conftest import _fresh_database
-from tests.old_enqueue import enqueue_files
+from tests.old_enqueue import index_files
 
 WEIGHTED_SEARCH = "weighted_search"
 
@@ -67,10 +66,8 @@ def indexed(db_url, tmp_path) -> str:
     folder.mkdir()
     for name, html in PAGES.items():
         (folder / name).write_text(html)
-    settings = load_settings(database_url=db_url, retry_backoff_seconds=0, parse_processes=0)
-    with make_pool(db_url, settings) as pool:
-        enqueue_files(pool, [folder], max_bytes=settings.max_file_bytes)
-        assert Worker(pool, settings).run(drain=True).counts["completed"] == len(PAGES)
+    _, drained = index_files(db_url, [folder])
+    assert drained.counts["completed"] == len(PAGES)
     return db_url
 
 
@@ -157,12 +154,11 @@ def test_reindex_brings_documents_indexed_before_the_weights_to_them(pre_weights
     folder.mkdir()
     for name in ("vacuum.html", "storage.html"):
         (folder / name).write_text(PAGES[name])
-    settings = load_settings(database_url=pre_weights_url, retry_backoff_seconds=0, parse_processes=0)
-    with make_pool(pre_weights_url, settings) as pool:
-        enqueue_files(pool, [folder], max_bytes=settings.max_file_bytes)
-        # the older schema's chunks, built as that release's worker did (tests/any_schema_rpc.py)
-        assert Worker(pool, settings, rpc=AnySchemaRpc(pool)).run(drain=True).counts["completed"] == 2
+    # the older schema's chunks, built as that release's worker did (tests/any_schema_rpc.py)
+    _, drained = index_files(pre_weights_url, [folder])
+    assert drained.counts["completed"] == 2
     migrator.migrate(pre_weights_url)
+    settings = load_settings(database_url=pre_weights_url)
     with make_pool(pre_weights_url, settings) as pool, pool.connection() as conn:
         unweighted = conn.execute("select count(*) as n from committed_document_chunks where title is null").fetchone()
         assert unweighted["n"] > 0

@@ -8,12 +8,9 @@ import random
 from pathlib import Path
 from uuid import UUID
 
-from ingestion_pipeline.db.connection import connect, make_pool
+from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.processing import HashEmbedder
-from ingestion_pipeline.settings import load_settings
-from ingestion_pipeline.worker import Worker
-from tests.any_schema_rpc import AnySchemaRpc
-from tests.old_enqueue import enqueue_files
+from tests.old_enqueue import index_files
 
 DIMENSIONS = 64
 EMBEDDER = HashEmbedder(DIMENSIONS)
@@ -67,10 +64,7 @@ def write_corpus(folder: Path, names: list[str] | None = None, paragraphs: int =
 def index_folder(url: str, folder: Path, embedder=EMBEDDER) -> dict[str, UUID]:
     """Enqueue the folder and drain it with the worker; file name -> document id. The
     worker's client speaks schemas before its window too (a test migrates to before pgvector)."""
-    settings = load_settings(database_url=url, retry_backoff_seconds=0, parse_processes=0)
-    with make_pool(url, settings) as pool:
-        report = enqueue_files(pool, [folder], max_bytes=settings.max_file_bytes, batch_name="vector corpus")
-        result = Worker(pool, settings, embedder=embedder, rpc=AnySchemaRpc(pool)).run(drain=True)
+    report, result = index_files(url, [folder], embedder=embedder, batch_name="vector corpus")
     queued = [entry for entry in report.files if entry.job_id is not None]
     assert result.counts.get("completed") == len(queued), [r.message for r in result.results]
     return {Path(entry.path).name: entry.document_id for entry in report.files}
