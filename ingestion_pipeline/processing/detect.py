@@ -6,9 +6,8 @@ import re
 from pathlib import PurePosixPath
 
 from .delimited import CSV, DELIMITED_SUFFIXES, TSV
-from .email_message import EML
 from .errors import ProcessingError
-from .images import IMAGE_TYPES
+from .formats import EML, IMAGE_TYPES
 from .packages import PACKAGE_NAMES, PACKAGE_TYPES, package_type
 from .rtf import RTF
 from .text import decode_text

@@ -18,11 +18,11 @@ from email.parser import BytesParser
 
 from .document import DraftSection, assemble
 from .errors import ProcessingError
+from .formats import EML
 from .html import parse_html
 from .model import ParsedDocument
 from .plain import parse_plain
 
-EML = "message/rfc822"
 MAX_ATTACHMENTS = 100
 _NAMED_IN_NOTE = 20  # attachments past the limit named in the note, at most
 _SIGNATURES = {"application/pgp-signature", "application/pkcs7-signature", "application/x-pkcs7-signature"}

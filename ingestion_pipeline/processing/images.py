@@ -14,12 +14,12 @@ from PIL import Image, UnidentifiedImageError
 
 from .document import DraftSection, assemble
 from .errors import ProcessingError
+from .formats import IMAGE_TYPES
 from .model import ParsedDocument
 from .ocr import NO_TESSERACT, OcrOptions, read_pages, tesseract_found
 
 # 64 megapixels: an A4 page scanned at 600 dpi is 35.
 MAX_IMAGE_PIXELS = 64_000_000
-IMAGE_TYPES = {"image/png": "PNG", "image/jpeg": "JPEG", "image/tiff": "TIFF"}
 
 
 def parse_image(content: bytes, mime_type: str, ocr: OcrOptions) -> ParsedDocument:

@@ -3,28 +3,42 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import IO
+from importlib import import_module
+from typing import IO, Any
 
 from defusedxml import DefusedXmlException
 
 from .delimited import CSV, TSV, parse_delimited
 from .detect import format_name, sniff
-from .email_message import EML, parse_eml
-from .epub import parse_epub
 from .errors import ProcessingError
-from .html import parse_html
-from .images import IMAGE_TYPES, parse_image
-from .markdown import parse_markdown
+from .formats import EML, IMAGE_TYPES
 from .model import ParsedDocument
 from .ocr import DEFAULT_OCR, OcrOptions
-from .opendocument import parse_opendocument
 from .packages import DOCX, EPUB, ODP, ODS, ODT, PPTX, XLSX, open_package
-from .pdf import parse_pdf
 from .plain import parse_plain
 from .rtf import RTF, parse_rtf
-from .slides import parse_pptx
-from .spreadsheet import parse_xlsx
-from .word import parse_docx
+
+# The parsers whose libraries are heavy (BeautifulSoup, markdown-it, python-docx, openpyxl,
+# python-pptx, pypdfium2, pypdf, Pillow, …: 0.6 s at every start of `ingest`, most of whose
+# commands parse nothing) are imported when a file of their format first comes. A worker's
+# fork server imports them all before it forks its parsing children (PARSER_MODULES).
+_HEAVY = ("markdown", "html", "word", "spreadsheet", "slides", "opendocument", "epub", "email_message", "images", "pdf")
+PARSER_MODULES = [f"{__package__}.{name}" for name in _HEAVY]
+
+
+def _parser(module: str, name: str) -> Callable[..., ParsedDocument]:
+    def parse_with(*args: Any) -> ParsedDocument:
+        found: Callable[..., ParsedDocument] = getattr(import_module(f"{__package__}.{module}"), name)
+        return found(*args)
+
+    return parse_with
+
+
+parse_markdown, parse_html = _parser("markdown", "parse_markdown"), _parser("html", "parse_html")
+parse_docx, parse_xlsx = _parser("word", "parse_docx"), _parser("spreadsheet", "parse_xlsx")
+parse_pptx, parse_opendocument = _parser("slides", "parse_pptx"), _parser("opendocument", "parse_opendocument")
+parse_epub, parse_eml = _parser("epub", "parse_epub"), _parser("email_message", "parse_eml")
+parse_image, parse_pdf = _parser("images", "parse_image"), _parser("pdf", "parse_pdf")
 
 _TEXT_PARSERS: dict[str, Callable[[str], ParsedDocument]] = {
     "text/plain": parse_plain,

@@ -48,6 +48,7 @@ from ingestion_pipeline.processing import (
     embed_chunks,
     parse,
 )
+from ingestion_pipeline.processing.parse import PARSER_MODULES
 from ingestion_pipeline.worker.artifacts import EncodedArtifacts, encode_artifacts
 from ingestion_pipeline.worker.errors import LeaseLost
 
@@ -169,7 +170,7 @@ class ParsePool:
                 # every child would import again otherwise), once; every child it forks has
                 # them, so replacing a child (after its tasks, a timeout, a crash) costs a
                 # fork, not the imports (half a second of CPU each).
-                context.set_forkserver_preload(["__main__", "ingestion_pipeline.worker.isolation"])
+                context.set_forkserver_preload(["__main__", "ingestion_pipeline.worker.isolation", *PARSER_MODULES])
                 self._pool = pebble.ProcessPool(
                     max_workers=self.limits.processes,
                     max_tasks=self.limits.tasks_per_child,
