@@ -21,14 +21,18 @@ from .rtf import RTF, parse_rtf
 # The parsers whose libraries are heavy (BeautifulSoup, markdown-it, python-docx, openpyxl,
 # python-pptx, pypdfium2, pypdf, Pillow, …: 0.6 s at every start of `ingest`, most of whose
 # commands parse nothing) are imported when a file of their format first comes. A worker's
-# fork server imports them all before it forks its parsing children (PARSER_MODULES).
-_HEAVY = ("markdown", "html", "word", "spreadsheet", "slides", "opendocument", "epub", "email_message", "images", "pdf")
-PARSER_MODULES = [f"{__package__}.{name}" for name in _HEAVY]
+# fork server imports them all before it forks its parsing children: PARSER_MODULES, every
+# module a `_parser` below loads from.
+PARSER_MODULES: list[str] = []
 
 
 def _parser(module: str, name: str) -> Callable[..., ParsedDocument]:
+    path = f"{__package__}.{module}"
+    if path not in PARSER_MODULES:
+        PARSER_MODULES.append(path)
+
     def parse_with(*args: Any) -> ParsedDocument:
-        found: Callable[..., ParsedDocument] = getattr(import_module(f"{__package__}.{module}"), name)
+        found: Callable[..., ParsedDocument] = getattr(import_module(path), name)
         return found(*args)
 
     return parse_with
