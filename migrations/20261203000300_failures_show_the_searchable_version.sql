@@ -1,7 +1,7 @@
 -- `ingest status` says what a failed version left searchable (issue 31): each failure carries
 -- the document's indexed version (the one search still returns; null when none is) and its
--- latest version, so "version 2 failed" reads "version 2 failed, version 1 still searchable"
--- -- or, once a version 3 was indexed, that the failure no longer matters.
+-- latest version, so "version 2 failed" reads "version 2 failed, version 1 still searchable",
+-- or, once a version 3 was indexed, shows that the failure no longer matters.
 --
 -- Expand/contract: the same function and signature with two more keys in each failure; the
 -- previous release's client ignores them.
