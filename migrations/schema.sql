@@ -1773,6 +1773,7 @@ CREATE FUNCTION public.readable_collections() RETURNS text[]
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET client_min_messages TO 'warning'
+    SET enable_seqscan TO 'off'
     AS $$
 declare
     v_caller name := coalesce(nullif(pg_catalog.current_setting('role'), 'none'), session_user);
@@ -1835,17 +1836,36 @@ CREATE FUNCTION public.readable_document_sections(p_document_id uuid) RETURNS TA
      order by s.ordinal;
 $$;
 
-CREATE FUNCTION public.readable_documents(p_collections text[] DEFAULT NULL::text[]) RETURNS TABLE(document_id uuid, collection text, source_uri text, source_name text, title text, status text, version integer, page_count integer, section_count integer, chunk_count integer, updated_at timestamp with time zone)
-    LANGUAGE sql STABLE SECURITY DEFINER
+CREATE FUNCTION public.readable_documents(p_collections text[] DEFAULT NULL::text[], p_limit integer DEFAULT 100, p_after_collection text DEFAULT NULL::text, p_after_source_uri text DEFAULT NULL::text, p_after_document_id uuid DEFAULT NULL::uuid) RETURNS TABLE(document_id uuid, collection text, source_uri text, source_name text, title text, status text, version integer, page_count integer, section_count integer, chunk_count integer, updated_at timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
     SET client_min_messages TO 'warning'
     AS $$
+#variable_conflict use_column
+declare
+    v_scope text[] := public.search_scope(p_collections);
+begin
+    if p_limit is null or p_limit < 1 or p_limit > 1000 then
+        raise exception 'readable_documents: p_limit must be between 1 and 1000' using errcode = '22023';
+    end if;
+    if v_scope is not null and cardinality(v_scope) = 0 then
+        return;
+    end if;
+    return query
     select d.id, d.collection, d.source_key, d.source_name, coalesce(d.title, d.source_name), d.status, d.version,
            d.page_count, d.section_count, d.chunk_count, d.updated_at
       from public.documents d
-      cross join (select public.search_scope(p_collections) as names) r
-     where d.deleted_at is null and (r.names is null or d.collection = any (r.names))
-     order by d.collection, d.source_key, d.source_name, d.id;
+     where d.deleted_at is null
+       and (v_scope is null or d.collection = any (v_scope))
+       and (p_after_collection is null
+            or (d.collection, coalesce(d.source_key, ''), d.id)
+               > (p_after_collection, coalesce(p_after_source_uri, ''),
+                  coalesce(p_after_document_id, '00000000-0000-0000-0000-000000000000'::uuid)))
+     order by d.collection, coalesce(d.source_key, ''), d.id
+     limit p_limit;
+end;
 $$;
 
 CREATE FUNCTION public.record_ingestion_job_stage(p_job_id uuid, p_worker_id text, p_stage text, p_started_at timestamp with time zone, p_finished_at timestamp with time zone DEFAULT now(), p_detail jsonb DEFAULT '{}'::jsonb, p_lease_token bigint DEFAULT NULL::bigint) RETURNS jsonb
@@ -2242,7 +2262,7 @@ CREATE FUNCTION public.search_committed_terms() RETURNS TABLE(collection text, l
 $$;
 
 CREATE FUNCTION public.search_documents(p_query text, p_collections text[] DEFAULT NULL::text[], p_mode text DEFAULT 'lexical'::text, p_limit integer DEFAULT 10, p_query_embedding real[] DEFAULT NULL::real[]) RETURNS TABLE(document_id uuid, collection text, source_uri text, source_name text, title text, heading text, heading_path text, page integer, chunk_ordinal integer, snippet text, score double precision)
-    LANGUAGE plpgsql STABLE
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_custom_plan'
     SET client_min_messages TO 'warning'
@@ -2250,6 +2270,8 @@ CREATE FUNCTION public.search_documents(p_query text, p_collections text[] DEFAU
 #variable_conflict use_column
 declare
     v_depth integer;
+    v_scope text[];
+    v_refusal text;
 begin
     if p_mode is null or p_mode not in ('lexical', 'vector', 'hybrid') then
         raise exception 'search_documents: unknown mode %; choose lexical, vector or hybrid', coalesce(p_mode, 'null')
@@ -2259,6 +2281,10 @@ begin
         raise exception 'search_documents: p_limit must be between 1 and 1000, got %', coalesce(p_limit::text, 'null')
             using errcode = '22023';
     end if;
+    v_refusal := public.search_query_refusal(p_query);
+    if v_refusal is not null then
+        raise exception 'search_documents: %', v_refusal using errcode = '22023';
+    end if;
     if p_mode <> 'vector' and coalesce(btrim(p_query), '') = '' then
         raise exception 'search_documents: the search query is empty' using errcode = '22023';
     end if;
@@ -2267,12 +2293,17 @@ begin
             raise exception 'search_documents: % search needs p_query_embedding, the query''s vector from the '
                             'embedder the documents were indexed with', p_mode using errcode = '22023';
         end if;
+        if cardinality(p_query_embedding) > 16000 then
+            raise exception 'search_documents: p_query_embedding has % dimensions; at most 16000',
+                cardinality(p_query_embedding) using errcode = '22023';
+        end if;
         if exists (select 1 from unnest(p_query_embedding) as x
                     where x is null or x in ('NaN'::real, 'Infinity'::real, '-Infinity'::real)) then
             raise exception 'search_documents: p_query_embedding holds a null, NaN or infinite value'
                 using errcode = '22023';
         end if;
     end if;
+    v_scope := public.search_scope(p_collections);
     v_depth := case when p_mode = 'hybrid' then p_limit * 5 else p_limit end;
     return query
     with lists as (
@@ -2297,7 +2328,8 @@ begin
            s.heading, s.heading_path, s.page_ordinal + 1, s.chunk_ordinal, s.snippet, f.score
       from fused f
       join shown s on s.document_id = f.document_id
-      join public.documents d on d.id = s.document_id  -- the caller's policy, once more
+      join public.documents d  -- the scope, once more
+        on d.id = s.document_id and d.deleted_at is null and (v_scope is null or d.collection = any (v_scope))
      order by case when p_mode = 'hybrid' then -f.score else f.n end, s.document_id::text
      limit p_limit;
 end;
@@ -2339,6 +2371,7 @@ CREATE FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_custom_plan'
     SET enable_seqscan TO 'off'
+    SET enable_indexonlyscan TO 'off'
     SET client_min_messages TO 'warning'
     AS $_$
 #variable_conflict use_column
@@ -2346,6 +2379,7 @@ declare
     v_scope text[] := public.search_scope(p_collections);
     v_depth integer := greatest(50, p_limit);
     v_budget integer := greatest(1000, 10 * greatest(50, p_limit));
+    v_refusal text := public.search_query_refusal(p_query);
     v_documents float8;
     v_chunks float8;
     v_lexemes text[];
@@ -2362,6 +2396,12 @@ declare
 begin
     if p_limit is null or p_limit < 1 or p_limit > 5000 then
         raise exception 'search_lexical_hits: p_limit must be between 1 and 5000' using errcode = '22023';
+    end if;
+    if v_refusal is not null then
+        raise exception 'search_lexical_hits: %', v_refusal using errcode = '22023';
+    end if;
+    if v_scope is not null and cardinality(v_scope) = 0 then
+        return;  -- nothing readable
     end if;
     select coalesce(sum(s.documents), 0), coalesce(sum(s.chunks), 0) into v_documents, v_chunks
       from public.search_term_counts s
@@ -2404,28 +2444,29 @@ begin
         return;  -- only excluded terms, or words no document here has
     end if;
     v_seed := coalesce(v_seed, v_every);  -- no term fits: the chunks that have them all
-    select websearch_to_tsquery('english', string_agg(t.term, ' or ' order by t.n)) into v_highlight
-      from public.search_query_terms(p_query) t where not t.excluded;
+    -- The highlight: each distinct term once (case folded), as websearch reads it.
+    select websearch_to_tsquery('english', string_agg(t.term, ' or ' order by t.first)) into v_highlight
+      from (select pg_catalog.lower(q.term) as term, min(q.n) as first
+              from public.search_query_terms(p_query) q where not q.excluded
+             group by pg_catalog.lower(q.term)) t;
 
-    -- 1. Candidate documents.
+    -- 1. Candidate documents: committed chunks of live documents in scope only.
     with seeds as materialized (
-        select c.document_id, c.index_generation_id, c.content_tsv
-          from public.document_chunks c
-         where c.content_tsv @@ v_seed
-           and (v_required is null or c.content_tsv @@ v_required)
-           and (v_excluded is null or not c.content_tsv @@ v_excluded)
+        select s.document_id, s.content_tsv
+          from public.searchable_chunks s
+         where (v_scope is null or s.collection = any (v_scope))
+           and s.content_tsv @@ v_seed
+           and (v_required is null or s.content_tsv @@ v_required)
+           and (v_excluded is null or not s.content_tsv @@ v_excluded)
          limit v_budget
     ), scored as (
         select s.document_id, max(p.score) as score
           from seeds s
-          join public.documents d
-            on d.id = s.document_id and d.index_generation_id = s.index_generation_id and d.deleted_at is null
          cross join lateral (select ts_filter(s.content_tsv, '{a,b}') as head) h
          cross join lateral (
                select sum(t.idf * case when h.head @@ t.query then 2 else 1 end) as score
                  from unnest(v_queries, v_idf) as t (query, idf)
                 where s.content_tsv @@ t.query) p
-         where v_scope is null or d.collection = any (v_scope)
          group by s.document_id
     )
     select array_agg(x.document_id) into v_candidates
@@ -2443,12 +2484,14 @@ begin
                d.index_generation_id, greatest(d.chunk_count, 1) as chunk_count
           from unnest(v_candidates) as x (id)
           join public.documents d on d.id = x.id
-         where v_excluded is null
-            or not exists (select 1
-                             from (select c.content_tsv from public.document_chunks c
-                                    where c.document_id = d.id and c.index_generation_id = d.index_generation_id
-                                   offset 0) c
-                            where c.content_tsv @@ v_excluded)
+         where d.deleted_at is null
+           and (v_scope is null or d.collection = any (v_scope))
+           and (v_excluded is null
+                or not exists (select 1
+                                 from (select c.content_tsv from public.document_chunks c
+                                        where c.document_id = d.id and c.index_generation_id = d.index_generation_id
+                                       offset 0) c
+                                where c.content_tsv @@ v_excluded))
     ), chunks as materialized (
         select c.document_id, c.index_generation_id, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading,
                c.content, c.content_tsv
@@ -2550,6 +2593,18 @@ CREATE FUNCTION public.search_query_lexemes(p_query text) RETURNS SETOF public.s
      where (t.phrase or t.excluded) and numnode(websearch_to_tsquery('english', t.text)) > 0;
 $$;
 
+CREATE FUNCTION public.search_query_refusal(p_query text) RETURNS text
+    LANGUAGE sql IMMUTABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select case
+        when pg_catalog.length(p_query) > 4096
+            then format('the search query is %s characters long; at most 4096', pg_catalog.length(p_query))
+        when (select count(distinct pg_catalog.lower(t.term)) from public.search_query_terms(p_query) t) > 64
+            then 'the search query has more than 64 distinct terms'
+    end;
+$$;
+
 CREATE FUNCTION public.search_query_terms(p_query text) RETURNS TABLE(n integer, term text, excluded boolean)
     LANGUAGE sql IMMUTABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2621,12 +2676,16 @@ CREATE FUNCTION public.search_vector_hits(p_embedding real[], p_collections text
     LANGUAGE plpgsql STABLE SECURITY DEFINER ROWS 10
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_indexonlyscan TO 'off'
     SET client_min_messages TO 'warning'
     AS $_$
 #variable_conflict use_column
 declare
     v_scope text[] := public.search_scope(p_collections);
     v_dimensions integer := cardinality(p_embedding);
+    v_exact_at_most constant integer := 20000;
+    v_scope_chunks bigint;
     v_schema name;
     v_iterative boolean;
     v_most integer;
@@ -2636,12 +2695,23 @@ declare
     v_statement text;
     v_ef_search text;
     v_iterative_scan text;
+    v_exact boolean;
+    v_source text;
 begin
     if p_limit is null or p_limit < 1 or p_limit > 5000 then
         raise exception 'search_vector_hits: p_limit must be between 1 and 5000' using errcode = '22023';
     end if;
-    if v_dimensions is null or v_dimensions = 0 then
+    if v_dimensions > 16000 then
+        raise exception 'search_vector_hits: p_embedding has % dimensions; at most 16000', v_dimensions
+            using errcode = '22023';
+    end if;
+    if v_dimensions is null or v_dimensions = 0 or (v_scope is not null and cardinality(v_scope) = 0) then
         return;
+    end if;
+    if v_scope is not null then
+        select coalesce(sum(s.chunks), 0) into v_scope_chunks
+          from public.search_term_counts s
+         where s.lexeme = '' and s.collection = any (v_scope);
     end if;
     select ns.nspname, coalesce(string_to_array(e.extversion, '.')::int[] >= array[0, 8], false)
       into v_schema, v_iterative
@@ -2653,6 +2723,8 @@ begin
        and not a.attisdropped;
 
     if v_schema is null then
+        -- Without pgvector: the cosine in SQL over real[], of the scope's committed chunks
+        -- (every committed chunk when unscoped).
         return query
         with query as (
             select p_embedding::float8[] as v,
@@ -2660,14 +2732,18 @@ begin
         ), scored as (
             select c.document_id, c.index_generation_id, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading,
                    c.content, p.dot / nullif(p.norm * q.norm, 0) as similarity
-              from public.committed_document_chunks c
+              from public.searchable_chunks k
+             cross join lateral (  -- by the primary key
+                   select c.* from public.document_chunks c
+                    where c.document_id = k.document_id and c.index_generation_id = k.index_generation_id
+                      and c.ordinal = k.ordinal
+                   offset 0) c
              cross join query q
              cross join lateral (
                    select sum(a * b) as dot, sqrt(sum(a::float8 * a)) as norm
                      from unnest(c.embedding, q.v) as u (a, b)) as p
-             where cardinality(c.embedding) = v_dimensions
-               and (v_scope is null
-                    or c.document_id in (select d.id from public.documents d where d.collection = any (v_scope)))
+             where (v_scope is null or k.collection = any (v_scope))
+               and cardinality(c.embedding) = v_dimensions
         ), best as (
             select distinct on (s.document_id) s.*
               from scored s
@@ -2690,27 +2766,47 @@ begin
     end if;
 
     -- pgvector: for this call, resolve `vector` and `<=>` where the extension lives (the
-    -- SET clause restores search_path when the function returns; the HNSW settings are
-    -- put back below).
+    -- SET clause restores search_path when the function returns; the HNSW settings are put
+    -- back below). A scope of at most v_exact_at_most chunks: every one of its committed
+    -- chunks, by primary key. Else the HNSW index, with the scope and the committed
+    -- generation checked inside the ordered scan, so rows of other tenants, superseded
+    -- generations and deleted documents are skipped by the scan instead of spending its
+    -- candidates.
     perform pg_catalog.set_config('search_path', 'pg_catalog, ' || quote_ident(v_schema) || ', pg_temp', true);
     v_ef_search := pg_catalog.current_setting('hnsw.ef_search', true);
     v_iterative_scan := pg_catalog.current_setting('hnsw.iterative_scan', true);
     v_most := case when v_iterative then 20000 else 1000 end;
     v_candidates := least(greatest(p_limit, 1) * 10, v_most);
-    v_statement := format($q$
-        with candidates as materialized (
+    v_exact := coalesce(v_scope_chunks <= v_exact_at_most, false);
+    if v_exact then
+        v_source := $q$
+            select c.document_id, c.index_generation_id, c.ordinal,
+                   c.embedding_vector::vector(%1$s) <=> $1::vector(%1$s) as distance
+              from public.searchable_chunks k
+             cross join lateral (
+                   select c.* from public.document_chunks c
+                    where c.document_id = k.document_id and c.index_generation_id = k.index_generation_id
+                      and c.ordinal = k.ordinal
+                   offset 0) c
+             where k.collection = any ($3::text[]) and vector_dims(c.embedding_vector) = %1$s$q$;
+    else
+        v_source := $q$
             select c.document_id, c.index_generation_id, c.ordinal,
                    c.embedding_vector::vector(%1$s) <=> $1::vector(%1$s) as distance
               from public.document_chunks c
              where vector_dims(c.embedding_vector) = %1$s
-               and ($3::text[] is null
-                    or c.document_id in (select d.id from public.documents d where d.collection = any ($3::text[])))
+               and exists (select 1 from public.documents d
+                            where d.id = c.document_id and d.index_generation_id = c.index_generation_id
+                              and d.deleted_at is null and ($3::text[] is null or d.collection = any ($3::text[])))
              order by c.embedding_vector::vector(%1$s) <=> $1::vector(%1$s)
-             limit $2
+             limit $2$q$;
+    end if;
+    v_statement := format($q$
+        with candidates as materialized (%2$s
         ), best as (
             select distinct on (k.document_id) k.*, cc.section_ordinal, cc.page_ordinal, cc.heading, cc.content
               from candidates k
-              join public.committed_document_chunks cc using (document_id, index_generation_id, ordinal)
+              join public.document_chunks cc using (document_id, index_generation_id, ordinal)
              where k.distance <> 'NaN'
              order by k.document_id, k.distance, k.ordinal
         ), hits as (
@@ -2729,14 +2825,15 @@ begin
         )
         select (select count(*) from candidates),
                coalesce((select jsonb_agg(h order by h.score desc, h.document_id) from hits h), '[]')$q$,
-        v_dimensions);
+        v_dimensions, format(v_source, v_dimensions));
     loop
         perform pg_catalog.set_config('hnsw.ef_search', least(greatest(v_candidates, 40), 1000)::text, true);
         if v_iterative then
             perform pg_catalog.set_config('hnsw.iterative_scan', 'strict_order', true);
         end if;
         execute v_statement into v_fetched, v_rows using p_embedding, v_candidates, v_scope, greatest(p_limit, 0);
-        exit when jsonb_array_length(v_rows) >= p_limit or v_fetched < v_candidates or v_candidates >= v_most;
+        exit when v_exact or jsonb_array_length(v_rows) >= p_limit or v_fetched < v_candidates
+                  or v_candidates >= v_most;
         v_candidates := least(v_candidates * 2, v_most);
     end loop;
     perform pg_catalog.set_config('hnsw.ef_search', coalesce(v_ef_search, '40'), true);
@@ -2764,6 +2861,28 @@ CREATE FUNCTION public.search_vector_snippet(p_content text) RETURNS text
                 then array_to_string(w.words[1:30], ' ') || ' …'
                 else array_to_string(w.words, ' ') end
       from (select regexp_split_to_array(btrim(coalesce(p_content, ''), E' \t\n\r\f\v'), '\s+') as words) w;
+$$;
+
+CREATE FUNCTION public.searchable_chunks_drift(p_limit integer DEFAULT 100) RETURNS TABLE(document_id uuid, index_generation_id uuid, ordinal integer, problem text)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    (select s.document_id, s.index_generation_id, s.ordinal, 'not searchable'::text
+       from public.searchable_chunks s
+       left join public.documents d
+              on d.id = s.document_id and d.index_generation_id = s.index_generation_id
+             and d.deleted_at is null and d.collection = s.collection
+      where d.id is null
+      limit p_limit)
+    union all
+    (select c.document_id, c.index_generation_id, c.ordinal, 'missing'::text
+       from public.documents d
+       join public.document_chunks c on c.document_id = d.id and c.index_generation_id = d.index_generation_id
+       left join public.searchable_chunks s
+              on s.document_id = c.document_id and s.index_generation_id = c.index_generation_id
+             and s.ordinal = c.ordinal
+      where d.deleted_at is null and c.content_tsv is not null and s.document_id is null
+      limit p_limit);
 $$;
 
 CREATE FUNCTION public.secure_rpc(p_function regprocedure, p_worker_may_call boolean DEFAULT true) RETURNS void
@@ -2887,6 +3006,38 @@ CREATE FUNCTION public.stuck_import_batch_ids(p_limit integer DEFAULT 100) RETUR
             or (b.status = 'pending' and b.created_at < now() - interval '10 minutes'))
      order by b.id
      limit greatest(p_limit, 1);
+$$;
+
+CREATE FUNCTION public.track_searchable_chunks() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_old_generation uuid;
+    v_new_generation uuid;
+begin
+    if tg_op in ('UPDATE', 'DELETE') and old.deleted_at is null then
+        v_old_generation := old.index_generation_id;
+    end if;
+    if tg_op in ('INSERT', 'UPDATE') and new.deleted_at is null then
+        v_new_generation := new.index_generation_id;
+    end if;
+    if tg_op = 'UPDATE' and v_old_generation is not distinct from v_new_generation
+       and old.collection = new.collection then
+        return null;
+    end if;
+    if v_old_generation is not null then
+        delete from public.searchable_chunks s
+         where s.document_id = old.id and s.index_generation_id = v_old_generation;
+    end if;
+    if v_new_generation is not null then
+        insert into public.searchable_chunks (collection, document_id, index_generation_id, ordinal, content_tsv)
+        select new.collection, c.document_id, c.index_generation_id, c.ordinal, c.content_tsv
+          from public.document_chunks c
+         where c.document_id = new.id and c.index_generation_id = v_new_generation and c.content_tsv is not null;
+    end if;
+    return null;
+end;
 $$;
 
 CREATE TABLE public.collection_members (
@@ -3069,6 +3220,14 @@ CREATE TABLE public.search_term_counts (
     chunks bigint NOT NULL
 );
 
+CREATE TABLE public.searchable_chunks (
+    collection text NOT NULL,
+    document_id uuid NOT NULL,
+    index_generation_id uuid NOT NULL,
+    ordinal integer NOT NULL,
+    content_tsv tsvector NOT NULL
+);
+
 CREATE SEQUENCE public.sync_source_tokens
     START WITH 1
     INCREMENT BY 1
@@ -3140,10 +3299,15 @@ ALTER TABLE ONLY public.ingestion_job_stages
 ALTER TABLE ONLY public.ingestion_jobs
     ADD CONSTRAINT ingestion_jobs_pkey PRIMARY KEY (id);
 
+ALTER TABLE ONLY public.searchable_chunks
+    ADD CONSTRAINT searchable_chunks_pkey PRIMARY KEY (document_id, index_generation_id, ordinal);
+
 ALTER TABLE ONLY public.sync_sources
     ADD CONSTRAINT sync_sources_pkey PRIMARY KEY (name);
 
 CREATE INDEX collection_members_user ON public.collection_members USING btree (user_id);
+
+CREATE INDEX collections_public ON public.collections USING btree (name) WHERE is_public;
 
 CREATE INDEX document_chunks_content_tsv ON public.document_chunks USING gin (content_tsv);
 
@@ -3158,6 +3322,8 @@ CREATE INDEX documents_awaiting_purge ON public.documents USING btree (id) WHERE
 CREATE INDEX documents_batch_id ON public.documents USING btree (batch_id);
 
 CREATE INDEX documents_index_generation_id ON public.documents USING btree (index_generation_id);
+
+CREATE INDEX documents_live_by_collection ON public.documents USING btree (collection, COALESCE(source_key, ''::text), id) WHERE (deleted_at IS NULL);
 
 CREATE UNIQUE INDEX documents_live_content_sha256 ON public.documents USING btree (content_sha256) WHERE (deleted_at IS NULL);
 
@@ -3187,6 +3353,8 @@ CREATE UNIQUE INDEX ingestion_jobs_one_open_per_document ON public.ingestion_job
 
 CREATE INDEX search_term_counts_lexeme ON public.search_term_counts USING btree (lexeme, collection) INCLUDE (documents, chunks);
 
+CREATE INDEX searchable_chunks_terms ON public.searchable_chunks USING gin (collection, content_tsv);
+
 CREATE TRIGGER document_chunks_artifact_fence AFTER INSERT ON public.document_chunks REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.enforce_artifact_fence();
 
 CREATE TRIGGER document_chunks_embedding_vector BEFORE INSERT OR UPDATE OF embedding ON public.document_chunks FOR EACH ROW WHEN ((new.embedding IS NOT NULL)) EXECUTE FUNCTION public.document_chunks_embedding_vector();
@@ -3201,7 +3369,11 @@ CREATE TRIGGER documents_count_search_terms AFTER INSERT OR UPDATE OF index_gene
 
 CREATE TRIGGER documents_register_collections AFTER INSERT ON public.documents REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.register_document_collections();
 
+CREATE TRIGGER documents_track_searchable_chunks AFTER INSERT OR UPDATE OF index_generation_id, deleted_at, collection ON public.documents FOR EACH ROW EXECUTE FUNCTION public.track_searchable_chunks();
+
 CREATE TRIGGER documents_uncount_search_terms BEFORE DELETE ON public.documents FOR EACH ROW EXECUTE FUNCTION public.count_search_terms();
+
+CREATE TRIGGER documents_untrack_searchable_chunks BEFORE DELETE ON public.documents FOR EACH ROW EXECUTE FUNCTION public.track_searchable_chunks();
 
 ALTER TABLE ONLY public.collection_members
     ADD CONSTRAINT collection_members_collection_fkey FOREIGN KEY (collection) REFERENCES public.collections(name) ON DELETE CASCADE;
@@ -3251,8 +3423,6 @@ ALTER TABLE ONLY public.ingestion_jobs
 ALTER TABLE public.documents ENABLE ROW LEVEL SECURITY;
 
 CREATE POLICY documents_pipeline ON public.documents TO ingestion_worker USING (true) WITH CHECK (true);
-
-CREATE POLICY documents_readers ON public.documents FOR SELECT TO anon, authenticated USING (((deleted_at IS NULL) AND (collection = ANY (COALESCE(( SELECT public.readable_collections() AS readable_collections), '{}'::text[])))));
 
 GRANT USAGE ON SCHEMA public TO ingestion_worker;
 GRANT USAGE ON SCHEMA public TO anon;
@@ -3410,10 +3580,10 @@ GRANT ALL ON FUNCTION public.readable_document_sections(p_document_id uuid) TO i
 GRANT ALL ON FUNCTION public.readable_document_sections(p_document_id uuid) TO anon;
 GRANT ALL ON FUNCTION public.readable_document_sections(p_document_id uuid) TO authenticated;
 
-REVOKE ALL ON FUNCTION public.readable_documents(p_collections text[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.readable_documents(p_collections text[]) TO ingestion_worker;
-GRANT ALL ON FUNCTION public.readable_documents(p_collections text[]) TO anon;
-GRANT ALL ON FUNCTION public.readable_documents(p_collections text[]) TO authenticated;
+REVOKE ALL ON FUNCTION public.readable_documents(p_collections text[], p_limit integer, p_after_collection text, p_after_source_uri text, p_after_document_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.readable_documents(p_collections text[], p_limit integer, p_after_collection text, p_after_source_uri text, p_after_document_id uuid) TO ingestion_worker;
+GRANT ALL ON FUNCTION public.readable_documents(p_collections text[], p_limit integer, p_after_collection text, p_after_source_uri text, p_after_document_id uuid) TO anon;
+GRANT ALL ON FUNCTION public.readable_documents(p_collections text[], p_limit integer, p_after_collection text, p_after_source_uri text, p_after_document_id uuid) TO authenticated;
 
 REVOKE ALL ON FUNCTION public.record_ingestion_job_stage(p_job_id uuid, p_worker_id text, p_stage text, p_started_at timestamp with time zone, p_finished_at timestamp with time zone, p_detail jsonb, p_lease_token bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.record_ingestion_job_stage(p_job_id uuid, p_worker_id text, p_stage text, p_started_at timestamp with time zone, p_finished_at timestamp with time zone, p_detail jsonb, p_lease_token bigint) TO ingestion_worker;
@@ -3476,10 +3646,10 @@ REVOKE ALL ON FUNCTION public.search_lexeme_query(p_lexeme text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) TO ingestion_worker;
-GRANT ALL ON FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) TO anon;
-GRANT ALL ON FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) TO authenticated;
 
 REVOKE ALL ON FUNCTION public.search_query_lexemes(p_query text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.search_query_refusal(p_query text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.search_query_terms(p_query text) FROM PUBLIC;
 
@@ -3492,10 +3662,11 @@ GRANT ALL ON FUNCTION public.search_term_count_drift(p_limit integer) TO ingesti
 
 REVOKE ALL ON FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer) TO ingestion_worker;
-GRANT ALL ON FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer) TO anon;
-GRANT ALL ON FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer) TO authenticated;
 
 REVOKE ALL ON FUNCTION public.search_vector_snippet(p_content text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.searchable_chunks_drift(p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.searchable_chunks_drift(p_limit integer) TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.secure_rpc(p_function regprocedure, p_worker_may_call boolean) FROM PUBLIC;
 
@@ -3505,6 +3676,8 @@ REVOKE ALL ON FUNCTION public.settle_failed_ingestion_job(p_job_id uuid, p_docum
 
 REVOKE ALL ON FUNCTION public.stuck_import_batch_ids(p_limit integer) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION public.track_searchable_chunks() FROM PUBLIC;
+
 GRANT SELECT ON TABLE public.collection_members TO ingestion_worker;
 
 GRANT SELECT ON TABLE public.collections TO ingestion_worker;
@@ -3512,9 +3685,6 @@ GRANT SELECT ON TABLE public.collections TO ingestion_worker;
 GRANT SELECT,INSERT ON TABLE public.document_chunks TO ingestion_worker;
 
 GRANT SELECT ON TABLE public.documents TO ingestion_worker;
-
-GRANT SELECT(id) ON TABLE public.documents TO anon;
-GRANT SELECT(id) ON TABLE public.documents TO authenticated;
 
 GRANT SELECT ON TABLE public.committed_document_chunks TO ingestion_worker;
 
@@ -3531,5 +3701,7 @@ GRANT SELECT ON TABLE public.document_versions TO ingestion_worker;
 GRANT SELECT ON TABLE public.index_generations TO ingestion_worker;
 
 GRANT SELECT ON TABLE public.ingestion_job_stages TO ingestion_worker;
+
+GRANT SELECT ON TABLE public.searchable_chunks TO ingestion_worker;
 
 GRANT SELECT ON TABLE public.sync_sources TO ingestion_worker;

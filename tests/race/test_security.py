@@ -80,6 +80,8 @@ WORKER_RPCS = {
     # the term counts' janitor pass and check (20261203000200)
     "compact_search_term_counts",
     "search_term_count_drift",
+    # the check of the search's committed chunks (20261204000100)
+    "searchable_chunks_drift",
 }
 # Internal helpers (called by the RPCs or the trigger as their owner): granted to no one.
 INTERNAL = {
@@ -132,23 +134,31 @@ INTERNAL = {
     "count_search_terms",
     "search_query_lexemes",
     "search_lexeme_query",
+    # the search's committed chunks and their trigger; the query's caps (20261204000100)
+    "track_searchable_chunks",
+    "search_query_refusal",
 }
 # Created only where the server has pgvector.
 OPTIONAL = {"document_chunks_embedding_vector"}
 # secure_rpc and revoke_from_supabase_roles are run only by the migrations, as the owner of
 # what they alter: SECURITY INVOKER by design (as definers they would let a caller alter or
 # revoke anything).
-INVOKER = {"secure_rpc", "revoke_from_supabase_roles", "search_documents"}
-# The search RPC runs as its caller (SECURITY INVOKER), so the caller's row-level security
-# applies to every row it returns (20261203000100).
+INVOKER = {"secure_rpc", "revoke_from_supabase_roles"}
+# The search RPC runs as its owner since 20261204000100 (app roles hold no table privilege);
+# it checks the caller's scope itself.
 # The search functions are never planned generically (the generic-plan trap: a cached
 # generic plan may scan every chunk); every other function pins search_path only.
 FORCE_CUSTOM_PLAN = "plan_cache_mode=force_custom_plan"
-CUSTOM_PLANS = {"search_documents", "search_lexical_hits", "search_vector_hits"}
+CUSTOM_PLANS = {"search_documents", "search_lexical_hits", "search_vector_hits", "readable_documents"}
 # The lexical search reads its candidates through the GIN index whatever the planner's
-# estimates (20261203000200): its cost is bounded by the postings it reads.
+# estimates (20261203000200): its cost is bounded by the postings it reads. What a reader's
+# call reads is its own collections' rows only, through indexes, never a scan of every
+# tenant's (20261204000100).
 NO_SEQ_SCAN = "enable_seqscan=off"
-NO_SEQ_SCAN_FUNCTIONS = {"search_lexical_hits"}
+NO_SEQ_SCAN_FUNCTIONS = {"search_lexical_hits", "search_vector_hits", "readable_documents", "readable_collections"}
+# The search functions read the same rows whatever VACUUM last marked all-visible.
+NO_INDEX_ONLY_SCAN = "enable_indexonlyscan=off"
+NO_INDEX_ONLY_SCAN_FUNCTIONS = {"search_lexical_hits", "search_vector_hits"}
 # What readers reach sends them no message of its own (a reader's debug_print_plan would show
 # the plans of the statements inside, with the owner's statistics).
 QUIET = "client_min_messages=warning"
@@ -167,17 +177,15 @@ QUIET_FUNCTIONS = CUSTOM_PLANS | {
 # they were not there) may run and read; row-level security decides which rows.
 READER_FUNCTIONS = {
     "search_documents",
-    "search_lexical_hits",
-    "search_vector_hits",
     "readable_collections",
     "readable_documents",
     "readable_document_pages",
     "readable_document_sections",
     "readable_document_chunks",
 }
-# documents.id only (what the search RPC joins on under the readers' policy): a reader's
-# leakproof filter on any other column would run before the policy (tests/search/test_tenants.py).
-READER_RELATION_PRIVILEGES = {"documents": {"SELECT (column)"}}
+# Nothing: a reader's filter on a table it may select runs before any policy, and EXPLAIN
+# ANALYZE's row counts then describe rows it may not read (20261204000100 revoked documents.id).
+READER_RELATION_PRIVILEGES: dict[str, set[str]] = {}
 
 # What ingestion_worker may do to each relation; every relation not named: nothing.
 WORKER_RELATION_PRIVILEGES = {
@@ -196,6 +204,7 @@ WORKER_RELATION_PRIVILEGES = {
     "document_pages": {"SELECT", "INSERT"},
     "document_sections": {"SELECT", "INSERT"},
     "document_chunks": {"SELECT", "INSERT"},
+    "searchable_chunks": {"SELECT"},
 }
 
 TABLE_PRIVILEGES = ["SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER"]
@@ -294,8 +303,9 @@ def test_every_function_is_classified_pins_search_path_and_runs_as_definer(conn)
         expected = [SEARCH_PATH]
         expected += [FORCE_CUSTOM_PLAN] if row["proname"] in CUSTOM_PLANS else []
         expected += [NO_SEQ_SCAN] if row["proname"] in NO_SEQ_SCAN_FUNCTIONS else []
+        expected += [NO_INDEX_ONLY_SCAN] if row["proname"] in NO_INDEX_ONLY_SCAN_FUNCTIONS else []
         expected += [QUIET] if row["proname"] in QUIET_FUNCTIONS else []
-        assert row["proconfig"] == expected, row["signature"]
+        assert sorted(row["proconfig"]) == sorted(expected), row["signature"]
         assert row["prosecdef"] == (row["proname"] not in INVOKER), row["signature"]
 
 

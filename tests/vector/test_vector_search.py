@@ -97,7 +97,7 @@ def test_pgvector_and_exact_paths_agree_on_the_same_documents(fresh_db, tmp_path
 
 def test_twenty_calls_of_the_search_rpc_each_use_the_hnsw_index(pgvector_db, tmp_path):
     """Twelve documents of fifty paragraphs each (about 600 chunks, analyzed): the planner
-    picks the index on its own, no enable_seqscan switched off, in the statements the RPC
+    picks the index in the statements the RPC
     runs (auto_explain's plans of its nested statements), call after call: twenty of them,
     with different vectors and collections, so a plan cached generic after the fifth would
     show (the generic-plan trap; the lexical half is tests/search/test_search_plans.py)."""
@@ -108,13 +108,18 @@ def test_twenty_calls_of_the_search_rpc_each_use_the_hnsw_index(pgvector_db, tmp
     with connect(pgvector_db.url) as conn, captured_plans(conn) as plans:
         conn.execute("analyze document_chunks")
         assert conn.execute("select count(*) as n from document_chunks").fetchone()["n"] > 500
-        # every collection, and one: the filter applies to the candidates the index returns
+        # every collection (the HNSW index, the owner's unscoped search), and one: a scope of at
+        # most 20,000 chunks is searched exactly, its own chunks by primary key
         for n in range(20):
             collections = None if n % 2 else ["default"]
             plans.clear()
             assert vector_hits(conn, embed(texts[n % len(texts)]), 10, collections=collections)
             scans = scans_of(plans, "document_chunks")
-            assert ("Index Scan", index_name(DIMENSIONS)) in scans, json.dumps(plans, indent=1)[:3000]
+            if collections is None:
+                assert ("Index Scan", index_name(DIMENSIONS)) in scans, json.dumps(plans, indent=1)[:3000]
+            else:
+                assert set(scans) == {("Index Scan", "document_chunks_pkey")}, scans
+                assert ("Bitmap Index Scan", "searchable_chunks_terms") in scans_of(plans, "searchable_chunks")
             assert not any(kind == "Seq Scan" for kind, _ in scans), scans
 
 
