@@ -21,9 +21,10 @@
 --   * searchable_chunks holds, for each live document's committed generation only, its
 --     chunks' collection and search vector; a trigger on documents keeps it (the same
 --     events that move the term counts: a commit, a new version, a delete, a purge, a move),
---     in the same transaction. Its GIN index (collection, content_tsv) (btree_gin) serves
---     the lexical candidates scoped to the caller's collections *before* any budget: what a
---     search reads and returns depends only on what the caller may read.
+--     in the same transaction. Each row's vector holds one more lexeme, its collection's, so
+--     its GIN index serves the lexical candidates scoped to the caller's collections in one
+--     match, *before* any budget: what a search reads and returns depends only on what the
+--     caller may read.
 --   * The vector path, for a scope of at most 20,000 committed chunks, is exact and reads
 --     only the scope's chunks (searchable_chunks, then chunks by primary key); a larger
 --     scope (or an owner's unscoped search) walks the HNSW index with the scope and the
@@ -46,10 +47,11 @@
 -- ---------------------------------------------------------------------------------------
 -- What a search may read: committed chunks of live documents, with their collection.
 
--- btree_gin gives text `=` a GIN operator class, so one GIN index holds both the collection
--- and the words. A trusted extension (PostgreSQL 13+): the migrating role creates it.
-create extension if not exists btree_gin;
-
+-- content_tsv: the chunk's vector plus one lexeme for its collection,
+-- search_collection_lexeme(): a search's scope is part of the one tsquery its GIN scan
+-- matches, so the planner can never read the index for the words alone and filter the
+-- collections afterwards (it did so for a scope its statistics said was most of the table,
+-- reading the other collections' rows).
 create table public.searchable_chunks (
     collection text not null,
     document_id uuid not null,
@@ -58,6 +60,28 @@ create table public.searchable_chunks (
     content_tsv tsvector not null,
     primary key (document_id, index_generation_id, ordinal)
 );
+
+-- A collection as a lexeme: a space, which no query term's lexeme has, and a fixed length
+-- whatever the name.
+create function public.search_collection_lexeme(p_collection text)
+returns text
+language sql
+immutable
+set search_path = pg_catalog, pg_temp
+as $$
+    select 'collection ' || pg_catalog.md5(p_collection);
+$$;
+
+-- The scope as a tsquery: any of its collections' lexemes (null: every collection).
+create function public.search_scope_query(p_scope text[])
+returns tsquery
+language sql
+immutable
+set search_path = pg_catalog, pg_temp
+as $$
+    select pg_catalog.string_agg(public.search_lexeme_query(public.search_collection_lexeme(c))::text, ' | ')::tsquery
+      from unnest(p_scope) as c;
+$$;
 revoke all on table public.searchable_chunks from public;
 grant select on table public.searchable_chunks to ingestion_worker;
 select public.revoke_from_supabase_roles('table public.searchable_chunks');
@@ -90,7 +114,8 @@ begin
     end if;
     if v_new_generation is not null then
         insert into public.searchable_chunks (collection, document_id, index_generation_id, ordinal, content_tsv)
-        select new.collection, c.document_id, c.index_generation_id, c.ordinal, c.content_tsv
+        select new.collection, c.document_id, c.index_generation_id, c.ordinal,
+               c.content_tsv || array_to_tsvector(array[public.search_collection_lexeme(new.collection)])
           from public.document_chunks c
          where c.document_id = new.id and c.index_generation_id = v_new_generation and c.content_tsv is not null;
     end if;
@@ -108,13 +133,14 @@ create trigger documents_untrack_searchable_chunks
 -- Every searchable document's committed chunks (this transaction holds them: the trigger
 -- above already sees every commit after it).
 insert into public.searchable_chunks (collection, document_id, index_generation_id, ordinal, content_tsv)
-select d.collection, c.document_id, c.index_generation_id, c.ordinal, c.content_tsv
+select d.collection, c.document_id, c.index_generation_id, c.ordinal,
+       c.content_tsv || array_to_tsvector(array[public.search_collection_lexeme(d.collection)])
   from public.documents d
   join public.document_chunks c on c.document_id = d.id and c.index_generation_id = d.index_generation_id
  where d.deleted_at is null and d.index_generation_id is not null and c.content_tsv is not null;
 
 -- Built after the backfill (one pass instead of an insert per row).
-create index searchable_chunks_terms on public.searchable_chunks using gin (collection, content_tsv);
+create index searchable_chunks_terms on public.searchable_chunks using gin (content_tsv);
 
 -- Where searchable_chunks and the committed generations disagree (none, unless a bug or a
 -- manual edit): rows of no committed live generation, and committed chunks with no row.
@@ -146,6 +172,7 @@ $$;
 -- Who reads what: readable collections through an index.
 
 alter function public.readable_collections() set enable_seqscan = off;
+alter function public.readable_collections() set enable_bitmapscan = off;
 
 -- ---------------------------------------------------------------------------------------
 -- The caps on a query (22023): its length, and its distinct terms (case folded).
@@ -168,8 +195,9 @@ $$;
 -- Lexical hits (docs/search.md, "Lexical search"): as migration bm25_search ranks them, with
 -- the candidates of step 1 read from searchable_chunks of the scope only, so the budget is
 -- spent on committed chunks of live documents the caller may read; the highlight built from
--- the distinct terms; index-only scans off, so the rows a call reads do not depend on
--- what VACUUM last marked all-visible.
+-- the distinct terms. Rows a call reads depend only on the scope: nested loops into the
+-- primary keys (no hash or merge join reads a whole table), no index-only scans (what they
+-- read depends on what VACUUM last marked all-visible).
 create or replace function public.search_lexical_hits(p_query text, p_collections text[], p_limit integer)
 returns table (document_id uuid, collection text, source_uri text, source_name text, title text,
                index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer,
@@ -181,7 +209,10 @@ security definer
 set search_path = pg_catalog, pg_temp
 set plan_cache_mode = force_custom_plan
 set enable_seqscan = off  -- the candidates come from the GIN index, whatever the estimates say
+set enable_bitmapscan = off  -- but for the candidates' statement (below): index scans
 set enable_indexonlyscan = off
+set enable_hashjoin = off  -- documents and sections by primary key, one candidate at a time,
+set enable_mergejoin = off -- never a scan of the whole table to join them
 set client_min_messages = warning
 as $$
 #variable_conflict use_column
@@ -203,6 +234,7 @@ declare
     v_queries tsquery[];
     v_candidates uuid[];
     v_parts public.search_query_part[];
+    v_match tsquery;
 begin
     if p_limit is null or p_limit < 1 or p_limit > 5000 then
         raise exception 'search_lexical_hits: p_limit must be between 1 and 5000' using errcode = '22023';
@@ -260,14 +292,27 @@ begin
               from public.search_query_terms(p_query) q where not q.excluded
              group by pg_catalog.lower(q.term)) t;
 
-    -- 1. Candidate documents: committed chunks of live documents in scope only.
+    -- 1. Candidate documents: committed chunks of live documents in scope only, through a
+    -- bitmap of the GIN index (this statement only: every other read is an index scan,
+    -- whatever the planner's statistics, so what a call reads does not depend on other
+    -- tenants' data).
+    -- One tsquery: the seed terms, the scope, the phrases and the exclusions (a planner that
+    -- got them as several conditions could read the index for one and filter the others).
+    v_match := v_seed;
+    if v_scope is not null then
+        v_match := v_match && public.search_scope_query(v_scope);
+    end if;
+    if v_required is not null then
+        v_match := v_match && v_required;
+    end if;
+    if v_excluded is not null then
+        v_match := v_match && !! v_excluded;
+    end if;
+    perform pg_catalog.set_config('enable_bitmapscan', 'on', true);
     with seeds as materialized (
         select s.document_id, s.content_tsv
           from public.searchable_chunks s
-         where (v_scope is null or s.collection = any (v_scope))
-           and s.content_tsv @@ v_seed
-           and (v_required is null or s.content_tsv @@ v_required)
-           and (v_excluded is null or not s.content_tsv @@ v_excluded)
+         where s.content_tsv @@ v_match
          limit v_budget
     ), scored as (
         select s.document_id, max(p.score) as score
@@ -281,6 +326,7 @@ begin
     )
     select array_agg(x.document_id) into v_candidates
       from (select s.document_id from scored s order by s.score desc, s.document_id limit v_depth) x;
+    perform pg_catalog.set_config('enable_bitmapscan', 'off', true);
     if v_candidates is null then
         return;
     end if;
@@ -293,7 +339,7 @@ begin
         select d.id, d.collection, d.source_key, d.source_name, coalesce(d.title, d.source_name) as title,
                d.index_generation_id, greatest(d.chunk_count, 1) as chunk_count
           from unnest(v_candidates) as x (id)
-          join public.documents d on d.id = x.id
+         cross join lateral (select d.* from public.documents d where d.id = x.id offset 0) d
          where d.deleted_at is null
            and (v_scope is null or d.collection = any (v_scope))
            and (v_excluded is null
@@ -343,9 +389,11 @@ begin
     ), heading_match as materialized (  -- the section heading the query covers best
         select c.document_id, max(hm.share) as share
           from (select distinct c.document_id, c.index_generation_id, c.section_ordinal from chunks c) c
-          join public.document_sections sec
-            on sec.document_id = c.document_id and sec.index_generation_id = c.index_generation_id
-           and sec.ordinal = c.section_ordinal
+         cross join lateral (
+               select sec.heading from public.document_sections sec
+                where sec.document_id = c.document_id and sec.index_generation_id = c.index_generation_id
+                  and sec.ordinal = c.section_ordinal
+               offset 0) sec
          cross join lateral (
                select array_agg(w) as words from unnest(tsvector_to_array(public.search_field_vector(sec.heading, false))) as w
                 where w !~ '^[0-9.]+$') hw
@@ -369,9 +417,11 @@ begin
            (row_number() over (order by r.total desc, r.source_key, r.source_name, r.id))::integer
       from ranked r
       join chunks c on c.document_id = r.id and c.ordinal = r.ordinal
-      left join public.document_sections sec
-             on sec.document_id = r.id and sec.index_generation_id = r.index_generation_id
-            and sec.ordinal = c.section_ordinal
+      left join lateral (
+            select sec.heading from public.document_sections sec
+             where sec.document_id = r.id and sec.index_generation_id = r.index_generation_id
+               and sec.ordinal = c.section_ordinal
+            offset 0) sec on true
      order by 14;
 end;
 $$;
@@ -396,7 +446,10 @@ security definer
 set search_path = pg_catalog, pg_temp
 set plan_cache_mode = force_custom_plan
 set enable_seqscan = off  -- the scope's chunks through the indexes, never a scan of all of them
+set enable_bitmapscan = off
 set enable_indexonlyscan = off
+set enable_hashjoin = off
+set enable_mergejoin = off
 set client_min_messages = warning
 as $$
 #variable_conflict use_column
@@ -416,6 +469,9 @@ declare
     v_iterative_scan text;
     v_exact boolean;
     v_source text;
+    v_documents uuid[];
+    v_generations uuid[];
+    v_ordinals integer[];
 begin
     if p_limit is null or p_limit < 1 or p_limit > 5000 then
         raise exception 'search_vector_hits: p_limit must be between 1 and 5000' using errcode = '22023';
@@ -440,6 +496,18 @@ begin
       left join pg_catalog.pg_extension e on e.extname = 'vector'
      where a.attrelid = 'public.document_chunks'::regclass and a.attname = 'embedding_vector'
        and not a.attisdropped;
+    v_exact := v_schema is null or coalesce(v_scope_chunks <= v_exact_at_most, false);
+    if v_exact then
+        -- The scope's committed chunks: a bitmap of the GIN index (this statement only; the
+        -- chunks, documents and sections after it by primary key, index scans whatever the
+        -- planner's statistics, so what a call reads does not depend on other tenants').
+        perform pg_catalog.set_config('enable_bitmapscan', 'on', true);
+        select array_agg(k.document_id), array_agg(k.index_generation_id), array_agg(k.ordinal)
+          into v_documents, v_generations, v_ordinals
+          from public.searchable_chunks k
+         where v_scope is null or k.content_tsv @@ public.search_scope_query(v_scope);
+        perform pg_catalog.set_config('enable_bitmapscan', 'off', true);
+    end if;
 
     if v_schema is null then
         -- Without pgvector: the cosine in SQL over real[], of the scope's committed chunks
@@ -451,7 +519,7 @@ begin
         ), scored as (
             select c.document_id, c.index_generation_id, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading,
                    c.content, p.dot / nullif(p.norm * q.norm, 0) as similarity
-              from public.searchable_chunks k
+              from unnest(v_documents, v_generations, v_ordinals) as k (document_id, index_generation_id, ordinal)
              cross join lateral (  -- by the primary key
                    select c.* from public.document_chunks c
                     where c.document_id = k.document_id and c.index_generation_id = k.index_generation_id
@@ -461,8 +529,7 @@ begin
              cross join lateral (
                    select sum(a * b) as dot, sqrt(sum(a::float8 * a)) as norm
                      from unnest(c.embedding, q.v) as u (a, b)) as p
-             where (v_scope is null or k.collection = any (v_scope))
-               and cardinality(c.embedding) = v_dimensions
+             where cardinality(c.embedding) = v_dimensions
         ), best as (
             select distinct on (s.document_id) s.*
               from scored s
@@ -474,11 +541,12 @@ begin
                b.similarity::float8, public.search_vector_snippet(b.content),
                (row_number() over (order by b.similarity desc, b.document_id))::integer
           from best b
-          join public.documents d on d.id = b.document_id
-          left join public.document_sections sec
-                 on sec.document_id = b.document_id
-                and sec.index_generation_id = b.index_generation_id
-                and sec.ordinal = b.section_ordinal
+         cross join lateral (select d.* from public.documents d where d.id = b.document_id offset 0) d
+          left join lateral (
+                select sec.heading from public.document_sections sec
+                 where sec.document_id = b.document_id and sec.index_generation_id = b.index_generation_id
+                   and sec.ordinal = b.section_ordinal
+                offset 0) sec on true
          order by b.similarity desc, b.document_id
          limit greatest(p_limit, 0);
         return;
@@ -496,18 +564,17 @@ begin
     v_iterative_scan := pg_catalog.current_setting('hnsw.iterative_scan', true);
     v_most := case when v_iterative then 20000 else 1000 end;
     v_candidates := least(greatest(p_limit, 1) * 10, v_most);
-    v_exact := coalesce(v_scope_chunks <= v_exact_at_most, false);
     if v_exact then
         v_source := $q$
             select c.document_id, c.index_generation_id, c.ordinal,
                    c.embedding_vector::vector(%1$s) <=> $1::vector(%1$s) as distance
-              from public.searchable_chunks k
+              from unnest($5::uuid[], $6::uuid[], $7::integer[]) as k (document_id, index_generation_id, ordinal)
              cross join lateral (
                    select c.* from public.document_chunks c
                     where c.document_id = k.document_id and c.index_generation_id = k.index_generation_id
                       and c.ordinal = k.ordinal
                    offset 0) c
-             where k.collection = any ($3::text[]) and vector_dims(c.embedding_vector) = %1$s$q$;
+             where vector_dims(c.embedding_vector) = %1$s$q$;
     else
         v_source := $q$
             select c.document_id, c.index_generation_id, c.ordinal,
@@ -534,11 +601,12 @@ begin
                    b.section_ordinal, b.page_ordinal, sec.heading, b.heading as heading_path,
                    (1 - b.distance)::float8 as score, public.search_vector_snippet(b.content) as snippet
               from best b
-              join public.documents d on d.id = b.document_id
-              left join public.document_sections sec
-                     on sec.document_id = b.document_id
-                    and sec.index_generation_id = b.index_generation_id
-                    and sec.ordinal = b.section_ordinal
+             cross join lateral (select d.* from public.documents d where d.id = b.document_id offset 0) d
+              left join lateral (
+                    select sec.heading from public.document_sections sec
+                     where sec.document_id = b.document_id and sec.index_generation_id = b.index_generation_id
+                       and sec.ordinal = b.section_ordinal
+                    offset 0) sec on true
              order by b.distance, b.document_id
              limit $4
         )
@@ -550,7 +618,8 @@ begin
         if v_iterative then
             perform pg_catalog.set_config('hnsw.iterative_scan', 'strict_order', true);
         end if;
-        execute v_statement into v_fetched, v_rows using p_embedding, v_candidates, v_scope, greatest(p_limit, 0);
+        execute v_statement into v_fetched, v_rows
+            using p_embedding, v_candidates, v_scope, greatest(p_limit, 0), v_documents, v_generations, v_ordinals;
         exit when v_exact or jsonb_array_length(v_rows) >= p_limit or v_fetched < v_candidates
                   or v_candidates >= v_most;
         v_candidates := least(v_candidates * 2, v_most);
@@ -585,6 +654,10 @@ stable
 security definer
 set search_path = pg_catalog, pg_temp
 set plan_cache_mode = force_custom_plan
+set enable_seqscan = off  -- each hit's document by primary key
+set enable_bitmapscan = off
+set enable_hashjoin = off
+set enable_mergejoin = off
 set client_min_messages = warning
 as $$
 #variable_conflict use_column
@@ -648,8 +721,10 @@ begin
            s.heading, s.heading_path, s.page_ordinal + 1, s.chunk_ordinal, s.snippet, f.score
       from fused f
       join shown s on s.document_id = f.document_id
-      join public.documents d  -- the scope, once more
-        on d.id = s.document_id and d.deleted_at is null and (v_scope is null or d.collection = any (v_scope))
+     cross join lateral (  -- the scope, once more
+           select 1 from public.documents d
+            where d.id = s.document_id and d.deleted_at is null and (v_scope is null or d.collection = any (v_scope))
+           offset 0) d
      order by case when p_mode = 'hybrid' then -f.score else f.n end, s.document_id::text
      limit p_limit;
 end;
@@ -674,6 +749,7 @@ security definer
 set search_path = pg_catalog, pg_temp
 set plan_cache_mode = force_custom_plan
 set enable_seqscan = off
+set enable_bitmapscan = off
 set client_min_messages = warning
 as $$
 #variable_conflict use_column
@@ -713,6 +789,8 @@ revoke all on function public.search_vector_hits(real[], text[], integer) from a
 select public.secure_rpc('public.track_searchable_chunks()', false);
 select public.secure_rpc('public.searchable_chunks_drift(integer)');
 select public.secure_rpc('public.search_query_refusal(text)', false);
+select public.secure_rpc('public.search_collection_lexeme(text)', false);
+select public.secure_rpc('public.search_scope_query(text[])', false);
 select public.secure_rpc('public.readable_documents(text[], integer, text, text, uuid)');
 grant execute on function public.readable_documents(text[], integer, text, text, uuid) to anon, authenticated;
 grant execute on function public.search_documents(text, text[], text, integer, real[])

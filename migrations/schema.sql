@@ -1774,6 +1774,7 @@ CREATE FUNCTION public.readable_collections() RETURNS text[]
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET client_min_messages TO 'warning'
     SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
     AS $$
 declare
     v_caller name := coalesce(nullif(pg_catalog.current_setting('role'), 'none'), session_user);
@@ -1841,6 +1842,7 @@ CREATE FUNCTION public.readable_documents(p_collections text[] DEFAULT NULL::tex
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_custom_plan'
     SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
     SET client_min_messages TO 'warning'
     AS $$
 #variable_conflict use_column
@@ -2250,6 +2252,13 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.search_collection_lexeme(p_collection text) RETURNS text
+    LANGUAGE sql IMMUTABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select 'collection ' || pg_catalog.md5(p_collection);
+$$;
+
 CREATE FUNCTION public.search_committed_terms() RETURNS TABLE(collection text, lexeme text, documents bigint, chunks bigint)
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2265,6 +2274,10 @@ CREATE FUNCTION public.search_documents(p_query text, p_collections text[] DEFAU
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     SET client_min_messages TO 'warning'
     AS $$
 #variable_conflict use_column
@@ -2328,8 +2341,10 @@ begin
            s.heading, s.heading_path, s.page_ordinal + 1, s.chunk_ordinal, s.snippet, f.score
       from fused f
       join shown s on s.document_id = f.document_id
-      join public.documents d  -- the scope, once more
-        on d.id = s.document_id and d.deleted_at is null and (v_scope is null or d.collection = any (v_scope))
+     cross join lateral (  -- the scope, once more
+           select 1 from public.documents d
+            where d.id = s.document_id and d.deleted_at is null and (v_scope is null or d.collection = any (v_scope))
+           offset 0) d
      order by case when p_mode = 'hybrid' then -f.score else f.n end, s.document_id::text
      limit p_limit;
 end;
@@ -2371,7 +2386,10 @@ CREATE FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_custom_plan'
     SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
     SET enable_indexonlyscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     SET client_min_messages TO 'warning'
     AS $_$
 #variable_conflict use_column
@@ -2393,6 +2411,7 @@ declare
     v_queries tsquery[];
     v_candidates uuid[];
     v_parts public.search_query_part[];
+    v_match tsquery;
 begin
     if p_limit is null or p_limit < 1 or p_limit > 5000 then
         raise exception 'search_lexical_hits: p_limit must be between 1 and 5000' using errcode = '22023';
@@ -2450,14 +2469,27 @@ begin
               from public.search_query_terms(p_query) q where not q.excluded
              group by pg_catalog.lower(q.term)) t;
 
-    -- 1. Candidate documents: committed chunks of live documents in scope only.
+    -- 1. Candidate documents: committed chunks of live documents in scope only, through a
+    -- bitmap of the GIN index (this statement only: every other read is an index scan,
+    -- whatever the planner's statistics, so what a call reads does not depend on other
+    -- tenants' data).
+    -- One tsquery: the seed terms, the scope, the phrases and the exclusions (a planner that
+    -- got them as several conditions could read the index for one and filter the others).
+    v_match := v_seed;
+    if v_scope is not null then
+        v_match := v_match && public.search_scope_query(v_scope);
+    end if;
+    if v_required is not null then
+        v_match := v_match && v_required;
+    end if;
+    if v_excluded is not null then
+        v_match := v_match && !! v_excluded;
+    end if;
+    perform pg_catalog.set_config('enable_bitmapscan', 'on', true);
     with seeds as materialized (
         select s.document_id, s.content_tsv
           from public.searchable_chunks s
-         where (v_scope is null or s.collection = any (v_scope))
-           and s.content_tsv @@ v_seed
-           and (v_required is null or s.content_tsv @@ v_required)
-           and (v_excluded is null or not s.content_tsv @@ v_excluded)
+         where s.content_tsv @@ v_match
          limit v_budget
     ), scored as (
         select s.document_id, max(p.score) as score
@@ -2471,6 +2503,7 @@ begin
     )
     select array_agg(x.document_id) into v_candidates
       from (select s.document_id from scored s order by s.score desc, s.document_id limit v_depth) x;
+    perform pg_catalog.set_config('enable_bitmapscan', 'off', true);
     if v_candidates is null then
         return;
     end if;
@@ -2483,7 +2516,7 @@ begin
         select d.id, d.collection, d.source_key, d.source_name, coalesce(d.title, d.source_name) as title,
                d.index_generation_id, greatest(d.chunk_count, 1) as chunk_count
           from unnest(v_candidates) as x (id)
-          join public.documents d on d.id = x.id
+         cross join lateral (select d.* from public.documents d where d.id = x.id offset 0) d
          where d.deleted_at is null
            and (v_scope is null or d.collection = any (v_scope))
            and (v_excluded is null
@@ -2533,9 +2566,11 @@ begin
     ), heading_match as materialized (  -- the section heading the query covers best
         select c.document_id, max(hm.share) as share
           from (select distinct c.document_id, c.index_generation_id, c.section_ordinal from chunks c) c
-          join public.document_sections sec
-            on sec.document_id = c.document_id and sec.index_generation_id = c.index_generation_id
-           and sec.ordinal = c.section_ordinal
+         cross join lateral (
+               select sec.heading from public.document_sections sec
+                where sec.document_id = c.document_id and sec.index_generation_id = c.index_generation_id
+                  and sec.ordinal = c.section_ordinal
+               offset 0) sec
          cross join lateral (
                select array_agg(w) as words from unnest(tsvector_to_array(public.search_field_vector(sec.heading, false))) as w
                 where w !~ '^[0-9.]+$') hw
@@ -2559,9 +2594,11 @@ begin
            (row_number() over (order by r.total desc, r.source_key, r.source_name, r.id))::integer
       from ranked r
       join chunks c on c.document_id = r.id and c.ordinal = r.ordinal
-      left join public.document_sections sec
-             on sec.document_id = r.id and sec.index_generation_id = r.index_generation_id
-            and sec.ordinal = c.section_ordinal
+      left join lateral (
+            select sec.heading from public.document_sections sec
+             where sec.document_id = r.id and sec.index_generation_id = r.index_generation_id
+               and sec.ordinal = c.section_ordinal
+            offset 0) sec on true
      order by 14;
 end;
 $_$;
@@ -2643,6 +2680,14 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.search_scope_query(p_scope text[]) RETURNS tsquery
+    LANGUAGE sql IMMUTABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select pg_catalog.string_agg(public.search_lexeme_query(public.search_collection_lexeme(c))::text, ' | ')::tsquery
+      from unnest(p_scope) as c;
+$$;
+
 CREATE FUNCTION public.search_stop_words(p_text text) RETURNS tsvector
     LANGUAGE sql IMMUTABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2677,7 +2722,10 @@ CREATE FUNCTION public.search_vector_hits(p_embedding real[], p_collections text
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_custom_plan'
     SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
     SET enable_indexonlyscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     SET client_min_messages TO 'warning'
     AS $_$
 #variable_conflict use_column
@@ -2697,6 +2745,9 @@ declare
     v_iterative_scan text;
     v_exact boolean;
     v_source text;
+    v_documents uuid[];
+    v_generations uuid[];
+    v_ordinals integer[];
 begin
     if p_limit is null or p_limit < 1 or p_limit > 5000 then
         raise exception 'search_vector_hits: p_limit must be between 1 and 5000' using errcode = '22023';
@@ -2721,6 +2772,18 @@ begin
       left join pg_catalog.pg_extension e on e.extname = 'vector'
      where a.attrelid = 'public.document_chunks'::regclass and a.attname = 'embedding_vector'
        and not a.attisdropped;
+    v_exact := v_schema is null or coalesce(v_scope_chunks <= v_exact_at_most, false);
+    if v_exact then
+        -- The scope's committed chunks: a bitmap of the GIN index (this statement only; the
+        -- chunks, documents and sections after it by primary key, index scans whatever the
+        -- planner's statistics, so what a call reads does not depend on other tenants').
+        perform pg_catalog.set_config('enable_bitmapscan', 'on', true);
+        select array_agg(k.document_id), array_agg(k.index_generation_id), array_agg(k.ordinal)
+          into v_documents, v_generations, v_ordinals
+          from public.searchable_chunks k
+         where v_scope is null or k.content_tsv @@ public.search_scope_query(v_scope);
+        perform pg_catalog.set_config('enable_bitmapscan', 'off', true);
+    end if;
 
     if v_schema is null then
         -- Without pgvector: the cosine in SQL over real[], of the scope's committed chunks
@@ -2732,7 +2795,7 @@ begin
         ), scored as (
             select c.document_id, c.index_generation_id, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading,
                    c.content, p.dot / nullif(p.norm * q.norm, 0) as similarity
-              from public.searchable_chunks k
+              from unnest(v_documents, v_generations, v_ordinals) as k (document_id, index_generation_id, ordinal)
              cross join lateral (  -- by the primary key
                    select c.* from public.document_chunks c
                     where c.document_id = k.document_id and c.index_generation_id = k.index_generation_id
@@ -2742,8 +2805,7 @@ begin
              cross join lateral (
                    select sum(a * b) as dot, sqrt(sum(a::float8 * a)) as norm
                      from unnest(c.embedding, q.v) as u (a, b)) as p
-             where (v_scope is null or k.collection = any (v_scope))
-               and cardinality(c.embedding) = v_dimensions
+             where cardinality(c.embedding) = v_dimensions
         ), best as (
             select distinct on (s.document_id) s.*
               from scored s
@@ -2755,11 +2817,12 @@ begin
                b.similarity::float8, public.search_vector_snippet(b.content),
                (row_number() over (order by b.similarity desc, b.document_id))::integer
           from best b
-          join public.documents d on d.id = b.document_id
-          left join public.document_sections sec
-                 on sec.document_id = b.document_id
-                and sec.index_generation_id = b.index_generation_id
-                and sec.ordinal = b.section_ordinal
+         cross join lateral (select d.* from public.documents d where d.id = b.document_id offset 0) d
+          left join lateral (
+                select sec.heading from public.document_sections sec
+                 where sec.document_id = b.document_id and sec.index_generation_id = b.index_generation_id
+                   and sec.ordinal = b.section_ordinal
+                offset 0) sec on true
          order by b.similarity desc, b.document_id
          limit greatest(p_limit, 0);
         return;
@@ -2777,18 +2840,17 @@ begin
     v_iterative_scan := pg_catalog.current_setting('hnsw.iterative_scan', true);
     v_most := case when v_iterative then 20000 else 1000 end;
     v_candidates := least(greatest(p_limit, 1) * 10, v_most);
-    v_exact := coalesce(v_scope_chunks <= v_exact_at_most, false);
     if v_exact then
         v_source := $q$
             select c.document_id, c.index_generation_id, c.ordinal,
                    c.embedding_vector::vector(%1$s) <=> $1::vector(%1$s) as distance
-              from public.searchable_chunks k
+              from unnest($5::uuid[], $6::uuid[], $7::integer[]) as k (document_id, index_generation_id, ordinal)
              cross join lateral (
                    select c.* from public.document_chunks c
                     where c.document_id = k.document_id and c.index_generation_id = k.index_generation_id
                       and c.ordinal = k.ordinal
                    offset 0) c
-             where k.collection = any ($3::text[]) and vector_dims(c.embedding_vector) = %1$s$q$;
+             where vector_dims(c.embedding_vector) = %1$s$q$;
     else
         v_source := $q$
             select c.document_id, c.index_generation_id, c.ordinal,
@@ -2815,11 +2877,12 @@ begin
                    b.section_ordinal, b.page_ordinal, sec.heading, b.heading as heading_path,
                    (1 - b.distance)::float8 as score, public.search_vector_snippet(b.content) as snippet
               from best b
-              join public.documents d on d.id = b.document_id
-              left join public.document_sections sec
-                     on sec.document_id = b.document_id
-                    and sec.index_generation_id = b.index_generation_id
-                    and sec.ordinal = b.section_ordinal
+             cross join lateral (select d.* from public.documents d where d.id = b.document_id offset 0) d
+              left join lateral (
+                    select sec.heading from public.document_sections sec
+                     where sec.document_id = b.document_id and sec.index_generation_id = b.index_generation_id
+                       and sec.ordinal = b.section_ordinal
+                    offset 0) sec on true
              order by b.distance, b.document_id
              limit $4
         )
@@ -2831,7 +2894,8 @@ begin
         if v_iterative then
             perform pg_catalog.set_config('hnsw.iterative_scan', 'strict_order', true);
         end if;
-        execute v_statement into v_fetched, v_rows using p_embedding, v_candidates, v_scope, greatest(p_limit, 0);
+        execute v_statement into v_fetched, v_rows
+            using p_embedding, v_candidates, v_scope, greatest(p_limit, 0), v_documents, v_generations, v_ordinals;
         exit when v_exact or jsonb_array_length(v_rows) >= p_limit or v_fetched < v_candidates
                   or v_candidates >= v_most;
         v_candidates := least(v_candidates * 2, v_most);
@@ -3032,7 +3096,8 @@ begin
     end if;
     if v_new_generation is not null then
         insert into public.searchable_chunks (collection, document_id, index_generation_id, ordinal, content_tsv)
-        select new.collection, c.document_id, c.index_generation_id, c.ordinal, c.content_tsv
+        select new.collection, c.document_id, c.index_generation_id, c.ordinal,
+               c.content_tsv || array_to_tsvector(array[public.search_collection_lexeme(new.collection)])
           from public.document_chunks c
          where c.document_id = new.id and c.index_generation_id = v_new_generation and c.content_tsv is not null;
     end if;
@@ -3353,7 +3418,7 @@ CREATE UNIQUE INDEX ingestion_jobs_one_open_per_document ON public.ingestion_job
 
 CREATE INDEX search_term_counts_lexeme ON public.search_term_counts USING btree (lexeme, collection) INCLUDE (documents, chunks);
 
-CREATE INDEX searchable_chunks_terms ON public.searchable_chunks USING gin (collection, content_tsv);
+CREATE INDEX searchable_chunks_terms ON public.searchable_chunks USING gin (content_tsv);
 
 CREATE TRIGGER document_chunks_artifact_fence AFTER INSERT ON public.document_chunks REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.enforce_artifact_fence();
 
@@ -3631,6 +3696,8 @@ GRANT ALL ON FUNCTION public.revoke_collection(p_collection text, p_user_id uuid
 
 REVOKE ALL ON FUNCTION public.revoke_from_supabase_roles(p_object text) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION public.search_collection_lexeme(p_collection text) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION public.search_committed_terms() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.search_documents(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[]) FROM PUBLIC;
@@ -3654,6 +3721,8 @@ REVOKE ALL ON FUNCTION public.search_query_refusal(p_query text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION public.search_query_terms(p_query text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.search_scope(p_collections text[]) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.search_scope_query(p_scope text[]) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.search_stop_words(p_text text) FROM PUBLIC;
 

@@ -43,6 +43,7 @@ CANCELLED_BATCH_NAME = "cancelled_batches_take_no_files"
 LOCK_ORDER_NAME = "one_lock_order"
 VERSIONS_NAME = "document_versions"
 BM25_NAME = "bm25_search"
+SCOPED_SEARCH_NAME = "scoped_search"
 
 
 def version_before(name: str) -> str:
@@ -331,6 +332,13 @@ bm25_schema = before_and_head(
     "pre_bm25",
     "Lexical search before the BM25 migration (term weights from the planner's row estimate, every matching "
     "chunk scored), where each test observes its defect, and at head, where it must pass.",
+)
+scoped_search_schema = before_and_head(
+    SCOPED_SEARCH_NAME,
+    "pre_scoped",
+    "The fourth review's search defects (migration …_scoped_search.sql: other tenants' chunks spending a "
+    "reader's budget, unbounded queries, app roles' table privilege, readable_documents reading every tenant): "
+    "before it, where each test observes its defect, and at head, where it must pass.",
 )
 lock_order_schema = before_and_head(
     LOCK_ORDER_NAME,

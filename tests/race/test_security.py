@@ -137,6 +137,8 @@ INTERNAL = {
     # the search's committed chunks and their trigger; the query's caps (20261204000100)
     "track_searchable_chunks",
     "search_query_refusal",
+    "search_collection_lexeme",
+    "search_scope_query",
 }
 # Created only where the server has pgvector.
 OPTIONAL = {"document_chunks_embedding_vector"}
@@ -152,13 +154,22 @@ FORCE_CUSTOM_PLAN = "plan_cache_mode=force_custom_plan"
 CUSTOM_PLANS = {"search_documents", "search_lexical_hits", "search_vector_hits", "readable_documents"}
 # The lexical search reads its candidates through the GIN index whatever the planner's
 # estimates (20261203000200): its cost is bounded by the postings it reads. What a reader's
-# call reads is its own collections' rows only, through indexes, never a scan of every
-# tenant's (20261204000100).
-NO_SEQ_SCAN = "enable_seqscan=off"
-NO_SEQ_SCAN_FUNCTIONS = {"search_lexical_hits", "search_vector_hits", "readable_documents", "readable_collections"}
+# call reads is its own collections' rows only, through index scans (a bitmap only for the
+# GIN index, turned on for that statement), never a scan of every tenant's (20261204000100).
+NO_SEQ_SCAN = ["enable_seqscan=off", "enable_bitmapscan=off"]
+NO_SEQ_SCAN_FUNCTIONS = {
+    "search_documents",
+    "search_lexical_hits",
+    "search_vector_hits",
+    "readable_documents",
+    "readable_collections",
+}
 # The search functions read the same rows whatever VACUUM last marked all-visible.
 NO_INDEX_ONLY_SCAN = "enable_indexonlyscan=off"
 NO_INDEX_ONLY_SCAN_FUNCTIONS = {"search_lexical_hits", "search_vector_hits"}
+# ... and join rows by primary key, never by reading a whole table into a hash or a merge.
+NESTED_LOOPS = ["enable_hashjoin=off", "enable_mergejoin=off"]
+NESTED_LOOP_FUNCTIONS = {"search_lexical_hits", "search_vector_hits", "search_documents"}
 # What readers reach sends them no message of its own (a reader's debug_print_plan would show
 # the plans of the statements inside, with the owner's statistics).
 QUIET = "client_min_messages=warning"
@@ -302,8 +313,9 @@ def test_every_function_is_classified_pins_search_path_and_runs_as_definer(conn)
     for row in functions:
         expected = [SEARCH_PATH]
         expected += [FORCE_CUSTOM_PLAN] if row["proname"] in CUSTOM_PLANS else []
-        expected += [NO_SEQ_SCAN] if row["proname"] in NO_SEQ_SCAN_FUNCTIONS else []
+        expected += NO_SEQ_SCAN if row["proname"] in NO_SEQ_SCAN_FUNCTIONS else []
         expected += [NO_INDEX_ONLY_SCAN] if row["proname"] in NO_INDEX_ONLY_SCAN_FUNCTIONS else []
+        expected += NESTED_LOOPS if row["proname"] in NESTED_LOOP_FUNCTIONS else []
         expected += [QUIET] if row["proname"] in QUIET_FUNCTIONS else []
         assert sorted(row["proconfig"]) == sorted(expected), row["signature"]
         assert row["prosecdef"] == (row["proname"] not in INVOKER), row["signature"]

@@ -1,0 +1,126 @@
+"""Non-interference (issue 44; SPEC §10): a reader's search results — documents, order,
+scores, snippets — and the rows the call reads are the same with and without other tenants'
+data: 10,000 private chunks of the same words, documents deleted and generations superseded.
+
+One database at head. Alice reads `r1` (a member) and `r2` (public); her collections are
+indexed, with a superseded generation and a deleted document of their own. Random queries
+(words, a "phrase", an -excluded word) in the three modes and random scopes are answered and
+their reads counted (pg_stat_xact_user_tables, in the call's transaction); then the other
+tenants' data lands, and every call must answer and read exactly as before."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from uuid import UUID
+
+import psycopg
+
+from ingestion_pipeline.db.connection import connect
+from ingestion_pipeline.db.rpc import IngestionRpc
+from tests.old_enqueue import index_files
+from tests.search.reads import rows_read
+from tests.vector.corpus import EMBEDDER
+
+ALICE = UUID("00000000-0000-4000-8000-00000000a11c")
+VOCABULARY = [
+    "granite", "harbour", "lantern", "meadow", "orchard", "pebble", "quarry", "saddle", "thistle", "walrus",
+    "beacon", "cobalt", "dune", "ember", "fjord", "glacier", "heron", "juniper", "kelp", "lichen",
+]  # fmt: skip
+SCOPES = [None, ["r1"], ["r2"], ["r1", "vault"]]
+QUERIES = 12
+PRIVATE_CHUNKS = 10_000
+
+
+def page(rng: random.Random, title: str, sections: int) -> str:
+    parts = [f"# {title}\n\n"]
+    for n in range(sections):
+        words = " ".join(rng.choice(VOCABULARY) for _ in range(rng.randint(6, 14)))
+        parts.append(f"## {rng.choice(VOCABULARY).title()} {n}\n\nThe {words} by the shore.\n\n")
+    return "".join(parts)
+
+
+def index(url: str, folder: Path, files: dict[str, str], collection: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    _, drained = index_files(url, [folder], collection=collection, embedder=EMBEDDER)
+    assert drained.counts["failed"] == 0, drained.counts
+
+
+def queries(rng: random.Random) -> list[str]:
+    made = []
+    for n in range(QUERIES):
+        words = rng.sample(VOCABULARY, rng.randint(1, 3))
+        if n % 4 == 1:
+            words.append(f'"{rng.choice(VOCABULARY)} {rng.choice(VOCABULARY)}"')
+        if n % 4 == 2:
+            words.append(f"-{rng.choice(VOCABULARY)}")
+        made.append(" ".join(words))
+    return made
+
+
+def answer(conn: psycopg.Connection, text: str, mode: str, scope: list[str] | None) -> tuple[list, dict]:
+    """Alice's hits (without the document ids' randomness: by source key) and the rows read."""
+    with conn.transaction():
+        before = rows_read(conn)
+        conn.execute("select set_config('role', 'authenticated', true)")
+        conn.execute("select set_config('request.jwt.claims', %s, true)", (json.dumps({"sub": str(ALICE)}),))
+        hits = conn.execute(
+            "select source_uri, heading, chunk_ordinal, snippet, score "
+            "from search_documents(%s, %s, %s, 10, %s::real[])",
+            (text, scope, mode, None if mode == "lexical" else EMBEDDER.embed([text])[0]),
+        ).fetchall()
+        conn.execute("reset role")
+        return [tuple(hit.values()) for hit in hits], rows_read(conn, since=before)
+
+
+def answers(url: str, calls: list[tuple[str, str, list[str] | None]]) -> list[tuple[list, dict]]:
+    with connect(url) as conn:
+        conn.execute("analyze")
+        return [answer(conn, *call) for call in calls]
+
+
+def test_a_readers_results_and_reads_do_not_depend_on_other_tenants(db_url, tmp_path):
+    rng = random.Random(44)
+    own = {"r1": {f"a{n}.md": page(rng, f"Alpha {n}", rng.randint(2, 5)) for n in range(8)}}
+    own["r2"] = {f"b{n}.md": page(rng, f"Beta {n}", rng.randint(2, 5)) for n in range(6)}
+    for collection, files in own.items():
+        index(db_url, tmp_path / collection, files, collection)
+    with connect(db_url) as conn:
+        conn.execute("select grant_collection('r1', %s)", (ALICE,))
+        conn.execute("select add_collection('r2', true)")
+    # Alice's own history: a new version of a1 (its first generation superseded), b5 deleted.
+    index(db_url, tmp_path / "r1", {"a1.md": page(rng, "Alpha 1, again", 3)}, "r1")
+    with connect(db_url) as conn:
+        [b5] = conn.execute("select id from documents where source_name = 'b5.md'").fetchall()
+        assert IngestionRpc(conn).delete_document(b5["id"]).ok
+
+    calls = [
+        (text, mode, SCOPES[(n + k) % len(SCOPES)])
+        for n, text in enumerate(queries(rng))
+        for k, mode in enumerate(("lexical", "vector", "hybrid"))
+    ]
+    alone = answers(db_url, calls)
+    assert sum(bool(hits) for hits, _ in alone) >= len(calls) * 2 // 3, "most calls find something"
+    assert all(reads for _, reads in alone)
+
+    # Other tenants: 10,000 private chunks of the same words, deleted documents, superseded generations.
+    per_document = 500
+    vault = {f"v{n}.md": page(rng, f"Vault {n}", per_document) for n in range(PRIVATE_CHUNKS // per_document)}
+    index(db_url, tmp_path / "vault", vault, "vault")
+    churn = {f"c{n}.md": page(rng, f"Churn {n}", 20) for n in range(6)}
+    index(db_url, tmp_path / "churn", churn, "churn")
+    index(db_url, tmp_path / "churn", {name: page(rng, "Again", 20) for name in list(churn)[:3]}, "churn")
+    with connect(db_url) as conn:
+        rpc = IngestionRpc(conn)
+        for row in conn.execute("select id from documents where collection = 'churn' limit 4").fetchall():
+            assert rpc.delete_document(row["id"]).ok
+        private = conn.execute("select count(*) as n from searchable_chunks where collection = 'vault'").fetchone()
+        assert private["n"] >= PRIVATE_CHUNKS
+
+    crowded = answers(db_url, calls)
+    for call, (hits, reads), (hits_after, reads_after) in zip(calls, alone, crowded, strict=True):
+        assert hits_after == hits, call
+        assert reads_after == reads, call
