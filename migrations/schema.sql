@@ -749,6 +749,66 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.delete_vanished_document(p_document_id uuid, p_version integer, p_source text DEFAULT NULL::text, p_sync_token bigint DEFAULT NULL::bigint, p_lease_seconds integer DEFAULT 600) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_job uuid;
+    v_open_now uuid;
+    v_document public.documents%rowtype;
+    v_settled boolean := false;
+begin
+    if p_document_id is null or p_version is null or (p_source is not null and p_sync_token is null)
+       or coalesce(p_lease_seconds, 0) < 1 then
+        raise exception 'delete_vanished_document: p_document_id, p_version, p_lease_seconds (>= 1), and '
+                        'p_sync_token with p_source, are required' using errcode = '22023';
+    end if;
+    if p_source is not null then
+        -- The source row first: a remove (or another sync's begin) waits for this delete, and
+        -- this delete sees one that committed.
+        update public.sync_sources
+           set sync_expires_at = now() + make_interval(secs => p_lease_seconds)
+         where name = p_source and sync_token = p_sync_token and sync_holder is not null;
+        if not found then
+            return jsonb_build_object('ok', false, 'reason', 'lease_lost', 'name', p_source,
+                                      'document_id', p_document_id);
+        end if;
+    end if;
+    -- THE LOCK ORDER, as delete_document takes it (an open job that changed while we waited
+    -- is undone with the subtransaction and looked up again).
+    for attempt in 1..5 loop
+        begin
+            select id into v_job from public.ingestion_jobs
+             where document_id = p_document_id and status in ('pending', 'processing')
+               for no key update;
+            perform 1 from public.index_generations
+             where document_id = p_document_id and status in ('building', 'committed')
+             order by id
+               for no key update;
+            select * into v_document from public.documents where id = p_document_id for no key update;
+            select id into v_open_now from public.ingestion_jobs
+             where document_id = p_document_id and status in ('pending', 'processing');
+            if v_open_now is distinct from v_job then
+                raise exception 'open job changed' using errcode = 'IF003';
+            end if;
+            v_settled := true;
+            exit;
+        exception when sqlstate 'IF003' then
+            v_job := null;
+        end;
+    end loop;
+    if not v_settled then
+        return jsonb_build_object('ok', false, 'reason', 'contended', 'document_id', p_document_id);
+    end if;
+    if v_document.deleted_at is null and v_document.version is distinct from p_version then
+        return jsonb_build_object('ok', false, 'reason', 'version_changed', 'document_id', p_document_id,
+                                  'version', p_version, 'latest_version', v_document.version);
+    end if;
+    return public.delete_document(p_document_id);
+end;
+$$;
+
 CREATE FUNCTION public.document_chunks_embedding_vector() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1495,15 +1555,24 @@ CREATE FUNCTION public.ingestion_batch_report(p_batch_id uuid DEFAULT NULL::uuid
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    -- `p_collection is null or exists (…)`: the look-up runs only when a collection is asked.
+    -- The batches of a collection come from its documents (documents_collection_key_c) and
+    -- their jobs (ingestion_jobs_document_id): the report costs what the collection holds, not
+    -- a walk over every batch and its jobs. A branch per case: its one-time filter runs only
+    -- the branch asked for.
     with chosen as (
-        select b.*
-          from public.import_batches b
-         where (p_batch_id is null or b.id = p_batch_id)
-           and (p_collection is null
-                or exists (select 1 from public.ingestion_jobs j join public.documents d on d.id = j.document_id
-                            where j.batch_id = b.id and d.collection = p_collection))
-         order by b.created_at desc, b.id
+        select u.*
+          from (select b.*
+                  from public.import_batches b
+                 where p_collection is null and (p_batch_id is null or b.id = p_batch_id)
+                union all
+                select b.*
+                  from public.import_batches b
+                 where p_collection is not null and (p_batch_id is null or b.id = p_batch_id)
+                   and b.id in (select j.batch_id
+                                  from public.documents d
+                                  join public.ingestion_jobs j on j.document_id = d.id
+                                 where d.collection = p_collection)) u
+         order by u.created_at desc, u.id
          limit greatest(p_limit, 1)
     ), job_counts as (
         select j.batch_id,
@@ -3386,6 +3455,8 @@ CREATE INDEX documents_awaiting_purge ON public.documents USING btree (id) WHERE
 
 CREATE INDEX documents_batch_id ON public.documents USING btree (batch_id);
 
+CREATE INDEX documents_collection_key_c ON public.documents USING btree (collection, source_key COLLATE "C") INCLUDE (deleted_at);
+
 CREATE INDEX documents_index_generation_id ON public.documents USING btree (index_generation_id);
 
 CREATE INDEX documents_live_by_collection ON public.documents USING btree (collection, COALESCE(source_key, ''::text), id) WHERE (deleted_at IS NULL);
@@ -3542,6 +3613,9 @@ GRANT ALL ON FUNCTION public.create_import_batch(p_name text, p_metadata jsonb) 
 
 REVOKE ALL ON FUNCTION public.delete_document(p_document_id uuid) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.delete_document(p_document_id uuid) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.delete_vanished_document(p_document_id uuid, p_version integer, p_source text, p_sync_token bigint, p_lease_seconds integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.delete_vanished_document(p_document_id uuid, p_version integer, p_source text, p_sync_token bigint, p_lease_seconds integer) TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.document_chunks_embedding_vector() FROM PUBLIC;
 

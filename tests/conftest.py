@@ -44,6 +44,7 @@ LOCK_ORDER_NAME = "one_lock_order"
 VERSIONS_NAME = "document_versions"
 BM25_NAME = "bm25_search"
 SCOPED_SEARCH_NAME = "scoped_search"
+SYNC_DELETES_NAME = "sync_deletes_under_the_listing_and_lease"
 
 
 def version_before(name: str) -> str:
@@ -345,6 +346,13 @@ lock_order_schema = before_and_head(
     "pre_lock_order",
     "The third review's deadlocks and fence holes (migration "
     "…_one_lock_order.sql): before it, where each test observes its defect, and at head, where it must pass.",
+)
+
+sync_deletes_schema = before_and_head(
+    SYNC_DELETES_NAME,
+    "pre_sync_deletes",
+    "A sync's deletes and its reads of a source's keys (migration …_sync_deletes_under_the_listing_and_lease.sql): "
+    "before it, where each test observes its defect, and at head, where it must pass.",
 )
 
 

@@ -75,6 +75,8 @@ def cmd_enqueue(args: argparse.Namespace, settings: Settings) -> int:
                 keep_versions=settings.keep_versions,
                 on_file=lambda _: progress.update(),
             )
+    for path, reason in report.skipped:  # found in a folder and passed over: the rest went in
+        print(f"ingest: skipped {path}: {reason}", file=sys.stderr)
     if args.json:
         print_json(report.as_dict())
         return 0

@@ -67,6 +67,7 @@ class EnqueueReport:
     files: list[EnqueuedFile] = field(default_factory=list)
     # The batch's status after the enqueue: `completed` at once when no file needed a job.
     batch_status: str | None = "processing"
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why) found in a folder, not read
 
     @property
     def counts(self) -> dict[str, int]:
@@ -78,6 +79,7 @@ class EnqueueReport:
             "batch_name": self.batch_name,
             "batch_status": self.batch_status,
             "counts": self.counts,
+            "skipped": [{"path": path, "reason": reason} for path, reason in self.skipped],
             "files": [
                 {
                     "path": f.path,
@@ -93,8 +95,13 @@ class EnqueueReport:
         }
 
 
-def collect_files(paths: Iterable[str | Path], max_bytes: int) -> list[Path]:
-    """Expand folders (recursively, skipping hidden entries) and check every file."""
+def collect_files(
+    paths: Iterable[str | Path], max_bytes: int, skipped: list[tuple[str, str]] | None = None
+) -> list[Path]:
+    """Expand folders (recursively, skipping hidden entries) and check every file. A path
+    given that is missing, not a file or unreadable refuses the call; an entry found in a
+    folder that is not a regular file (a link to nothing) or not readable is passed over,
+    and said in `skipped`, so one broken entry does not block a folder."""
     files: list[Path] = []
     problems: list[str] = []
     for raw in paths:
@@ -102,7 +109,7 @@ def collect_files(paths: Iterable[str | Path], max_bytes: int) -> list[Path]:
         if not path.exists():
             problems.append(f"{display_name(path)}: no such file or folder")
         elif path.is_dir():
-            files.extend(walk_files(path))
+            files.extend(_readable(walk_files(path, on_error=_folder_skipped(skipped)), skipped))
         else:
             files.append(path)
     for path in files:
@@ -116,6 +123,27 @@ def collect_files(paths: Iterable[str | Path], max_bytes: int) -> list[Path]:
     if not files:
         raise EnqueueRefused("nothing was enqueued: no files found in the given paths")
     return files
+
+
+def _readable(found: Iterable[Path], skipped: list[tuple[str, str]] | None) -> Iterator[Path]:
+    for path in found:
+        if not path.is_file():
+            why = "a link to nothing" if path.is_symlink() and not path.exists() else "not a regular file"
+        elif not os.access(path, os.R_OK):
+            why = "not readable (permission denied)"
+        else:
+            yield path
+            continue
+        if skipped is not None:
+            skipped.append((display_name(path), why))
+
+
+def _folder_skipped(skipped: list[tuple[str, str]] | None) -> Callable[[OSError], None]:
+    def on_error(error: OSError) -> None:
+        if skipped is not None:
+            skipped.append((display_name(error.filename or "?"), f"folder not listed: {error.strerror or error}"))
+
+    return on_error
 
 
 def walk_files(folder: Path, on_error: Callable[[OSError], None] | None = None) -> Iterator[Path]:
@@ -176,10 +204,11 @@ def enqueue_paths(
 ) -> EnqueueReport:
     """`keep_versions` > 1: a new version's enqueue keeps the bytes it replaces (the janitor
     removes those beyond the newest `keep_versions`)."""
-    files = collect_files(paths, max_bytes)
+    skipped: list[tuple[str, str]] = []
+    files = collect_files(paths, max_bytes, skipped)
     name = batch_name or f"import {datetime.now(UTC):%Y-%m-%d %H:%M:%S}"
     batch = LazyBatch(name, {"files": len(files)})
-    report = EnqueueReport(batch_id=None, batch_name=name)
+    report = EnqueueReport(batch_id=None, batch_name=name, skipped=skipped)
     options = _Options(max_bytes, reindex, max_attempts, collection, keep_versions)
     # One connection and one client for the whole call, each file in its own transaction: a
     # checkout per file cost a health-check round trip and a client per file a schema look-up,

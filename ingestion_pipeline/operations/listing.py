@@ -4,8 +4,11 @@ modification time or ETag, so a sync can tell unchanged files from the listing a
 A source is a local folder (a path, or a `file://` URL) or a URL fsspec understands
 (`s3://bucket/prefix` through s3fs, `gs://…`, `az://…` where their filesystems are
 installed). Keys are the ones `ingest enqueue` gives: a local file's absolute path as a
-`file:` URI, an object's URL. The listing streams, a folder at a time, and a listing that
-fails anywhere raises ListingFailed: a sync deletes only from a complete listing.
+`file:` URI, an object's URL. The listing streams, a folder at a time. A source that cannot
+be reached or listed at its top raises ListingFailed (one line: the sync deletes nothing). An
+entry below it that cannot be listed (a link to nothing, a file or a folder it may not read)
+is an Unlisted: reported, and every key at or under it is kept by the sync's deletes, as if
+listed: a broken link to a share may hide a whole folder of documents.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 from urllib.parse import unquote_to_bytes, urlsplit
 
 import fsspec
@@ -40,10 +43,19 @@ class Entry:
 
 
 @dataclass(frozen=True)
+class Unlisted:
+    """An entry the listing could not read: its key (a file's, or a folder's: every key
+    under it is covered too) and why."""
+
+    key: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class Source:
     url: str  # as the user gave it, for messages
     prefix: str  # every key of the source starts with it
-    entries: Callable[[], Iterator[Entry]]
+    entries: Callable[[], Iterator[Entry | Unlisted]]
 
 
 def open_source(url: str) -> Source:
@@ -58,6 +70,8 @@ def open_source(url: str) -> Source:
         fs, path = fsspec.url_to_fs(url, use_listings_cache=False, skip_instance_cache=True)
     except (ImportError, ValueError) as exc:  # an unknown protocol, or its package missing
         raise ListingFailed(f"{url}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001  (some filesystems connect here: ftp refused, an unknown host)
+        raise ListingFailed(f"{url}: {first_line(exc) or type(exc).__name__}") from None
     protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
     root = path.rstrip("/")
     return Source(url, f"{protocol}://{root}/", lambda: _fs_entries(fs, protocol, root, url))
@@ -76,23 +90,28 @@ def _local_path(url: str) -> Path | None:
     return Path(url)
 
 
-def _local_entries(root: Path) -> Iterator[Entry]:
+def _local_entries(root: Path) -> Iterator[Entry | Unlisted]:
     """Every non-hidden file below `root`, as `ingest enqueue` walks a folder (symlinked
-    folders followed, each real folder once); a folder that cannot be read fails the listing."""
+    folders followed, each real folder once). `root` unreadable fails the listing; a folder
+    below it, or a file, that cannot be read is Unlisted."""
+    unlisted: list[Unlisted] = []
 
-    def refuse(error: OSError) -> NoReturn:
-        raise ListingFailed(f"listing {display_name(error.filename or root)} failed: {error.strerror or error}")
+    def folder_failed(error: OSError) -> None:
+        folder = Path(os.path.abspath(error.filename or root))
+        if folder == root:
+            raise ListingFailed(f"listing {display_name(root)} failed: {error.strerror or error}")
+        unlisted.append(Unlisted(source_key_of(folder), f"folder not listed: {error.strerror or error}"))
 
-    for path in walk_files(root, on_error=refuse):
+    for path in walk_files(root, on_error=folder_failed):
+        yield from unlisted
+        unlisted.clear()
         try:
             stat = path.stat()
         except OSError as exc:
-            # A file removed since its folder was read is not part of the source now; a
-            # broken link (to an unmounted share, say) may hide a whole folder: its
-            # documents must not look deleted, so the listing fails.
             if isinstance(exc, FileNotFoundError) and not path.is_symlink():
-                continue
-            refuse(exc)
+                continue  # removed since its folder was read: not part of the source now
+            yield Unlisted(source_key_of(path), unlisted_reason(path, exc))
+            continue
         if not path.is_file():
             continue
         yield Entry(
@@ -103,9 +122,17 @@ def _local_entries(root: Path) -> Iterator[Entry]:
             etag=None,
             read=partial(read_at_most, path),
         )
+    yield from unlisted
 
 
-def _fs_entries(fs: Any, protocol: str, root: str, url: str) -> Iterator[Entry]:
+def unlisted_reason(path: Path, error: OSError) -> str:
+    """Why a listed name cannot be read, in a few words."""
+    if isinstance(error, FileNotFoundError) and path.is_symlink():
+        return f"a link to nothing ({display_name(os.readlink(path))})"
+    return error.strerror or str(error)
+
+
+def _fs_entries(fs: Any, protocol: str, root: str, url: str) -> Iterator[Entry | Unlisted]:
     try:
         if not fs.isdir(root):
             # An object store has no empty folders: a prefix with nothing under it, in a
@@ -115,6 +142,9 @@ def _fs_entries(fs: Any, protocol: str, root: str, url: str) -> Iterator[Entry]:
             raise ListingFailed(f"{url}: no such folder or prefix")
         for info in _walk(fs, root):
             path = info["name"]
+            if "unlisted" in info:
+                yield Unlisted(f"{protocol}://{path}", info["unlisted"])
+                continue
             yield Entry(
                 key=f"{protocol}://{path}",
                 name=path.rsplit("/", 1)[-1],
@@ -133,11 +163,18 @@ def _walk(fs: Any, root: str) -> Iterator[dict[str, Any]]:
     """Every file below `root`, a folder (one listing) at a time. Not fs.walk: fsspec's
     asynchronous walk (s3fs, gcsfs, adlfs) does not pass `on_error="raise"` down to
     subfolders (fsspec 2026.9), so a subfolder it may not list would look empty, and a sync
-    would delete its documents. Here every listing's error is raised."""
+    would delete its documents. Here the top folder's error is raised, and a subfolder's is
+    answered as {"name": folder, "unlisted": why}, which keeps its documents."""
     folders = [root]
     while folders:
         folder = folders.pop()
-        listing = sorted(fs.ls(folder, detail=True, refresh=True), key=lambda info: info["name"])
+        try:
+            listing = sorted(fs.ls(folder, detail=True, refresh=True), key=lambda info: info["name"])
+        except Exception as exc:  # (each filesystem raises its own)
+            if folder == root:
+                raise
+            yield {"name": folder, "unlisted": f"folder not listed: {first_line(exc)}"}
+            continue
         for info in listing:
             name = info["name"].rstrip("/")
             if info.get("type") == "directory":

@@ -1,8 +1,10 @@
 """A sync of a registered source: under the source's lease, so two syncs of one source never
 interleave (the second is refused with the first one's holder), and its outcome recorded on
-the source (`ingest source list`, Dagster's metadata). The lease is checked at every file and
-delete, renewed every RENEW_EVERY_SECONDS, and renewed once more before the deletes: a sync
-that lost it (stalled past its lease while another sync took the source) stops there."""
+the source (`ingest source list`, Dagster's metadata). The lease is checked at every file,
+renewed every RENEW_EVERY_SECONDS and once more before the deletes, and each delete carries it
+(SyncFence: the server renews and checks it in the delete's transaction): a sync that lost it
+(stalled past its lease while another sync took the source, or its source removed) stops
+there, before its next delete."""
 
 from __future__ import annotations
 
@@ -16,7 +18,15 @@ from collections.abc import Callable
 from ingestion_pipeline.db.models import SyncSource
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import IngestError, first_line
-from ingestion_pipeline.operations.sync import COUNTED, Pool, SyncOptions, SyncReport, sync_source
+from ingestion_pipeline.operations.sync import (
+    COUNTED,
+    Pool,
+    SyncFence,
+    SyncLeaseLost,
+    SyncOptions,
+    SyncReport,
+    sync_source,
+)
 
 RENEW_EVERY_SECONDS = 30.0
 log = logging.getLogger(__name__)
@@ -24,10 +34,6 @@ log = logging.getLogger(__name__)
 
 class SyncRefused(IngestError):
     """The source is unknown, or another sync holds it (nothing was done)."""
-
-
-class SyncLeaseLost(IngestError):
-    """Another sync took the source while this one ran: it stopped, deleting nothing more."""
 
 
 def sync_holder() -> str:
@@ -39,6 +45,9 @@ def find_source(rpc: IngestionRpc, name: str) -> SyncSource:
         if source.name == name:
             return source
     raise SyncRefused(f"no registered source {name!r} (ingest source list)")
+
+
+__all__ = ["SyncLeaseLost", "SyncRefused", "find_source", "sync_holder", "sync_registered"]
 
 
 def sync_registered(
@@ -75,7 +84,8 @@ def sync_registered(
         keep_versions=keep_versions,
     )
     try:
-        report = sync_source(pool, lease.url, options, on_entry=on_entry, keep_lease=_keeper(rpc, name, token))
+        keep = _keeper(rpc, name, token)
+        report = sync_source(pool, lease.url, options, on_entry=on_entry, keep_lease=keep, fence=SyncFence(name, token))
     except BaseException as exc:
         try:
             rpc.finish_source_sync(name, token, succeeded=False, error=first_line(exc))

@@ -4,20 +4,32 @@ listing entry and no read.
 
 A file is unchanged when the live document of its key has, at its latest version, the same
 size and the same modification time (or ETag): its bytes are not read. Otherwise they are
-read, hashed and enqueued (operations/sources.py): equal bytes under a new time are
-`unchanged` too, and the time is recorded so the next sync reads nothing. A file is hashed
-from the bytes actually read, with the time the listing saw before the read, so one that
-changed while it was read is read again by the next sync.
+read and hashed: the latest version's bytes under a new time are `unchanged` too (nothing is
+enqueued, even when that version failed: a failed version stays failed until its file
+changes), and the time is recorded so the next sync reads nothing. Other bytes are enqueued
+(operations/sources.py). A file is hashed from the bytes actually read, with the time the
+listing saw before the read, so one that changed while it was read is read again by the next
+sync. An entry the listing cannot read (a link to nothing, a file or folder it may not read:
+listing.Unlisted) fails alone, and its documents, and those under it, are kept.
 
 A cancel of the sync's import batch (`ingest cancel`) stops it at the next file
 (BatchWasCancelled), before any delete. A file whose latest version's build was cancelled
 (that batch's, or any) and that is unchanged since is `requeued` by the next sync: a job for
 its stored bytes, nothing read (a version that failed is not: the same bytes would fail
-again). Deletes come last and only from a complete listing: a listing that fails anywhere
-(ListingFailed) raises before anything is deleted, and an empty listing deletes nothing
-unless `allow_empty` (an unmounted share or a wrong prefix looks empty). Each enqueue and
-each delete is its own transaction, so an interrupted sync leaves whole files done and the
-next sync finishes the rest.
+again). An enqueue that answers `retried` (another writer's bytes met a cancelled build) is
+counted `retried`. Deletes come last and only from a listing that reached every folder it
+could: a source that cannot be listed (ListingFailed) raises before anything is deleted, and
+an empty listing deletes nothing unless `allow_empty` (an unmounted share or a wrong prefix
+looks empty). Each enqueue and each delete is its own transaction, so an interrupted sync
+leaves whole files done and the next sync finishes the rest.
+
+A delete carries the version the sync read as the document's latest (`delete_vanished_
+document`): under the document's lock, a document with another version (enqueued after the
+listing, by anyone) is not deleted. A registered source's sync (SyncFence) also carries its
+lease, renewed and checked in each delete's transaction: once another sync took the source or
+it was removed (`ingest source remove` waits for a delete in flight), the next delete is
+refused and the sync stops (SyncLeaseLost). On the previous release's schema the deletes are
+that release's (`delete_document`, the lease checked every 30 s).
 
 A file's transaction commits asynchronously (`synchronous_commit = off` for it alone: the
 first sync of 100,000 files would otherwise wait for 100,000 WAL flushes), and the listing
@@ -30,6 +42,7 @@ commit waits for the flush, which covers the enqueue before it.
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -44,12 +57,27 @@ from psycopg_pool import ConnectionPool
 from ingestion_pipeline.db.models import KnownSource
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.db.rpc.documents import LiveKey
+from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.operations.enqueue import LazyBatch
-from ingestion_pipeline.operations.listing import Entry, Source, open_source
+from ingestion_pipeline.operations.listing import Entry, Source, Unlisted, open_source
 from ingestion_pipeline.operations.sources import SourceRefused, enqueue_content
 
 PAGE = 500  # listing entries looked up per query, live keys read per page
-COUNTED = ("new", "changed", "unchanged", "requeued", "deleted", "failed")
+COUNTED = ("new", "changed", "unchanged", "requeued", "retried", "deleted", "failed")
+
+
+class SyncLeaseLost(IngestError):
+    """Another sync took the source while this one ran, or it was removed: it stopped,
+    deleting nothing more."""
+
+
+@dataclass(frozen=True)
+class SyncFence:
+    """The lease of a registered source's sync: every delete is checked against it."""
+
+    source: str
+    token: int
 
 
 @dataclass
@@ -99,27 +127,27 @@ def sync_source(
     *,
     on_entry: Callable[[str], None] | None = None,
     keep_lease: Callable[[bool], None] | None = None,
+    fence: SyncFence | None = None,
 ) -> SyncReport:
-    """One pass over `url` (ListingFailed when it cannot be listed whole: nothing deleted).
+    """One pass over `url` (ListingFailed when it cannot be listed: nothing deleted).
     `keep_lease`, when the sync holds its source's lease, is called at every file and delete
     (it may renew) and before the deletes (`keep_lease(True)`: it must); it raises when the
-    lease was lost."""
+    lease was lost. `fence`: that lease, checked by the server in each delete."""
     source = open_source(url)
     report = SyncReport(source=url, collection=options.collection, dry_run=options.dry_run)
     batch = LazyBatch(f"sync {url} {datetime.now(UTC):%Y-%m-%d %H:%M:%S}", {"sync": url})
-    listed: set[str] = set()
+    listed = _Listed()
     # One connection for the whole pass, a transaction per file: no pool checkout and no
     # schema look-up per file (a first sync enqueues every file of the source).
     with pool.connection() as conn:
         writer = _Writer(conn, IngestionRpc(conn), batch)
         began = writer.rpc.database_now()  # documents enqueued from now on are not this pass's to delete
         try:
-            for page in _pages(source.entries()):
+            for page in _pages(_listed_entries(source, listed, report)):
                 known = writer.rpc.known_sources(options.collection, [entry.key for entry in page])
                 for entry in page:
                     if keep_lease:  # renews when its interval has passed (a page may take long)
                         keep_lease(False)
-                    listed.add(entry.key)
                     _sync_entry(writer, entry, known.get(entry.key), options, report)
                     if on_entry:
                         on_entry(entry.key)
@@ -130,8 +158,34 @@ def sync_source(
             _flush(conn)
         if keep_lease and options.delete:
             keep_lease(True)
-        _delete_vanished(writer.rpc, source, listed, began, options, report, keep_lease)
+        _delete_vanished(writer.rpc, source, listed, began, options, report, _Deleter(keep_lease, fence))
     return report
+
+
+@dataclass
+class _Listed:
+    """What the listing held: the keys of its files, and the keys of the entries it could not
+    read (each covers the keys under it too). Neither is deleted."""
+
+    keys: set[str] = field(default_factory=set)
+    unlisted: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.keys or self.unlisted)
+
+    def holds(self, key: str) -> bool:
+        return key in self.keys or any(key == top or key.startswith(top.rstrip("/") + "/") for top in self.unlisted)
+
+
+def _listed_entries(source: Source, listed: _Listed, report: SyncReport) -> Iterator[Entry]:
+    """The source's entries; an Unlisted one is reported and kept from the deletes."""
+    for entry in source.entries():
+        if isinstance(entry, Unlisted):
+            listed.unlisted.append(entry.key)
+            _failed(report, entry.key, entry.reason)
+        else:
+            listed.keys.add(entry.key)
+            yield entry
 
 
 def _pages(entries: Iterator[Entry]) -> Iterator[list[Entry]]:
@@ -184,6 +238,12 @@ def _sync_entry(
     if len(content) > options.max_bytes:
         _failed(report, entry.key, f"it grew over the {options.max_bytes}-byte limit after it was listed")
         return
+    if known is not None and hashlib.sha256(content).hexdigest() == known.content_sha256:
+        # Touched, not changed: nothing to queue (a failed version stays failed until its
+        # file changes); the time is remembered so the next sync reads nothing.
+        writer.rpc.touch_version_source(known.document_id, known.content_sha256, entry.modified_at, entry.etag)
+        report.counts["unchanged"] += 1
+        return
     _enqueue(writer, entry, content, options, report)
 
 
@@ -211,6 +271,8 @@ def _enqueue(writer: _Writer, entry: Entry, content: bytes, options: SyncOptions
         _counted(report, entry.key, "new")
     elif done.outcome == "new_version":
         _counted(report, entry.key, "changed")
+    elif done.outcome == "retried":  # its latest version had these bytes and no build: queued again
+        _counted(report, entry.key, "retried")
     else:  # the same bytes under a new time: remember the time, so the next sync reads nothing
         writer.rpc.touch_version_source(done.document_id, done.content_sha256, entry.modified_at, entry.etag)
         report.counts["unchanged"] += 1
@@ -230,14 +292,21 @@ def _requeue(writer: _Writer, key: str, known: KnownSource, options: SyncOptions
         report.counts["unchanged"] += 1
 
 
+@dataclass
+class _Deleter:
+    keep_lease: Callable[[bool], None] | None
+    fence: SyncFence | None
+    fenced_rpc: bool = True  # False on the previous release's schema (no delete_vanished_document)
+
+
 def _delete_vanished(
     rpc: IngestionRpc,
     source: Source,
-    listed: set[str],
+    listed: _Listed,
     began: datetime,
     options: SyncOptions,
     report: SyncReport,
-    keep_lease: Callable[[bool], None] | None,
+    deleter: _Deleter,
 ) -> None:
     if not options.delete:
         return
@@ -249,22 +318,40 @@ def _delete_vanished(
             f"the listing is empty: {len(vanished)} document(s) of the source kept (--allow-empty deletes them)"
         )
         return
-    for document_id, key in vanished:
-        if keep_lease:
-            keep_lease(False)
+    for live in vanished:
+        if deleter.keep_lease:
+            deleter.keep_lease(False)
         if options.dry_run:
-            _counted(report, key, "deleted")
+            _counted(report, live.source_key, "deleted")
             continue
-        result = rpc.delete_document(document_id)
-        if result.ok:
-            _counted(report, key, "deleted")
-        elif result.reason != "already_deleted":
-            _failed(report, key, f"not deleted: {result.reason}")
+        _delete_one(rpc, live, report, deleter)
+
+
+def _delete_one(rpc: IngestionRpc, live: LiveKey, report: SyncReport, deleter: _Deleter) -> None:
+    """Delete `live` if it still has the version the listing saw (and, fenced, the lease holds)."""
+    fence = deleter.fence
+    result = None
+    if deleter.fenced_rpc:
+        result = rpc.delete_vanished(
+            live.document_id, live.version, source=fence.source if fence else None, token=fence.token if fence else None
+        )
+        deleter.fenced_rpc = result is not None
+    if result is None:
+        result = rpc.delete_document(live.document_id)
+    if result.ok:
+        _counted(report, live.source_key, "deleted")
+    elif result.reason == "lease_lost" and fence is not None:
+        raise SyncLeaseLost(
+            f"source {fence.source!r} was taken by another sync or removed: this one stopped where it was, deleting "
+            "nothing more"
+        )
+    elif result.reason not in ("already_deleted", "version_changed"):  # (enqueued again: the next pass judges it)
+        _failed(report, live.source_key, f"not deleted: {result.reason}")
 
 
 def _vanished(
-    rpc: IngestionRpc, source: Source, listed: set[str], began: datetime, collection: str
-) -> Iterator[tuple[UUID, str]]:
+    rpc: IngestionRpc, source: Source, listed: _Listed, began: datetime, collection: str
+) -> Iterator[LiveKey]:
     """The live documents under the source's prefix, enqueued before the pass began, that the
     listing did not hold."""
     after = ""
@@ -272,7 +359,7 @@ def _vanished(
         page = rpc.live_keys_under(collection, source.prefix, before=began, after=after, limit=PAGE)
         if not page:
             return
-        yield from ((live.document_id, live.source_key) for live in page if live.source_key not in listed)
+        yield from (live for live in page if not listed.holds(live.source_key))
         after = page[-1].source_key
 
 
@@ -285,7 +372,7 @@ def _flush(conn: psycopg.Connection[DictRow]) -> None:
 def _finish_batch(rpc: IngestionRpc, report: SyncReport) -> None:
     """A batch in which nothing was queued would never be finished by a job."""
     if report.batch_id is not None and not (
-        report.counts["new"] or report.counts["changed"] or report.counts["requeued"]
+        report.counts["new"] or report.counts["changed"] or report.counts["requeued"] or report.counts["retried"]
     ):
         rpc.refresh_batch(report.batch_id)
 

@@ -139,7 +139,7 @@ def test_no_delete_and_an_empty_listing_delete_nothing(pool, conn, folder):
     assert counts(sync(pool, folder, allow_empty=True)) == {"deleted": 3}
 
 
-def test_a_listing_that_fails_part_way_deletes_nothing(pool, conn, folder, monkeypatch):
+def test_a_subfolder_that_cannot_be_listed_fails_alone_and_keeps_its_documents(pool, conn, folder, monkeypatch):
     """A subfolder that cannot be read (as a permission error would, which root never meets)."""
     sync(pool, folder)
     (folder / "beta.txt").unlink()
@@ -152,7 +152,24 @@ def test_a_listing_that_fails_part_way_deletes_nothing(pool, conn, folder, monke
         return real_scandir(path)
 
     monkeypatch.setattr(os, "scandir", scandir)
-    with pytest.raises(ListingFailed, match=r"listing .*deeper failed: Permission denied"):
+    report = sync(pool, folder)
+    assert counts(report) == {"unchanged": 1, "deleted": 1, "failed": 1}
+    assert report.failures == [((folder / "deeper").as_uri(), "folder not listed: Permission denied")]
+    kept = "select count(*) as n from documents where deleted_at is null and source_key like %s"
+    assert conn.execute(kept, ((folder / "deeper").as_uri() + "/%",)).fetchone()["n"] == 1
+
+
+def test_the_root_that_cannot_be_listed_deletes_nothing(pool, conn, folder, monkeypatch):
+    sync(pool, folder)
+    real_scandir = os.scandir
+
+    def scandir(path="."):
+        if os.path.abspath(os.fspath(path)) == str(folder):
+            raise PermissionError(13, "Permission denied", str(folder))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    with pytest.raises(ListingFailed, match=r"listing .*share failed: Permission denied"):
         sync(pool, folder)
     assert conn.execute("select count(*) as n from documents where deleted_at is not null").fetchone()["n"] == 0
 
@@ -175,7 +192,7 @@ def test_the_cli_prints_the_counts(db_url, folder, capsys):
     capsys.readouterr()
     assert ingest(["sync", str(folder), "--collection", "share", "--database-url", db_url]) == 0
     out = capsys.readouterr().out
-    assert "new  changed  unchanged  requeued  deleted  failed" in out and "collection 'share'" in out
+    assert "new  changed  unchanged  requeued  retried  deleted  failed" in out and "collection 'share'" in out
 
 
 def test_a_file_enqueued_while_the_sync_lists_is_not_deleted(pool, conn, folder, settings):
@@ -195,16 +212,48 @@ def test_a_file_enqueued_while_the_sync_lists_is_not_deleted(pool, conn, folder,
     assert counts(sync(pool, folder)) == {"unchanged": 3, "deleted": 1}  # the next pass judges it
 
 
-def test_a_broken_link_to_a_folder_fails_the_listing(pool, conn, folder, tmp_path):
+def test_a_broken_link_is_reported_and_keeps_what_was_under_it(pool, conn, folder, tmp_path, db_url, capsys):
     (tmp_path / "nas").mkdir()
     write(tmp_path / "nas", {"archive.txt": "kept on the share"})
     (folder / "archive").symlink_to(tmp_path / "nas", target_is_directory=True)
     assert counts(sync(pool, folder)) == {"new": 4}
     (tmp_path / "nas" / "archive.txt").unlink()
     (tmp_path / "nas").rmdir()  # the share is gone: the link dangles
-    with pytest.raises(ListingFailed, match="archive"):
-        sync(pool, folder)
+    (folder / "dangling.txt").symlink_to(tmp_path / "nowhere.txt")
+    write(folder, {"later.txt": "The late heron arrives."})
+    report = sync(pool, folder)
+    assert counts(report) == {"new": 1, "unchanged": 3, "failed": 2}
+    assert sorted(key.rsplit("/", 1)[-1] for key, _ in report.failures) == ["archive", "dangling.txt"]
+    assert all(reason.startswith("a link to nothing") for _, reason in report.failures)
     assert conn.execute("select count(*) as n from documents where deleted_at is not null").fetchone()["n"] == 0
+
+    capsys.readouterr()  # `ingest enqueue` of the folder: the broken entries passed over, the rest enqueued
+    assert ingest(["enqueue", str(folder), "--collection", "share", "--database-url", db_url]) == 0
+    err = capsys.readouterr().err
+    assert "ingest: skipped" in err and "dangling.txt: a link to nothing" in err
+
+
+def test_a_touched_file_whose_version_failed_is_not_queued_again(pool, conn, settings, folder):
+    write(folder, {"broken.txt": "a NUL byte makes it binary \x00"})
+    sync(pool, folder)
+    Worker(pool, settings).run(drain=True)
+    key = (folder / "broken.txt").as_uri()
+    jobs = "select count(*) as n from ingestion_jobs j join documents d on d.id = j.document_id where d.source_key = %s"
+    before = conn.execute(jobs, (key,)).fetchone()["n"]
+    stat = (folder / "broken.txt").stat()
+    os.utime(folder / "broken.txt", (stat.st_atime, stat.st_mtime + 60))
+    touched = sync(pool, folder)
+    assert counts(touched) == {"unchanged": 4}  # not `retried`: a failed version stays failed
+    assert conn.execute(jobs, (key,)).fetchone()["n"] == before
+    assert sync(pool, folder).bytes_read == 0  # the new time was recorded
+
+
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1:1/x", "nope://host/x"])
+def test_a_source_that_cannot_be_reached_is_one_line(db_url, url, capsys):
+    capsys.readouterr()
+    assert ingest(["sync", url, "--database-url", db_url]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("ingest: error:") and len(err.splitlines()) == 1 and "Traceback" not in err
 
 
 def test_a_file_url_with_a_host_is_refused(pool, folder):

@@ -65,6 +65,8 @@ WORKER_RPCS = {
     "renew_source_sync",
     "finish_source_sync",
     "known_source_versions",
+    # a sync's delete, under its listing's version and its lease (20261204000200)
+    "delete_vanished_document",
     # collections for the operator, and the search (20261203000100)
     "add_collection",
     "list_collections",

@@ -91,6 +91,7 @@ class KnownSource(BaseModel):
     source_modified_at: datetime | None = None
     source_etag: str | None = None
     build_cancelled: bool = False  # not indexed, nothing open, its last job cancelled: queue it again
+    content_sha256: str | None = None  # the latest version's bytes
 
 
 class DocumentHistory(RpcResult):

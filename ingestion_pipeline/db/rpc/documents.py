@@ -23,6 +23,7 @@ DEFAULT_COLLECTION = "default"
 class LiveKey(NamedTuple):
     document_id: UUID
     source_key: str
+    version: int  # its latest version when read (what a sync's delete carries)
 
 
 class DocumentRpc(RpcBase):
@@ -107,10 +108,17 @@ class DocumentRpc(RpcBase):
     ) -> list[LiveKey]:
         """A page of the live documents of `collection` whose key starts with `prefix` and whose
         latest version was enqueued before `before`, in key order after `after`."""
-        params = {"collection": collection, "prefix": prefix, "before": before, "after": after, "limit": limit}
+        params = {
+            "collection": collection,
+            "prefix": prefix,
+            "prefix_end": prefix_end(prefix),
+            "before": before,
+            "after": after,
+            "limit": limit,
+        }
         with self._connection() as conn:
             rows = conn.execute(query("live_keys_under_prefix"), params).fetchall()
-        return [LiveKey(row["document_id"], row["source_key"]) for row in rows]
+        return [LiveKey(row["document_id"], row["source_key"], row["version"]) for row in rows]
 
     def touch_version_source(
         self, document_id: UUID, content_sha256: str, modified_at: datetime | None, etag: str | None
@@ -134,3 +142,17 @@ class DocumentRpc(RpcBase):
             raise RuntimeError("now() returned no row")
         now: datetime = row["now"]
         return now
+
+
+def prefix_end(prefix: str) -> str:
+    """The least string in byte order (UTF-8, as collation "C" compares) above every string
+    that starts with `prefix`: its last character's successor (a source's prefix ends in
+    '/', so '0')."""
+    if not prefix:
+        raise ValueError("an empty prefix has no end")
+    last = ord(prefix[-1]) + 1
+    if 0xD800 <= last <= 0xDFFF:  # surrogates are not text: the next character is past them
+        last = 0xE000
+    if last > 0x10FFFF:
+        return prefix_end(prefix[:-1])
+    return prefix[:-1] + chr(last)

@@ -9,9 +9,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from uuid import UUID
 
+import psycopg
+
 from ingestion_pipeline.db.models import BatchCancelled, DocumentDeleted, JobsRetried, LiveDocument
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc.base import RpcBase
+from ingestion_pipeline.db.rpc.sources import SYNC_LEASE_SECONDS
 
 
 class LifecycleRpc(RpcBase):
@@ -19,6 +22,26 @@ class LifecycleRpc(RpcBase):
         """Out of search at once; its bytes and rows go now, or by the guarded cleanup when
         a worker was building it. Deleting again answers `already_deleted`."""
         return self._result(DocumentDeleted, "rpc_delete_document", {"document_id": document_id})
+
+    def delete_vanished(
+        self, document_id: UUID, version: int, *, source: str | None = None, token: int | None = None
+    ) -> DocumentDeleted | None:
+        """A sync's delete of a document its listing no longer holds: refused `version_changed`
+        when the document has another version than `version` (enqueued after the listing), and,
+        with `source`, `lease_lost` unless the sync's lease `token` still holds the source (the
+        lease is renewed in the same transaction). None on a schema without it (the previous
+        release's: the caller deletes as that release did)."""
+        params = {
+            "document_id": document_id,
+            "version": version,
+            "source": source,
+            "token": token,
+            "lease_seconds": SYNC_LEASE_SECONDS,
+        }
+        try:
+            return self._result(DocumentDeleted, "rpc_delete_vanished_document", params)
+        except psycopg.errors.UndefinedFunction:
+            return None
 
     def cancel_batch(self, batch_id: UUID) -> BatchCancelled:
         """Cancel every open job of the batch and mark it cancelled (it takes no new files);

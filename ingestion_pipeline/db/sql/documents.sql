@@ -22,21 +22,28 @@ select document_history(p_document_id => %(document_id)s, p_collection => %(coll
 -- name: known_source_versions
 -- The live documents of these keys in one collection, with what the source held at their
 -- latest version (size, modification time, ETag: a listing entry that matches needs no read)
--- and whether that version's build was cancelled with nothing building it.
-select source_key, document_id, version, byte_size, source_modified_at, source_etag, build_cancelled
-  from known_source_versions(p_collection => %(collection)s, p_keys => %(keys)s);
+-- and whether that version's build was cancelled with nothing building it; and its bytes' hash
+-- (bytes read again under a new time that hash the same are not a change: nothing is queued).
+select k.source_key, k.document_id, k.version, k.byte_size, k.source_modified_at, k.source_etag,
+       k.build_cancelled, v.content_sha256
+  from known_source_versions(p_collection => %(collection)s, p_keys => %(keys)s) k
+  join document_versions v on v.document_id = k.document_id and v.version = k.version;
 
 -- name: live_keys_under_prefix
 -- The live documents of a collection whose key starts with `prefix` and whose latest version
 -- was enqueued before `before` (when the sync began to list: one enqueued since, by anyone,
--- is not the sync's to judge), in key order from after `after` (keyset pages).
-select d.id as document_id, d.source_key
+-- is not the sync's to judge), in key order from after `after` (keyset pages), with that
+-- version (what a delete carries). The prefix is a range in byte order (`prefix_end`: the
+-- prefix with its last character's successor), which documents_collection_key_c (…_sync_
+-- deletes_under_the_listing_and_lease.sql) walks; before it, the same range is a scan.
+select d.id as document_id, d.source_key, d.version
   from documents d
   join document_versions v on v.document_id = d.id and v.version = d.version
- where d.collection = %(collection)s and d.deleted_at is null and d.source_key is not null
-   and d.source_key > %(after)s and starts_with(d.source_key, %(prefix)s)
+ where d.collection = %(collection)s and d.deleted_at is null
+   and d.source_key collate "C" >= %(prefix)s and d.source_key collate "C" < %(prefix_end)s
+   and d.source_key collate "C" > %(after)s
    and v.enqueued_at < %(before)s
- order by d.source_key
+ order by d.source_key collate "C"
  limit %(limit)s;
 
 -- name: database_now

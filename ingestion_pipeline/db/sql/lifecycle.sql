@@ -6,6 +6,13 @@
 -- name: rpc_delete_document
 select delete_document(p_document_id => %(document_id)s) as result;
 
+-- name: rpc_delete_vanished_document
+-- A sync's delete: refused when the document has another version than `version` (the one its
+-- listing saw) or, with `source`, when the sync's lease `token` is lost (…_sync_deletes_under_
+-- the_listing_and_lease.sql).
+select delete_vanished_document(p_document_id => %(document_id)s, p_version => %(version)s,
+    p_source => %(source)s, p_sync_token => %(token)s, p_lease_seconds => %(lease_seconds)s) as result;
+
 -- name: rpc_cancel_batch
 select cancel_import_batch(p_batch_id => %(batch_id)s) as result;
 
