@@ -43,6 +43,7 @@ CANCELLED_BATCH_NAME = "cancelled_batches_take_no_files"
 LOCK_ORDER_NAME = "one_lock_order"
 VERSIONS_NAME = "document_versions"
 BM25_NAME = "bm25_search"
+UPGRADE_WINDOW_NAME = "idle_janitor_passes_and_upgrade_window"
 
 
 def version_before(name: str) -> str:
@@ -331,6 +332,12 @@ bm25_schema = before_and_head(
     "pre_bm25",
     "Lexical search before the BM25 migration (term weights from the planner's row estimate, every matching "
     "chunk scored), where each test observes its defect, and at head, where it must pass.",
+)
+upgrade_window_schema = before_and_head(
+    UPGRADE_WINDOW_NAME,
+    "pre_upgrade_window",
+    "Issue 44's janitor passes and upgrade-window holes (migration …_idle_janitor_passes_and_upgrade_window.sql): "
+    "before it, where each test observes its defect, and at head, where it must pass.",
 )
 lock_order_schema = before_and_head(
     LOCK_ORDER_NAME,
