@@ -101,6 +101,7 @@ create function public.track_oldest_kept_version()
 returns trigger
 language plpgsql
 set search_path = pg_catalog, pg_temp
+set enable_seqscan = off  -- its documents by primary key, whatever the estimates say
 as $$
 declare
     v_ids uuid[];
@@ -109,6 +110,9 @@ begin
         v_ids := array(select distinct n.document_id from kept_rows n order by 1);
     else
         v_ids := array(select distinct o.document_id from gone_rows o order by 1);
+    end if;
+    if cardinality(v_ids) = 0 then
+        return null;  -- a cleanup pass that found nothing owed
     end if;
     perform 1 from public.documents d where d.id = any (v_ids) order by d.id for no key update;
     update public.documents d
@@ -164,6 +168,10 @@ as $$
      order by k.document_id, k.version
      limit greatest(p_limit, 0);
 $$;
+
+-- The cleanup deletes (or, dry, counts) the owed versions by primary key, never by a scan of
+-- every kept version that the planner may prefer on a small table.
+alter function public.cleanup_kept_version_bytes(integer, integer, boolean) set enable_seqscan = off;
 
 -- ---------------------------------------------------------------------------------------
 -- 8 and 10. The key's enqueue.

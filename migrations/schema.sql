@@ -386,6 +386,7 @@ $$;
 CREATE FUNCTION public.cleanup_kept_version_bytes(p_keep_versions integer DEFAULT 1, p_limit integer DEFAULT 100, p_dry_run boolean DEFAULT true) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
     AS $$
 declare
     v_versions bigint;
@@ -2955,6 +2956,7 @@ $$;
 CREATE FUNCTION public.track_oldest_kept_version() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
     AS $$
 declare
     v_ids uuid[];
@@ -2963,6 +2965,9 @@ begin
         v_ids := array(select distinct n.document_id from kept_rows n order by 1);
     else
         v_ids := array(select distinct o.document_id from gone_rows o order by 1);
+    end if;
+    if cardinality(v_ids) = 0 then
+        return null;  -- a cleanup pass that found nothing owed
     end if;
     perform 1 from public.documents d where d.id = any (v_ids) order by d.id for no key update;
     update public.documents d
