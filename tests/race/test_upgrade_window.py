@@ -168,7 +168,7 @@ def test_the_previous_release_enqueueing_a_file_indexed_by_key_makes_no_second_c
     assert (outcome, document_id) == ("duplicate", keyed.document_id)
     assert [(d["id"], d["source_key"], d["status"]) for d in documents] == [(keyed.document_id, KEY, "indexed")]
     assert hits == [keyed.document_id]
-    assert IngestionRpc(conn).queue_health().model_extra["keyless_duplicates"] == 0
+    assert IngestionRpc(conn).queue_health().keyless_duplicates == 0
 
     # The hash the previous release's insert met names the latest version only: a new version
     # of the file clears it, and that release's upload of the old bytes is a document again.
