@@ -132,6 +132,9 @@ INTERNAL = {
     "count_search_terms",
     "search_query_lexemes",
     "search_lexeme_query",
+    # Issue 44 (20261204000300): the kept-bytes bookkeeping, the previous release's keyless insert
+    "track_oldest_kept_version",
+    "keyless_insert_meets_keyed_copy",
 }
 # Created only where the server has pgvector.
 OPTIONAL = {"document_chunks_embedding_vector"}
@@ -148,7 +151,15 @@ CUSTOM_PLANS = {"search_documents", "search_lexical_hits", "search_vector_hits"}
 # The lexical search reads its candidates through the GIN index whatever the planner's
 # estimates (20261203000200): its cost is bounded by the postings it reads.
 NO_SEQ_SCAN = "enable_seqscan=off"
-NO_SEQ_SCAN_FUNCTIONS = {"search_lexical_hits"}
+# The janitor's term-count and kept-bytes passes read their candidates through partial indexes
+# (20261204000300): a pass with nothing to do reads no row, on a small table too.
+NO_SEQ_SCAN_FUNCTIONS = {
+    "search_lexical_hits",
+    "compact_search_term_counts",
+    "owed_kept_version_bytes",
+    "cleanup_kept_version_bytes",
+    "track_oldest_kept_version",
+}
 # What readers reach sends them no message of its own (a reader's debug_print_plan would show
 # the plans of the statements inside, with the owner's statistics).
 QUIET = "client_min_messages=warning"
