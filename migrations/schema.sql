@@ -386,6 +386,7 @@ $$;
 CREATE FUNCTION public.cleanup_kept_version_bytes(p_keep_versions integer DEFAULT 1, p_limit integer DEFAULT 100, p_dry_run boolean DEFAULT true) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
     AS $$
 declare
     v_versions bigint;
@@ -455,6 +456,7 @@ $$;
 CREATE FUNCTION public.compact_search_term_counts(p_limit integer DEFAULT 10000) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
     AS $$
 declare
     v_removed bigint;
@@ -466,18 +468,18 @@ begin
     with picked as (
         select t.collection, t.lexeme
           from public.search_term_counts t
+         where not t.folded
          group by t.collection, t.lexeme
-        having count(*) > 1 or sum(t.documents) = 0
-         order by count(*) desc
+         order by t.collection, t.lexeme
          limit p_limit
     ), removed as (
         delete from public.search_term_counts t
          using picked p
-         where t.collection = p.collection and t.lexeme = p.lexeme
+         where t.lexeme = p.lexeme and t.collection = p.collection
         returning t.collection, t.lexeme, t.documents, t.chunks
     ), written as (
-        insert into public.search_term_counts (collection, lexeme, documents, chunks)
-        select r.collection, r.lexeme, sum(r.documents), sum(r.chunks)
+        insert into public.search_term_counts (collection, lexeme, documents, chunks, folded)
+        select r.collection, r.lexeme, sum(r.documents), sum(r.chunks), true
           from removed r
          group by r.collection, r.lexeme
         having sum(r.documents) <> 0 or sum(r.chunks) <> 0
@@ -1058,6 +1060,11 @@ begin
          where id = v_document.id
         returning * into v_document;
         update public.ingestion_jobs set document_version = 1 where id = v_open.id;
+        -- Its build in flight began its generation unversioned (as the job was): label it too,
+        -- or the version fence refuses its commit (`version_superseded`). Locked above, in
+        -- THE LOCK ORDER.
+        update public.index_generations set document_version = 1
+         where job_id = v_open.id and status = 'building';
         v_open.document_version := 1;
     end if;
 
@@ -1110,6 +1117,8 @@ begin
     returning id into v_job_id;
     update public.documents
        set version = v_version, byte_size = p_byte_size, mime_type = p_mime_type, source_name = p_source_name,
+           -- a hash the previous release's insert put here named the replaced version's bytes
+           content_sha256 = case when v_version = version then content_sha256 end,
            status = case when index_generation_id is null then 'queued' else status end,
            error_message = case when index_generation_id is null then null else error_message end,
            updated_at = now()
@@ -1630,6 +1639,16 @@ CREATE FUNCTION public.ingestion_queue_health(p_stale_after_seconds integer DEFA
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+    with keyless_duplicates as (
+        select k.id, k.created_at
+          from public.documents k
+         where k.content_sha256 is not null and k.deleted_at is null and k.source_key is null
+           and exists (select 1
+                         from public.document_versions v
+                         join public.documents d on d.id = v.document_id and d.version = v.version
+                        where v.content_sha256 = k.content_sha256 and d.collection = k.collection
+                          and d.source_key is not null and d.deleted_at is null)
+    )
     select jsonb_build_object(
         'ok', true,
         'jobs_by_status', (select coalesce(jsonb_object_agg(status, n), '{}')
@@ -1655,7 +1674,10 @@ CREATE FUNCTION public.ingestion_queue_health(p_stale_after_seconds integer DEFA
         'generations_awaiting_cleanup', (select count(*) from public.index_generations g
                                           join public.documents d on d.id = g.document_id
                                          where g.status <> 'committed'
-                                           and g.id is distinct from d.index_generation_id)
+                                           and g.id is distinct from d.index_generation_id),
+        'keyless_duplicates', (select count(*) from keyless_duplicates),
+        'keyless_duplicate_ids', (select coalesce(jsonb_agg(x.id order by x.created_at, x.id), '[]'::jsonb)
+                                    from (select * from keyless_duplicates order by created_at, id limit 20) x)
     );
 $$;
 
@@ -1697,6 +1719,38 @@ begin
                as (stage text, started_at timestamptz, finished_at timestamptz, detail jsonb))
                with ordinality as s(stage, started_at, finished_at, detail, n)
      order by s.n;
+end;
+$$;
+
+CREATE FUNCTION public.keyless_insert_meets_keyed_copy() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_keyed uuid;
+begin
+    if exists (select 1 from public.documents d where d.content_sha256 = new.content_sha256 and d.deleted_at is null) then
+        return new;
+    end if;
+    select d.id into v_keyed
+      from public.document_versions v
+      join public.documents d on d.id = v.document_id and d.version = v.version
+     where v.content_sha256 = new.content_sha256 and d.collection = new.collection
+       and d.source_key is not null and d.deleted_at is null
+     order by d.created_at, d.id
+     limit 1;
+    if v_keyed is not null then
+        begin
+            update public.documents d
+               set content_sha256 = new.content_sha256
+              from public.document_versions v
+             where d.id = v_keyed and v.document_id = d.id and v.version = d.version
+               and v.content_sha256 = new.content_sha256 and d.deleted_at is null;
+        exception when unique_violation then
+            null;  -- a keyless insert of the same bytes committed first: the insert meets it
+        end;
+    end if;
+    return new;
 end;
 $$;
 
@@ -1829,11 +1883,21 @@ $$;
 CREATE FUNCTION public.owed_kept_version_bytes(p_keep_versions integer, p_limit integer) RETURNS TABLE(document_id uuid, version integer)
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
     AS $$
+    with owing as (
+        select d.id, d.version - p_keep_versions as up_to
+          from public.documents d
+         where d.oldest_kept_version is not null and d.deleted_at is null and d.version is not null
+           and d.version - d.oldest_kept_version >= p_keep_versions
+        union all
+        select d.id, null
+          from public.documents d
+         where d.oldest_kept_version is not null and (d.deleted_at is not null or d.version is null)
+    )
     select k.document_id, k.version
-      from public.document_version_sources k
-      join public.documents d on d.id = k.document_id
-     where d.deleted_at is not null or d.version is null or k.version <= d.version - p_keep_versions
+      from owing o
+      join public.document_version_sources k on k.document_id = o.id and (o.up_to is null or k.version <= o.up_to)
      order by k.document_id, k.version
      limit greatest(p_limit, 0);
 $$;
@@ -3141,6 +3205,33 @@ CREATE FUNCTION public.stuck_import_batch_ids(p_limit integer DEFAULT 100) RETUR
      limit greatest(p_limit, 1);
 $$;
 
+CREATE FUNCTION public.track_oldest_kept_version() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
+    AS $$
+declare
+    v_ids uuid[];
+begin
+    if tg_op = 'INSERT' then
+        v_ids := array(select distinct n.document_id from kept_rows n order by 1);
+    else
+        v_ids := array(select distinct o.document_id from gone_rows o order by 1);
+    end if;
+    if cardinality(v_ids) = 0 then
+        return null;  -- a cleanup pass that found nothing owed
+    end if;
+    perform 1 from public.documents d where d.id = any (v_ids) order by d.id for no key update;
+    update public.documents d
+       set oldest_kept_version = (select min(k.version) from public.document_version_sources k
+                                   where k.document_id = d.id)
+     where d.id = any (v_ids)
+       and d.oldest_kept_version is distinct from (select min(k.version) from public.document_version_sources k
+                                                    where k.document_id = d.id);
+    return null;
+end;
+$$;
+
 CREATE FUNCTION public.track_searchable_chunks() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3228,6 +3319,7 @@ CREATE TABLE public.documents (
     source_key text,
     version integer,
     indexed_version integer,
+    oldest_kept_version integer,
     CONSTRAINT documents_byte_size_check CHECK ((byte_size >= 0)),
     CONSTRAINT documents_collection_check CHECK ((collection <> ''::text)),
     CONSTRAINT documents_content_sha256_check CHECK ((content_sha256 ~ '^[0-9a-f]{64}$'::text)),
@@ -3351,7 +3443,8 @@ CREATE TABLE public.search_term_counts (
     collection text NOT NULL,
     lexeme text NOT NULL,
     documents bigint NOT NULL,
-    chunks bigint NOT NULL
+    chunks bigint NOT NULL,
+    folded boolean DEFAULT false NOT NULL
 );
 
 CREATE TABLE public.searchable_chunks (
@@ -3451,6 +3544,8 @@ CREATE INDEX document_pages_generation ON public.document_pages USING btree (ind
 
 CREATE INDEX document_sections_generation ON public.document_sections USING btree (index_generation_id);
 
+CREATE INDEX document_versions_content_sha256 ON public.document_versions USING btree (content_sha256);
+
 CREATE INDEX documents_awaiting_purge ON public.documents USING btree (id) WHERE ((deleted_at IS NOT NULL) AND (purged_at IS NULL));
 
 CREATE INDEX documents_batch_id ON public.documents USING btree (batch_id);
@@ -3458,6 +3553,10 @@ CREATE INDEX documents_batch_id ON public.documents USING btree (batch_id);
 CREATE INDEX documents_collection_key_c ON public.documents USING btree (collection, source_key COLLATE "C") INCLUDE (deleted_at);
 
 CREATE INDEX documents_index_generation_id ON public.documents USING btree (index_generation_id);
+
+CREATE INDEX documents_kept_bytes_owed ON public.documents USING btree (id) WHERE ((oldest_kept_version IS NOT NULL) AND ((deleted_at IS NOT NULL) OR (version IS NULL)));
+
+CREATE INDEX documents_kept_versions_behind ON public.documents USING btree (((version - oldest_kept_version))) WHERE ((oldest_kept_version IS NOT NULL) AND (deleted_at IS NULL) AND (version IS NOT NULL));
 
 CREATE INDEX documents_live_by_collection ON public.documents USING btree (collection, COALESCE(source_key, ''::text), id) WHERE (deleted_at IS NULL);
 
@@ -3489,6 +3588,8 @@ CREATE UNIQUE INDEX ingestion_jobs_one_open_per_document ON public.ingestion_job
 
 CREATE INDEX search_term_counts_lexeme ON public.search_term_counts USING btree (lexeme, collection) INCLUDE (documents, chunks);
 
+CREATE INDEX search_term_counts_unfolded ON public.search_term_counts USING btree (collection, lexeme) WHERE (NOT folded);
+
 CREATE INDEX searchable_chunks_terms ON public.searchable_chunks USING gin (content_tsv);
 
 CREATE TRIGGER document_chunks_artifact_fence AFTER INSERT ON public.document_chunks REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.enforce_artifact_fence();
@@ -3501,7 +3602,13 @@ CREATE TRIGGER document_pages_artifact_fence AFTER INSERT ON public.document_pag
 
 CREATE TRIGGER document_sections_artifact_fence AFTER INSERT ON public.document_sections REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.enforce_artifact_fence();
 
+CREATE TRIGGER document_version_sources_gone AFTER DELETE ON public.document_version_sources REFERENCING OLD TABLE AS gone_rows FOR EACH STATEMENT EXECUTE FUNCTION public.track_oldest_kept_version();
+
+CREATE TRIGGER document_version_sources_kept AFTER INSERT ON public.document_version_sources REFERENCING NEW TABLE AS kept_rows FOR EACH STATEMENT EXECUTE FUNCTION public.track_oldest_kept_version();
+
 CREATE TRIGGER documents_count_search_terms AFTER INSERT OR UPDATE OF index_generation_id, deleted_at, collection ON public.documents FOR EACH ROW EXECUTE FUNCTION public.count_search_terms();
+
+CREATE TRIGGER documents_keyless_insert_meets_keyed_copy BEFORE INSERT ON public.documents FOR EACH ROW WHEN (((new.source_key IS NULL) AND (new.content_sha256 IS NOT NULL))) EXECUTE FUNCTION public.keyless_insert_meets_keyed_copy();
 
 CREATE TRIGGER documents_register_collections AFTER INSERT ON public.documents REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.register_document_collections();
 
@@ -3680,6 +3787,8 @@ GRANT ALL ON FUNCTION public.ingestion_sensor_state(p_stale_after_seconds intege
 
 REVOKE ALL ON FUNCTION public.insert_ingestion_job_stages(p_job_id uuid, p_document_id uuid, p_worker_id text, p_stages jsonb) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION public.keyless_insert_meets_keyed_copy() FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION public.known_source_versions(p_collection text, p_keys text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.known_source_versions(p_collection text, p_keys text[]) TO ingestion_worker;
 
@@ -3818,6 +3927,8 @@ REVOKE ALL ON FUNCTION public.settle_completed_ingestion_jobs(p_job_ids uuid[], 
 REVOKE ALL ON FUNCTION public.settle_failed_ingestion_job(p_job_id uuid, p_document_id uuid, p_retry boolean, p_document_status text, p_stage text, p_error_message text, p_next_run_at timestamp with time zone, p_retry_delay_seconds double precision, OUT retried boolean, OUT deltas public.import_batch_delta[]) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.stuck_import_batch_ids(p_limit integer) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.track_oldest_kept_version() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.track_searchable_chunks() FROM PUBLIC;
 

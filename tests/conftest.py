@@ -45,6 +45,7 @@ VERSIONS_NAME = "document_versions"
 BM25_NAME = "bm25_search"
 SCOPED_SEARCH_NAME = "scoped_search"
 SYNC_DELETES_NAME = "sync_deletes_under_the_listing_and_lease"
+UPGRADE_WINDOW_NAME = "idle_janitor_passes_and_upgrade_window"
 
 
 def version_before(name: str) -> str:
@@ -339,6 +340,12 @@ scoped_search_schema = before_and_head(
     "pre_scoped",
     "The fourth review's search defects (migration …_scoped_search.sql: other tenants' chunks spending a "
     "reader's budget, unbounded queries, app roles' table privilege, readable_documents reading every tenant): "
+    "before it, where each test observes its defect, and at head, where it must pass.",
+)
+upgrade_window_schema = before_and_head(
+    UPGRADE_WINDOW_NAME,
+    "pre_upgrade_window",
+    "Issue 44's janitor passes and upgrade-window holes (migration …_idle_janitor_passes_and_upgrade_window.sql): "
     "before it, where each test observes its defect, and at head, where it must pass.",
 )
 lock_order_schema = before_and_head(

@@ -30,6 +30,8 @@ DESCRIPTIONS = {
     "job counters, and every indexed document has a committed generation.",
     "no_stale_leases": "No job holds a lease past its deadline (a dead worker's jobs wait for the janitor).",
     "pending_jobs_fresh": "The oldest pending job waited less than INGEST_MAX_PENDING_AGE_SECONDS.",
+    "no_duplicate_documents": "No live keyless document holds the bytes of a keyed document's latest version "
+    "(a copy the previous release's enqueue made during the upgrade, which search returns twice).",
 }
 
 
@@ -86,7 +88,24 @@ def queue_checks(health: QueueHealth, max_pending_age_seconds: int) -> list[Inde
             + ("" if age < max_pending_age_seconds else ": are workers or the drain sensor running?"),
             {"oldest_pending_age_seconds": -1 if age is None else age},
         ),
+        _duplicates_check(health),
     ]
+
+
+def _duplicates_check(health: QueueHealth) -> IndexCheck:
+    copies = health.keyless_duplicates
+    if not copies:
+        return IndexCheck(
+            "no_duplicate_documents", True, "no keyless copy of a keyed document", {"keyless_duplicates": 0}
+        )
+    ids = ", ".join(str(i) for i in health.keyless_duplicate_ids)
+    return IndexCheck(
+        "no_duplicate_documents",
+        False,
+        f"{copies} keyless document(s) hold the bytes of a keyed document (a previous release's enqueue during the "
+        f"upgrade; search finds them twice): `ingest delete` each copy (first ids: {ids})",
+        {"keyless_duplicates": copies, "ids": ids},
+    )
 
 
 def _counts_message(drifted: int, mismatched: int, ungenerated: int) -> str:

@@ -5,6 +5,7 @@ while `ingest db migrate` keeps refusing the unsafe ledgers."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -21,10 +22,14 @@ from ingestion_pipeline import cli
 from ingestion_pipeline.db import migrate
 from ingestion_pipeline.db.connection import connect, make_pool
 from ingestion_pipeline.db.ready import require_migrated
+from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import IngestError, MigrationError
 from ingestion_pipeline.operations.enqueue import enqueue_paths
+from ingestion_pipeline.operations.sources import enqueue_content
 from ingestion_pipeline.settings import load_settings
-from tests.conftest import LOCK_ORDER_NAME, version_before
+from ingestion_pipeline.worker.index_checks import queue_checks
+from tests.any_schema_rpc import OLD_SQL
+from tests.conftest import LOCK_ORDER_NAME, UPGRADE_WINDOW_NAME, version_before
 from tests.migration.migration_files import V1, V2, V3, effects, versions, write
 
 REPO = Path(__file__).resolve().parents[2]
@@ -262,5 +267,45 @@ def test_documents_indexed_by_the_previous_release_adopt_their_keys_without_a_re
         assert sorted(d["source_key"] for d in documents) == sorted(f.source_key for f in report.files)
         assert {(d["version"], d["indexed_version"], d["status"]) for d in documents} == {(1, 1, "indexed")}
         assert jobs == 3  # the previous release's three, none since
+    finally:
+        pg_server.drop_database(dbname)
+
+
+def test_health_finds_the_keyless_copies_the_previous_release_made_before_the_guard(
+    pg_server, template_before, tmp_path
+):
+    """During the upgrade, before …_idle_janitor_passes_and_upgrade_window.sql: this release
+    indexes a file by key, then the previous release's enqueue (its own SQL) of the same file
+    makes a keyless copy. Once migrated, `ingest health`'s check `no_duplicate_documents`
+    fails naming the copy, and passes once the copy is deleted."""
+    dbname = f"ingest_t_dupes_{os.getpid()}_{tmp_path.name[-8:]}"
+    url = pg_server.create_database(dbname, template=template_before(UPGRADE_WINDOW_NAME))
+    try:
+        content = b"# Tea\n\nGreen tea steeps for two minutes at eighty degrees.\n"
+        sha256 = hashlib.sha256(content).hexdigest()
+        with connect(url) as conn:
+            keyed = enqueue_content(conn, content, source_key="file:///srv/tea.md", source_name="tea.md")
+            copy = conn.execute(
+                OLD_SQL["insert_document"],
+                {
+                    "batch_id": None,
+                    "source_name": "tea.md",
+                    "content_sha256": sha256,
+                    "byte_size": len(content),
+                    "mime_type": "text/markdown",
+                },
+            ).fetchone()
+            assert copy is not None  # the defect this migration closes
+            conn.execute(OLD_SQL["insert_document_source"], {"document_id": copy["id"], "content": content})
+
+        migrate.migrate(url)
+        with connect(url) as conn:
+            health = IngestionRpc(conn).queue_health()
+            assert (health.keyless_duplicates, health.keyless_duplicate_ids) == (1, [copy["id"]])
+            [check] = [c for c in queue_checks(health, 3600) if c.name == "no_duplicate_documents"]
+            assert not check.passed and str(copy["id"]) in check.message, check
+            assert IngestionRpc(conn).delete_document(copy["id"]).ok
+            health = IngestionRpc(conn).queue_health()
+            assert health.keyless_duplicates == 0 and keyed.document_id not in health.keyless_duplicate_ids
     finally:
         pg_server.drop_database(dbname)

@@ -33,7 +33,14 @@ LAUNCH = """mutation ($job: String!) { launchRun(executionParams: {selector: {re
 RUN_MESSAGES = """query ($runId: ID!) { runOrError(runId: $runId) { ... on Run { eventConnection {
   events { __typename ... on MessageEvent { message } } } } } }"""
 INDEX = {"path": ["document_index"]}
-CHECKS = ("schema_matches_migrations", "no_stuck_batches", "counts_match_rows", "no_stale_leases", "pending_jobs_fresh")
+CHECKS = (
+    "schema_matches_migrations",
+    "no_stuck_batches",
+    "counts_match_rows",
+    "no_stale_leases",
+    "pending_jobs_fresh",
+    "no_duplicate_documents",
+)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,14 @@ import pytest
 from ingestion_pipeline.db import embedded
 from tests.orchestration.live_dagster import BIN, ROOT, LiveDagster, clean_env
 
-CHECKS = {"schema_matches_migrations", "no_stuck_batches", "counts_match_rows", "no_stale_leases", "pending_jobs_fresh"}
+CHECKS = {
+    "schema_matches_migrations",
+    "no_stuck_batches",
+    "counts_match_rows",
+    "no_stale_leases",
+    "pending_jobs_fresh",
+    "no_duplicate_documents",
+}
 
 
 @pytest.fixture

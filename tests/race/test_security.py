@@ -141,6 +141,9 @@ INTERNAL = {
     "search_query_refusal",
     "search_collection_lexeme",
     "search_scope_query",
+    # Issue 44 (20261204000300): the kept-bytes bookkeeping, the previous release's keyless insert
+    "track_oldest_kept_version",
+    "keyless_insert_meets_keyed_copy",
 }
 # Created only where the server has pgvector.
 OPTIONAL = {"document_chunks_embedding_vector"}
@@ -158,8 +161,22 @@ CUSTOM_PLANS = {"search_documents", "search_lexical_hits", "search_vector_hits",
 # estimates (20261203000200): its cost is bounded by the postings it reads. What a reader's
 # call reads is its own collections' rows only, through index scans (a bitmap only for the
 # GIN index, turned on for that statement), never a scan of every tenant's (20261204000100).
-NO_SEQ_SCAN = ["enable_seqscan=off", "enable_bitmapscan=off"]
+# The janitor's term-count and kept-bytes passes read their candidates through partial indexes
+# (20261204000300): a pass with nothing to do reads no row, on a small table too.
+NO_SEQ_SCAN = "enable_seqscan=off"
 NO_SEQ_SCAN_FUNCTIONS = {
+    "search_documents",
+    "search_lexical_hits",
+    "search_vector_hits",
+    "readable_documents",
+    "readable_collections",
+    "compact_search_term_counts",
+    "owed_kept_version_bytes",
+    "cleanup_kept_version_bytes",
+    "track_oldest_kept_version",
+}
+NO_BITMAP_SCAN = "enable_bitmapscan=off"
+NO_BITMAP_SCAN_FUNCTIONS = {
     "search_documents",
     "search_lexical_hits",
     "search_vector_hits",
@@ -315,7 +332,8 @@ def test_every_function_is_classified_pins_search_path_and_runs_as_definer(conn)
     for row in functions:
         expected = [SEARCH_PATH]
         expected += [FORCE_CUSTOM_PLAN] if row["proname"] in CUSTOM_PLANS else []
-        expected += NO_SEQ_SCAN if row["proname"] in NO_SEQ_SCAN_FUNCTIONS else []
+        expected += [NO_SEQ_SCAN] if row["proname"] in NO_SEQ_SCAN_FUNCTIONS else []
+        expected += [NO_BITMAP_SCAN] if row["proname"] in NO_BITMAP_SCAN_FUNCTIONS else []
         expected += [NO_INDEX_ONLY_SCAN] if row["proname"] in NO_INDEX_ONLY_SCAN_FUNCTIONS else []
         expected += NESTED_LOOPS if row["proname"] in NESTED_LOOP_FUNCTIONS else []
         expected += [QUIET] if row["proname"] in QUIET_FUNCTIONS else []

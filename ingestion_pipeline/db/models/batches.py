@@ -98,3 +98,7 @@ class QueueHealth(RpcResult):
     indexed_without_generation: int = 0
     generations_awaiting_cleanup: int = 0
     batch_counter_drift: int = 0
+    # live keyless documents with the bytes of a keyed document's latest version (a previous
+    # release's enqueue during the upgrade), and the first 20 ids; absent before …_upgrade_window
+    keyless_duplicates: int = 0
+    keyless_duplicate_ids: list[UUID] = []
