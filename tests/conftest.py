@@ -43,6 +43,7 @@ CANCELLED_BATCH_NAME = "cancelled_batches_take_no_files"
 LOCK_ORDER_NAME = "one_lock_order"
 VERSIONS_NAME = "document_versions"
 BM25_NAME = "bm25_search"
+RELEASE_NAME = "release_worker_faults"
 
 
 def version_before(name: str) -> str:
@@ -331,6 +332,12 @@ bm25_schema = before_and_head(
     "pre_bm25",
     "Lexical search before the BM25 migration (term weights from the planner's row estimate, every matching "
     "chunk scored), where each test observes its defect, and at head, where it must pass.",
+)
+release_schema = before_and_head(
+    RELEASE_NAME,
+    "pre_release",
+    "Before release_ingestion_job (a worker fault is retried at the cost of an attempt: the client's fallback), "
+    "and at head (the attempt is refunded).",
 )
 lock_order_schema = before_and_head(
     LOCK_ORDER_NAME,
