@@ -254,7 +254,8 @@ class ParsePool:
                 if future.done():  # the task's own time limit: pebble killed its child
                     raise self._timed_out() from None
                 if lost.is_set():
-                    future.cancel()  # stops the child that runs it; a new one takes its place
+                    future.cancel()  # pebble stops the child that runs it; a new one takes its place
+                    kill_task_child(task)  # and so do we, in case pebble no longer can
                     raise LeaseLost("lease lost while the document was being parsed") from None
                 if began is None and running_pid(task) is not None:
                     began = time.monotonic()
