@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -20,8 +21,11 @@ from psycopg.rows import dict_row
 
 from ingestion_pipeline.db.connection import make_pool
 from ingestion_pipeline.operations.enqueue import enqueue_paths
+from ingestion_pipeline.processing import ChunkingOptions
 from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.worker import Worker
+from ingestion_pipeline.worker.errors import WorkerFault
+from ingestion_pipeline.worker.isolation import ParseLimits, ParsePool
 from tests.fixtures.hostile import gated_process, hostile_process
 from tests.helpers import Background
 
@@ -158,3 +162,30 @@ def test_a_stopped_parse_in_a_wedged_pool_ends_at_its_deadline(db_url, tmp_path)
     assert stall["attempt_count"] == 1
     assert all(job["status"] == "completed" and job["attempt_count"] == 1 for job in after.values()), after
     assert not psutil.pid_exists(stalled) or psutil.Process(stalled).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_pool_broken_by_an_idle_childs_death_is_rebuilt(tmp_path):
+    """pebble breaks its whole pool ("All workers expired") when a child dies while no task
+    runs, and from then on refuses every task: "Unexpected error within the Pool" (the 375
+    documents of the report, failed at attempt 3 of 3 in ten seconds). Here the task that
+    meets the broken pool raises WorkerFault, and the next one runs on a new pool."""
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    (signals / "open").touch()
+    parse_pool = ParsePool(ParseLimits(processes=1, timeout_seconds=60, memory_bytes=2**30, tasks_per_child=100))
+    parse_pool.target = gated_process
+    lost = threading.Event()
+
+    def parse(name: str, content: bytes) -> object:
+        return parse_pool.process(lost, content, name, 1_000_000, ChunkingOptions(), None, embed_here=True)
+
+    try:
+        parse("gate-idle.txt", str(signals).encode())
+        idle = int((signals / "gate-idle.txt.pid").read_text())  # its task returned: the child is idle
+        os.kill(idle, signal.SIGKILL)
+        with pytest.raises(WorkerFault, match="parsing processes"):
+            parse("doc.txt", b"plain words")
+        assert parse_pool.cooldown_remaining() > 0  # the worker holds off claiming
+        assert parse("doc.txt", b"plain words again").encoded is not None  # a new pool
+    finally:
+        parse_pool.close()

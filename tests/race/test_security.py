@@ -80,6 +80,8 @@ WORKER_RPCS = {
     # the term counts' janitor pass and check (20261203000200)
     "compact_search_term_counts",
     "search_term_count_drift",
+    # a worker fault: the job released, its attempt refunded (20261204000400)
+    "release_ingestion_job",
 }
 # Internal helpers (called by the RPCs or the trigger as their owner): granted to no one.
 INTERNAL = {
