@@ -179,9 +179,10 @@ class ParsePool:
 
     A pool that breaks (its manager thread gone, the fork server dead, a parse that outlived
     pebble's own time limit) is replaced: the jobs in flight on it raise WorkerFault, and
-    the worker holds off claiming for a back-off that doubles with each fault in a row
-    (`cooldown_remaining`). A child killed by a signal is a worker fault too; the job row
-    bounds how often one job is refunded for it (migration …_release_worker_faults.sql)."""
+    the worker holds off claiming for a back-off that doubles with each such fault in a row
+    (`cooldown_remaining`). A child killed by a signal is a worker fault too (pebble
+    replaces the child, no back-off); the job row bounds how often one job is refunded for
+    it (migration …_release_worker_faults.sql)."""
 
     def __init__(self, limits: ParseLimits, target: Callable[..., Processed] = process_document_in_child):
         self.limits = limits
@@ -265,9 +266,13 @@ class ParsePool:
                     f"parsing needed more than {human_bytes(self.limits.memory_bytes)} of memory"
                 ) from None
             except pebble.ProcessExpired as exc:
+                # pebble replaced the child and the pool goes on: no back-off (a document that
+                # kills every child would idle the worker for minutes); the job row bounds
+                # how often such a death is refunded.
                 raise self._fault(
                     f"the process parsing the document died ({describe_death(exc.exitcode)}); "
-                    "the document may need more memory or time than the limits allow"
+                    "the document may need more memory or time than the limits allow",
+                    count=False,
                 ) from None
             except concurrent.futures.process.BrokenProcessPool as exc:
                 raise self._broken(generation, f"the parsing processes broke ({exc or 'no reason given'})") from None
@@ -298,8 +303,10 @@ class ParsePool:
         return ProcessingError(f"parsing took longer than {self.limits.timeout_seconds:g} s")
 
     def _fault(self, message: str, *, count: bool = True) -> WorkerFault:
-        """A worker fault: the worker backs off, doubling with each fault in a row."""
+        """A worker fault; `count`: the pool broke, and the worker backs off, doubling with
+        each such fault in a row."""
         if not count:
+            log.warning("parsing fault: %s", message)
             return WorkerFault(message)
         with self._lock:
             self._faults_in_a_row += 1
