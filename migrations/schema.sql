@@ -1367,6 +1367,7 @@ CREATE TABLE public.ingestion_jobs (
     lease_expires_at timestamp with time zone,
     lease_seconds integer,
     document_version integer,
+    worker_faults integer DEFAULT 0 NOT NULL,
     CONSTRAINT ingestion_jobs_attempt_count_check CHECK ((attempt_count >= 0)),
     CONSTRAINT ingestion_jobs_kind_check CHECK ((kind = ANY (ARRAY['index'::text, 'reindex'::text]))),
     CONSTRAINT ingestion_jobs_max_attempts_check CHECK ((max_attempts >= 1)),
@@ -2151,6 +2152,43 @@ begin
     return jsonb_build_object('ok', true, 'name', p_name);
 exception when check_violation then
     return jsonb_build_object('ok', false, 'reason', 'invalid', 'name', p_name, 'detail', sqlerrm);
+end;
+$$;
+
+CREATE FUNCTION public.release_ingestion_job(p_job_id uuid, p_document_id uuid, p_lease_token bigint, p_error_message text DEFAULT NULL::text, p_retry_delay_seconds double precision DEFAULT 0, p_worker_id text DEFAULT NULL::text, p_stages jsonb DEFAULT NULL::jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_refusal jsonb;
+    v_job public.ingestion_jobs%rowtype;
+    v_refunded boolean;
+    v_settled record;
+begin
+    if p_lease_token is null then
+        raise exception 'release_ingestion_job: p_lease_token is required' using errcode = '22023';
+    end if;
+    v_refusal := public.lock_fenced_ingestion_job(p_job_id, p_document_id, null, p_lease_token);
+    if v_refusal is not null then
+        return v_refusal;
+    end if;
+    select * into v_job from public.ingestion_jobs where id = p_job_id;
+    v_refunded := v_job.worker_faults < v_job.max_attempts;
+
+    if p_stages is not null then
+        perform public.insert_ingestion_job_stages(p_job_id, p_document_id, p_worker_id, p_stages);
+    end if;
+    -- The refund first, so the retry below is granted (R7 counts attempts consumed at claim).
+    update public.ingestion_jobs
+       set attempt_count = case when v_refunded then greatest(attempt_count - 1, 0) else attempt_count end,
+           worker_faults = worker_faults + 1
+     where id = p_job_id;
+    v_settled := public.settle_failed_ingestion_job(p_job_id, p_document_id, true, 'failed', 'retry_wait',
+                                                    p_error_message, null, coalesce(p_retry_delay_seconds, 0));
+    return jsonb_build_object('ok', true, 'job_id', p_job_id, 'refunded', v_refunded,
+        'retried', v_settled.retried, 'attempts_exhausted', not v_settled.retried,
+        'worker_faults', v_job.worker_faults + 1,
+        'batches', public.move_import_batch_counters(v_settled.deltas));
 end;
 $$;
 
@@ -3853,6 +3891,9 @@ REVOKE ALL ON FUNCTION public.register_document_collections() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.register_sync_source(p_name text, p_url text, p_collection text, p_every_minutes integer, p_delete_vanished boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.register_sync_source(p_name text, p_url text, p_collection text, p_every_minutes integer, p_delete_vanished boolean) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.release_ingestion_job(p_job_id uuid, p_document_id uuid, p_lease_token bigint, p_error_message text, p_retry_delay_seconds double precision, p_worker_id text, p_stages jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.release_ingestion_job(p_job_id uuid, p_document_id uuid, p_lease_token bigint, p_error_message text, p_retry_delay_seconds double precision, p_worker_id text, p_stages jsonb) TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.remove_sync_source(p_name text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.remove_sync_source(p_name text) TO ingestion_worker;

@@ -46,6 +46,7 @@ BM25_NAME = "bm25_search"
 SCOPED_SEARCH_NAME = "scoped_search"
 SYNC_DELETES_NAME = "sync_deletes_under_the_listing_and_lease"
 UPGRADE_WINDOW_NAME = "idle_janitor_passes_and_upgrade_window"
+RELEASE_NAME = "release_worker_faults"
 
 
 def version_before(name: str) -> str:
@@ -347,6 +348,12 @@ upgrade_window_schema = before_and_head(
     "pre_upgrade_window",
     "Issue 44's janitor passes and upgrade-window holes (migration …_idle_janitor_passes_and_upgrade_window.sql): "
     "before it, where each test observes its defect, and at head, where it must pass.",
+)
+release_schema = before_and_head(
+    RELEASE_NAME,
+    "pre_release",
+    "Before release_ingestion_job (a worker fault is retried at the cost of an attempt: the client's fallback), "
+    "and at head (the attempt is refunded).",
 )
 lock_order_schema = before_and_head(
     LOCK_ORDER_NAME,

@@ -13,6 +13,12 @@ class LeaseLost(Exception):
     (the document was deleted, its batch cancelled). Stop at once, write nothing more."""
 
 
+class WorkerFault(Exception):
+    """The worker's parsing processes failed under the job (its child killed, the pool's
+    manager or fork server gone): not the document's doing, as far as one fault can tell.
+    The job is released, its attempt refunded (within the job's bound on worker faults)."""
+
+
 def is_build_refused(exc: BaseException) -> bool:
     """The database refused this claim's artifact rows: the fence (IF001), or a foreign
     key (23503) because the generation or document is gone, which the guarded cleanup

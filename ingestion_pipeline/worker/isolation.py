@@ -9,7 +9,12 @@ it. Here they run in a pool of child processes owned by the worker (pebble's Pro
   the document fails: "parsing took longer than 120 s";
 - each child's address space is capped (RLIMIT_AS): an allocation past it raises
   MemoryError in the child, and the document fails: "parsing needed more than 2 GiB";
-- a child that dies (a crash, the kernel's OOM killer) fails only its own task;
+- a task that outlives that limit because the pool cannot stop it (a manager thread gone,
+  a child stopped while it held the pool's lock) has its child's process group killed
+  from the parent, fails the same way, and the pool is replaced;
+- a child that dies (a crash, the kernel's OOM killer), or a pool that breaks, is a fault
+  of the worker: the jobs it was parsing are released (worker/job.py), the pool is
+  rebuilt, and the worker backs off before claiming again;
 - a child is replaced after a number of tasks, so no parser's leaks accumulate;
 - children die with the worker (PR_SET_PDEATHSIG) and are stopped when it stops.
 
@@ -31,7 +36,9 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pebble
@@ -50,11 +57,21 @@ from ingestion_pipeline.processing import (
 )
 from ingestion_pipeline.processing.parse import PARSER_MODULES
 from ingestion_pipeline.worker.artifacts import EncodedArtifacts, encode_artifacts
-from ingestion_pipeline.worker.errors import LeaseLost
+from ingestion_pipeline.worker.child_tasks import (
+    TaskFiles,
+    kill_task_child,
+    lead_own_process_group,
+    run_task,
+    running_pid,
+)
+from ingestion_pipeline.worker.errors import LeaseLost, WorkerFault
 
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.25  # how often a waiting job thread looks at its lease
+# pebble stops a task at its time limit (SIGTERM, 3 s, then SIGKILL); the parent steps in
+# only after that: a parse still running then means pebble cannot stop it.
+DEADLINE_GRACE_SECONDS = 5.0
 PR_SET_PDEATHSIG = 1
 
 
@@ -64,6 +81,9 @@ class ParseLimits:
     timeout_seconds: float
     memory_bytes: int
     tasks_per_child: int
+    # The worker's back-off after a fault of its pool, doubled with each fault in a row.
+    fault_backoff_seconds: float = 1.0
+    fault_backoff_max_seconds: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -122,8 +142,10 @@ def can_run_in_child(embedder: Embedder) -> bool:
 
 
 def _start_child(memory_bytes: int) -> None:
-    """Each child, once: cap its address space; die with the worker even when the worker
-    is killed outright (Linux)."""
+    """Each child, once: cap its address space; lead a process group of its own (the
+    parent's deadline kills the group); die with the worker even when the worker is killed
+    outright (Linux)."""
+    lead_own_process_group()
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -153,16 +175,27 @@ def describe_death(exitcode: int | None) -> str:
 
 class ParsePool:
     """The worker's parsing children, started on first use and stopped by `close()`.
-    `target` is what a child runs (tests pass parsers that hang, allocate or crash)."""
+    `target` is what a child runs (tests pass parsers that hang, allocate or crash).
+
+    A pool that breaks (its manager thread gone, the fork server dead, a parse that outlived
+    pebble's own time limit) is replaced: the jobs in flight on it raise WorkerFault, and
+    the worker holds off claiming for a back-off that doubles with each such fault in a row
+    (`cooldown_remaining`). A child killed by a signal is a worker fault too (pebble
+    replaces the child, no back-off); the job row bounds how often one job is refunded for
+    it (migration …_release_worker_faults.sql)."""
 
     def __init__(self, limits: ParseLimits, target: Callable[..., Processed] = process_document_in_child):
         self.limits = limits
         self.target = target
         self._pool: pebble.ProcessPool | None = None
+        self._generation = 0  # +1 at every rebuild: a task knows whether its pool is gone
         self._lock = threading.Lock()
         self._embedders: dict[int, bool] = {}
+        self._tasks = TaskFiles()
+        self._faults_in_a_row = 0
+        self._cooldown_until = 0.0
 
-    def _started(self) -> pebble.ProcessPool:
+    def _started(self) -> tuple[pebble.ProcessPool, int]:
         with self._lock:
             if self._pool is None:
                 context = multiprocessing.get_context("forkserver")
@@ -178,7 +211,7 @@ class ParsePool:
                     initargs=(self.limits.memory_bytes,),
                     context=context,
                 )
-            return self._pool
+            return self._pool, self._generation
 
     def accepts(self, embedder: Embedder) -> bool:
         """Whether `embedder` runs in the children (asked once per embedder object)."""
@@ -187,36 +220,127 @@ class ParsePool:
             self._embedders[key] = can_run_in_child(embedder)
         return self._embedders[key]
 
+    def cooldown_remaining(self) -> float:
+        """Seconds the worker should wait before claiming again, after a fault of its pool."""
+        return max(0.0, self._cooldown_until - time.monotonic())
+
     def process(self, lost: threading.Event, *args: Any, **kwargs: Any) -> Processed:
         """Run `target(*args, **kwargs)` in a child and wait for it, giving the task up (and
         its child) when `lost` is set: the job's lease is gone, nothing it builds could be
-        written."""
-        future = self._started().schedule(self.target, args=args, kwargs=kwargs, timeout=self.limits.timeout_seconds)
+        written. A parse is ended at its time limit from here (its child's process group
+        killed) even when the pool can no longer do it itself."""
+        pool, generation = self._started()
+        task = self._tasks.new()
+        try:
+            future = pool.schedule(
+                run_task, args=(str(task), self.target, args, kwargs), timeout=self.limits.timeout_seconds
+            )
+        except (RuntimeError, concurrent.futures.process.BrokenProcessPool) as exc:
+            # pebble: "Unexpected error within the Pool" (a manager thread died), "The Pool
+            # is not active": it will never take a task again.
+            raise self._broken(generation, f"the parsing processes stopped working ({exc})") from None
+        try:
+            processed: Processed = self._wait(future, task, generation, lost)
+        finally:
+            task.unlink(missing_ok=True)
+        self._faults_in_a_row = 0
+        return processed
+
+    def _wait(self, future: pebble.ProcessFuture[Processed], task: Path, generation: int, lost: threading.Event) -> Any:
+        began: float | None = None  # when a child began the task (its file appeared)
         while True:
             try:
                 return future.result(timeout=POLL_SECONDS)
             except concurrent.futures.TimeoutError:
                 if future.done():  # the task's own time limit: pebble killed its child
-                    raise ProcessingError(f"parsing took longer than {self.limits.timeout_seconds:g} s") from None
+                    raise self._timed_out() from None
                 if lost.is_set():
-                    future.cancel()  # stops the child that runs it; a new one takes its place
+                    future.cancel()  # pebble stops the child that runs it; a new one takes its place
+                    kill_task_child(task)  # and so do we, in case pebble no longer can
                     raise LeaseLost("lease lost while the document was being parsed") from None
+                if began is None and running_pid(task) is not None:
+                    began = time.monotonic()
+                self._check_pool(future, task, generation, began)
             except MemoryError:
                 raise ProcessingError(
                     f"parsing needed more than {human_bytes(self.limits.memory_bytes)} of memory"
                 ) from None
             except pebble.ProcessExpired as exc:
-                raise ProcessingError(
+                # pebble replaced the child and the pool goes on: no back-off (a document that
+                # kills every child would idle the worker for minutes); the job row bounds
+                # how often such a death is refunded.
+                raise self._fault(
                     f"the process parsing the document died ({describe_death(exc.exitcode)}); "
-                    "the document may need more memory or time than the limits allow"
+                    "the document may need more memory or time than the limits allow",
+                    count=False,
                 ) from None
             except concurrent.futures.process.BrokenProcessPool as exc:
-                raise RuntimeError(f"the parsing processes could not be started: {exc}") from None
+                raise self._broken(generation, f"the parsing processes broke ({exc or 'no reason given'})") from None
+
+    def _check_pool(self, future: Future[Any], task: Path, generation: int, began: float | None) -> None:
+        """Between polls: the pool replaced or broken under the task, or the task past its
+        time limit with pebble's grace spent (pebble could not stop it: its pool is wedged)."""
+        pool = self._pool
+        if generation != self._generation or pool is None:
+            kill_task_child(task)  # the fault that replaced the pool was counted by whoever found it
+            raise WorkerFault("the parsing processes were restarted while the document was parsed")
+        if not pool.active:
+            kill_task_child(task)
+            raise self._broken(generation, "the parsing processes stopped working (their manager thread ended)")
+        if began is not None and time.monotonic() > began + self.limits.timeout_seconds + DEADLINE_GRACE_SECONDS:
+            pid = kill_task_child(task)
+            future.cancel()
+            log.warning(
+                "parse of pid %s ran past its %g s limit and the pool did not stop it: killed its process "
+                "group, replacing the pool",
+                pid,
+                self.limits.timeout_seconds,
+            )
+            self._broken(generation, "a parse outlived its time limit")
+            raise self._timed_out()
+
+    def _timed_out(self) -> ProcessingError:
+        return ProcessingError(f"parsing took longer than {self.limits.timeout_seconds:g} s")
+
+    def _fault(self, message: str, *, count: bool = True) -> WorkerFault:
+        """A worker fault; `count`: the pool broke, and the worker backs off, doubling with
+        each such fault in a row."""
+        if not count:
+            log.warning("parsing fault: %s", message)
+            return WorkerFault(message)
+        with self._lock:
+            self._faults_in_a_row += 1
+            delay = min(
+                self.limits.fault_backoff_max_seconds,
+                self.limits.fault_backoff_seconds * 2 ** (self._faults_in_a_row - 1),
+            )
+            self._cooldown_until = max(self._cooldown_until, time.monotonic() + delay)
+        log.warning("parsing pool fault: %s; claiming again in %.1f s", message, delay)
+        return WorkerFault(message)
+
+    def _broken(self, generation: int, message: str) -> WorkerFault:
+        """The pool of `generation` will take no task again: replace it (once, whichever job
+        finds out first) and stop it and its children in the background."""
+        with self._lock:
+            old = self._pool if generation == self._generation else None
+            if old is not None:
+                self._pool, self._generation = None, self._generation + 1
+        if old is not None:
+            threading.Thread(target=_stop_pool, args=(old,), name="parse-pool-stop", daemon=True).start()
+        return self._fault(message, count=old is not None)  # one pool, one fault: not one per job
 
     def close(self) -> None:
         """Stop every child (a task still running is abandoned with it)."""
         with self._lock:
             pool, self._pool = self._pool, None
         if pool is not None:
-            pool.stop()
-            pool.join(timeout=30)
+            _stop_pool(pool)
+        self._tasks.close()
+
+
+def _stop_pool(pool: pebble.ProcessPool) -> None:
+    try:
+        pool.stop()
+        pool.join(timeout=30)
+    except Exception as exc:  # noqa: BLE001 - a broken pool may fail to stop cleanly; its children die with us
+        log.warning("stopping the parsing pool: %s", exc)

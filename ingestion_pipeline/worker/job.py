@@ -23,14 +23,14 @@ from ingestion_pipeline.db.models import ClaimedJob, CompleteItem, FailItem, Rpc
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.processing import DEFAULT_OCR, ChunkingOptions, Embedder, OcrOptions, ProcessingError
 from ingestion_pipeline.worker.acks import AckBuffer
-from ingestion_pipeline.worker.errors import TRANSIENT_ERRORS, LeaseLost, describe, is_transient
+from ingestion_pipeline.worker.errors import TRANSIENT_ERRORS, LeaseLost, WorkerFault, describe, is_transient
 from ingestion_pipeline.worker.isolation import ParsePool
 from ingestion_pipeline.worker.leases import LeaseKeeper
 from ingestion_pipeline.worker.outcome import JobResult, Outcome
 
 R = TypeVar("R", bound=RpcResult)
 # What a stage logs (with its error) before it re-raises.
-_STAGE_ERRORS: tuple[type[BaseException], ...] = (ProcessingError, *TRANSIENT_ERRORS)
+_STAGE_ERRORS: tuple[type[BaseException], ...] = (ProcessingError, WorkerFault, *TRANSIENT_ERRORS)
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +98,8 @@ class JobRun:
         except ProcessingError as exc:
             self.mime_type = exc.mime_type
             return self._fail(str(exc), retry=False)
+        except WorkerFault as exc:  # the worker's parsing pool failed, not (as far as we can tell) the document
+            return self._release(str(exc))
         except Exception as exc:  # transient by class, or unexpected: retry while attempts remain
             if not is_transient(exc):
                 log.exception("job %s: unexpected error", self.job.job_id)
@@ -200,6 +202,37 @@ class JobRun:
             return self._result(Outcome.ABANDONED, f"{message}; then: {describe(exc)}")
         if outcome.lease_lost:
             return self._result(Outcome.LEASE_LOST, message)
+        return self._result(Outcome.RETRIED if outcome.retried else Outcome.FAILED, message)
+
+    def _release(self, message: str) -> JobResult:
+        """Back to pending at once (another worker may take it; this one backs off), the
+        claim's attempt refunded while the job's worker faults stay within its attempts:
+        past that, charged like a retry, so a document that kills every child that parses
+        it still ends failed (release_ingestion_job)."""
+        job, ctx = self.job, self.ctx
+        item = FailItem(
+            job.job_id,
+            job.document_id,
+            job.lease_token,
+            retry=True,
+            error_message=message,
+            stage="retry_wait",
+            retry_delay_seconds=0.0,
+            batch_id=job.batch_id,
+            worker_id=ctx.worker_id,
+            stages=self._stages(),
+        )
+        try:
+            outcome = ctx.rpc.release(item)
+        except Exception as exc:  # noqa: BLE001 - whatever it was, the job is abandoned to its lease
+            log.error("job %s: could not release it (%s); its lease will expire", job.job_id, describe(exc))
+            return self._result(Outcome.ABANDONED, f"{message}; then: {describe(exc)}")
+        if outcome.lease_lost:
+            return self._result(Outcome.LEASE_LOST, message)
+        if not outcome.ok:
+            return self._result(Outcome.ABANDONED, f"{message}; then: release refused ({outcome.reason})")
+        if outcome.refunded:
+            return self._result(Outcome.RELEASED, message)
         return self._result(Outcome.RETRIED if outcome.retried else Outcome.FAILED, message)
 
     def _result(self, outcome: Outcome, message: str | None = None, chunk_count: int | None = None) -> JobResult:

@@ -89,6 +89,8 @@ class Worker:
                     timeout_seconds=settings.parse_timeout_seconds,
                     memory_bytes=settings.parse_memory_mb * 2**20,
                     tasks_per_child=settings.parse_tasks_per_child,
+                    fault_backoff_seconds=settings.retry_backoff_seconds,
+                    fault_backoff_max_seconds=min(settings.retry_backoff_max_seconds, 60.0),
                 ),
                 target=parse_target,
             )
@@ -169,6 +171,11 @@ class Worker:
                 if max_jobs is not None:
                     room = min(room, max_jobs - claimed_total)
                 claimed = []
+                # After a fault of the parsing pool, hold off claiming: the jobs it dropped
+                # were released for other workers, and a rebuilt pool gets time to settle.
+                cooldown = self.parse_pool.cooldown_remaining() if self.parse_pool is not None else 0.0
+                if cooldown > 0:
+                    room = 0
                 # Claim when a worthwhile share of a claim's worth of slots is free (or
                 # nothing is in flight): many tiny claims cost a round trip each.
                 if room >= (self.min_claim if in_flight else 1) and not stop.is_set():
@@ -179,9 +186,9 @@ class Worker:
                     in_flight |= {executor.submit(JobRun(self.context, job).run) for job in claimed}
                 if not in_flight:
                     finished = stop.is_set() or (max_jobs is not None and claimed_total >= max_jobs)
-                    if finished or (drain and not claimed):
+                    if finished or (drain and not claimed and cooldown <= 0):
                         break
-                    stop.wait(self.poll_seconds)
+                    stop.wait(min(self.poll_seconds, cooldown) if cooldown > 0 else self.poll_seconds)
                     continue
                 done, in_flight = wait(in_flight, timeout=self.poll_seconds, return_when=FIRST_COMPLETED)
                 for future in done:

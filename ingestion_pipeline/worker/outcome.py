@@ -11,6 +11,7 @@ class Outcome(enum.StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"  # terminal: permanent error, or attempts exhausted
     RETRIED = "retried"  # back to pending with a backoff
+    RELEASED = "released"  # a fault of the worker: back to pending, the attempt refunded
     LEASE_LOST = "lease_lost"  # another worker holds the job now, or it was cancelled; we stopped cleanly
     ABANDONED = "abandoned"  # could not even record the failure (database gone); lease will expire
 

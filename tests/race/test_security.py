@@ -84,6 +84,8 @@ WORKER_RPCS = {
     "search_term_count_drift",
     # the check of the search's committed chunks (20261204000100)
     "searchable_chunks_drift",
+    # a worker fault: the job released, its attempt refunded (20261204000400)
+    "release_ingestion_job",
 }
 # Internal helpers (called by the RPCs or the trigger as their owner): granted to no one.
 INTERNAL = {

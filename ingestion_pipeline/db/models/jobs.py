@@ -86,6 +86,10 @@ class JobOutcome(RpcResult):
     lease_token: int | None = None
     retried: bool | None = None
     attempts_exhausted: bool | None = None
+    # A release (a worker fault): whether the claim's attempt was refunded, and how many
+    # worker faults the job has had (None: the schema before the release RPC, a charged retry).
+    refunded: bool | None = None
+    worker_faults: int | None = None
 
 
 class CompletedJobs(RpcResult):

@@ -3,15 +3,19 @@ one job per call or many in one statement (bulk acknowledgement); and the operat
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
 
+import psycopg
 from psycopg.types.json import Jsonb
 
 from ingestion_pipeline.db.models import CommitResult, CompletedJobs, CompleteItem, FailedJobs, FailItem, JobOutcome
 from ingestion_pipeline.db.rpc.generations import GenerationRpc
+
+log = logging.getLogger(__name__)
 
 # The most items the server takes in one bulk acknowledgement (`max_ack_items()`, from
 # migration …_one_lock_order.sql; more is refused with 22023): longer lists go in several calls.
@@ -107,6 +111,36 @@ class AckRpc(GenerationRpc):
                 "retry_delay_seconds": retry_delay_seconds,
             },
         )
+
+    def release(self, item: FailItem) -> JobOutcome:
+        """A worker fault (its parsing pool broke under the job): back to pending after
+        `item.retry_delay_seconds`, the claim's attempt refunded while the job has had fewer
+        worker faults than attempts (`refunded`), charged like a retry past that. Fenced by
+        the item's token. On the schema before `release_ingestion_job` (SQLSTATE 42883) it
+        is a fenced retry, charged: what that schema can do."""
+        self.require_supported_schema()
+        if not self._release_missing:
+            try:
+                return self._result(
+                    JobOutcome,
+                    "rpc_release",
+                    {
+                        "job_id": item.job_id,
+                        "document_id": item.document_id,
+                        "lease_token": item.lease_token,
+                        "error_message": item.error_message,
+                        "retry_delay_seconds": item.retry_delay_seconds or 0.0,
+                        "worker_id": item.worker_id,
+                        "stages": Jsonb([row.as_json() for row in item.stages]) if item.stages else None,
+                    },
+                )
+            except psycopg.errors.UndefinedFunction:
+                self._release_missing = True
+                log.warning(
+                    "this database has no release_ingestion_job (run `ingest db migrate`): jobs a worker "
+                    "fault interrupts are retried at the cost of an attempt"
+                )
+        return self.fail_or_retry_many(item.worker_id or "", [item])[0]
 
     # -- bulk acknowledgement ---------------------------------------------------------
     # One statement for many jobs (at most MAX_ACK_ITEMS each; longer lists go in several),

@@ -40,6 +40,8 @@ class RpcBase:
         self.stale_after_seconds = stale_after_seconds
         self._schema_level: schema_level.SchemaLevel | None = None
         self._chunk_headings: bool | None = None
+        # Set once `release_ingestion_job` was found missing (the previous release's schema).
+        self._release_missing = False
 
     @contextmanager
     def _connection(self) -> Iterator[psycopg.Connection[DictRow]]:

@@ -29,3 +29,11 @@ select fail_or_retry_ingestion_jobs(p_items => %(items)s) as result;
 
 -- name: rpc_retry
 select retry_ingestion_job(p_job_id => %(job_id)s) as result;
+
+-- name: rpc_release
+-- A worker fault (migration …_release_worker_faults.sql): the job back to pending, its attempt
+-- refunded while the job has had fewer worker faults than attempts; fenced by the token.
+select release_ingestion_job(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
+    p_lease_token => %(lease_token)s, p_error_message => %(error_message)s,
+    p_retry_delay_seconds => %(retry_delay_seconds)s, p_worker_id => %(worker_id)s,
+    p_stages => %(stages)s) as result;
