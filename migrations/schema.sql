@@ -3574,8 +3574,6 @@ CREATE INDEX collection_members_user ON public.collection_members USING btree (u
 
 CREATE INDEX collections_public ON public.collections USING btree (name) WHERE is_public;
 
-CREATE INDEX document_chunks_content_tsv ON public.document_chunks USING gin (content_tsv);
-
 CREATE INDEX document_chunks_generation ON public.document_chunks USING btree (index_generation_id);
 
 CREATE INDEX document_pages_generation ON public.document_pages USING btree (index_generation_id);
