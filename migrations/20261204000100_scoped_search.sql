@@ -816,9 +816,12 @@ begin
                           and exists (select 1 from unnest(s.setconfig) as c where c like 'statement_timeout=%')) then
             begin
                 execute format('alter role %I set statement_timeout = %L', v_role, v_timeout);
-            exception when insufficient_privilege then
-                raise notice 'scoped_search: could not set statement_timeout for role %; set one (alter role % set statement_timeout = ''%'')',
-                    v_role, v_role, v_timeout;
+            exception
+                when insufficient_privilege then
+                    raise notice 'scoped_search: could not set statement_timeout for role %; set one (alter role % set statement_timeout = ''%'')',
+                        v_role, v_role, v_timeout;
+                when unique_violation then
+                    null;  -- another database of the cluster set it at the same moment (roles are the cluster's)
             end;
         end if;
     end loop;

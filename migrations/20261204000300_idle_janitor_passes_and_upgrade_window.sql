@@ -151,6 +151,8 @@ language sql stable
 security definer
 set search_path = pg_catalog, pg_temp
 set enable_seqscan = off  -- the documents come from the partial indexes, whatever the estimates say
+set enable_bitmapscan = off  -- an index scan with the distance as its condition (a bitmap of the
+                             -- partial index alone read every document with kept bytes on PG 15)
 as $$
     with owing as (
         select d.id, d.version - p_keep_versions as up_to
@@ -164,7 +166,11 @@ as $$
     )
     select k.document_id, k.version
       from owing o
-      join public.document_version_sources k on k.document_id = o.id and (o.up_to is null or k.version <= o.up_to)
+     cross join lateral (  -- each owing document's versions by primary key: offset 0 keeps the
+                           -- planner from scanning every kept version to join them (PG 15 did)
+           select k.document_id, k.version from public.document_version_sources k
+            where k.document_id = o.id and (o.up_to is null or k.version <= o.up_to)
+           offset 0) k
      order by k.document_id, k.version
      limit greatest(p_limit, 0);
 $$;
@@ -172,6 +178,10 @@ $$;
 -- The cleanup deletes (or, dry, counts) the owed versions by primary key, never by a scan of
 -- every kept version that the planner may prefer on a small table.
 alter function public.cleanup_kept_version_bytes(integer, integer, boolean) set enable_seqscan = off;
+-- ... and joins them to the owed list one by one: a hash or merge join read every kept version
+-- to join it to an empty list (PG 15's plan of the dry run).
+alter function public.cleanup_kept_version_bytes(integer, integer, boolean) set enable_hashjoin = off;
+alter function public.cleanup_kept_version_bytes(integer, integer, boolean) set enable_mergejoin = off;
 
 -- ---------------------------------------------------------------------------------------
 -- 8 and 10. The key's enqueue.

@@ -387,6 +387,8 @@ CREATE FUNCTION public.cleanup_kept_version_bytes(p_keep_versions integer DEFAUL
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 declare
     v_versions bigint;
@@ -1885,6 +1887,7 @@ CREATE FUNCTION public.owed_kept_version_bytes(p_keep_versions integer, p_limit 
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
     AS $$
     with owing as (
         select d.id, d.version - p_keep_versions as up_to
@@ -1898,7 +1901,11 @@ CREATE FUNCTION public.owed_kept_version_bytes(p_keep_versions integer, p_limit 
     )
     select k.document_id, k.version
       from owing o
-      join public.document_version_sources k on k.document_id = o.id and (o.up_to is null or k.version <= o.up_to)
+     cross join lateral (  -- each owing document's versions by primary key: offset 0 keeps the
+                           -- planner from scanning every kept version to join them (PG 15 did)
+           select k.document_id, k.version from public.document_version_sources k
+            where k.document_id = o.id and (o.up_to is null or k.version <= o.up_to)
+           offset 0) k
      order by k.document_id, k.version
      limit greatest(p_limit, 0);
 $$;

@@ -148,10 +148,25 @@ def pytest_collection_modifyitems(config, items) -> None:
         items[:] = keep
 
 
+# Roles belong to the cluster, not to a database: on a fresh server, pytest-xdist's workers
+# migrating their templates at once would race to create them (a unique violation in the
+# migration's `if not exists ... create role`). Created once, under a lock, before any migration.
+CLUSTER_ROLES = {"ingestion_worker": "nologin", "anon": "nologin noinherit", "authenticated": "nologin noinherit"}
+
+
+def _ensure_cluster_roles(admin_url: str) -> None:
+    with connect(admin_url) as conn, conn.transaction():
+        conn.execute("select pg_advisory_xact_lock(hashtext('ingestion-pipeline tests: cluster roles'))")
+        for role, options in CLUSTER_ROLES.items():
+            if not conn.execute("select 1 from pg_roles where rolname = %s", (role,)).fetchone():
+                conn.execute(sql.SQL("create role {} " + options).format(sql.Identifier(role)))
+
+
 @pytest.fixture(scope="session", params=_server_params())
 def pg_server(request, tmp_path_factory) -> Iterator[PgServer]:
     if request.param == "external":
         server = PgServer("external", TEST_DATABASE_URL)
+        _ensure_cluster_roles(server.admin_url)
         yield server
         server.close_spares()
         left = server.left_behind()

@@ -61,7 +61,8 @@ def cmd_sync(args: argparse.Namespace, settings: Settings) -> int:
 
 def run_sync(settings: Settings, as_json: bool, sync: Callable[[Pool, Callable[[str], None]], SyncReport]) -> int:
     """Run `sync` (given the pool and a callback per listed file) with a progress bar on a
-    terminal, then print its report (`ingest sync`, `ingest source sync`)."""
+    terminal, then print its report (`ingest sync`, `ingest source sync`). Exit status 1 when
+    an entry failed."""
     with migrated_pool(settings) as pool:
         progress = tqdm(unit="file", desc="sync", disable=as_json or not sys.stderr.isatty(), file=sys.stderr)
         with progress:
@@ -70,7 +71,7 @@ def run_sync(settings: Settings, as_json: bool, sync: Callable[[Pool, Callable[[
         print_json(report.as_dict())
     else:
         print_report(report)
-    return 0
+    return 1 if report.failures else 0  # the rest of the pass is done; a script still hears of it
 
 
 def print_report(report: SyncReport) -> None:

@@ -179,6 +179,7 @@ NO_SEQ_SCAN_FUNCTIONS = {
 }
 NO_BITMAP_SCAN = "enable_bitmapscan=off"
 NO_BITMAP_SCAN_FUNCTIONS = {
+    "owed_kept_version_bytes",
     "search_documents",
     "search_lexical_hits",
     "search_vector_hits",
@@ -190,7 +191,12 @@ NO_INDEX_ONLY_SCAN = "enable_indexonlyscan=off"
 NO_INDEX_ONLY_SCAN_FUNCTIONS = {"search_lexical_hits", "search_vector_hits"}
 # ... and join rows by primary key, never by reading a whole table into a hash or a merge.
 NESTED_LOOPS = ["enable_hashjoin=off", "enable_mergejoin=off"]
-NESTED_LOOP_FUNCTIONS = {"search_lexical_hits", "search_vector_hits", "search_documents"}
+NESTED_LOOP_FUNCTIONS = {
+    "search_lexical_hits",
+    "search_vector_hits",
+    "search_documents",
+    "cleanup_kept_version_bytes",
+}
 # What readers reach sends them no message of its own (a reader's debug_print_plan would show
 # the plans of the statements inside, with the owner's statistics).
 QUIET = "client_min_messages=warning"

@@ -32,6 +32,7 @@ class Refusal(StrEnum):
     GENERATION_NOT_BUILDING = "generation_not_building"  # committed or abandoned already
     DUPLICATE_ITEM = "duplicate_item"  # a bulk call named one job twice
     VERSION_SUPERSEDED = "version_superseded"  # a build of a version that is no longer the latest
+    VERSION_CHANGED = "version_changed"  # a sync's delete of a document that has another version since its listing
     SUPERSEDED = "superseded"  # a retry of a job whose version a newer one replaced
     CONTENDED = "contended"  # another transaction holds the row; try again
     SOURCE_EXISTS = "source_exists"  # a registered source of that name exists
