@@ -86,9 +86,17 @@ Violations (never expected), each under a rule name (`Report.by_rule`; RULES lis
   drain; tests/faults/test_sync_churn.py)
     vanished_source_live       a live document of the source's collection, under its folder,
                                whose file no longer exists
+    source_file_without_document  a file of the folder without a live document of its key
+                               (a sync's delete that took a version enqueued after its
+                               listing leaves one, until a later sync finds the file new)
     source_text_not_committed  a file of the folder whose document is not indexed at its
                                latest version, or whose latest version's bytes (sha-256)
                                are not the file's current bytes
+  syncs racing new versions (tests/faults/sync_race.py, its log of raced passes)
+    sync_deleted_newer_version a sync's delete accepted for a key whose newer version an
+                               enqueue had returned after the sync read its vanished keys and
+                               before the delete began (the delete carries the listing's
+                               version: migration 20261204000200)
   deletion audit (the harness's test-only triggers, harness.install_deletion_audit)
     generation_deleted_under_open_job  a generation deleted while the job that began it
                                was `processing` under that claim (R23; a job put back
@@ -199,7 +207,9 @@ RULES = (
     "deadlock",
     "serialization_failure",
     "vanished_source_live",
+    "source_file_without_document",
     "source_text_not_committed",
+    "sync_deleted_newer_version",
     "search_term_counts_drift",
 )
 
@@ -285,7 +295,7 @@ def check_source(url: str, collection: str, folder: Path, report: Report) -> Non
     for key, sha in sorted(files.items()):
         row = live.get(key)
         if row is None:
-            report.flag("source_text_not_committed", f"source_text_not_committed: {key} has no live document")
+            report.flag("source_file_without_document", f"source_file_without_document: {key} has no live document")
         elif row["status"] != "indexed" or row["indexed_version"] != row["version"] or row["content_sha256"] != sha:
             report.flag(
                 "source_text_not_committed",

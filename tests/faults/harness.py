@@ -45,7 +45,10 @@ from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.worker.errors import describe
 from tests.any_schema_rpc import AnySchemaRpc
 from tests.faults.rpc_log import DEADLOCK, OPERATOR, HistoryFile, LoggedRpc, read_history, rolled_back
+from tests.faults.sync_loop import COLLECTION as SYNC_COLLECTION
+from tests.faults.sync_loop import MAX_ATTEMPTS as SYNC_MAX_ATTEMPTS
 from tests.faults.sync_loop import SyncLoop, SyncStats
+from tests.faults.sync_race import RaceLoop, RaceStats
 from tests.faults.worker_process import FAULT_SETTINGS, TAKEOVER_WAIT_SECONDS
 from tests.helpers import enqueue_bytes
 
@@ -302,6 +305,8 @@ class ChaosStats:
     histories: list[Path] = field(default_factory=list)  # the workers' and the janitor's, for the checker
     events: Counter = field(default_factory=Counter)
     sync: SyncStats | None = None  # the syncs of a churning folder (run_faults' `sync_folder`)
+    sync_race: RaceStats | None = None  # the raced syncs of that folder (sync_race.RaceLoop)
+    sync_race_log: Path | None = None  # their passes' log, for sync_race.check_sync_races
 
     def summary(self) -> str:
         return (
@@ -1154,7 +1159,7 @@ def run_faults(
         fleet.start()
     janitor = Janitor(url, folder / JANITOR_HISTORY, stats, server_lock=server.lock if server else None)
     janitor.start()
-    syncs = None
+    syncs = races = None
     if sync_folder is not None:
         server_lock = server.lock if server else threading.Lock()
 
@@ -1163,9 +1168,13 @@ def run_faults(
                 operator.cancel_this_batch(batch_id)
 
         syncs = SyncLoop(url, sync_folder, seed, cancel=cancel_sync_batch)
-    if syncs is not None:
-        syncs.start()
-        stats.sync = syncs.stats
+        # In-process passes beside the `ingest sync` processes, racing their own deletes.
+        stats.sync_race_log = folder / "sync_races.jsonl"
+        races = RaceLoop(url, syncs.share, SYNC_COLLECTION, stats.sync_race_log, seed + 1, SYNC_MAX_ATTEMPTS)
+    if syncs is not None and races is not None:
+        syncs.start()  # seeds the folder first
+        races.start()
+        stats.sync, stats.sync_race = syncs.stats, races.stats
     try:
         wave = 0
         stalling: dict[str, float] = {}
@@ -1194,6 +1203,8 @@ def run_faults(
                     final_attempt_every=final_attempt_every,
                     permanent_failure_every=permanent_failure_every,
                 )
+        if races is not None:
+            races.stop()  # before the final sync: nothing but the workers moves after it
         if syncs is not None:
             syncs.settle()
         deadline = time.monotonic() + drain_timeout
@@ -1201,6 +1212,8 @@ def run_faults(
             _replace_exited(fleet, stats, workers)
             time.sleep(0.5)
     finally:
+        if races is not None:
+            races.stop()
         if syncs is not None:
             syncs.stop()
         janitor.stop()

@@ -18,12 +18,16 @@ document fails on every attempt, so there are always some) and enqueues new vers
 documents under their keys (part of the time of one being built, up to three in quick
 succession), its calls logged; a writer process churns a folder (files added, rewritten
 in place, deleted) that `ingest sync` passes mirror into the collection `churn`, one pass
-in five SIGKILLed (tests/faults/sync_loop.py; --no-sync leaves it out); a janitor
+in five SIGKILLed (tests/faults/sync_loop.py; --no-sync leaves it out), while in-process
+passes race them (tests/faults/sync_race.py): at each pass's first delete, some files it
+found vanished come back with new bytes and are enqueued as `ingest enqueue` does (their
+deletes must be refused), and now and then a listed file is enqueued again; a janitor
 runs alongside (its calls logged). At the end the writer stops, a final sync runs,
 everything drains, a last janitor pass cleans up until nothing is left, and the checker
 reads the client-side histories and the database, and holds the synced collection against
-the folder (check_source). Prints the totals, among them the deletes (in flight, purged at once), the
-cancels and the jobs they cancelled (by the answers and in the database), the retries and
+the folder (check_source) and the raced passes' log (check_sync_races). Prints the
+totals, among them the deletes (in flight, purged at once), the cancels and the jobs they
+cancelled (by the answers and in the database), the retries and
 the jobs they put back, the new versions (those that superseded a build in flight) and
 the builds committed by version, the refusals of workers whose job was cancelled, the deadlocks
 (40P01) and serialization failures of anyone's calls (workers', janitor's, operator's:
@@ -49,6 +53,7 @@ from tests.faults.checker import check, check_source
 from tests.faults.harness import ServerControl, final_attempt_outcomes, open_jobs, run_faults
 from tests.faults.sync_loop import COLLECTION as SYNC_COLLECTION
 from tests.faults.sync_loop import SyncStats
+from tests.faults.sync_race import RaceStats, check_sync_races
 
 
 def main() -> int:
@@ -89,6 +94,8 @@ def main() -> int:
             report = check(url, stats.histories)
             if args.sync:
                 check_source(url, SYNC_COLLECTION, folder / "sync" / "share", report)
+                if stats.sync_race_log is not None:
+                    check_sync_races(stats.sync_race_log, report)
             still_open = open_jobs(url)
             final_outcomes = final_attempt_outcomes(url, stats.final_attempt_jobs, stats.final_attempt_seen)
         finally:
@@ -197,6 +204,7 @@ def main() -> int:
         ),
         ("deleted while a job of the document was open", audit.get("under_open_job", 0)),
         *_sync_rows(stats.sync),
+        *_race_rows(stats.sync_race, report.stats.get("sync_races") or {}),
         ("jobs open at the end", still_open),
         ("deadlocks", f"{deadlocks}" + (f" ({rollbacks})" if deadlocks else "")),
         ("serialization failures", report.stats.get("serialization_failures", 0)),
@@ -226,7 +234,11 @@ def main() -> int:
     for label in stats.worker_exits:
         print(f"WORKER EXITED: {label} (see its .err)")
     sync_failed = stats.sync is not None and (stats.sync.unexpected or not stats.sync.passes["final ok"])
-    for error in stats.sync.unexpected[:20] if stats.sync else ():
+    sync_failed = sync_failed or bool(stats.sync_race and stats.sync_race.unexpected)
+    for error in [
+        *(stats.sync.unexpected if stats.sync else ()),
+        *(stats.sync_race.unexpected if stats.sync_race else ()),
+    ][:20]:
         print(f"SYNC ERROR: {error}")
     failed = (
         report.violations
@@ -253,6 +265,29 @@ def _sync_rows(sync: SyncStats | None) -> list[tuple[str, object]]:
         ),
         ("sync files: " + " / ".join(changes), " / ".join(str(sync.counts[change]) for change in changes)),
         ("final sync (folder at rest)", ", ".join(k[6:] for k in sync.passes if k.startswith("final ")) or "none"),
+    ]
+
+
+def _race_rows(race: RaceStats | None, checked: dict[str, int]) -> list[tuple[str, object]]:
+    """The in-process syncs racing new versions of their vanished files (tests/faults/sync_race.py)."""
+    if race is None:
+        return []
+    outcomes = ("ok", "database_unavailable", "batch_cancelled", "unexpected")
+    changes = ("new", "changed", "unchanged", "deleted")
+    return [
+        (
+            "raced sync passes: ok / db unavailable / batch cancelled / unexpected",
+            " / ".join(str(race.passes[outcome]) for outcome in outcomes),
+        ),
+        ("raced sync files: " + " / ".join(changes), " / ".join(str(race.counts[change]) for change in changes)),
+        (
+            "vanished files re-created + enqueued before the deletes / of them deleted (must be 0)",
+            f"{race.raced} / {checked.get('raced_deleted', 0)}",
+        ),
+        (
+            "ingest-enqueue calls racing the syncs (by outcome)",
+            ", ".join(f"{outcome}: {n}" for outcome, n in sorted(race.enqueued.items())) or "0",
+        ),
     ]
 
 
