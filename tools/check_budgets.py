@@ -63,7 +63,9 @@ def over_budget(root: Path, exceptions: Mapping[str, tuple[int, str]] = EXCEPTIO
         if name in exceptions:
             allowed, _why = exceptions[name]
             if size <= budget:
-                problems.append(f"{name}: {size:,} {unit}, within the {budget:,}-{unit[:-1]} budget: drop its exception")
+                problems.append(
+                    f"{name}: {size:,} {unit}, within the {budget:,}-{unit[:-1]} budget: drop its exception"
+                )
             budget = allowed
         if size > budget:
             problems.append(f"{name}: {size:,} {unit}, over its budget of {budget:,} {unit}")
