@@ -32,7 +32,8 @@ PYTEST_XDIST ?= -n $(PYTEST_WORKERS) --dist worksteal
 
 # Lint first (seconds), then the suite: ruff (lint and format; pyproject.toml), import-linter
 # (the layers), mypy (strict, over the package; pyproject.toml), squawk (migrations;
-# .squawk.toml), and no tracked file over 1 MB.
+# .squawk.toml), no tracked file over 1 MB, and the size budgets (tools/check_budgets.py:
+# README.md ≤ 10 KB, bench/README.md ≤ 25 KB, package modules and bench scripts ≤ 400 lines).
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -40,6 +41,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/squawk --config .squawk.toml migrations/2*.sql
 	$(BIN)/python tools/check_file_sizes.py
+	$(BIN)/python tools/check_budgets.py
 
 test: lint
 	$(BIN)/python -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS)

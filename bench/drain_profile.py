@@ -27,7 +27,8 @@ from pathlib import Path
 
 import psutil
 from common import ROOT, command_line, connect, create_database, drop_database, embedded_server, print_table
-from ingest_corpus import PARSING, generate_corpus, run_cli
+from ingest_corpus import PARSING
+from ingest_runs import generate_corpus, run_cli
 
 DATABASE = "bench_drain_profile"
 INGEST = str(ROOT / ".venv" / "bin" / "ingest")

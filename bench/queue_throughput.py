@@ -29,14 +29,12 @@ so that a noisy neighbour hurts every system alike; the table shows the median r
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 import re
 import tempfile
 import time
 import uuid
-from datetime import timedelta
 
 from common import (
     command_line,
@@ -55,15 +53,12 @@ from common import (
     span,
     vacuum_analyze,
 )
+from queue_peers import PgQueuer, Procrastinate, pgqueuer_worker, procrastinate_worker, put_result
 
 SYSTEMS = ("ours", "ours_worker", "ours_worker_prepared", "ours_sql", "pgqueuer", "procrastinate")
 
 
 # -- worker processes (top level: spawned) ----------------------------------------------
-
-
-def _report(out, count, started):
-    out.put((count, started, time.monotonic(), time.process_time()))
 
 
 OURS_SQL = {
@@ -87,7 +82,7 @@ def ours_sql_worker(uri: str, k: int, heartbeat: bool, barrier, out) -> None:
                     conn.execute(OURS_SQL["heartbeat"], (job_id, worker_id))
                 conn.execute(OURS_SQL["complete"], (job_id, document_id, batch_id, worker_id))
                 count += 1
-    _report(out, count, started)
+    put_result(out, count, started)
 
 
 def ours_worker_loop(uri: str, k: int, heartbeat: bool, barrier, out, prepare_threshold: int | None = None) -> None:
@@ -117,64 +112,12 @@ def ours_worker_loop(uri: str, k: int, heartbeat: bool, barrier, out, prepare_th
         report = worker.run(drain=True)
     finally:
         pool.close()
-    _report(out, report.counts["completed"], started)
+    put_result(out, report.counts["completed"], started)
 
 
 def ours_worker_prepared_loop(uri: str, k: int, heartbeat: bool, barrier, out) -> None:
     """As ours_worker, with INGEST_PREPARE_THRESHOLD=5 (psycopg's default; direct connections only)."""
     ours_worker_loop(uri, k, heartbeat, barrier, out, prepare_threshold=5)
-
-
-def pgqueuer_worker(uri: str, k: int, heartbeat: bool, barrier, out) -> None:
-    import psycopg
-    from pgqueuer import QueueManager
-    from pgqueuer.adapters.drivers.psycopg import PsycopgDriver
-    from pgqueuer.domain.types import QueueExecutionMode
-    from pgqueuer.queries import Queries
-
-    async def main():
-        conn = await psycopg.AsyncConnection.connect(uri, autocommit=True)
-        qm = QueueManager(Queries(PsycopgDriver(conn)))
-        count = 0
-
-        @qm.entrypoint("noop")
-        async def noop(job) -> None:
-            nonlocal count
-            count += 1
-
-        barrier.wait()
-        started = time.monotonic()
-        await qm.run(
-            batch_size=k,
-            mode=QueueExecutionMode.drain,
-            dequeue_timeout=timedelta(milliseconds=100),
-            log_aggregation_interval=timedelta(0),
-        )
-        _report(out, count, started)
-        await conn.close()
-
-    asyncio.run(main())
-
-
-def procrastinate_worker(uri: str, k: int, heartbeat: bool, barrier, out) -> None:
-    import procrastinate
-
-    app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=uri, min_size=1, max_size=k + 2))
-    count = 0
-
-    @app.task(name="noop")
-    async def noop() -> None:
-        nonlocal count
-        count += 1
-
-    async def main():
-        async with app.open_async():
-            barrier.wait()
-            started = time.monotonic()
-            await app.run_worker_async(wait=False, concurrency=k, install_signal_handlers=False, listen_notify=False)
-            _report(out, count, started)
-
-    asyncio.run(main())
 
 
 WORKERS = {
@@ -224,68 +167,6 @@ class Ours:
             ).fetchone()
             assert open_batches["n"] == 0, f"{open_batches['n']} batches not completed"
             return conn.execute("select count(*) as n from ingestion_jobs where status = 'completed'").fetchone()["n"]
-
-
-class PgQueuer:
-    def __init__(self, server_uri: str):
-        self.uri = create_database(server_uri, "bench_pgqueuer")
-        asyncio.run(self._with_queries(lambda q: q.install()))
-
-    async def _with_queries(self, action):
-        import psycopg
-        from pgqueuer.queries import Queries
-
-        async with await psycopg.AsyncConnection.connect(self.uri, autocommit=True) as conn:
-            return await action(Queries.from_psycopg_connection(conn))
-
-    def prepare(self, args) -> str:
-        n = args.jobs
-        asyncio.run(self._with_queries(lambda q: q.enqueue(["noop"] * n, [None] * n, [0] * n)))
-        with connect(self.uri) as conn:
-            conn.execute("vacuum (analyze) pgqueuer")
-        return self.uri
-
-    def check(self, uri: str, args) -> int:
-        with connect(uri) as conn:
-            left = conn.execute("select count(*) as n from pgqueuer").fetchone()["n"]
-            assert left == 0, f"{left} pgqueuer jobs left"
-        return args.jobs
-
-
-class Procrastinate:
-    def __init__(self, server_uri: str):
-        self.uri = create_database(server_uri, "bench_procrastinate")
-        self.app = self._app()
-        with self.app.open():
-            self.app.schema_manager.apply_schema()
-
-    def _app(self):
-        import procrastinate
-
-        app = procrastinate.App(connector=procrastinate.SyncPsycopgConnector(conninfo=self.uri))
-
-        @app.task(name="noop")
-        def noop() -> None:
-            pass
-
-        self.task = noop
-        return app
-
-    def prepare(self, args) -> str:
-        with self.app.open():
-            for start in range(0, args.jobs, 5000):
-                self.task.batch_defer(*({} for _ in range(min(5000, args.jobs - start))))
-        with connect(self.uri) as conn:
-            conn.execute("vacuum (analyze) procrastinate_jobs")
-        return self.uri
-
-    def check(self, uri: str, args) -> int:
-        with connect(uri) as conn:
-            return conn.execute(
-                "select count(*) as n from procrastinate_jobs where status = 'succeeded'"
-                " and id > (select coalesce(max(id), 0) - %s from procrastinate_jobs)",
-                (args.jobs,),
-            ).fetchone()["n"]
 
 
 def pgbench_ceiling(server_uri: str, args) -> float:

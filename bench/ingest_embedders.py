@@ -1,0 +1,124 @@
+"""`ingest_corpus.py --embedder openai`: the corpus drained by `ingest work --drain` without
+an embedder, with hash, and with openai against the package's local OpenAI-compatible
+server (ingestion_pipeline/testing/openai_server.py), rounds interleaved; medians."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from common import connect, create_database, drop_database, median, print_table
+from ingest_runs import Run, cell, ingest
+
+
+def embedder_configurations(server_url: str, key: str, model: str, args: argparse.Namespace) -> list[tuple]:
+    """(label, environment of `ingest work`, the local server's added latency per request)."""
+
+    def openai(dimensions: int) -> dict:
+        return {
+            "INGEST_EMBEDDER": "openai",
+            "INGEST_OPENAI_BASE_URL": server_url,
+            "INGEST_OPENAI_MODEL": model,
+            "INGEST_OPENAI_API_KEY": key,
+            "INGEST_OPENAI_DIMENSIONS": str(dimensions),
+            "INGEST_OPENAI_ENCODING_FORMAT": args.embed_encoding,
+        }
+
+    size, latency = args.embed_dimensions, args.embed_latency_ms
+    return [
+        ("no embedder", {"INGEST_EMBEDDER": "none"}, 0.0),
+        ("hash (64), in the parsing children", {"INGEST_EMBEDDER": "hash"}, 0.0),
+        ("openai (64), local server", openai(64), 0.0),
+        (f"openai ({size}), local server", openai(size), 0.0),
+        (f"openai ({size}), local server +{latency:g} ms/request", openai(size), latency / 1000),
+    ]
+
+
+@dataclass
+class EmbedRun:
+    run: Run
+    requests: int  # answered by the local server during the drain, faults included
+    server_cpu: float  # this process's CPU during the drain: the local server answering
+
+
+def compare_embedders(server_uri: str, folder: Path, args: argparse.Namespace) -> None:
+    """`ingest work --drain` (defaults) without an embedder, with hash, and with openai on the
+    local server; a fresh database each, --rounds rounds interleaved; medians."""
+    from ingestion_pipeline.testing.openai_server import OpenAIServer
+
+    with OpenAIServer(api_key="bench-key") as server:
+        configurations = embedder_configurations(server.url, server.api_key, server.model, args)
+        runs: dict[str, list[EmbedRun]] = {label: [] for label, _, _ in configurations}
+        for number in range(1, args.rounds + 1):
+            for label, env, latency in configurations:
+                server.latency_seconds = latency
+                uri = create_database(server_uri, "bench_ingest_embedders", migrate=True)
+                with connect(uri) as conn:
+                    conn.execute("checkpoint")
+                requests, cpu = server.requests, time.process_time()
+                run = ingest(
+                    uri,
+                    folder,
+                    argparse.Namespace(
+                        **{
+                            **vars(args),
+                            "via": "cli",
+                            "processes": 1,
+                            "parse_processes": None,
+                            "concurrency": None,
+                            "env": env,
+                        }
+                    ),
+                )
+                drop_database(server_uri, "bench_ingest_embedders")
+                runs[label].append(EmbedRun(run, server.requests - requests, time.process_time() - cpu))
+                print(
+                    f"round {number}, {label}: {run.report['completed']}/{run.files} docs in {run.seconds:.2f}s, "
+                    f"{run.docs_per_s:.1f} docs/s, {server.requests - requests} requests",
+                    flush=True,
+                )
+    print_embedders(runs, args)
+
+
+def print_embedders(runs: dict[str, list[EmbedRun]], args: argparse.Namespace) -> None:
+    first = next(iter(runs.values()))
+    base = median([e.run.docs_per_s for e in first])
+
+    def row(label: str, done: list[EmbedRun]) -> list:
+        docs_per_s = median([e.run.docs_per_s for e in done])
+        return [
+            label,
+            f"{median([e.run.seconds for e in done]):.2f}",
+            f"{docs_per_s:.1f}",
+            f"{median([e.run.mb / e.run.seconds for e in done]):.2f}",
+            sum(e.run.report["failed"] for e in done),
+            median([e.requests for e in done]),
+            cell("{:.2f}", median([e.run.stage("embed", "p50") * 1000 for e in done])),
+            f"{median([e.server_cpu for e in done]):.2f}",
+            f"{docs_per_s / base:.2f}",
+        ]
+
+    print_table(
+        f"`ingest work --drain` (defaults), {first[0].run.files} files, {first[0].run.mb:.2f} MB, "
+        f"{first[0].run.chunks} chunks, median of {args.rounds} round(s)",
+        [
+            "configuration",
+            "drain s",
+            "docs/s",
+            "MB/s",
+            "failed",
+            "requests",
+            "embed p50 ms",
+            "server CPU s",
+            "vs no embedder",
+        ],
+        [row(label, done) for label, done in runs.items()],
+    )
+    print(
+        "\ndrain s: from the start of `ingest work` to its exit (start-up included). embed p50: the embed "
+        "stage of a job (openai: in the job's thread, requests of INGEST_OPENAI_BATCH_SIZE=32 chunks; hash: in "
+        "the parsing children). server CPU: this process's CPU during the drain, i.e. the local server. "
+        f"openai vectors as {args.embed_encoding}"
+    )
