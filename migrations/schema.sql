@@ -2724,8 +2724,9 @@ begin
          where u.lexeme = any (v_lexemes)
          group by c.document_id, c.ordinal, u.lexeme
     ), bm25 as materialized (
-        select f.document_id,
-               sum(t.idf * f.tf * 2.2 / (f.tf + 1.2 * (0.7 + 0.3 * d.chunk_count * v_documents / v_chunks))) as score
+        select f.document_id,  -- each sum in lexeme order: a float sum's last bit depends on its order
+               sum(t.idf * f.tf * 2.2 / (f.tf + 1.2 * (0.7 + 0.3 * d.chunk_count * v_documents / v_chunks))
+                   order by f.lexeme) as score
           from (select o.document_id, o.lexeme,
                        5 * max(o.in_title) + 2 * sum(o.in_headings) + sum(o.in_text) as tf
                   from occurrences o group by o.document_id, o.lexeme) f
@@ -2733,8 +2734,8 @@ begin
           join docs d on d.id = f.document_id
          group by f.document_id
     ), chunk_cover as materialized (
-        select o.document_id, o.ordinal, sum(t.idf) as covered,
-               coalesce(sum(t.idf) filter (where o.in_title > 0 or o.in_headings > 0), 0) as in_head
+        select o.document_id, o.ordinal, sum(t.idf order by o.lexeme) as covered,
+               coalesce(sum(t.idf order by o.lexeme) filter (where o.in_title > 0 or o.in_headings > 0), 0) as in_head
           from occurrences o join terms t using (lexeme)
          group by o.document_id, o.ordinal
     ), best_chunks as materialized (
