@@ -16,7 +16,7 @@ run. Printed: every run, then the median per schema and the ratio head / VERSION
 With --embedder openai the same corpus is drained by `ingest work --drain` (every default:
 parsing in children) without an embedder, with the hash embedder (64 numbers, in the
 children), and with INGEST_EMBEDDER=openai against the local OpenAI-compatible server of
-the package's test utilities (ingestion_pipeline/testing/openai_server.py: a thread of
+the project's test tooling (ingest_testing/openai_server.py, installed by the [test] extra: a thread of
 this process, answering with hashed vectors): with hash's 64 numbers (the same vectors,
 over HTTP), with --embed-dimensions (a real model's size), and with that size and
 --embed-latency-ms per request (a model's own time); --rounds rounds interleaved, a fresh
@@ -434,7 +434,7 @@ class EmbedRun:
 def compare_embedders(server_uri: str, folder: Path, args: argparse.Namespace) -> None:
     """`ingest work --drain` (defaults) without an embedder, with hash, and with openai on the
     local server; a fresh database each, --rounds rounds interleaved; medians."""
-    from ingestion_pipeline.testing.openai_server import OpenAIServer
+    from ingest_testing.openai_server import OpenAIServer
 
     with OpenAIServer(api_key="bench-key") as server:
         configurations = embedder_configurations(server.url, server.api_key, server.model, args)

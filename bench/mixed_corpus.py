@@ -1,5 +1,5 @@
 """`ingest_corpus.py --corpus mixed`: Office documents and scans, built by the bench from
-the converters the package's tests use (ingestion_pipeline/testing/converted.py: pandoc,
+the converters the tests use (ingest_testing.converted, the [test] extra: pandoc,
 LibreOffice, Pillow; Tesseract reads the scans), never committed binaries.
 
 --copies copies of the converted corpus's twelve documents (DOCX, ODT, EPUB, RTF, PPTX, ODP,
@@ -63,7 +63,7 @@ from common import (
     print_table,
 )
 
-from ingestion_pipeline.testing.converted import (
+from ingest_testing.converted import (
     ConvertedFile,
     ScanSource,
     build_corpus,
