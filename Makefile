@@ -10,9 +10,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Reinstall when the project's dependencies change.
-$(STAMP): $(BIN)/python pyproject.toml
+# Reinstall when the project's dependencies change. The [test] extra brings the test tooling
+# (./testing, the distribution ingestion-pipeline-testing) as a copy; the second install
+# replaces it with an editable one, so an edit of ingest_testing needs no reinstall (pip
+# refuses both in one resolution: an editable and a `file:` reference are two candidates).
+$(STAMP): $(BIN)/python pyproject.toml testing/pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet --no-deps -e ./testing
 	touch $(STAMP)
 
 install: $(STAMP)

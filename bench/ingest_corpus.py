@@ -16,7 +16,7 @@ run. Printed: every run, then the median per schema and the ratio head / VERSION
 With --embedder openai the same corpus is drained by `ingest work --drain` (every default:
 parsing in children) without an embedder, with the hash embedder (64 numbers, in the
 children), and with INGEST_EMBEDDER=openai against the local OpenAI-compatible server of
-the package's test utilities (ingestion_pipeline/testing/openai_server.py: a thread of
+the test utilities (testing/ingest_testing/openai_server.py: a thread of
 this process, answering with hashed vectors): with hash's 64 numbers (the same vectors,
 over HTTP), with --embed-dimensions (a real model's size), and with that size and
 --embed-latency-ms per request (a model's own time); --rounds rounds interleaved, a fresh

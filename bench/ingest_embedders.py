@@ -1,6 +1,6 @@
 """`ingest_corpus.py --embedder openai`: the corpus drained by `ingest work --drain` without
 an embedder, with hash, and with openai against the package's local OpenAI-compatible
-server (ingestion_pipeline/testing/openai_server.py), rounds interleaved; medians."""
+server (testing/ingest_testing/openai_server.py), rounds interleaved; medians."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ class EmbedRun:
 def compare_embedders(server_uri: str, folder: Path, args: argparse.Namespace) -> None:
     """`ingest work --drain` (defaults) without an embedder, with hash, and with openai on the
     local server; a fresh database each, --rounds rounds interleaved; medians."""
-    from ingestion_pipeline.testing.openai_server import OpenAIServer
+    from ingest_testing.openai_server import OpenAIServer
 
     with OpenAIServer(api_key="bench-key") as server:
         configurations = embedder_configurations(server.url, server.api_key, server.model, args)

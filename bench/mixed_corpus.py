@@ -1,5 +1,5 @@
 """`ingest_corpus.py --corpus mixed`: Office documents and scans, built by the bench from
-the converters the package's tests use (ingestion_pipeline/testing/converted.py: pandoc,
+the converters the tests use (testing/ingest_testing/converted: pandoc,
 LibreOffice, Pillow; Tesseract reads the scans), never committed binaries.
 
 --copies copies of the converted corpus's twelve documents (DOCX, ODT, EPUB, RTF, PPTX, ODP,
@@ -62,7 +62,7 @@ from common import (
 )
 from mixed_files import DOCUMENTS, SCANS, STARTUP, MixedFile, build_mixed
 
-from ingestion_pipeline.testing.converted import missing_tools
+from ingest_testing.converted import missing_tools
 
 INGEST = str(ROOT / ".venv" / "bin" / "ingest")
 PR_SET_CHILD_SUBREAPER = 36

@@ -1,5 +1,5 @@
 """The files of `ingest_corpus.py --corpus mixed` (mixed_corpus.py): copies of the converted
-corpus's documents and scans (ingestion_pipeline/testing/converted.py), each copy with its
+corpus's documents and scans (testing/ingest_testing/converted), each copy with its
 own bytes, and the start-up CSVs whose drains measure a drain's fixed cost."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ingestion_pipeline.testing.converted import ConvertedFile, ScanSource, build_corpus, make_scans
+from ingest_testing.converted import ConvertedFile, ScanSource, build_corpus, make_scans
 
 DOCUMENTS = ("docx", "odt", "epub", "rtf", "pptx", "odp", "xlsx", "ods", "csv", "tsv", "eml", "pdf")
 SCANS = ("png", "jpeg", "tiff", "pdf-scan")

@@ -23,6 +23,9 @@ from ingestion_pipeline.db import migrate as migrator
 from ingestion_pipeline.db.connection import connect
 from tests.spare_databases import SpareDatabases
 
+# Each session's temporary folders (the embedded servers' data among them) are its own.
+pytest_plugins = ("tests.session_temp",)
+
 # pytest rewrites the asserts of test modules only: these helper modules hold test bodies and
 # assertions moved out of test modules (tests/README.md), so they keep pytest's failure messages.
 pytest.register_assert_rewrite(

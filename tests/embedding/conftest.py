@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 from pydantic import SecretStr
 
+from ingest_testing.openai_server import OpenAIServer
 from ingestion_pipeline.processing.openai_embedder import OpenAIEmbedder
 from ingestion_pipeline.settings import load_settings
-from ingestion_pipeline.testing.openai_server import OpenAIServer
 
 
 @pytest.fixture(autouse=True)

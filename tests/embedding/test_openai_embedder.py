@@ -10,6 +10,7 @@ import pickle
 import pytest
 from pydantic import SecretStr
 
+from ingest_testing.openai_server import FIXED_MODEL, NATIVE_DIMENSIONS
 from ingestion_pipeline.processing import (
     Chunk,
     EmbeddingRejected,
@@ -19,7 +20,6 @@ from ingestion_pipeline.processing import (
     embed_chunks,
 )
 from ingestion_pipeline.processing.openai_embedder import _vector
-from ingestion_pipeline.testing.openai_server import FIXED_MODEL, NATIVE_DIMENSIONS
 from ingestion_pipeline.worker.errors import describe, is_transient
 from ingestion_pipeline.worker.isolation import can_run_in_child
 

@@ -1,5 +1,5 @@
 """Files made by the converters users' files come from (pandoc, LibreOffice, Python's email
-package, page scans rendered at 150 dpi), built by ingestion_pipeline.testing.converted,
+package, page scans rendered at 150 dpi), built by ingest_testing.converted,
 through the whole pipeline: every file is indexed, and a phrase from the middle of each
 finds that file among the first three hits."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from ingest_testing.converted import CORPUS_TOOLS, ConvertedFile, build_corpus, missing_tools
 from ingestion_pipeline.cli import main as ingest
 from ingestion_pipeline.db.connection import connect
-from ingestion_pipeline.testing.converted import CORPUS_TOOLS, ConvertedFile, build_corpus, missing_tools
 from tests.helpers import index_folder
 from tests.tools import require_tools
 

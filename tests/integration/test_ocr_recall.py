@@ -1,5 +1,5 @@
 """OCR through the whole pipeline: pages of known prose, printed by LibreOffice and scanned
-at 150 dpi (a PNG page and a two-page image-only PDF, ingestion_pipeline.testing.converted),
+at 150 dpi (a PNG page and a two-page image-only PDF, ingest_testing.converted),
 are indexed, and the indexed text holds at least 95% of the source's words.
 
 Recall: the fraction of the source's words (lowercased, split at anything that is not a
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from ingest_testing.converted import SCAN_TOOLS, ConvertedFile, ScanSource, make_scans, missing_tools
 from ingestion_pipeline.db.connection import connect
-from ingestion_pipeline.testing.converted import SCAN_TOOLS, ConvertedFile, ScanSource, make_scans, missing_tools
 from tests.helpers import index_folder
 from tests.tools import require_tools
 

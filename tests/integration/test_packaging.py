@@ -1,8 +1,10 @@
 """A non-editable build (the wheel users install) carries the migrations and the SQL files,
-and the migrator finds them from any working directory."""
+and the migrator finds them from any working directory; it carries none of the test tooling
+(ingest_testing, a distribution of its own that only the [test] extra brings)."""
 
 from __future__ import annotations
 
+import email
 import os
 import subprocess
 import sys
@@ -10,6 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -58,6 +61,32 @@ def test_wheel_carries_migrations_and_sql(wheel):
     assert "ingestion_pipeline/migrations/drift-manifest.json" in names
 
 
+def test_wheel_carries_no_test_tooling(wheel):
+    """`pip install .` installs the package alone: no test server, no corpus builder."""
+    archive = zipfile.ZipFile(wheel)
+    names = archive.namelist()
+    [dist_info] = {name.split("/")[0] for name in names if name.split("/")[0].endswith(".dist-info")}
+
+    assert {name.split("/")[0] for name in names} == {"ingestion_pipeline", dist_info}
+    tooling_files = [
+        name
+        for name in names
+        if name.startswith("ingestion_pipeline/testing/")
+        or "/converted/" in name
+        or Path(name).name in {"openai_server.py", "converters.py", "scans.py"}
+    ]
+    assert tooling_files == []
+    # The tooling's own files are where the wheel would have taken them from, had it listed them.
+    assert (REPO / "testing" / "ingest_testing" / "openai_server.py").is_file()
+    # Its distribution is a requirement of the [test] extra only.
+    metadata = email.message_from_bytes(archive.read(f"{dist_info}/METADATA"))
+    requirements = [Requirement(line) for line in metadata.get_all("Requires-Dist", [])]
+    [tooling] = [r for r in requirements if r.name == "ingestion-pipeline-testing"]
+    assert tooling.marker is not None
+    assert tooling.marker.evaluate({"extra": "test"})
+    assert not tooling.marker.evaluate({"extra": ""}), "installed without extras too"
+
+
 def test_installed_wheel_finds_its_migrations_from_any_folder(wheel, tmp_path):
     site = tmp_path / "site"
     subprocess.run(
@@ -77,13 +106,16 @@ def test_installed_wheel_finds_its_migrations_from_any_folder(wheel, tmp_path):
         "print(m.default_migrations_dir())\n"
         "print(len(m.discover(m.default_migrations_dir())))\n"
         "print(bool(query('ledger_rows')) and 'ingest_schema_migrations' in sql_text('ledger.sql'))\n"
+        "import importlib.util\n"
+        "print(importlib.util.find_spec('ingestion_pipeline.testing') is None)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(site), "PYTHONNOUSERSITE": "1"}
     result = subprocess.run([sys.executable, "-c", code], cwd=work, env=env, capture_output=True, text=True, timeout=60)
 
     assert result.returncode == 0, result.stderr
-    module_file, folder, count, sql_ok = result.stdout.strip().splitlines()
+    module_file, folder, count, sql_ok, no_testing = result.stdout.strip().splitlines()
     assert Path(module_file).resolve().is_relative_to(site.resolve()), "the editable checkout shadowed the wheel"
     assert Path(folder).resolve() == (site / "ingestion_pipeline" / "migrations").resolve()
     assert int(count) == len(repo_migrations())
     assert sql_ok == "True"
+    assert no_testing == "True", "the installed wheel has an ingestion_pipeline.testing package"

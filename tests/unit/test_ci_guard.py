@@ -8,8 +8,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_make_test_fails_when_no_test_is_collected(tmp_path):
-    # Its own --basetemp: a nested pytest on the default one would count as a newer session
-    # and could delete the running suite's numbered temp dirs (its embedded servers' data).
+    # Its own --basetemp, inside this test's folder (without one it would get its own too:
+    # tests/session_temp.py), so nothing it leaves outlives the test.
     result = subprocess.run(
         [
             "make",

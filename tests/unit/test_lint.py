@@ -55,6 +55,16 @@ def test_dagster_below_orchestration_breaks_the_contract(tmp_path):
     assert "ingestion_pipeline.worker.dagster_inside -> dagster" in broken.stdout
 
 
+def test_the_package_importing_the_test_tooling_breaks_the_contract(tmp_path):
+    """ingest_testing is installed by the [test] extra only: an import of it from the package
+    would fail in users' installs."""
+    checkout = scratch_copy(tmp_path)
+    (checkout / "ingestion_pipeline" / "search" / "fake_server.py").write_text("import ingest_testing.openai_server\n")
+    broken = lint_imports(checkout)
+    assert broken.returncode == 1
+    assert "ingestion_pipeline.search.fake_server -> ingest_testing" in broken.stdout
+
+
 def mypy(checkout: Path, cache: Path) -> subprocess.CompletedProcess:
     """mypy as `make lint` runs it: its settings (strict, the files) from the copy's pyproject.toml."""
     return subprocess.run(
@@ -74,6 +84,8 @@ def test_the_type_checker_refuses_an_unannotated_function(tmp_path):
     (checkout / "ingestion_pipeline").mkdir(parents=True)
     shutil.copy(ROOT / "pyproject.toml", checkout / "pyproject.toml")
     (checkout / "ingestion_pipeline" / "__init__.py").write_text("")
+    (checkout / "testing" / "ingest_testing").mkdir(parents=True)  # the test tooling, also in mypy's files
+    (checkout / "testing" / "ingest_testing" / "__init__.py").write_text("")
     module = checkout / "ingestion_pipeline" / "untyped.py"
     module.write_text("def f(x: int) -> int:\n    return x\n")
     assert mypy(checkout, tmp_path / "cache").returncode == 0

@@ -30,16 +30,16 @@ import json
 import tempfile
 from pathlib import Path
 
-from ingestion_pipeline.testing.converted.converters import (
+from ingest_testing.converted.converters import (
     CORPUS_TOOLS,
     SCAN_TOOLS,
     ConversionError,
     ConvertedFile,
     missing_tools,
 )
-from ingestion_pipeline.testing.converted.corpus import write_corpus
-from ingestion_pipeline.testing.converted.scans import DPI, ScanSource, make_scans
-from ingestion_pipeline.testing.converted.texts import TABLES, Text, document_texts, table
+from ingest_testing.converted.corpus import write_corpus
+from ingest_testing.converted.scans import DPI, ScanSource, make_scans
+from ingest_testing.converted.texts import TABLES, Text, document_texts, table
 
 __all__ = [
     "CORPUS_TOOLS",

@@ -13,15 +13,15 @@ from email.message import EmailMessage
 from email.policy import SMTP
 from pathlib import Path
 
-from ingestion_pipeline.testing.converted.converters import (
+from ingest_testing.converted.converters import (
     ConvertedFile,
     deferred,
     in_parallel,
     run_pandoc,
     run_soffice,
 )
-from ingestion_pipeline.testing.converted.scans import DPI, ScanSource, check_scans, scan_markdown, scan_records
-from ingestion_pipeline.testing.converted.texts import Text, document_markdown, table
+from ingest_testing.converted.scans import DPI, ScanSource, check_scans, scan_markdown, scan_records
+from ingest_testing.converted.texts import Text, document_markdown, table
 
 _DOCX_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 _PANDOC_FILES = ("docx", "odt", "epub", "rtf", "pptx")  # what pandoc makes that the corpus keeps as it is

@@ -15,7 +15,7 @@ from pathlib import Path
 import pypdfium2  # type: ignore[import-untyped, unused-ignore]
 from PIL import Image
 
-from ingestion_pipeline.testing.converted.converters import (
+from ingest_testing.converted.converters import (
     ConversionError,
     ConvertedFile,
     deferred,
@@ -23,7 +23,7 @@ from ingestion_pipeline.testing.converted.converters import (
     run_pandoc,
     run_soffice,
 )
-from ingestion_pipeline.testing.converted.texts import escape_markdown
+from ingest_testing.converted.texts import escape_markdown
 
 DPI = 150
 # A page break in a DOCX, as pandoc passes raw OOXML through.
