@@ -10,10 +10,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# Reinstall when the project's dependencies change. The [test] extra brings the test tooling
-# (./testing, the distribution ingestion-pipeline-testing) as a copy; the second install
-# replaces it with an editable one, so an edit of ingest_testing needs no reinstall (pip
-# refuses both in one resolution: an editable and a `file:` reference are two candidates).
+# Reinstall when the project's dependencies change. The test tooling (./testing: the
+# distribution ingestion-pipeline-testing, package ingest_testing) is installed beside the
+# package, editable: a distribution of its own so that the package users install carries none
+# of it, and no requirement of the package's metadata (a path of this checkout in a wheel's
+# metadata would point nowhere on another machine).
 $(STAMP): $(BIN)/python pyproject.toml testing/pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	$(BIN)/python -m pip install --quiet --no-deps -e ./testing
