@@ -52,14 +52,15 @@ def test_plain_dagster_dev_in_the_checkout_loads_the_location(tmp_path):
 
 
 # `ingest ui` escalates SIGINT (8 s) -> SIGTERM (1 s) -> SIGKILL to Dagster's process group
-# (cli/process_group.py): it is gone within 10 s of the signal, whatever Dagster does.
-STOPPED_WITHIN_SECONDS = 10
+# (cli/process_group.py): the escalation bounds the stop, whatever Dagster does; the wait below
+# is a deadline three times that bound (a hang), not a measure of it.
+STOP_DEADLINE_SECONDS = 30
 
 
 # SIGINT here (a terminal's Ctrl-C); SIGTERM to a busy `ingest ui` (sensors ticking, runs
 # launching) is test_daemon_e2e's last test, with the same checks: one start each (~20 s).
 @pytest.mark.parametrize("signum", [signal.SIGINT])
-def test_a_signal_to_ingest_ui_stops_every_process_it_started_within_10_seconds(tmp_path, signum):
+def test_a_signal_to_ingest_ui_stops_every_process_it_started(tmp_path, signum):
     live = LiveDagster.start(
         [str(BIN / "ingest"), "ui"], env=clean_env(tmp_path / "data"), log_path=tmp_path / "ui.log"
     )
@@ -67,8 +68,10 @@ def test_a_signal_to_ingest_ui_stops_every_process_it_started_within_10_seconds(
         family = psutil.Process(live.proc.pid).children(recursive=True)
         assert len(family) >= 3
         live.proc.send_signal(signum)  # the pid only: Dagster runs in a process group of its own
-        code = live.proc.wait(timeout=STOPPED_WITHIN_SECONDS)
-        assert code in (0, 128 + signal.SIGTERM), code  # Dagster stopped on SIGINT, or was terminated
+        code = live.proc.wait(timeout=STOP_DEADLINE_SECONDS)
+        # Dagster stopped on SIGINT, or was terminated, or (its teardown outlasting the grace
+        # on loaded cores) killed
+        assert code in (0, 128 + signal.SIGTERM, 128 + signal.SIGKILL), code
         assert gone(family) == []
         assert not port_open(live.port)
     finally:
