@@ -93,7 +93,9 @@ TAKEOVER_WAIT_SECONDS = 60
 
 class SlowEmbedder:
     """Holds each build for a while (and says so in a marker file), so a test can act on
-    a worker that is provably mid-job."""
+    a worker that is provably mid-job; while the file MARKER.hold exists, a build that
+    begins its embedding waits until it is gone (a test's barrier: the build stays in
+    flight until the test is done acting on it, however slow the machine)."""
 
     name = "slow"
     dimensions = None
@@ -104,7 +106,10 @@ class SlowEmbedder:
 
     def embed(self, texts):
         if self.marker is not None:
+            held = self.marker.with_name(self.marker.name + ".hold").exists()
             write_whole(self.marker, "embedding")
+            while held and self.marker.with_name(self.marker.name + ".hold").exists():
+                time.sleep(0.02)
         time.sleep(self.seconds)
         return None
 
