@@ -44,12 +44,13 @@ from ingestion_pipeline.db import embedded
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.worker.errors import describe
 from tests.any_schema_rpc import AnySchemaRpc
+from tests.faults.forced import finished_jobs, force_faults, stalls_recorded, wait_for
 from tests.faults.rpc_log import DEADLOCK, OPERATOR, HistoryFile, LoggedRpc, read_history, rolled_back
 from tests.faults.sync_loop import COLLECTION as SYNC_COLLECTION
 from tests.faults.sync_loop import MAX_ATTEMPTS as SYNC_MAX_ATTEMPTS
 from tests.faults.sync_loop import SyncLoop, SyncStats
 from tests.faults.sync_race import RaceLoop, RaceStats
-from tests.faults.worker_process import FAULT_SETTINGS, TAKEOVER_WAIT_SECONDS
+from tests.faults.worker_process import FAULT_SETTINGS
 from tests.helpers import enqueue_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -704,12 +705,14 @@ VERSION_TARGET = f"""
       from documents d
       left join ingestion_jobs b on b.document_id = d.id and b.status = 'processing'
      where {_VERSION_TARGET_FILTER}
+       and (%(document)s::uuid is null or d.id = %(document)s::uuid)
      order by random() limit 1"""
 VERSION_TARGET_BUILDING = f"""
     select d.id, d.collection, d.source_key, d.source_name, b.id as building
       from ingestion_jobs b
       join documents d on d.id = b.document_id
      where b.status = 'processing' and {_VERSION_TARGET_FILTER}
+       and (%(document)s::uuid is null or d.id = %(document)s::uuid)
      order by random() limit 1
        for no key update of b skip locked"""
 
@@ -775,6 +778,9 @@ class Operator:
         except Exception as exc:
             self._raised("delete_document", exc)
             return
+        self._count_delete(result)
+
+    def _count_delete(self, result) -> None:
         if not result.ok:
             self.stats.events[f"delete_refused_{result.reason}"] += 1
             return
@@ -782,6 +788,17 @@ class Operator:
         self.stats.deletes_in_flight += bool(result.in_flight)
         self.stats.deletes_purged += bool(result.purged)
         self.stats.jobs_cancelled += result.cancelled_job_id is not None
+
+    def delete_this_document(self, document_id) -> None:
+        """Delete the given document (one whose build the harness holds: tests/faults/forced.py)."""
+        try:
+            with connect(self.url) as conn:
+                result = LoggedRpc(conn, self.history, caller=OPERATOR).delete_document(document_id)
+        except Exception as exc:
+            self._raised("delete_document", exc)
+            return
+        self.stats.events["delete_target_held"] += 1
+        self._count_delete(result)
 
     def cancel_batch(self, rng: random.Random, open_only: bool | None = None, spared_labels=()) -> None:
         """Cancel a random import batch: one with open jobs (`open_only`, or a share of the
@@ -862,17 +879,19 @@ class Operator:
         self.stats.jobs_retried += result.retried
         self.stats.retry_refused.update(refusal.reason for refusal in result.refused)
 
-    def new_version(self, rng: random.Random, in_flight: bool | None = None, spared_labels=()) -> None:
+    def new_version(
+        self, rng: random.Random, in_flight: bool | None = None, spared_labels=(), document_id=None
+    ) -> None:
         """New bytes for a random keyed document, as its source changed: one being built
         right now (`in_flight`, or a share of the time), else any live one; then, part of
         the time, one or two more versions of it in quick succession. They go into a random
         batch not cancelled (a cancel may still come first: refused), the first ones into
-        none."""
+        none. `document_id`: that document only (a build the harness holds: tests/faults/forced.py)."""
         if not self.makes_versions:
             self.stats.events["new_version_unsupported"] += 1
             return
         want_in_flight = in_flight or (in_flight is None and rng.random() < NEW_VERSION_IN_FLIGHT_SHARE)
-        params = self._spared(spared_labels)
+        params = {**self._spared(spared_labels), "document": document_id}
         try:
             with connect(self.url) as conn:
                 rpc = LoggedRpc(conn, self.history, caller=OPERATOR)
@@ -985,14 +1004,13 @@ def chaos_step(
 ) -> None:
     """One fault on a random live worker (or on the server), or an operator's lifecycle
     call (a delete, a batch cancel: `operator`, made with the fleet's folder's
-    operator.jsonl when not given). `stalling` (label -> monotonic deadline) holds the
-    workers with a stall armed or under way: no other fault hits them meanwhile, so each
-    stall plays out as a live zombie (dead or frozen processes are the other faults'
-    part)."""
+    operator.jsonl when not given). `stalling` (label -> how many stalls its history must
+    record) holds the workers with a stall armed or under way: no other fault hits them
+    until the stall is over (recorded), so each stall plays out as a live zombie (dead or
+    frozen processes are the other faults' part)."""
     action = action or rng.choice([*faults, "none"])
     stalling = {} if stalling is None else stalling
-    now = time.monotonic()
-    for label in [label for label, until in stalling.items() if until < now]:
+    for label in [label for label, armed in stalling.items() if stalls_recorded(fleet.history(label)) >= armed]:
         del stalling[label]
     if action in OPERATOR_ACTIONS:
         operator = operator or Operator(url, fleet.folder / OPERATOR_HISTORY, stats)
@@ -1052,58 +1070,9 @@ def chaos_step(
         # The next job thread of that worker to reach the stall point sleeps past its lease;
         # the claim loop and the other job thread go on. Protected until it is surely over.
         proc.send_signal(signal.SIGUSR1)
-        stalling[victim] = time.monotonic() + TAKEOVER_WAIT_SECONDS + 3
         stats.stall_signals += 1
+        stalling[victim] = stalls_recorded(fleet.history(victim)) + 1
     stats.events[action] += 1
-
-
-# A short run gets each of these early, in this order (a final-attempt kill is tried this
-# often before the random chaos takes over).
-FIRST_FAULTS = (
-    "stall",
-    "final_attempt_kill",
-    "server_restart",
-    "delete_document",
-    "retry_failed",
-    "cancel_batch",
-    "new_version",
-)
-FINAL_ATTEMPT_KILL_TRIES = 12
-# A delete of a document in flight, a batch cancel that cancelled something and a retry
-# that put a job back in the queue are tried this often before the random chaos takes over.
-FIRST_LIFECYCLE_TRIES = 8
-
-
-def _first_fault(stats: ChaosStats, faults, operator: Operator | None = None) -> str | None:
-    if "stall" in faults and not stats.stall_signals:
-        return "stall"
-    if (
-        "final_attempt_kill" in faults
-        and not stats.final_attempt_kills
-        and stats.events["final_attempt_kill_tries"] < FINAL_ATTEMPT_KILL_TRIES
-    ):
-        return "final_attempt_kill"
-    if "server_restart" in faults and not stats.server_restarts + stats.all_backends_terminated:
-        return "server_restart"
-    if (
-        "delete_document" in faults
-        and not stats.deletes_in_flight
-        and stats.events["delete_document"] < FIRST_LIFECYCLE_TRIES
-    ):
-        return "delete_document"
-    if "retry_failed" in faults and not stats.jobs_retried and stats.events["retry_failed"] < FIRST_LIFECYCLE_TRIES:
-        return "retry_failed"
-    if "cancel_batch" in faults and not stats.cancels and stats.events["cancel_batch"] < FIRST_LIFECYCLE_TRIES:
-        return "cancel_batch"
-    if (
-        "new_version" in faults
-        and operator is not None
-        and operator.makes_versions
-        and not stats.versions_in_flight
-        and stats.events["new_version"] < FIRST_LIFECYCLE_TRIES
-    ):
-        return "new_version"
-    return None
 
 
 def _replace_exited(fleet: WorkerFleet, stats: ChaosStats, workers: int) -> None:
@@ -1122,7 +1091,10 @@ def run_faults(
     documents: int,
     workers: int = 3,
     batches: int = 4,
-    chaos_seconds: float = 30,
+    chaos_seconds: float | None = None,
+    chaos_jobs: int | None = None,
+    chaos_every_jobs: int = 5,
+    min_janitor_passes: int = 0,
     drain_timeout: float = 120,
     seed: int = 7,
     refill: bool = False,
@@ -1133,8 +1105,11 @@ def run_faults(
     worker_url: str | None = None,
     sync_folder: Path | None = None,
 ) -> ChaosStats:
-    """Seed, start the fleet, apply chaos for `chaos_seconds`, then let everything drain.
-    The first faults are FIRST_FAULTS (those among `faults`), so even a short run has each.
+    """Seed, start the fleet, force each fault kind once (tests/faults/forced.py), then a
+    random fault each time `chaos_every_jobs` more jobs have ended, until `chaos_jobs` more
+    have ended (a bounded run: by progress, however slow the machine) or `chaos_seconds`
+    have passed (the soak, a bench); then wait until every stall is over and the janitor
+    made `min_janitor_passes` passes, and let everything drain.
     `server` restarts the database (found from the URL when not given: the embedded
     server is restarted, any other has every backend of the database terminated).
     `worker_url` is where the worker processes connect (default `url`; e.g. a pooler in
@@ -1177,21 +1152,25 @@ def run_faults(
         stats.sync, stats.sync_race = syncs.stats, races.stats
     try:
         wave = 0
-        stalling: dict[str, float] = {}
-        chaos_end = time.monotonic() + chaos_seconds
-        while time.monotonic() < chaos_end:
-            chaos_step(
-                url,
-                fleet,
-                stats,
-                rng,
-                faults,
-                stalling,
-                action=_first_fault(stats, faults, operator),
-                server=server,
-                operator=operator,
-            )
-            time.sleep(rng.uniform(0.3, 1.2))
+        stalling: dict[str, int] = {}
+
+        def step(action: str | None = None) -> None:
+            chaos_step(url, fleet, stats, rng, faults, stalling, action=action, server=server, operator=operator)
+
+        forced_after = force_faults(url, fleet, stats, operator, rng, faults, stalling, step, _wait_backends_gone)
+        chaos_end = None if chaos_seconds is None else time.monotonic() + chaos_seconds
+        next_fault = finished_jobs(url) + chaos_every_jobs
+        chaos_until = None if chaos_jobs is None else next_fault - chaos_every_jobs + chaos_jobs
+        while True:
+            done = finished_jobs(url)
+            if chaos_until is not None and (done >= chaos_until or not open_jobs(url)):
+                break
+            if chaos_end is not None and time.monotonic() >= chaos_end:
+                break
+            if done >= next_fault:
+                step()
+                next_fault = finished_jobs(url) + chaos_every_jobs
+            time.sleep(0.1)
             _replace_exited(fleet, stats, workers)
             if refill and open_jobs(url) < documents // 4:
                 wave += 1
@@ -1203,6 +1182,13 @@ def run_faults(
                     final_attempt_every=final_attempt_every,
                     permanent_failure_every=permanent_failure_every,
                 )
+        # Conditions that must happen, waited for (not asserted on time): every stall over (its
+        # zombie woke and acted), and the janitor's passes the caller asks for.
+        for label in list(stalling):
+            wait_for(lambda label=label: stalls_recorded(fleet.history(label)) >= stalling[label], f"{label}'s stall")
+        wait_for(lambda: stats.janitor_passes >= min_janitor_passes, f"{min_janitor_passes} janitor passes")
+        for what, condition in forced_after.items():
+            wait_for(condition, what)
         if races is not None:
             races.stop()  # before the final sync: nothing but the workers moves after it
         if syncs is not None:

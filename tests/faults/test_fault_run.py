@@ -48,9 +48,14 @@ from tests.pooler import pgbouncer
 # Worker processes under faults: the client's and the workers' behaviour, run once (conftest.py).
 pytestmark = pytest.mark.one_server
 
-DOCUMENTS = 800
-# Long enough for every first fault (harness.FIRST_FAULTS) and some random chaos after them.
-CHAOS_SECONDS = 20
+# Each fault kind is forced once (tests/faults/forced.py), then a random fault fires each
+# time CHAOS_EVERY_JOBS more jobs ended, until CHAOS_JOBS more ended: by progress, not by the clock,
+# so a slow machine sees the same faults as a fast one. Every FINAL_ATTEMPT_EVERY-th and
+# PERMANENT_FAILURE_EVERY-th document leaves enough targets for the forced holds and retries.
+DOCUMENTS = 360
+CHAOS_JOBS = 150
+CHAOS_EVERY_JOBS = 6
+# The run waits for these passes (one a second), so a fast run cannot end with fewer.
 MIN_JANITOR_PASSES = 10
 # PgBouncer waits server_login_retry (15 s by default) after a failed server login before it
 # tries again, its clients waiting meanwhile: once the restarted server is back, within a
@@ -76,8 +81,10 @@ def test_chaos_loses_no_job_and_corrupts_no_index(db_url, worker_url, pg_server,
         documents=DOCUMENTS,
         workers=3,
         batches=4,
-        chaos_seconds=CHAOS_SECONDS,
-        drain_timeout=90,
+        chaos_jobs=CHAOS_JOBS,
+        chaos_every_jobs=CHAOS_EVERY_JOBS,
+        min_janitor_passes=MIN_JANITOR_PASSES,
+        drain_timeout=120,
         worker_url=worker_url,
     )
     report = check(db_url, stats.histories)
@@ -109,8 +116,8 @@ def test_chaos_loses_no_job_and_corrupts_no_index(db_url, worker_url, pg_server,
     # (batch_drift_repaired), and every batch's counters equal its job rows at the end
     # (batch_counter_drift): both are among the violations above, and say so here.
     assert report.stats["batch_repairs"] == 0 and "batch_counter_drift" not in report.by_rule, counts
-    # The workers acknowledged in bulk statements, and some held more than one job.
-    assert report.stats["bulk_acks"]["largest"] > 1, counts
+    # (Whether some statement acknowledged more than one job is timing's to decide here:
+    # tests/integration/test_worker_acks.py forces that.)
     # No worker gave up: the pools replaced their dead connections after the restart.
     assert stats.worker_exits == [], counts
     # A worker was SIGKILLed holding a job on its final attempt: that job was dead-lettered

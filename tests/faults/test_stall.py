@@ -45,6 +45,11 @@ def wait_for(condition, what: str, timeout: float = 60):
         time.sleep(0.05)
 
 
+def completed_jobs(url: str) -> int:
+    with connect(url) as conn:
+        return conn.execute("select count(*) as n from ingestion_jobs where status = 'completed'").fetchone()["n"]
+
+
 def job_status(url: str, job_id: str) -> str:
     with connect(url) as conn:
         return conn.execute("select status from ingestion_jobs where id = %s", (job_id,)).fetchone()["status"]
@@ -60,6 +65,9 @@ def test_a_job_thread_stalled_past_its_lease_is_fenced_out(token_schema, tmp_pat
         stalled = fleet.history(zombie).with_suffix(".stalled")
         wait_for(stalled.exists, "a job thread to stall")
         _, job_id, token = stalled.read_text().split()
+        # The stalled process's loop goes on: another job of it completes while the thread
+        # sleeps (forced here, before a second worker could take every other job).
+        wait_for(lambda: completed_jobs(url) >= 1, "the stalled worker's loop to finish another job")
         fleet.start()  # a second worker: it takes the job once the stalled claim's lease expires
         wait_for(lambda: job_status(url, job_id) == "completed", "the second worker to reclaim and finish the job")
         assert fleet.processes[zombie].poll() is None
@@ -144,6 +152,10 @@ def test_a_stalled_thread_of_a_loop_that_reclaimed_its_job_is_fenced_out(token_s
         wait_for(stalled.exists, "a job thread to stall")
         _, _job_id, _ = stalled.read_text().split()
         embedding.unlink()
+        # The loop's next build of the job waits in its embedding until the zombie has acted
+        # (SlowEmbedder's hold): the zombie provably wakes while that build is in flight.
+        embed_hold = embedding.with_name(embedding.name + ".hold")
+        embed_hold.write_text("hold")
         with connect(url) as conn:  # another worker takes the job over once the lease expires, and fails it
             intruder = LoggedRpc(
                 conn, HistoryFile(str(intruder_history)), stale_after_seconds=FAULT_SETTINGS["stale_after_seconds"]
@@ -163,6 +175,15 @@ def test_a_stalled_thread_of_a_loop_that_reclaimed_its_job_is_fenced_out(token_s
         wait_for(embedding.exists, "the stalled worker's loop to claim the job again and build it")
         resumed_at = time.time()
         fleet.history(loop).with_suffix(".release").write_text("wake up")
+        # The zombie's last call: its refused write at head; before the tokens, its commit.
+        last = "write" if token_schema.hardened else "commit"
+        wait_for(
+            lambda: any(
+                e["t0"] >= resumed_at and e["call"].startswith(last) for e in read_history([fleet.history(loop)])
+            ),
+            "the zombie to act",
+        )
+        embed_hold.unlink()
         wait_for(lambda: open_jobs(url) == 0, "the job to finish")
     finally:
         fleet.stop_all()

@@ -7,8 +7,8 @@ loop and the other job thread keep going. SIGUSR1 arms one stall (STALLS_ARMED a
 at start). The next job thread to reach the stall point sleeps for STALL_SECONDS, or until
 the file HISTORY.release exists. With STALL_SECONDS 0 (the chaos runs) each stall draws
 how it ends: the first one of the process, and half of the others, 0-0.3 s after another
-claim took the job over (looked up in the database; at most TAKEOVER_WAIT_SECONDS for the
-first, STALL_SECONDS for the others), the rest at a time drawn between STALL_SECONDS_MIN
+claim took the job over (looked up in the database; for the first, whenever that happens,
+within TAKEOVER_WAIT_SECONDS; at most STALL_SECONDS for the others), the rest at a time drawn between STALL_SECONDS_MIN
 and STALL_SECONDS. From the stall on, that claim's lease is partitioned: the worker's one
 heartbeat statement (`heartbeat_many`) leaves it out, as if this one job's renewals were
 silently lost on the way, while the worker's other leases are renewed as usual; its lease
@@ -33,6 +33,18 @@ default both):
                     whichever job thread flushes it and answers its items only when it
                     returns, so a stall there holds every item of it, and the two jobs of
                     one claim often finish together and are sent together.)
+
+The hold fault (forced events for the harness, tests/faults/forced.py): the harness writes
+HISTORY.hold (`<kind> <id>`, written whole and renamed into place); the next job thread of
+this worker whose begin_generation returned ok on a job of that kind (`final`: its final
+attempt; `any`: a keyed document, neither broken nor with max_attempts=1) takes the request
+(renames it away: one thread wins), writes HISTORY.held-<id> (`<job id> <token>`, whole,
+then renamed) and waits until HISTORY.go-<id> exists (or the process is killed). So the
+harness acts on a build that is provably in flight, however slow the machine. Asked to
+(HISTORY.partition-<id>), the held thread partitions its lease as a stall does and says so
+(HISTORY.partitioned-<id>): the worker never learns its lease is lost, so after the harness
+deleted or superseded the job the thread's next write provably reaches the database and is
+refused (a heartbeat's `lost` would stop it before the write).
 
 The history records each stall (call `stall`, with its point) and every artifact write
 (call `write`). The worker treats a deadlock (40P01) or a serialization failure (40001) as
@@ -72,14 +84,18 @@ FAULT_SETTINGS = {
 # another worker has time to reclaim the job before the zombie wakes.
 STALL_SECONDS = FAULT_SETTINGS["stale_after_seconds"] + 1.5
 STALL_SECONDS_MIN = FAULT_SETTINGS["stale_after_seconds"] + 0.5
-# The first stall of each process waits for the takeover (at most this long), so every run
-# that stalls has a zombie that provably wakes after another claim took its job.
-TAKEOVER_WAIT_SECONDS = 4 * FAULT_SETTINGS["stale_after_seconds"]
+# The first stall of each process waits for the takeover, so every run that stalls has a
+# zombie that provably wakes after another claim took its job. The takeover must happen (the
+# lease expires after the stale window, the janitor or a claim takes it): this bound only
+# keeps a broken run from hanging (4 stale windows was once too short on a loaded machine).
+TAKEOVER_WAIT_SECONDS = 60
 
 
 class SlowEmbedder:
     """Holds each build for a while (and says so in a marker file), so a test can act on
-    a worker that is provably mid-job."""
+    a worker that is provably mid-job; while the file MARKER.hold exists, a build that
+    begins its embedding waits until it is gone (a test's barrier: the build stays in
+    flight until the test is done acting on it, however slow the machine)."""
 
     name = "slow"
     dimensions = None
@@ -90,7 +106,10 @@ class SlowEmbedder:
 
     def embed(self, texts):
         if self.marker is not None:
-            self.marker.write_text("embedding")
+            held = self.marker.with_name(self.marker.name + ".hold").exists()
+            write_whole(self.marker, "embedding")
+            while held and self.marker.with_name(self.marker.name + ".hold").exists():
+                time.sleep(0.02)
         time.sleep(self.seconds)
         return None
 
@@ -129,9 +148,7 @@ class StallSwitch:
             self.partitioned.add((str(job_id), lease_token))  # for the rest of this claim's run
             started = time.time()
         # Written whole, then renamed: the test waits for the file to exist and reads it at once.
-        partial = self.marker.with_name(self.marker.name + ".partial")
-        partial.write_text(f"{point} {job_id} {lease_token}\n")
-        partial.replace(self.marker)
+        write_whole(self.marker, f"{point} {job_id} {lease_token}\n")
         first = self.taken == 1  # take() counted this stall already
         on_takeover = not self.seconds and (first or random.random() < 0.5)
         if self.seconds:
@@ -157,14 +174,78 @@ class StallSwitch:
         rpc.record_stall(point, str(job_id), worker_id, lease_token, started, woke)
 
 
+def write_whole(path: Path, text: str) -> None:
+    """Written under a temporary name, then renamed into place: a reader that sees the file
+    sees all of it (a marker read right after its writer created it once read empty)."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text)
+    partial.replace(path)
+
+
+# A job a hold of each kind may take (tests/faults/forced.py): its attempt, its limit, and
+# whether its document is a broken one (harness.BROKEN_MARK) or unkeyed.
+HOLD_FITS = {
+    "final": "j.attempt_count >= j.max_attempts",
+    "any": "j.max_attempts > 1 and strpos(d.source_name, '-broken') = 0 and d.source_key is not null",
+}
+
+
+class Hold:
+    """One forced hold at a time (module docstring): requested by the harness through a
+    file, taken by the first job thread whose job fits, released by another file."""
+
+    def __init__(self, history: Path, switch: StallSwitch):
+        self.history, self.switch = history, switch
+        self.request = history.with_suffix(".hold")
+
+    def maybe_hold(self, rpc: FaultRpc, job_id, lease_token: int | None) -> None:
+        if not self.request.exists():
+            return
+        try:
+            kind, hold_id = self.request.read_text().split()
+        except (FileNotFoundError, ValueError):  # taken by another thread meanwhile
+            return
+        if kind not in HOLD_FITS or not rpc.job_fits(job_id, HOLD_FITS[kind]):
+            return
+        taken = self.request.with_name(f"{self.request.name}-taken-{hold_id}")
+        try:
+            self.request.rename(taken)  # one thread takes it
+        except FileNotFoundError:
+            return
+        write_whole(self.history.with_suffix(f".held-{hold_id}"), f"{job_id} {lease_token}\n")
+        go = self.history.with_suffix(f".go-{hold_id}")
+        partition = self.history.with_suffix(f".partition-{hold_id}")
+        while not go.exists():
+            if partition.exists():
+                with self.switch.partition_lock:  # from now on no heartbeat names this lease
+                    self.switch.partitioned.add((str(job_id), lease_token))
+                partition.unlink()
+                write_whole(self.history.with_suffix(f".partitioned-{hold_id}"), "partitioned")
+            time.sleep(0.02)
+
+
 class FaultRpc(LoggedRpc):
     """LoggedRpc with the stall fault: its begin_generation point and the partition of the
     stalled claim's lease (the commit point is stall_before_acknowledging; see the module
     docstring)."""
 
-    def __init__(self, db, history: HistoryFile, switch: StallSwitch, **kwargs):
+    def __init__(self, db, history: HistoryFile, switch: StallSwitch, hold: Hold | None = None, **kwargs):
         super().__init__(db, history, **kwargs)
         self.switch = switch
+        self.hold = hold
+
+    def job_fits(self, job_id, condition: str) -> bool:
+        """Whether the job fits a hold's kind (HOLD_FITS); False when the look-up fails."""
+        try:
+            with self._connection() as conn:
+                row = conn.execute(
+                    f"select {condition} as fits from ingestion_jobs j join documents d on d.id = j.document_id "
+                    "where j.id = %s",
+                    (job_id,),
+                ).fetchone()
+        except Exception:  # chaos may have terminated the backend: not this job
+            return False
+        return bool(row and row["fits"])
 
     def claims_of(self, job_id) -> tuple | None:
         """How often the job was claimed, and its status (None when the look-up fails)."""
@@ -191,6 +272,8 @@ class FaultRpc(LoggedRpc):
         result = super().begin_generation(job_id, document_id, worker_id, lease_token=lease_token)
         if result.ok and self.switch.take("begin_generation"):
             self.switch.stall(self, "begin_generation", job_id, worker_id, lease_token)
+        elif result.ok and self.hold is not None:
+            self.hold.maybe_hold(self, job_id, lease_token)
         return result
 
 
@@ -246,12 +329,17 @@ def main(
     )
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGUSR1, switch.arm)
-    history.with_suffix(".ready").write_text("ready")  # SIGUSR1 is safe to send from now on
+    write_whole(history.with_suffix(".ready"), "ready")  # SIGUSR1 is safe to send from now on
     pool = make_pool(url, settings, application_name=f"fault-{label}")
     marker = history.with_suffix(".embedding") if slow_seconds else None
     embedder = SlowEmbedder(slow_seconds, marker) if slow_seconds else None
     rpc = FaultRpc(
-        pool, HistoryFile(history_path), switch, caller=label, stale_after_seconds=settings.stale_after_seconds
+        pool,
+        HistoryFile(history_path),
+        switch,
+        Hold(history, switch),
+        caller=label,
+        stale_after_seconds=settings.stale_after_seconds,
     )
     log_artifact_writes(rpc)
     worker = Worker(pool, settings, label=label, embedder=embedder, rpc=rpc, poll_seconds=0.2)

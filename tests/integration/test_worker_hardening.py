@@ -195,27 +195,35 @@ def test_a_retry_backs_off_on_the_servers_clock_whatever_the_workers_clock(db_ur
 
 
 class HeartbeatAfterCompletion(IngestionRpc):
-    """Forces the race: a heartbeat whose leases were read while the job was in flight is
-    sent only after the job was completed (the database then reports that lease lost). The
-    build waits (begin_generation) until a heartbeat holds its lease, so the race happens
-    however slow the machine (a 10 ms heartbeat once missed a build under load: CI
-    rehearsal, 2026-12-03)."""
+    """Forces the race with barriers: the first heartbeat statement that holds the job's
+    lease (its leases read while the job was in flight) is sent only once the job was
+    completed; the build waits (begin_generation) until that heartbeat holds its lease. So
+    the interleaving is the same however slow the machine (a 10 ms heartbeat once missed a
+    build under load: CI rehearsal, 2026-12-03). A barrier that is never reached fails the
+    test (`broken`) instead of letting the run go on in another order; the database's answer
+    to the late heartbeat is kept (`late_answer`): it must report the lease lost."""
+
+    BARRIER_BOUND = 60.0  # only so that a broken run fails instead of hanging
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.leases_read = threading.Event()
         self.completed = threading.Event()
-        self.beat_after_completion = threading.Event()
+        self.late_answer = None
+        self.broken: list[str] = []
 
     def heartbeat_many(self, worker_id, leases):
-        if leases and not self.completed.is_set():
-            self.leases_read.set()
-            self.completed.wait(10)
-            self.beat_after_completion.set()
-        return super().heartbeat_many(worker_id, leases)
+        if not leases or self.leases_read.is_set():
+            return super().heartbeat_many(worker_id, leases)
+        self.leases_read.set()
+        if not self.completed.wait(self.BARRIER_BOUND):
+            self.broken.append("the completion never came")
+        self.late_answer = super().heartbeat_many(worker_id, leases)
+        return self.late_answer
 
     def begin_generation(self, *args, **kwargs):
-        self.leases_read.wait(10)
+        if not self.leases_read.wait(self.BARRIER_BOUND):
+            self.broken.append("no heartbeat held the lease")
         return super().begin_generation(*args, **kwargs)
 
     def complete_many(self, *args, **kwargs):
@@ -234,7 +242,10 @@ def test_a_heartbeat_that_races_the_completion_raises_no_alarm(db_url, pool, con
 
     report = Worker(pool, settings, rpc=rpc).run(drain=True)
 
-    assert rpc.beat_after_completion.is_set()  # the race happened
+    # The race happened: the heartbeat went out after the completion, and the database
+    # answered that lease lost (the job was done).
+    assert rpc.broken == []
+    assert rpc.late_answer is not None and [ref.job_id for ref in rpc.late_answer.lost] == [job_id]
     assert report.counts["completed"] == 1
     assert not [r for r in caplog.records if "lease lost" in r.getMessage()]
     assert job(conn, job_id)["status"] == "completed"
