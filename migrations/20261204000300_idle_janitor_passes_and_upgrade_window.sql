@@ -182,6 +182,10 @@ alter function public.cleanup_kept_version_bytes(integer, integer, boolean) set 
 -- to join it to an empty list (PG 15's plan of the dry run).
 alter function public.cleanup_kept_version_bytes(integer, integer, boolean) set enable_hashjoin = off;
 alter function public.cleanup_kept_version_bytes(integer, integer, boolean) set enable_mergejoin = off;
+-- The abandoned-generation cleanup's counts and deletes join each candidate's rows to its
+-- document: with no candidate, a merge join still read a document (a plan autoanalyze chose).
+alter function public.cleanup_abandoned_document_index_generations(uuid, integer, boolean) set enable_hashjoin = off;
+alter function public.cleanup_abandoned_document_index_generations(uuid, integer, boolean) set enable_mergejoin = off;
 
 -- ---------------------------------------------------------------------------------------
 -- 8 and 10. The key's enqueue.

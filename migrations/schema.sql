@@ -303,6 +303,8 @@ $$;
 CREATE FUNCTION public.cleanup_abandoned_document_index_generations(p_document_id uuid DEFAULT NULL::uuid, p_limit integer DEFAULT 100, p_dry_run boolean DEFAULT true) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
     AS $$
 declare
     v_documents uuid[];

@@ -196,6 +196,7 @@ NESTED_LOOP_FUNCTIONS = {
     "search_vector_hits",
     "search_documents",
     "cleanup_kept_version_bytes",
+    "cleanup_abandoned_document_index_generations",
 }
 # What readers reach sends them no message of its own (a reader's debug_print_plan would show
 # the plans of the statements inside, with the owner's statistics).
