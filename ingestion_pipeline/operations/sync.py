@@ -239,10 +239,8 @@ def _sync_entry(
         _failed(report, entry.key, f"it grew over the {options.max_bytes}-byte limit after it was listed")
         return
     if known is not None and hashlib.sha256(content).hexdigest() == known.content_sha256:
-        # Touched, not changed: nothing to queue (a failed version stays failed until its
-        # file changes); the time is remembered so the next sync reads nothing.
-        writer.rpc.touch_version_source(known.document_id, known.content_sha256, entry.modified_at, entry.etag)
-        report.counts["unchanged"] += 1
+        # Touched, not changed: nothing to queue (a failed version stays failed until its file changes).
+        _touched(writer, known.document_id, known.content_sha256, entry, report)
         return
     _enqueue(writer, entry, content, options, report)
 
@@ -273,9 +271,15 @@ def _enqueue(writer: _Writer, entry: Entry, content: bytes, options: SyncOptions
         _counted(report, entry.key, "changed")
     elif done.outcome == "retried":  # its latest version had these bytes and no build: queued again
         _counted(report, entry.key, "retried")
-    else:  # the same bytes under a new time: remember the time, so the next sync reads nothing
-        writer.rpc.touch_version_source(done.document_id, done.content_sha256, entry.modified_at, entry.etag)
-        report.counts["unchanged"] += 1
+    else:  # the same bytes under a new time
+        _touched(writer, done.document_id, done.content_sha256, entry, report)
+
+
+def _touched(writer: _Writer, document_id: UUID, content_sha256: str, entry: Entry, report: SyncReport) -> None:
+    """The file's bytes are its latest version's under a new time: remember the time, so the
+    next sync reads nothing."""
+    writer.rpc.touch_version_source(document_id, content_sha256, entry.modified_at, entry.etag)
+    report.counts["unchanged"] += 1
 
 
 def _requeue(writer: _Writer, key: str, known: KnownSource, options: SyncOptions, report: SyncReport) -> None:

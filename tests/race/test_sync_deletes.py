@@ -33,6 +33,7 @@ from ingestion_pipeline.operations.sync import SyncOptions, sync_source
 from ingestion_pipeline.settings import load_settings
 from tests.conftest import Schema
 from tests.helpers import Background, wait_until_blocked
+from tests.reads import rows_read
 
 OUTSIDE = 20_000  # keys of the collection outside the source's prefix
 
@@ -151,17 +152,6 @@ def test_a_source_removed_mid_deletes_stops_its_sync(sync_deletes_schema, pool, 
     assert live(observer, keys["keep.txt"]) is not None
 
 
-def tuples_read(conn: psycopg.Connection, tables: tuple[str, ...]) -> int:
-    """Rows this backend read from `tables` and has not reported yet (since PostgreSQL 15
-    the pending counts may hold earlier transactions': callers take a difference)."""
-    row = conn.execute(
-        "select coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0)::bigint as n"
-        "  from pg_stat_xact_user_tables where relname = any (%s)",
-        (list(tables),),
-    ).fetchone()
-    return int(row["n"])
-
-
 def seed_documents(conn: psycopg.Connection, collection: str, prefix: str, count: int) -> None:
     """`count` live keyed documents (and their version 1), written directly: they are
     ballast for the reads under test, not queue state."""
@@ -194,10 +184,10 @@ def test_the_keys_of_a_source_cost_what_they_hold(sync_deletes_schema, new_conn)
         "after": "",
         "limit": 500,
     }
-    before = tuples_read(conn, ("documents",))
+    before = rows_read(conn)
     rows = conn.execute(query("live_keys_under_prefix"), params).fetchall()
     assert len(rows) == 10 and all(row["source_key"].startswith("file:///srv/docs/") for row in rows)
-    read = tuples_read(conn, ("documents",)) - before
+    read = rows_read(conn, since=before).get("documents", 0)
     conn.rollback()
     if not sync_deletes_schema.hardened:
         assert read >= OUTSIDE  # the bug: every key of the collection read
@@ -215,10 +205,10 @@ def test_the_collection_list_counts_what_it_lists(db_url, new_conn):
     conn.commit()
     conn.execute("analyze documents")
     conn.commit()
-    before = tuples_read(conn, ("documents",))
+    before = rows_read(conn)
     listed = {row["name"]: row["documents"] for row in conn.execute(query("rpc_list_collections")).fetchall()}
     assert listed == {"big": OUTSIDE, "a": 2, "b": 2, "c": 2, "d": 2}
-    read = tuples_read(conn, ("documents",)) - before
+    read = rows_read(conn, since=before).get("documents", 0)
     conn.rollback()
     assert read <= OUTSIDE + 100
 

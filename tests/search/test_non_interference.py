@@ -20,7 +20,7 @@ import psycopg
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.db.rpc import IngestionRpc
 from tests.old_enqueue import index_files
-from tests.search.reads import rows_read
+from tests.reads import rows_read
 from tests.vector.corpus import EMBEDDER
 
 ALICE = UUID("00000000-0000-4000-8000-00000000a11c")

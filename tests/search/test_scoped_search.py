@@ -19,7 +19,7 @@ import pytest
 
 from ingestion_pipeline.db.connection import connect
 from tests.old_enqueue import index_files
-from tests.search.reads import rows_read
+from tests.reads import rows_read
 
 ALICE = UUID("00000000-0000-4000-8000-00000000a11c")
 CROWD = 1234  # chunks of the private collection with the reader's word: more than the budget (1,000)

@@ -1,6 +1,7 @@
 """What a transaction has read so far, per table: the current transaction's counters of
 pg_stat_xact_user_tables (rows read by sequential scans, heap rows fetched through indexes).
-Read as a role that may see them (the owner): take a snapshot, run the call, subtract."""
+Read as a role that may see them (the owner): take a snapshot, run the call, subtract (since
+PostgreSQL 15 the pending counts may hold the connection's earlier transactions' too)."""
 
 from __future__ import annotations
 
