@@ -97,23 +97,38 @@ def chunk_rows_read(plans: list[dict]) -> int:
     )
 
 
-COMMON_DOCUMENTS = 1200  # more than the 1,000 chunk postings the head's first step may read
+# 1,200 chunks with the words, more than the 1,000 chunk postings the head's first step may
+# read: two chunks in each of 600 documents (half the documents to drain of one each).
+COMMON_DOCUMENTS = 600
+CHUNKS_PER_DOCUMENT = 2
+
+
+def common_page(n: int) -> str:
+    """Two paragraphs of ~900 characters, each with the words: two chunks of 1,200 at most."""
+    filler = " ".join(f"filler{n}x{k}" for k in range(80))
+    return "".join(f"The common thread of note {n}, part {part}. {filler}.\n\n" for part in (1, 2))
 
 
 def test_a_common_word_reads_a_bounded_number_of_chunks(bm25_schema, tmp_path):
-    pages = {f"c{n:04}.md": f"# Note {n}\n\nThe common thread of note {n}.\n" for n in range(COMMON_DOCUMENTS)}
+    pages = {f"c{n:04}.md": f"# Note {n}\n\n{common_page(n)}" for n in range(COMMON_DOCUMENTS)}
     index(bm25_schema.url, write_pages(tmp_path / "common", pages))
+    with connect(bm25_schema.url) as conn:
+        counted = conn.execute(
+            "select min(w) as fewest, max(w) as most, max(n) as per_document from (select count(*) as n,"
+            " count(*) filter (where content like '%common thread%') as w from document_chunks group by document_id) c"
+        ).fetchone()
     with connect(bm25_schema.url) as conn, captured_plans(conn) as plans:
         conn.execute("select set_config('auto_explain.log_analyze', 'on', false)")
         conn.execute("select set_config('auto_explain.log_timing', 'off', false)")
         hits = conn.execute("select * from search_documents('common thread', null, 'lexical', 10)").fetchall()
         read = chunk_rows_read(plans)
+    assert counted["fewest"] == counted["most"] == CHUNKS_PER_DOCUMENT
     assert len(hits) == 10
     if not bm25_schema.hardened:
-        assert read >= COMMON_DOCUMENTS  # the bug: every chunk with the word is scored
+        assert read >= COMMON_DOCUMENTS * CHUNKS_PER_DOCUMENT  # the bug: every chunk with the words is scored
         return
     # Step 1 reads at most 1,000 postings; step 2 the chunks of the best 50 documents.
-    assert read <= 1000 + 50, read
+    assert read <= 1000 + 50 * counted["per_document"], read
 
 
 def test_identifiers_match_as_written(db_url, tmp_path):

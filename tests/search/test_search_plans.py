@@ -19,8 +19,8 @@ from tests.plans import captured_plans, scans_of
 
 COLLECTIONS = ["north", "south", "east", "west"]
 READER = UUID("00000000-0000-4000-8000-0000000000aa")  # reads north and east
-DOCUMENTS_PER_COLLECTION = 150
-PARAGRAPHS = 3  # 600 documents of a few chunks each: the index is the way, not the documents
+DOCUMENTS_PER_COLLECTION = 75
+PARAGRAPHS = 8  # 300 documents of several chunks each: the index is the way, not the documents
 VOCABULARY = [f"{stem}{n}" for stem in ("lumen", "corvid", "basalt", "quorum", "fjord") for n in range(4000)]
 CALLS = 20
 
