@@ -60,6 +60,9 @@ lint: $(STAMP)
 	$(BIN)/python tools/check_file_sizes.py
 	$(BIN)/python tools/check_budgets.py
 
+# --durations=30: every run prints its slowest tests (issue 45: the suite's budget is 10 minutes).
+PYTEST_ARGS ?= --durations=30
+
 test: lint
 	$(BIN)/python -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
