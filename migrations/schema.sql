@@ -2536,7 +2536,7 @@ CREATE FUNCTION public.search_field_vector(p_text text, p_keep_stop_words boolea
     AS $$
     select case when p_keep_stop_words then to_tsvector('english', t.text) || public.search_stop_words(t.text)
                 else to_tsvector('english', t.text) end
-      from (select translate(coalesce(p_text, ''), '_', '-') as text) t;
+      from (select public.search_identifier_text(p_text) as text) t;
 $$;
 
 CREATE FUNCTION public.search_generation_terms(p_document_id uuid, p_generation_id uuid, p_sign integer) RETURNS TABLE(lexeme text, documents bigint, chunks bigint)
@@ -2552,6 +2552,14 @@ CREATE FUNCTION public.search_generation_terms(p_document_id uuid, p_generation_
     select '', p_sign::bigint, p_sign * count(*)
       from public.document_chunks c
      where c.document_id = p_document_id and c.index_generation_id = p_generation_id;
+$$;
+
+CREATE FUNCTION public.search_identifier_text(p_text text) RETURNS text
+    LANGUAGE sql IMMUTABLE SECURITY DEFINER PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select pg_catalog.regexp_replace(pg_catalog.translate(coalesce(p_text, ''), '_', '-'),
+                                     '([[:alnum:]])(\.|::|->)(?=[[:alpha:]])', '\1-', 'g');
 $$;
 
 CREATE FUNCTION public.search_lexeme_query(p_lexeme text) RETURNS tsquery
@@ -2575,6 +2583,7 @@ CREATE FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p
 #variable_conflict use_column
 declare
     v_scope text[] := public.search_scope(p_collections);
+    v_first integer := 50;  -- ranked before any deeper candidate: the same whatever p_limit
     v_depth integer := greatest(50, p_limit);
     v_budget integer := greatest(1000, 10 * greatest(50, p_limit));
     v_refusal text := public.search_query_refusal(p_query);
@@ -2681,8 +2690,8 @@ begin
                 where s.content_tsv @@ t.query) p
          group by s.document_id
     )
-    select array_agg(x.document_id) into v_candidates
-      from (select s.document_id from scored s order by s.score desc, s.document_id limit v_depth) x;
+    select array_agg(x.document_id order by x.score desc, x.document_id) into v_candidates
+      from (select s.document_id, s.score from scored s order by s.score desc, s.document_id limit v_depth) x;
     perform pg_catalog.set_config('enable_bitmapscan', 'off', true);
     if v_candidates is null then
         return;
@@ -2694,8 +2703,8 @@ begin
         select t.lexeme, t.idf from unnest(v_lexemes, v_idf) as t (lexeme, idf)
     ), docs as materialized (
         select d.id, d.collection, d.source_key, d.source_name, coalesce(d.title, d.source_name) as title,
-               d.index_generation_id, greatest(d.chunk_count, 1) as chunk_count
-          from unnest(v_candidates) as x (id)
+               d.index_generation_id, greatest(d.chunk_count, 1) as chunk_count, x.rank > v_first as deeper
+          from unnest(v_candidates) with ordinality as x (id, rank)
          cross join lateral (select d.* from public.documents d where d.id = x.id offset 0) d
          where d.deleted_at is null
            and (v_scope is null or d.collection = any (v_scope))
@@ -2765,14 +2774,14 @@ begin
           join bm25 b on b.document_id = d.id
           join best_chunks bc on bc.document_id = d.id
           left join heading_match hm on hm.document_id = d.id
-         order by total desc, d.source_key, d.source_name, d.id
+         order by d.deeper, total desc, d.source_key, d.source_name, d.id
          limit p_limit
     )
     select r.id, r.collection, r.source_key, r.source_name, r.title, r.index_generation_id, c.ordinal,
            c.section_ordinal, c.page_ordinal, sec.heading, c.heading, r.total::float8,
            ts_headline('english', c.content, coalesce(v_highlight, v_any),
                        'MaxFragments=1, MinWords=8, MaxWords=30, StartSel=[, StopSel=]'),
-           (row_number() over (order by r.total desc, r.source_key, r.source_name, r.id))::integer
+           (row_number() over (order by r.deeper, r.total desc, r.source_key, r.source_name, r.id))::integer
       from ranked r
       join chunks c on c.document_id = r.id and c.ordinal = r.ordinal
       left join lateral (
@@ -2790,7 +2799,7 @@ CREATE FUNCTION public.search_query_lexemes(p_query text) RETURNS SETOF public.s
     AS $$
     with terms as (
         select t.n, t.excluded, t.term like '"%' as phrase,
-               translate(pg_catalog.btrim(t.term, '"'), '_', '-') as text
+               public.search_identifier_text(pg_catalog.btrim(t.term, '"')) as text
           from public.search_query_terms(p_query) t
     ), words as (
         select t.n, l.lexeme, l.lexeme ~ '.-.' as compound
@@ -2828,19 +2837,24 @@ CREATE FUNCTION public.search_query_terms(p_query text) RETURNS TABLE(n integer,
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     with tokens as (
-        select m.pos, m.parts[1] = '-' as excluded,
+        select m.pos,
+               m.parts[1] = '-' and (m.parts[2] is not null or m.parts[3] ~ '^[[:alpha:]][^-]') as excluding,
                case when m.parts[3] is not null then pg_catalog.btrim(m.parts[3], '-')
                     when pg_catalog.btrim(m.parts[2], E' \t\n\r\f\v') <> ''
                         then '"' || pg_catalog.btrim(m.parts[2], E' \t\n\r\f\v') || '"'
                     else '' end as term
           from pg_catalog.regexp_matches(coalesce(p_query, ''), '(-?)(?:"([^"]*)"?|([^\s"]+))', 'g')
                with ordinality as m (parts, pos)
+    ), kept as (
+        select t.pos, t.term, t.excluding from tokens t
+         where t.term <> '' and pg_catalog.lower(t.term) <> 'or'
+    ), decided as (  -- exclusions only: searched as words
+        select k.pos, k.term, k.excluding and bool_or(not k.excluding) over () as excluded from kept k
     )
-    select (row_number() over (partition by t.excluded order by min(t.pos)))::integer, t.term, t.excluded
-      from tokens t
-     where t.term <> '' and pg_catalog.lower(t.term) <> 'or'
-     group by t.excluded, t.term
-     order by t.excluded, min(t.pos);
+    select (row_number() over (partition by d.excluded order by min(d.pos)))::integer, d.term, d.excluded
+      from decided d
+     group by d.excluded, d.term
+     order by d.excluded, min(d.pos);
 $$;
 
 CREATE FUNCTION public.search_scope(p_collections text[]) RETURNS text[]
@@ -3940,6 +3954,8 @@ GRANT ALL ON FUNCTION public.search_documents(p_query text, p_collections text[]
 REVOKE ALL ON FUNCTION public.search_field_vector(p_text text, p_keep_stop_words boolean) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.search_generation_terms(p_document_id uuid, p_generation_id uuid, p_sign integer) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.search_identifier_text(p_text text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.search_lexeme_query(p_lexeme text) FROM PUBLIC;
 

@@ -50,6 +50,7 @@ SCOPED_SEARCH_NAME = "scoped_search"
 SYNC_DELETES_NAME = "sync_deletes_under_the_listing_and_lease"
 UPGRADE_WINDOW_NAME = "idle_janitor_passes_and_upgrade_window"
 RELEASE_NAME = "release_worker_faults"
+SEARCH_WORDS_NAME = "identifiers_options_and_stable_order"
 
 
 def version_before(name: str) -> str:
@@ -377,6 +378,13 @@ release_schema = before_and_head(
     "pre_release",
     "Before release_ingestion_job (a worker fault is retried at the cost of an attempt: the client's fallback), "
     "and at head (the attempt is refunded).",
+)
+search_words_schema = before_and_head(
+    SEARCH_WORDS_NAME,
+    "pre_search_words",
+    "Issue 46's query defects (migration …_identifiers_options_and_stable_order.sql: a bare name missing the page "
+    "that writes it qualified, an option read as an exclusion, the first results changing with p_limit): before "
+    "it, where each test observes its defect, and at head, where it must pass.",
 )
 lock_order_schema = before_and_head(
     LOCK_ORDER_NAME,

@@ -6,6 +6,11 @@ Chrome is: `<nav>`; an element whose ARIA role is a navigation, banner, footer o
 landmark; a `<header>` or `<footer>` outside the page's `<article>`/`<main>` unless it
 holds the page's `<h1>` (simple pages put their title there); and the navigation blocks of
 generated manuals (DocBook's `navheader`/`navfooter`, breadcrumbs, skip links).
+
+So is a list of links: a `<ul>`, `<ol>` or `<dl>` of three links or more whose text is
+(almost) all link text, as a manual's table of contents is (Sphinx's toctree, DocBook's
+`toc`). A chapter page lists every name of its sections there, and ranked above the page
+that defines the name (issue 46); the page it links to holds the words.
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ from bs4.element import Tag
 _ROLES = {"navigation", "banner", "contentinfo", "search"}
 _CLASSES = re.compile(r"^(?:navheader|navfooter|breadcrumbs?|skip-?links?|site-?(?:header|footer|nav))$")
 _CONTENT = ["article", "main"]
+_LISTS = {"ul", "ol", "dl"}
+_LINK_SHARE = 0.8  # of a list's text, in its links
+_SPACE = re.compile(r"\s+")
 
 
 def remove_chrome(soup: BeautifulSoup) -> int:
@@ -36,5 +44,16 @@ def _is_chrome(tag: Tag) -> bool:
         return True
     if tag.name in ("header", "footer"):
         return tag.find_parent(_CONTENT) is None and tag.find("h1") is None
+    if tag.name in _LISTS:
+        return _is_link_list(tag)
     classes = tag.get_attribute_list("class")
     return any(_CLASSES.match(str(name).lower()) for name in classes if name)
+
+
+def _is_link_list(tag: Tag) -> bool:
+    links = tag.find_all("a")
+    if len(links) < 3:
+        return False
+    text = len(_SPACE.sub("", tag.get_text()))
+    linked = sum(len(_SPACE.sub("", link.get_text())) for link in links)
+    return text > 0 and linked >= _LINK_SHARE * text

@@ -23,6 +23,13 @@ K = 60  # the fusion's constant (Cormack, Clarke and Büttcher, 2009)
         ('-- "" vacuum vacuum', ["vacuum"], []),
         ("Vacuum vacuum OR\tfull", ["Vacuum", "vacuum", "full"], []),
         ("", [], []),
+        # options are text: `-` excludes a word of two or more characters that begins with a
+        # letter, or a phrase, and only beside some other term (issue 46)
+        ("--help-xoptions -X -m", ["help-xoptions", "X", "m"], []),
+        ("python -m venv -X", ["python", "m", "venv", "X"], []),
+        ("vacuum -x -full", ["vacuum", "x"], ["full"]),
+        ("-vacuum", ["vacuum"], []),  # nothing but exclusions: searched as words
+        ('-vacuum -"dead rows"', ["vacuum", '"dead rows"'], []),
     ],
 )
 def test_query_terms(conn, text, included, excluded):

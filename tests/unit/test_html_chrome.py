@@ -38,3 +38,16 @@ def test_a_header_holding_the_pages_title_stays():
 
 def test_a_page_that_is_all_navigation_keeps_its_links():
     assert texts("<body><nav><a>Home</a> <a>Contact</a></nav></body>") == ["Home Contact"]
+
+
+def test_a_table_of_contents_is_not_text_and_a_list_with_prose_stays():
+    toc = "".join(f'<li><a href="{n}.html">sphinx-{n}</a></li>' for n in ("build", "apidoc", "quickstart"))
+    prose = (
+        "<ul><li><a href='a.html'>VACUUM</a> reclaims storage occupied by dead tuples</li>"
+        "<li><a href='b.html'>ANALYZE</a> collects statistics about a table's contents</li>"
+        "<li><a href='c.html'>CLUSTER</a> orders a table by one of its indexes</li></ul>"
+    )
+    page = f'<body><h1>Man pages</h1><p>The tools.</p><div class="toctree-wrapper"><ul>{toc}</ul></div>{prose}</body>'
+    [text] = texts(page)
+    assert "sphinx-build" not in text and "The tools." in text  # the chapter's list of its pages
+    assert "VACUUM reclaims storage" in text and "CLUSTER orders" in text  # links in sentences stay
