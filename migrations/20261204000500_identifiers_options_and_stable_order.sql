@@ -24,6 +24,11 @@
 --     that does not; otherwise the term is text (its leading dashes dropped).
 --   * search_lexical_hits ranks the best 50 candidates of step 1 before any deeper one: the
 --     first 50 results are the same documents in the same order at every p_limit.
+--   * search_documents reads no index only (as its two hit functions already did): its check
+--     of each hit's document could be an index-only scan of documents_live_by_collection,
+--     whose heap reads depend on what VACUUM last marked all-visible, so the rows a call
+--     read changed when autovacuum ran over other tenants' writes (test_non_interference,
+--     with the VACUUM forced).
 --
 -- Expand/contract: signatures unchanged. Chunks indexed before this migration keep their
 -- vectors (names unsplit) until `ingest reindex --all` rebuilds them; both kinds are found
@@ -341,6 +346,8 @@ begin
 end;
 $$;
 
+
+alter function public.search_documents(text, text[], text, integer, real[]) set enable_indexonlyscan = off;
 
 select public.secure_rpc('public.search_identifier_text(text)', false);
 select public.secure_rpc('public.search_field_vector(text, boolean)', false);

@@ -2459,6 +2459,7 @@ CREATE FUNCTION public.search_documents(p_query text, p_collections text[] DEFAU
     SET enable_hashjoin TO 'off'
     SET enable_mergejoin TO 'off'
     SET client_min_messages TO 'warning'
+    SET enable_indexonlyscan TO 'off'
     AS $$
 #variable_conflict use_column
 declare

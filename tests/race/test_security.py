@@ -133,6 +133,7 @@ INTERNAL = {
     # BM25 search: the vectors, the term counts and their trigger, the query (20261203000200)
     "search_stop_words",
     "search_field_vector",
+    "search_identifier_text",
     "search_generation_terms",
     "search_committed_terms",
     "count_search_terms",
@@ -186,9 +187,10 @@ NO_BITMAP_SCAN_FUNCTIONS = {
     "readable_documents",
     "readable_collections",
 }
-# The search functions read the same rows whatever VACUUM last marked all-visible.
+# The search functions read the same rows whatever VACUUM last marked all-visible
+# (search_documents since 20261204000500: its check of each hit's document).
 NO_INDEX_ONLY_SCAN = "enable_indexonlyscan=off"
-NO_INDEX_ONLY_SCAN_FUNCTIONS = {"search_lexical_hits", "search_vector_hits"}
+NO_INDEX_ONLY_SCAN_FUNCTIONS = {"search_lexical_hits", "search_vector_hits", "search_documents"}
 # ... and join rows by primary key, never by reading a whole table into a hash or a merge.
 NESTED_LOOPS = ["enable_hashjoin=off", "enable_mergejoin=off"]
 NESTED_LOOP_FUNCTIONS = {
