@@ -1,7 +1,12 @@
 """HTML: beautifulsoup4 on the stdlib parser (no lxml to install). Sections start at
 h1-h6; scripts, styles, the <head> (except its <title>) and the site's chrome
 (boilerplate.py: navigation, banners, footers) are not text, unless the chrome is all the
-page has."""
+page has.
+
+A definition term that is a link target (`<dt id=…>`: an API entry of a Sphinx manual, a
+parameter of the PostgreSQL manual, a glossary term) starts a section too, one level below
+the heading (or term) it is under: it names what the text after it defines, so search
+weighs it as a heading (issue 46)."""
 
 from __future__ import annotations
 
@@ -68,13 +73,17 @@ def _walk(root: Tag, collector: _Collector) -> None:
             stack.pop()
             collector.close(parent)
         elif isinstance(node, Tag):
-            if node.name in _HEADINGS:
+            if node.name in _HEADINGS or _defines(node):
                 collector.heading(node)
             else:
                 collector.open(node)
                 stack.append((node, iter(node.children)))
         elif isinstance(node, NavigableString) and not isinstance(node, PreformattedString):
             collector.text(str(node))  # PreformattedString: comments, doctype, CDATA
+
+
+def _defines(tag: Tag) -> bool:
+    return tag.name == "dt" and bool(tag.get("id"))
 
 
 class _Collector:
@@ -84,6 +93,7 @@ class _Collector:
         self._drafts: list[DraftSection] = []
         self._heading: str | None = None
         self._level = 1
+        self._outer = 0  # the level of the last h1-h6
         self._parts: list[str] = []
         self._pre = 0  # inside <pre>, whitespace is content
 
@@ -92,7 +102,11 @@ class _Collector:
         if not text:  # an empty <h2></h2> (a styling hook) does not start a section
             return
         self._flush()
-        self._heading, self._level = text, int(tag.name[1])
+        if tag.name == "dt":  # under the heading it is in, and the terms its list is in
+            self._heading, self._level = text, min(6, self._outer + 1 + len(tag.find_parents("dd")))
+        else:
+            self._heading, self._level = text, int(tag.name[1])
+            self._outer = self._level
         self._parts = [text, "\n\n"]
 
     def open(self, tag: Tag) -> None:

@@ -124,6 +124,21 @@ def test_html_title_falls_back_to_first_h1():
     assert document.title == "Main"
 
 
+def test_html_defined_terms_are_sections_under_their_heading():
+    """A `<dt id=…>` names what follows (an API entry, a parameter): a section one level
+    below the heading or term it is in; a plain `<dt>` (no anchor) stays text."""
+    page = (
+        "<h1>Core</h1><h2>Expressions</h2><dl><dt id='m.Over'>class m.Over(a)</dt><dd><p>A window.</p>"
+        "<dl><dt id='m.Over.rows'>rows</dt><dd>The frame.</dd></dl></dd></dl>"
+        "<dl><dt>Note</dt><dd>Plain.</dd></dl><h2>Types</h2><p>More.</p>"
+    )
+    document = parse(page.encode(), "api.html", max_bytes=MAX)
+    assert headings(document) == [
+        ("Core", 1), ("Expressions", 2), ("class m.Over(a)", 3), ("rows", 4), ("Types", 2),
+    ]  # fmt: skip
+    assert "Note" in document.sections[3].text  # the plain term is the text of the term before it
+
+
 def test_html_without_extension_is_parsed_as_html():
     document = parse(b"<!doctype html><title>T</title><h1>H</h1><p>body</p>", "upload-123", max_bytes=MAX)
     assert document.mime_type == "text/html"
