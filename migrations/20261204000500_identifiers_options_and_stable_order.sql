@@ -115,7 +115,11 @@ as $$
 $$;
 
 -- Lexical hits: as migration scoped_search ranks them, with its best 50 candidates of step 1
--- ranked before any deeper one (a larger p_limit only adds results after them).
+-- ranked before any deeper one (a larger p_limit only adds results after them). Step 2 reads
+-- less for the same result: the heading match looks only at sections whose chunks have a
+-- query term in their heading path (no other heading can have one), and a chunk's text is
+-- read for the snippet of a result only (SQLAlchemy's documentation, 1,000 queries: p95
+-- 319 -> 279 ms, the same results).
 create or replace function public.search_lexical_hits(p_query text, p_collections text[], p_limit integer)
 returns table (document_id uuid, collection text, source_uri text, source_name text, title text,
                index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer,
@@ -269,7 +273,7 @@ begin
                                 where c.content_tsv @@ v_excluded))
     ), chunks as materialized (
         select c.document_id, c.index_generation_id, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading,
-               c.content, c.content_tsv
+               c.content_tsv, ts_filter(c.content_tsv, '{b}') @@ v_any as in_headings
           from docs d
          cross join lateral (  -- by the primary key: offset 0 keeps the planner from making
                                -- this a join that reads every chunk with a query term
@@ -308,7 +312,8 @@ begin
          order by cc.document_id, cc.covered + cc.in_head desc, cc.ordinal
     ), heading_match as materialized (  -- the section heading the query covers best
         select c.document_id, max(hm.share) as share
-          from (select distinct c.document_id, c.index_generation_id, c.section_ordinal from chunks c) c
+          from (select distinct c.document_id, c.index_generation_id, c.section_ordinal from chunks c
+                 where c.in_headings) c
          cross join lateral (
                select sec.heading from public.document_sections sec
                 where sec.document_id = c.document_id and sec.index_generation_id = c.index_generation_id
@@ -332,11 +337,15 @@ begin
     )
     select r.id, r.collection, r.source_key, r.source_name, r.title, r.index_generation_id, c.ordinal,
            c.section_ordinal, c.page_ordinal, sec.heading, c.heading, r.total::float8,
-           ts_headline('english', c.content, coalesce(v_highlight, v_any),
+           ts_headline('english', t.content, coalesce(v_highlight, v_any),
                        'MaxFragments=1, MinWords=8, MaxWords=30, StartSel=[, StopSel=]'),
            (row_number() over (order by r.deeper, r.total desc, r.source_key, r.source_name, r.id))::integer
       from ranked r
       join chunks c on c.document_id = r.id and c.ordinal = r.ordinal
+     cross join lateral (
+            select x.content from public.document_chunks x
+             where x.document_id = r.id and x.index_generation_id = r.index_generation_id and x.ordinal = c.ordinal
+            offset 0) t
       left join lateral (
             select sec.heading from public.document_sections sec
              where sec.document_id = r.id and sec.index_generation_id = r.index_generation_id

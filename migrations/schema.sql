@@ -2717,7 +2717,7 @@ begin
                                 where c.content_tsv @@ v_excluded))
     ), chunks as materialized (
         select c.document_id, c.index_generation_id, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading,
-               c.content, c.content_tsv
+               c.content_tsv, ts_filter(c.content_tsv, '{b}') @@ v_any as in_headings
           from docs d
          cross join lateral (  -- by the primary key: offset 0 keeps the planner from making
                                -- this a join that reads every chunk with a query term
@@ -2756,7 +2756,8 @@ begin
          order by cc.document_id, cc.covered + cc.in_head desc, cc.ordinal
     ), heading_match as materialized (  -- the section heading the query covers best
         select c.document_id, max(hm.share) as share
-          from (select distinct c.document_id, c.index_generation_id, c.section_ordinal from chunks c) c
+          from (select distinct c.document_id, c.index_generation_id, c.section_ordinal from chunks c
+                 where c.in_headings) c
          cross join lateral (
                select sec.heading from public.document_sections sec
                 where sec.document_id = c.document_id and sec.index_generation_id = c.index_generation_id
@@ -2780,11 +2781,15 @@ begin
     )
     select r.id, r.collection, r.source_key, r.source_name, r.title, r.index_generation_id, c.ordinal,
            c.section_ordinal, c.page_ordinal, sec.heading, c.heading, r.total::float8,
-           ts_headline('english', c.content, coalesce(v_highlight, v_any),
+           ts_headline('english', t.content, coalesce(v_highlight, v_any),
                        'MaxFragments=1, MinWords=8, MaxWords=30, StartSel=[, StopSel=]'),
            (row_number() over (order by r.deeper, r.total desc, r.source_key, r.source_name, r.id))::integer
       from ranked r
       join chunks c on c.document_id = r.id and c.ordinal = r.ordinal
+     cross join lateral (
+            select x.content from public.document_chunks x
+             where x.document_id = r.id and x.index_generation_id = r.index_generation_id and x.ordinal = c.ordinal
+            offset 0) t
       left join lateral (
             select sec.heading from public.document_sections sec
              where sec.document_id = r.id and sec.index_generation_id = r.index_generation_id
