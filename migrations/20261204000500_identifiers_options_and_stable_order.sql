@@ -23,7 +23,9 @@
 --     characters that begins with a letter, and only when the query has some other term
 --     that does not; otherwise the term is text (its leading dashes dropped).
 --   * search_lexical_hits ranks the best 50 candidates of step 1 before any deeper one: the
---     first 50 results are the same documents in the same order at every p_limit.
+--     first 50 results are the same documents in the same order at every p_limit. Step 2
+--     scores the chunks step 1 read (at most its budget), not every chunk of a candidate
+--     that has a common query word.
 --   * search_documents reads no index only (as its two hit functions already did): its check
 --     of each hit's document could be an index-only scan of documents_live_by_collection,
 --     whose heap reads depend on what VACUUM last marked all-visible, so the rows a call
@@ -115,11 +117,14 @@ as $$
 $$;
 
 -- Lexical hits: as migration scoped_search ranks them, with its best 50 candidates of step 1
--- ranked before any deeper one (a larger p_limit only adds results after them). Step 2 reads
--- less for the same result: the heading match looks only at sections whose chunks have a
+-- ranked before any deeper one (a larger p_limit only adds results after them). Step 2's
+-- cost is bounded by step 1's budget: it scores each candidate over the chunks step 1 read
+-- (its seed terms' chunks, by key), not over every chunk with any query term — a page of
+-- hundreds of chunks that all say `parameter` was read whole, 6,892 chunks for one query of
+-- SQLAlchemy's documentation. The heading match looks only at sections whose chunks have a
 -- query term in their heading path (no other heading can have one), and a chunk's text is
--- read for the snippet of a result only (SQLAlchemy's documentation, 1,000 queries: p95
--- 319 -> 279 ms, the same results).
+-- read for a result's snippet only. Three manuals, 1,000 queries each: the same nDCG@10 or
+-- better, p95 30/62/295 ms -> 22/38/54 ms (PostgreSQL, Sphinx, SQLAlchemy; PG 15).
 create or replace function public.search_lexical_hits(p_query text, p_collections text[], p_limit integer)
 returns table (document_id uuid, collection text, source_uri text, source_name text, title text,
                index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer,
@@ -156,6 +161,8 @@ declare
     v_highlight tsquery;
     v_queries tsquery[];
     v_candidates uuid[];
+    v_seed_documents uuid[];  -- the candidates' chunks step 1 read, by key: what step 2 scores
+    v_seed_ordinals integer[];
     v_parts public.search_query_part[];
     v_match tsquery;
 begin
@@ -233,7 +240,7 @@ begin
     end if;
     perform pg_catalog.set_config('enable_bitmapscan', 'on', true);
     with seeds as materialized (
-        select s.document_id, s.content_tsv
+        select s.document_id, s.ordinal, s.content_tsv
           from public.searchable_chunks s
          where s.content_tsv @@ v_match
          limit v_budget
@@ -246,15 +253,21 @@ begin
                  from unnest(v_queries, v_idf) as t (query, idf)
                 where s.content_tsv @@ t.query) p
          group by s.document_id
+    ), best as materialized (
+        select s.document_id, s.score from scored s order by s.score desc, s.document_id limit v_depth
     )
-    select array_agg(x.document_id order by x.score desc, x.document_id) into v_candidates
-      from (select s.document_id, s.score from scored s order by s.score desc, s.document_id limit v_depth) x;
+    select (select array_agg(b.document_id order by b.score desc, b.document_id) from best b),
+           array_agg(s.document_id order by s.document_id, s.ordinal),
+           array_agg(s.ordinal order by s.document_id, s.ordinal)
+      into v_candidates, v_seed_documents, v_seed_ordinals
+      from seeds s
+     where s.document_id in (select b.document_id from best b);
     perform pg_catalog.set_config('enable_bitmapscan', 'off', true);
     if v_candidates is null then
         return;
     end if;
 
-    -- 2. Their scores over all their matching chunks.
+    -- 2. Their scores over the chunks of theirs that step 1 read (at most the budget).
     return query
     with terms as (
         select t.lexeme, t.idf from unnest(v_lexemes, v_idf) as t (lexeme, idf)
@@ -274,13 +287,14 @@ begin
     ), chunks as materialized (
         select c.document_id, c.index_generation_id, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading,
                c.content_tsv, ts_filter(c.content_tsv, '{b}') @@ v_any as in_headings
-          from docs d
+          from unnest(v_seed_documents, v_seed_ordinals) as k (document_id, ordinal)
+          join docs d on d.id = k.document_id
          cross join lateral (  -- by the primary key: offset 0 keeps the planner from making
                                -- this a join that reads every chunk with a query term
                select c.* from public.document_chunks c
-                where c.document_id = d.id and c.index_generation_id = d.index_generation_id
+                where c.document_id = k.document_id and c.index_generation_id = d.index_generation_id
+                  and c.ordinal = k.ordinal
                offset 0) c
-         where c.content_tsv @@ v_any
     ), occurrences as materialized (
         select c.document_id, c.ordinal, u.lexeme,
                count(*) filter (where w.weight = 'A') as in_title,

@@ -2600,6 +2600,8 @@ declare
     v_highlight tsquery;
     v_queries tsquery[];
     v_candidates uuid[];
+    v_seed_documents uuid[];  -- the candidates' chunks step 1 read, by key: what step 2 scores
+    v_seed_ordinals integer[];
     v_parts public.search_query_part[];
     v_match tsquery;
 begin
@@ -2677,7 +2679,7 @@ begin
     end if;
     perform pg_catalog.set_config('enable_bitmapscan', 'on', true);
     with seeds as materialized (
-        select s.document_id, s.content_tsv
+        select s.document_id, s.ordinal, s.content_tsv
           from public.searchable_chunks s
          where s.content_tsv @@ v_match
          limit v_budget
@@ -2690,15 +2692,21 @@ begin
                  from unnest(v_queries, v_idf) as t (query, idf)
                 where s.content_tsv @@ t.query) p
          group by s.document_id
+    ), best as materialized (
+        select s.document_id, s.score from scored s order by s.score desc, s.document_id limit v_depth
     )
-    select array_agg(x.document_id order by x.score desc, x.document_id) into v_candidates
-      from (select s.document_id, s.score from scored s order by s.score desc, s.document_id limit v_depth) x;
+    select (select array_agg(b.document_id order by b.score desc, b.document_id) from best b),
+           array_agg(s.document_id order by s.document_id, s.ordinal),
+           array_agg(s.ordinal order by s.document_id, s.ordinal)
+      into v_candidates, v_seed_documents, v_seed_ordinals
+      from seeds s
+     where s.document_id in (select b.document_id from best b);
     perform pg_catalog.set_config('enable_bitmapscan', 'off', true);
     if v_candidates is null then
         return;
     end if;
 
-    -- 2. Their scores over all their matching chunks.
+    -- 2. Their scores over the chunks of theirs that step 1 read (at most the budget).
     return query
     with terms as (
         select t.lexeme, t.idf from unnest(v_lexemes, v_idf) as t (lexeme, idf)
@@ -2718,13 +2726,14 @@ begin
     ), chunks as materialized (
         select c.document_id, c.index_generation_id, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading,
                c.content_tsv, ts_filter(c.content_tsv, '{b}') @@ v_any as in_headings
-          from docs d
+          from unnest(v_seed_documents, v_seed_ordinals) as k (document_id, ordinal)
+          join docs d on d.id = k.document_id
          cross join lateral (  -- by the primary key: offset 0 keeps the planner from making
                                -- this a join that reads every chunk with a query term
                select c.* from public.document_chunks c
-                where c.document_id = d.id and c.index_generation_id = d.index_generation_id
+                where c.document_id = k.document_id and c.index_generation_id = d.index_generation_id
+                  and c.ordinal = k.ordinal
                offset 0) c
-         where c.content_tsv @@ v_any
     ), occurrences as materialized (
         select c.document_id, c.ordinal, u.lexeme,
                count(*) filter (where w.weight = 'A') as in_title,
