@@ -1,17 +1,18 @@
-"""Lexical and hybrid search latency at 1x and 10x the PostgreSQL 15 manual (issue 35).
+"""Lexical and hybrid search latency at 1x and 10x a manual (issues 35, 46): the PostgreSQL
+15 manual by default, or --corpus sphinx / sqlalchemy (bench/corpora.py).
 
-The database: every HTML page of the manual (bench/bookindex.py finds or installs Debian's
-`postgresql-doc-15`) indexed by `ingest enqueue` and `ingest work --drain --embedder hash`
+The database: every HTML page of the corpus (bench/corpora.py finds or fetches its Debian
+package) indexed by `ingest enqueue` and `ingest work --drain --embedder hash`
 (so that hybrid search has vectors; the database migrated for that embedder, which builds
 its HNSW index), then the janitor's compaction of the term counts and
 VACUUM ANALYZE. That is 1x. 10x: the committed rows (documents, generations, pages,
-sections, chunks: vectors and embeddings as they are) copied --copies times (default 9)
+sections, chunks and their searchable_chunks rows: vectors and embeddings as they are) copied --copies times (default 9)
 inside the database under new ids and source keys, in the same collection, with their term
 counts, then compaction and VACUUM ANALYZE again.
 
 Queries: --queries (default 200): --common of them (default 20) are the words in the most
-documents (a lexeme that is a whole word), the rest index terms of the manual's
-back-of-book index (the judgments of bench/search_quality.py, sampled with --seed). Each
+documents (a lexeme that is a whole word), the rest entries of the corpus's index (the
+judgments of bench/search_quality.py, sampled with --seed). Each
 is searched with ingestion_pipeline.search.search(conn, q, mode=…, limit=10) in lexical and
 in hybrid mode (the query's vector from the hash embedder), --warmup untimed rounds then
 --rounds timed ones; a query's time is its median over the rounds, timed at the client.
@@ -36,8 +37,9 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
+import corpora
 import psycopg
-from bookindex import MANUAL, manual_folder, page_files, read_judgments, sample
+from bookindex import sample
 from common import (
     command_line,
     connect,
@@ -57,7 +59,14 @@ from ingestion_pipeline.search import search
 from ingestion_pipeline.settings import load_settings
 
 DATABASE = "bench_search_latency"
-COPIED = ["documents", "index_generations", "document_pages", "document_sections", "document_chunks"]
+COPIED = [
+    "documents",
+    "index_generations",
+    "document_pages",
+    "document_sections",
+    "document_chunks",
+    "searchable_chunks",  # what lexical search reads (its trigger is off while rows are copied)
+]
 # How a copied row's columns change: new ids for the document and its generation, a source key
 # and a content hash of its own (both are unique among live documents).
 RENAMED = {
@@ -139,10 +148,8 @@ def sizes(conn: psycopg.Connection) -> str:
     return f"{row['documents']:,} documents, {row['chunks']:,} committed chunks, document_chunks {row['size']}"
 
 
-def pick_queries(conn: psycopg.Connection, count: int, common: int, seed: int) -> list[Query]:
-    files = page_files(manual_folder(MANUAL))
-    judged = read_judgments(MANUAL, {path.name for path in files})
-    terms = [Query(j.query, "index term") for j in sample(judged.queries, count - common, seed)]
+def pick_queries(conn: psycopg.Connection, corpus: corpora.Corpus, count: int, common: int, seed: int) -> list[Query]:
+    terms = [Query(j.query, "index term") for j in sample(corpus.judged.queries, count - common, seed)]
     words = conn.execute(
         """select lexeme from search_term_counts
             where lexeme ~ '^[a-z]{3,}$' and tsvector_to_array(to_tsvector('english', lexeme)) = array[lexeme]
@@ -204,6 +211,7 @@ def report(queries: list[Query], scales: list[str], modes: list[str]) -> None:
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", choices=corpora.NAMES, default="postgres", help="the manual (default postgres)")
     parser.add_argument("--database-url", help="a superuser's server URL (default: a private embedded server)")
     parser.add_argument("--copies", type=int, default=9, help="copies added for the larger scale (default 9: 10x)")
     parser.add_argument("--queries", type=int, default=200, help="queries (default 200)")
@@ -220,6 +228,7 @@ def main() -> None:
     print(f"$ {command_line()}")
     modes = ["lexical"] if args.lexical_only else ["lexical", "hybrid"]
     embedder = embedder_from_settings(load_settings(), "hash")
+    corpus = corpora.load(args.corpus)
     server_cm = embedded_server() if not args.database_url else contextlib.nullcontext(args.database_url)
     with server_cm as server:
         print(machine_line(server), flush=True)
@@ -230,10 +239,11 @@ def main() -> None:
             if cli.main(["db", "migrate", "--database-url", uri]) != 0:
                 raise SystemExit("ingest db migrate failed")
             began = time.monotonic()
-            index_pages(uri, page_files(manual_folder(MANUAL)), "--embedder", "hash")
+            index_pages(uri, corpus.files, "--embedder", "hash", batch=corpus.name)
             with connect(uri) as conn:
                 print(f"1x built in {time.monotonic() - began:.0f} s (compaction {settle(conn)}): {sizes(conn)}")
-                queries = pick_queries(conn, args.queries, args.common, args.seed)
+                print(f"corpus: {corpus.name}, {len(corpus.files):,} pages")
+                queries = pick_queries(conn, corpus, args.queries, args.common, args.seed)
                 measure(conn, queries, "1x", modes, args.rounds, args.warmup, embedder)
                 scales = ["1x"]
                 if args.copies:
