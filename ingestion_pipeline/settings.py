@@ -77,7 +77,10 @@ class Settings(BaseSettings):
     max_attempts: int = Field(default=3, ge=1, le=100)
     retry_backoff_seconds: float = Field(default=5.0, ge=0)
     retry_backoff_max_seconds: float = Field(default=300.0, ge=0)
-    embedder: str = Field(default="none", pattern="^(none|hash|openai)$")
+    # wordllama: the static model inside the wordllama package, offline (docs/embeddings.md)
+    embedder: str = Field(default="wordllama", pattern="^(none|hash|wordllama|static|openai)$")
+    # INGEST_EMBEDDER=static: a Model2Vec or sentence-transformers StaticEmbedding folder.
+    static_model_path: str | None = None
     # INGEST_EMBEDDER=openai: any OpenAI-compatible /embeddings endpoint (docs/embeddings.md).
     openai_base_url: str = Field(default="https://api.openai.com/v1")
     openai_model: str | None = None
@@ -176,6 +179,11 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"{ENV_PREFIX}OPENAI_MODEL must be set when {ENV_PREFIX}EMBEDDER=openai "
                 "(the embedding model's name, e.g. text-embedding-3-small)"
+            )
+        if self.embedder == "static" and not self.static_model_path:
+            raise ValueError(
+                f"{ENV_PREFIX}STATIC_MODEL_PATH must be set when {ENV_PREFIX}EMBEDDER=static "
+                "(a Model2Vec or sentence-transformers StaticEmbedding folder)"
             )
         if self.worker_concurrency is None:
             self.worker_concurrency = min(4 + 4 * self.parse_processes, 64)

@@ -1,6 +1,7 @@
-"""Optional embeddings for chunks, chosen by INGEST_EMBEDDER (`embedder_from_settings`):
-`none`, `hash` (local and dependency-free, for tests and demos) and `openai` (any
-OpenAI-compatible endpoint, processing/openai_embedder.py)."""
+"""Embeddings for chunks, chosen by INGEST_EMBEDDER (`embedder_from_settings`): `wordllama`
+(the default: a static model shipped inside a package, offline; processing/static_embedder.py),
+`static` (such a model from a folder), `openai` (any OpenAI-compatible endpoint,
+processing/openai_embedder.py), `hash` (dependency-free, for tests) and `none`."""
 
 from __future__ import annotations
 
@@ -79,9 +80,25 @@ def _openai(settings: Settings) -> Embedder:
     return OpenAIEmbedder.from_settings(settings)
 
 
+def _wordllama(settings: Settings) -> Embedder:
+    from .static_embedder import StaticEmbedder, wordllama_model
+
+    return StaticEmbedder(wordllama_model())
+
+
+def _static(settings: Settings) -> Embedder:
+    from .static_embedder import StaticEmbedder, folder_model
+
+    if not settings.static_model_path:
+        raise ConfigError("bad settings: INGEST_STATIC_MODEL_PATH must be set when INGEST_EMBEDDER=static")
+    return StaticEmbedder(folder_model(settings.static_model_path))
+
+
 _EMBEDDERS: dict[str, Callable[[Settings], Embedder]] = {
     "none": lambda settings: NoEmbedder(),
     "hash": lambda settings: HashEmbedder(),
+    "wordllama": _wordllama,
+    "static": _static,
     "openai": _openai,
 }
 

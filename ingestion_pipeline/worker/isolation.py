@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import concurrent.futures.process
+import contextlib
 import ctypes
 import logging
 import multiprocessing
@@ -141,12 +142,18 @@ def can_run_in_child(embedder: Embedder) -> bool:
     return True
 
 
-def _start_child(memory_bytes: int) -> None:
+def _start_child(memory_bytes: int, embedder: Embedder | None = None) -> None:
     """Each child, once: cap its address space; lead a process group of its own (the
     parent's deadline kills the group); die with the worker even when the worker is killed
-    outright (Linux)."""
+    outright (Linux); load the embedder's model before taking a task, so that loading it is
+    not on any parse's clock."""
     lead_own_process_group()
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    warm = getattr(embedder, "warm", None)
+    if callable(warm):
+        # A model that does not load fails again at the first embed, failing that job clearly.
+        with contextlib.suppress(Exception):
+            warm()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -184,9 +191,16 @@ class ParsePool:
     replaces the child, no back-off); the job row bounds how often one job is refunded for
     it (migration …_release_worker_faults.sql)."""
 
-    def __init__(self, limits: ParseLimits, target: Callable[..., Processed] = process_document_in_child):
+    def __init__(
+        self,
+        limits: ParseLimits,
+        target: Callable[..., Processed] = process_document_in_child,
+        *,
+        embedder: Embedder | None = None,
+    ):
         self.limits = limits
         self.target = target
+        self._warm = embedder if embedder is not None and can_run_in_child(embedder) else None
         self._pool: pebble.ProcessPool | None = None
         self._generation = 0  # +1 at every rebuild: a task knows whether its pool is gone
         self._lock = threading.Lock()
@@ -208,7 +222,7 @@ class ParsePool:
                     max_workers=self.limits.processes,
                     max_tasks=self.limits.tasks_per_child,
                     initializer=_start_child,
-                    initargs=(self.limits.memory_bytes,),
+                    initargs=(self.limits.memory_bytes, self._warm),
                     context=context,
                 )
             return self._pool, self._generation

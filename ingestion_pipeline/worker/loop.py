@@ -80,6 +80,7 @@ class Worker:
         self.leases = LeaseKeeper(
             self.rpc, self.worker_id, settings.heartbeat_interval_seconds, job_timeout=settings.job_timeout_seconds
         )
+        embedder = embedder or embedder_from_settings(settings)
         # Parsing children (none: parse in the jobs' threads), started when the first job parses.
         processes = settings.parse_processes if parse_processes is None else parse_processes
         self.parse_pool = (
@@ -93,6 +94,7 @@ class Worker:
                     fault_backoff_max_seconds=min(settings.retry_backoff_max_seconds, 60.0),
                 ),
                 target=parse_target,
+                embedder=embedder,
             )
             if processes > 0
             else None
@@ -107,7 +109,7 @@ class Worker:
             leases=self.leases,
             acks=self.acks,
             processor=processor,
-            embedder=embedder or embedder_from_settings(settings),
+            embedder=embedder,
             chunking=chunking or ChunkingOptions(),
             max_bytes=settings.max_file_bytes,
             retry_backoff_seconds=settings.retry_backoff_seconds,

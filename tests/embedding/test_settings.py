@@ -10,6 +10,7 @@ from ingestion_pipeline.errors import ConfigError
 from ingestion_pipeline.orchestration.resources import ProcessingResource
 from ingestion_pipeline.processing import HashEmbedder, NoEmbedder, embedder_from_settings
 from ingestion_pipeline.processing.openai_embedder import OpenAIEmbedder
+from ingestion_pipeline.processing.static_embedder import StaticEmbedder
 from ingestion_pipeline.settings import load_settings
 from tests.settings_env import clean_env, config_error  # noqa: F401 - clean_env is an autouse fixture
 
@@ -18,7 +19,8 @@ KEY = "sk-test-0123456789"
 
 def test_defaults():
     s = load_settings()
-    assert s.embedder == "none"
+    assert s.embedder == "wordllama"
+    assert s.static_model_path is None
     assert (s.openai_base_url, s.openai_model, s.openai_dimensions, s.openai_api_key) == (
         "https://api.openai.com/v1",
         None,
@@ -141,6 +143,7 @@ def test_the_dagster_resource_uses_the_settings_embedder_unless_it_names_one(mon
     settings = load_settings(embedder="openai")
     assert isinstance(ProcessingResource().make_embedder(settings), OpenAIEmbedder)
     assert isinstance(ProcessingResource(embedder="hash").make_embedder(settings), HashEmbedder)
-    assert isinstance(ProcessingResource().make_embedder(load_settings()), NoEmbedder)
+    assert isinstance(ProcessingResource().make_embedder(load_settings()), StaticEmbedder)
+    assert isinstance(ProcessingResource().make_embedder(load_settings(embedder="none")), NoEmbedder)
     with pytest.raises(ConfigError, match=r"^bad settings: INGEST_OPENAI_MODEL must be set"):
         ProcessingResource(embedder="openai").make_embedder(load_settings(openai_model=None))

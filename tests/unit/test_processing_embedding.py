@@ -118,7 +118,7 @@ def test_embedder_from_settings_unknown_lists_the_choices():
     with pytest.raises(
         ConfigError,
         match=r"^bad setting INGEST_EMBEDDER: unknown embedder 'bert'; "
-        r"choose one of: hash, none, openai$",
+        r"choose one of: hash, none, openai, static, wordllama$",
     ):
         embedder_from_settings(load_settings(embedder="none"), "bert")
 

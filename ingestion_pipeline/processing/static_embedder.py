@@ -1,0 +1,186 @@
+"""Static embeddings: one learned vector per token, averaged over a text's tokens and scaled
+to unit length. No network, no GPU, about 0.1 ms per chunk on one core.
+
+Two sources, one format (a `safetensors` file holding a vocabulary x dimensions matrix, and a
+Hugging Face `tokenizer.json`):
+
+- `wordllama` (the default embedder): the 256-dimension `l2_supercat` weights and tokenizer
+  that the `wordllama` package (MIT) carries inside its wheel. Its files are read directly:
+  importing the package would configure the root logger (its `inference` module calls
+  `logging.basicConfig`), and its own loader looks for the tokenizer in a folder the wheel
+  does not have and then tries to download it.
+- `static`: a folder in the same format from a path (INGEST_STATIC_MODEL_PATH): a Model2Vec
+  model (`model.safetensors` with `embeddings`, as `potion-base-8M` or `potion-retrieval-32M`
+  are saved), or a sentence-transformers `StaticEmbedding` module folder.
+
+The arithmetic is WordLlama's own (tokens without special tokens, no truncation, mean, L2
+norm): tests/embedding/test_static_embedder.py checks our vectors against the package's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ingestion_pipeline.errors import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
+    from tokenizers import Tokenizer
+
+_WEIGHTS = ("model.safetensors", "embeddings.safetensors")
+# Loaded models, per process: every task sends the parsing child a new (unpickled) embedder,
+# and the child loads its model once, when it starts (`warm`, from worker/isolation.py).
+_LOADED: dict[StaticModel, tuple[np.ndarray[Any, Any], Tokenizer]] = {}
+_TENSORS = ("embeddings", "embedding.weight")
+
+
+@dataclass(frozen=True)
+class StaticModel:
+    """Where a static model's files are, and what to call it."""
+
+    name: str
+    weights: Path
+    tokenizer: Path
+    version: str
+
+
+def wordllama_model() -> StaticModel:
+    """The weights inside the installed `wordllama` package (found without importing it)."""
+    spec = importlib.util.find_spec("wordllama")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("bad setting INGEST_EMBEDDER: wordllama is not installed (pip install wordllama)")
+    root = Path(next(iter(spec.submodule_search_locations)))
+    model = StaticModel(
+        name="wordllama-l2-supercat-256",
+        weights=root / "weights" / "l2_supercat_256.safetensors",
+        tokenizer=root / "tokenizers" / "l2_supercat_tokenizer_config.json",
+        version=_package_version("wordllama"),
+    )
+    for path in (model.weights, model.tokenizer):
+        if not path.is_file():
+            raise ConfigError(f"bad setting INGEST_EMBEDDER: the wordllama package has no {path.name} (reinstall it)")
+    return model
+
+
+def folder_model(path: str | Path) -> StaticModel:
+    """A Model2Vec or sentence-transformers StaticEmbedding folder; its version is the
+    weights' digest, so a changed model is a different model."""
+    folder = Path(path).expanduser()
+    if (folder / "0_StaticEmbedding").is_dir():  # a whole sentence-transformers model
+        folder = folder / "0_StaticEmbedding"
+    if not folder.is_dir():
+        raise ConfigError(f"bad setting INGEST_STATIC_MODEL_PATH: {str(folder)!r} is not a folder")
+    weights = next((folder / name for name in _WEIGHTS if (folder / name).is_file()), None)
+    tokenizer = folder / "tokenizer.json"
+    if weights is None or not tokenizer.is_file():
+        raise ConfigError(
+            f"bad setting INGEST_STATIC_MODEL_PATH: {str(folder)!r} needs model.safetensors and tokenizer.json "
+            "(a Model2Vec or sentence-transformers StaticEmbedding folder)"
+        )
+    return StaticModel(f"static:{folder.resolve().name}", weights, tokenizer, _digest(weights))
+
+
+class StaticEmbedder:
+    """Mean of the tokens' vectors, unit length. Loads its files on first use, in the process
+    that embeds (the worker's parsing children): what is pickled to them is the paths only."""
+
+    runs_in_child = True  # CPU work: the parsing children have the cores
+    batch_size = 256
+
+    def __init__(self, model: StaticModel) -> None:
+        self.model = model
+        self.name = model.name
+        self.dimensions: int | None = _read_dimensions(model.weights)
+        self._matrix: np.ndarray[Any, Any] | None = None
+        self._tokenizer: Tokenizer | None = None
+
+    @property
+    def version(self) -> str:
+        return self.model.version
+
+    def __getstate__(self) -> dict[str, object]:
+        return {"model": self.model, "name": self.name, "dimensions": self.dimensions}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _matrix=None, _tokenizer=None)
+
+    def embed(self, texts: list[str]) -> list[list[float]] | None:
+        import numpy as np
+
+        matrix, tokenizer = self._load()
+        vectors = np.zeros((len(texts), matrix.shape[1]), dtype=np.float32)
+        for row, encoding in enumerate(tokenizer.encode_batch(texts, add_special_tokens=False)):
+            ids = np.asarray(encoding.ids, dtype=np.int64)
+            if ids.size:
+                vectors[row] = matrix[np.clip(ids, 0, matrix.shape[0] - 1)].mean(axis=0)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        np.divide(vectors, norms, out=vectors, where=norms > 0)
+        return vectors.tolist()  # type: ignore[no-any-return]
+
+    def warm(self) -> None:
+        """Load the model now (a parsing child, before it takes a task: not on a parse's clock)."""
+        self._load()
+
+    def _load(self) -> tuple[np.ndarray[Any, Any], Tokenizer]:
+        if self._matrix is None or self._tokenizer is None:
+            if self.model not in _LOADED:
+                _LOADED[self.model] = _read_model(self.model)
+            self._matrix, self._tokenizer = _LOADED[self.model]
+        return self._matrix, self._tokenizer
+
+
+def _read_model(model: StaticModel) -> tuple[np.ndarray[Any, Any], Tokenizer]:
+    import numpy as np
+    from tokenizers import Tokenizer
+
+    matrix = np.ascontiguousarray(_read_matrix(model.weights), dtype=np.float32)
+    tokenizer = Tokenizer.from_file(str(model.tokenizer))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return matrix, tokenizer
+
+
+def _read_matrix(path: Path) -> np.ndarray[Any, Any]:
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="np") as tensors:
+        name = _tensor_name(path, list(tensors.keys()))
+        matrix: np.ndarray[Any, Any] = tensors.get_tensor(name)
+    return matrix
+
+
+def _read_dimensions(path: Path) -> int:
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="np") as tensors:
+        shape = tensors.get_slice(_tensor_name(path, list(tensors.keys()))).get_shape()
+    if len(shape) != 2 or shape[1] < 1:
+        raise ConfigError(f"bad static model {str(path)!r}: expected a vocabulary x dimensions matrix, got {shape}")
+    return int(shape[1])
+
+
+def _tensor_name(path: Path, names: list[str]) -> str:
+    for name in (*_TENSORS, *(names if len(names) == 1 else ())):
+        if name in names:
+            return str(name)
+    raise ConfigError(f"bad static model {str(path)!r}: no tensor named {' or '.join(_TENSORS)} (found {names})")
+
+
+def _package_version(package: str) -> str:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _digest(path: Path) -> str:
+    hasher = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            hasher.update(block)
+    return hasher.hexdigest()[:16]

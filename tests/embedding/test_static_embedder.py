@@ -1,0 +1,133 @@
+"""The default embedder (`wordllama`) and static model folders (`static`): real weights from
+the wordllama package, no network."""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ingestion_pipeline.errors import ConfigError
+from ingestion_pipeline.processing import embedder_from_settings
+from ingestion_pipeline.processing.static_embedder import StaticEmbedder, folder_model, wordllama_model
+from ingestion_pipeline.settings import load_settings
+from tests.settings_env import clean_env  # noqa: F401 - an autouse fixture
+
+TEXTS = [
+    "Stop a job that is still in progress and give its worker back.",
+    "The bakery sells sourdough bread and croissants every morning.",
+    "PostgreSQL builds a GIN index over the tsvector column.",
+    "",
+]
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+def test_the_default_embedder_is_wordllama_and_needs_no_network():
+    embedder = embedder_from_settings(load_settings())
+    assert isinstance(embedder, StaticEmbedder)
+    assert (embedder.name, embedder.dimensions) == ("wordllama-l2-supercat-256", 256)
+    vectors = embedder.embed(TEXTS)
+    assert vectors is not None and len(vectors) == 4
+    assert all(len(v) == 256 for v in vectors)
+    assert all(math.isclose(_cosine(v, v), 1.0, rel_tol=1e-5) for v in vectors[:3])
+    assert vectors[3] == [0.0] * 256  # no tokens: a zero vector, not NaN
+
+
+def test_a_paraphrase_is_nearer_than_an_unrelated_text():
+    embedder = embedder_from_settings(load_settings())
+    query, answer, unrelated, _ = embedder.embed(["How can I cancel a running task?", *TEXTS[:2], "x"]) or []
+    assert _cosine(query, answer) > _cosine(query, unrelated) + 0.1
+
+
+def test_our_vectors_are_the_packages_own():
+    """WordLlama's inference, run apart: importing it configures the root logger."""
+    script = (
+        "import json, sys, numpy as np\n"
+        "from pathlib import Path\n"
+        "from safetensors import safe_open\n"
+        "from tokenizers import Tokenizer\n"
+        "from wordllama.inference import WordLlamaInference\n"
+        "w, t = sys.argv[1:3]\n"
+        "with safe_open(w, framework='np') as f: m = f.get_tensor('embedding.weight')\n"
+        "out = WordLlamaInference(m, Tokenizer.from_file(t)).embed(json.loads(sys.argv[3]), norm=True)\n"
+        "print(json.dumps(out.tolist()))\n"
+    )
+    model = wordllama_model()
+    theirs = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", script, str(model.weights), str(model.tokenizer), json.dumps(TEXTS[:3])],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
+    ours = StaticEmbedder(model).embed(TEXTS[:3]) or []
+    assert max(abs(a - b) for x, y in zip(ours, theirs, strict=True) for a, b in zip(x, y, strict=True)) < 1e-5
+
+
+def test_pickling_sends_the_paths_not_the_matrix():
+    embedder = StaticEmbedder(wordllama_model())
+    before = embedder.embed(TEXTS[:1])
+    blob = pickle.dumps(embedder)
+    assert len(blob) < 10_000  # the loaded 32,000 x 256 matrix stays behind
+    assert pickle.loads(blob).embed(TEXTS[:1]) == before  # noqa: S301 - our own bytes
+
+
+def _model2vec_folder(tmp_path: Path) -> Path:
+    """The package's weights saved as a Model2Vec model is saved."""
+    from safetensors import safe_open
+    from safetensors.numpy import save_file
+
+    model = wordllama_model()
+    with safe_open(str(model.weights), framework="np") as tensors:
+        matrix = tensors.get_tensor("embedding.weight")
+    folder = tmp_path / "potion-like"
+    folder.mkdir()
+    save_file({"embeddings": matrix}, str(folder / "model.safetensors"))
+    shutil.copy(model.tokenizer, folder / "tokenizer.json")
+    return folder
+
+
+def test_a_model2vec_folder_loads_and_is_named_by_its_weights(tmp_path):
+    folder = _model2vec_folder(tmp_path)
+    embedder = embedder_from_settings(load_settings(embedder="static", static_model_path=str(folder)))
+    assert isinstance(embedder, StaticEmbedder)
+    assert (embedder.name, embedder.dimensions, len(embedder.version)) == ("static:potion-like", 256, 16)
+    assert embedder.embed(TEXTS[:2]) == StaticEmbedder(wordllama_model()).embed(TEXTS[:2])
+
+
+def test_a_sentence_transformers_static_module_loads(tmp_path):
+    inner = _model2vec_folder(tmp_path)
+    outer = tmp_path / "st-model"
+    outer.mkdir()
+    inner.rename(outer / "0_StaticEmbedding")
+    assert folder_model(outer).weights.parent.name == "0_StaticEmbedding"
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        ("missing", r"is not a folder"),
+        ("empty", r"needs model\.safetensors and tokenizer\.json"),
+    ],
+)
+def test_a_bad_folder_is_one_clear_line(tmp_path, setup, message):
+    folder = tmp_path / "model"
+    if setup == "empty":
+        folder.mkdir()
+    with pytest.raises(ConfigError, match=rf"^bad setting INGEST_STATIC_MODEL_PATH: .*{message}"):
+        folder_model(folder)
+
+
+def test_static_without_a_path_is_refused():
+    with pytest.raises(ConfigError, match=r"^bad settings: INGEST_STATIC_MODEL_PATH must be set when INGEST_EMB"):
+        load_settings(embedder="static")
