@@ -2456,10 +2456,10 @@ CREATE FUNCTION public.search_documents(p_query text, p_collections text[] DEFAU
     SET plan_cache_mode TO 'force_custom_plan'
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
+    SET enable_indexonlyscan TO 'off'
     SET enable_hashjoin TO 'off'
     SET enable_mergejoin TO 'off'
     SET client_min_messages TO 'warning'
-    SET enable_indexonlyscan TO 'off'
     AS $$
 #variable_conflict use_column
 declare
@@ -2508,10 +2508,15 @@ begin
         select 'vector'::text, h.*
           from public.search_vector_hits(p_query_embedding, p_collections, v_depth) h
          where p_mode <> 'lexical'
+    ), tops as (  -- each list's best score, to put the lexical scores on the cosine's 0..1 scale
+        select l.list, max(l.score) as top from lists l group by l.list
     ), fused as (
         select l.document_id, min(l.n) as n,
-               case when p_mode = 'hybrid' then sum(1.0::float8 / (60 + l.n)) else max(l.score) end as score
+               case when p_mode <> 'hybrid' then max(l.score)
+                    else sum(case when l.list = 'lexical' then 0.5 * l.score / nullif(t.top, 0)
+                                  else 0.5 * greatest(l.score, 0) end order by l.list) end as score
           from lists l
+          join tops t on t.list = l.list
          group by l.document_id
     ), shown as (
         select distinct on (l.document_id) l.*

@@ -22,11 +22,13 @@ def register(commands: Commands) -> None:
         help="search the committed index: one result per document, best first",
         description="Lexical mode ranks documents by how much of the query they cover (a missing word "
         "lowers a page, it does not drop it), title and headings above body text. Vector mode "
-        "ranks by embedding similarity (needs INGEST_EMBEDDER, the one the documents were "
-        "indexed with); hybrid fuses both lists by reciprocal rank.",
+        "ranks by embedding similarity (INGEST_EMBEDDER's, the one the documents were indexed "
+        "with); hybrid fuses both lists. The default is hybrid, or lexical with INGEST_EMBEDDER=none.",
     )
     parser.add_argument("query", help='web-search syntax: words, "phrases", -excluded')
-    parser.add_argument("--mode", choices=MODES, default="lexical", help="default: lexical")
+    parser.add_argument(
+        "--mode", choices=MODES, default=None, help="default: hybrid (lexical when INGEST_EMBEDDER=none)"
+    )
     parser.add_argument("--limit", type=positive_int, default=10, help="results (default 10)")
     parser.add_argument(
         "--collection",
@@ -69,7 +71,7 @@ def print_search(
     settings: Settings,
     text: str,
     *,
-    mode: Mode = "lexical",
+    mode: Mode | None = None,
     limit: int = 10,
     as_json: bool = False,
     collections: list[str] | None = None,

@@ -18,29 +18,37 @@ from ingestion_pipeline.processing.errors import EmbeddingUnavailable
 from .model import MODES, Hit, Mode
 from .rpc import Reader, search_documents
 
-__all__ = ["MODES", "Hit", "Mode", "Reader", "search"]
+__all__ = ["MODES", "Hit", "Mode", "Reader", "default_mode", "search"]
 
 
 def search(
     conn: psycopg.Connection[DictRow],
     text: str,
     *,
-    mode: Mode = "lexical",
+    mode: Mode | None = None,
     limit: int = 10,
     embedder: Embedder | None = None,
     collections: list[str] | None = None,
     reader: Reader | None = None,
 ) -> list[Hit]:
     """One hit per document, best first, of `collections` only (None or empty: of all the
-    caller may read). `reader`: search as that app reader would (rpc.Reader)."""
+    caller may read). `reader`: search as that app reader would (rpc.Reader). `mode` None:
+    hybrid when `embedder` makes vectors, else lexical (`default_mode`)."""
     if not text.strip():
         raise IngestError("the search query is empty")
+    mode = mode or default_mode(embedder)
     if mode not in MODES:
         raise IngestError(f"unknown search mode {mode!r}; choose one of: {', '.join(MODES)}")
     vector = None if mode == "lexical" else _query_vector(text, embedder, mode)
     return search_documents(
         conn, text, mode=mode, limit=limit, embedding=vector, collections=collections, reader=reader
     )
+
+
+def default_mode(embedder: Embedder | None) -> Mode:
+    """Hybrid where the queries can be embedded: over an index without vectors it ranks as
+    lexical does (the vector list is empty)."""
+    return "lexical" if embedder is None or embedder.name == "none" else "hybrid"
 
 
 def _query_vector(text: str, embedder: Embedder | None, mode: str) -> list[float]:

@@ -1,15 +1,17 @@
 """The search RPC's parts in SQL: a web-search query split into terms (search_query_terms),
-and hybrid mode's reciprocal rank fusion of the lexical and the vector lists."""
+and hybrid mode's fusion of the lexical and the vector lists' scores."""
 
 from __future__ import annotations
 
 import pytest
 
 from ingestion_pipeline.db.connection import connect
+from ingestion_pipeline.processing import NoEmbedder
 from ingestion_pipeline.search import search
 from tests.vector.corpus import EMBEDDER, index_folder, write_corpus
 
-K = 60  # the fusion's constant (Cormack, Clarke and Büttcher, 2009)
+# migration 20261205000100: half the lexical score over its list's best, half the cosine
+LEXICAL_SHARE = 0.5
 
 
 @pytest.mark.parametrize(
@@ -42,17 +44,19 @@ def test_query_terms(conn, text, included, excluded):
         )
 
 
-def test_hybrid_is_the_reciprocal_rank_fusion_of_both_lists(db_url, tmp_path):
+def test_hybrid_adds_the_lexical_score_over_its_best_and_the_cosine(db_url, tmp_path):
     index_folder(db_url, write_corpus(tmp_path / "corpus"))
     with connect(db_url) as conn:
         for text in ("otter river stream", "lamp of the lighthouse and a kettle of tea", "volcano ash"):
             depth = 5 * 4
-            lists = [search(conn, text, mode=mode, limit=depth, embedder=EMBEDDER) for mode in ("lexical", "vector")]
+            lexical, vector = (
+                search(conn, text, mode=mode, limit=depth, embedder=EMBEDDER) for mode in ("lexical", "vector")
+            )
             fused: dict = {}
             shown: dict = {}
-            for hits in lists:
+            for hits, weight in ((lexical, LEXICAL_SHARE / lexical[0].score), (vector, 1 - LEXICAL_SHARE)):
                 for rank, hit in enumerate(hits, start=1):
-                    fused[hit.document_id] = fused.get(hit.document_id, 0.0) + 1.0 / (K + rank)
+                    fused[hit.document_id] = fused.get(hit.document_id, 0.0) + weight * max(hit.score, 0.0)
                     if hit.document_id not in shown or rank < shown[hit.document_id][0]:
                         shown[hit.document_id] = (rank, hit)
             expected = sorted(fused, key=lambda doc: (-fused[doc], str(doc)))[:4]
@@ -65,3 +69,15 @@ def test_hybrid_is_the_reciprocal_rank_fusion_of_both_lists(db_url, tmp_path):
                     shown[hit.document_id][1].chunk_ordinal,
                     shown[hit.document_id][1].snippet,
                 )
+
+
+def test_hybrid_over_an_index_without_vectors_ranks_as_lexical(db_url, tmp_path):
+    index_folder(db_url, write_corpus(tmp_path / "corpus"), embedder=NoEmbedder())
+    with connect(db_url) as conn:
+        for text in ("otter river stream", "volcano ash"):
+            lexical = search(conn, text, mode="lexical", limit=4)
+            hybrid = search(conn, text, mode="hybrid", limit=4, embedder=EMBEDDER)
+            assert lexical and [h.document_id for h in hybrid] == [h.document_id for h in lexical]
+            # and the default mode is hybrid where the query can be embedded, lexical where not
+            assert search(conn, text, limit=4, embedder=EMBEDDER) == hybrid
+            assert search(conn, text, limit=4) == lexical
