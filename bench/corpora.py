@@ -5,8 +5,9 @@
   sphinx      Sphinx 5.3's manual, judged by its general index (bench/sphinxindex.py)
   sqlalchemy  SQLAlchemy 1.4's documentation, judged by its general index
 
-None of them is committed; each comes from a Debian documentation package. `python3-doc` and
-FAQ pages are held out for independent evaluation: never add them here.
+None of them is committed; each comes from a Debian documentation package. `python3-doc` is
+held out for independent evaluation: never add it here. FAQ pages judge questions, not index
+terms: they are bench/faqcorpus.py's (whose held-out FAQs are python3-doc's, Django's, git's).
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import corpora
+import fusion
 from baselines import Searcher, bm25s_searcher, tantivy_searcher
 from bookindex import MANUAL, Judgment, sample
 from common import (
@@ -59,7 +60,9 @@ from common import (
 from ingestion_pipeline import cli
 from ingestion_pipeline.db.migrate import migrate
 from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.processing import embedder_from_settings
 from ingestion_pipeline.search import search
+from ingestion_pipeline.settings import load_settings
 
 DATABASE = "bench_search_quality"
 DEPTH = 10
@@ -97,7 +100,7 @@ def index_pages(uri: str, files: list[Path], *work_options: str, batch: str = "p
         raise SystemExit("ingest work failed")
 
 
-def measure_ours(server: str, corpus: corpora.Corpus, queries: list[Judgment], args: argparse.Namespace) -> Run:
+def measure_ours(server: str, corpus: corpora.Corpus, queries: list[Judgment], args: argparse.Namespace) -> list[Run]:
     name = f"{DATABASE}_{corpus.name}"
     uri = db_uri(server, name)
     reuse = args.keep and database_exists(server, name)
@@ -118,10 +121,20 @@ def measure_ours(server: str, corpus: corpora.Corpus, queries: list[Judgment], a
             print(f"{corpus.name}: {done}: {index_counts(conn)}", flush=True)
             errors: list[str] = []
             names = {path.as_uri(): corpus.page_name(path) for path in corpus.files}
-            run = run_queries("this project, lexical (`search()`)", lambda q: _ours(conn, q, names, errors), queries)
+            embedder = embedder_from_settings(load_settings())
+            runs = [
+                run_queries(
+                    f"this project, {mode or 'default'}",
+                    lambda q, mode=mode: _ours(conn, q, names, errors, mode, embedder),
+                    queries,
+                )
+                for mode in ("lexical", None)
+            ]
+            if args.fusions:
+                runs += fusion_runs(conn, queries, names, embedder)
         if errors:
             print(f"{len(errors)} queries refused by search(), counted as no results: {errors[:5]}")
-        return run
+        return runs
     finally:
         if not args.keep:
             drop_database(server, name)
@@ -132,9 +145,20 @@ def database_exists(server: str, name: str) -> bool:
         return conn.execute("select 1 from pg_database where datname = %s", (name,)).fetchone() is not None
 
 
-def _ours(conn, text: str, names: dict[str, str], errors: list[str]) -> list[str]:
+def fusion_runs(conn, queries: list[Judgment], names: dict[str, str], embedder) -> list[Run]:
+    """bench/fusion.py's candidates over the lexical and vector lists, 50 deep."""
+    lists: dict[str, list[fusion.Ranked]] = {"lexical": [], "vector": []}
+    for judgment in queries:
+        for mode, ranked in lists.items():
+            hits = search(conn, judgment.query, mode=mode, limit=fusion.DEPTH, embedder=embedder)  # type: ignore[arg-type]
+            ranked.append([(names.get(h.source_uri or "", h.source_name), h.score) for h in hits])
+    zero = [0.0] * len(queries)
+    return [Run(f"fusion: {k}", r, zero) for k, r in fusion.fused(lists["lexical"], lists["vector"]).items()]
+
+
+def _ours(conn, text: str, names: dict[str, str], errors: list[str], mode=None, embedder=None) -> list[str]:
     try:
-        hits = search(conn, text, mode="lexical", limit=DEPTH)
+        hits = search(conn, text, mode=mode, limit=DEPTH, embedder=embedder)
     except IngestError as exc:
         errors.append(f"{text!r}: {exc}")
         return []
@@ -261,6 +285,7 @@ def parse_args() -> argparse.Namespace:
         help="keep each corpus's database (bench_search_quality_<corpus>) and reuse a kept one, migrated to "
         "head but not re-indexed: for trying ranking changes (a change of indexed vectors needs a fresh one)",
     )
+    parser.add_argument("--fusions", action="store_true", help="also rank bench/fusion.py's candidate fusions")
     parser.add_argument("--per-query", type=Path, help="append each query's judgment and results as JSON lines here")
     return parser.parse_args()
 
@@ -270,7 +295,7 @@ def measure(server: str, name: str, args: argparse.Namespace) -> None:
     queries = sample(corpus.judged.queries, args.queries, args.seed)
     pages = corpus.pages()
     runs = [run_queries(*make(pages), queries) for make in (bm25s_searcher, tantivy_searcher)]
-    runs.insert(0, measure_ours(server, corpus, queries, args))
+    runs[:0] = measure_ours(server, corpus, queries, args)
     print_report(corpus, runs, queries, args.seed)
     if args.per_query:
         write_per_query(args.per_query, runs, queries)
