@@ -75,6 +75,9 @@ def cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
     return run_process_group(command, env=env, cwd=root)
 
 
+PARAPHRASE = "playful animals near streams"  # samples/river-otters.html has none of these words
+
+
 def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     root = checkout_root()
     url = resolve_database_url(settings)
@@ -93,6 +96,9 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     documents.print_status(settings, batch_id=report.batch_id)
     print()
     search.print_search(settings, "lease fencing", limit=3)
+    # Vectors from the default embedder, offline: a paraphrase that shares no word with its page.
+    print(f'\n$ ingest search --mode vector "{PARAPHRASE}" --limit 1')
+    search.print_search(settings, PARAPHRASE, mode="vector", limit=1)
     print("\nSee the run and the asset in the UI: `ingest ui`, then http://127.0.0.1:3000")
     return 0
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from ingestion_pipeline.cli import main as ingest
+from ingestion_pipeline.cli.dagster_ui import PARAPHRASE
 from ingestion_pipeline.errors import ConfigError
 from ingestion_pipeline.processing import embedder_from_settings
 from ingestion_pipeline.processing.static_embedder import StaticEmbedder, folder_model, wordllama_model
@@ -131,3 +134,20 @@ def test_a_bad_folder_is_one_clear_line(tmp_path, setup, message):
 def test_static_without_a_path_is_refused():
     with pytest.raises(ConfigError, match=r"^bad settings: INGEST_STATIC_MODEL_PATH must be set when INGEST_EMB"):
         load_settings(embedder="static")
+
+
+def test_the_samples_indexed_by_default_answer_a_paraphrase_by_vector(db_url, capsys):
+    """What `make demo` shows: the default embedder indexes vectors, offline, and vector
+    search finds the page for words it does not contain."""
+    samples = Path(__file__).resolve().parents[2] / "samples"
+    assert ingest(["enqueue", str(samples), "--database-url", db_url]) == 0
+    assert ingest(["work", "--drain", "--parse-processes", "1", "--database-url", db_url]) == 0
+    words = set(PARAPHRASE.split())
+    page = (samples / "river-otters.html").read_text().lower()
+    assert not {w for w in words if re.search(rf"\b{w}", page)}, "the paraphrase must share no word with its page"
+    capsys.readouterr()
+    assert ingest(["search", PARAPHRASE, "--mode", "vector", "--json", "--database-url", db_url]) == 0
+    hits = json.loads(capsys.readouterr().out)
+    assert hits[0]["source_name"] == "river-otters.html", hits
+    assert ingest(["search", PARAPHRASE, "--mode", "lexical", "--json", "--database-url", db_url]) == 0
+    assert json.loads(capsys.readouterr().out) == []  # no word of it is there to find
