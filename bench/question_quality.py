@@ -26,13 +26,13 @@ import time
 from collections.abc import Callable
 
 import faqcorpus
-import fusion
 from baselines import bm25s_searcher
 from bookindex import Judgment
 from common import command_line, connect, create_database, db_uri, drop_database, embedded_server, machine_line
 from search_quality import (
     Run,
     database_exists,
+    fusion_runs,
     git_head,
     index_counts,
     index_pages,
@@ -73,9 +73,12 @@ def fill(server: str, corpus: faqcorpus.FaqCorpus, args: argparse.Namespace) -> 
     return uri
 
 
-def ours(conn, corpus: faqcorpus.FaqCorpus, mode: str | None, depth: int, embedder) -> Callable[[str], list[str]]:
-    names = {path.as_uri(): path.relative_to(corpus.folder).as_posix() for path in corpus.files}
+def page_names(corpus: faqcorpus.FaqCorpus) -> dict[str, str]:
+    """A hit's source key -> its file's name relative to the corpus folder."""
+    return {path.as_uri(): path.relative_to(corpus.folder).as_posix() for path in corpus.files}
 
+
+def ours(conn, names: dict[str, str], mode: str | None, depth: int, embedder) -> Callable[[str], list[str]]:
     def searcher(text: str) -> list[str]:
         options = {} if mode is None else {"mode": mode}
         try:
@@ -86,22 +89,6 @@ def ours(conn, corpus: faqcorpus.FaqCorpus, mode: str | None, depth: int, embedd
         return [names.get(hit.source_uri or "", hit.source_name) for hit in hits]
 
     return searcher
-
-
-def scored_lists(conn, corpus, queries, embedder) -> tuple[list[fusion.Ranked], list[fusion.Ranked]]:
-    names = {path.as_uri(): path.relative_to(corpus.folder).as_posix() for path in corpus.files}
-    lists: dict[str, list[fusion.Ranked]] = {"lexical": [], "vector": []}
-    for judgment in queries:
-        for mode, ranked in lists.items():
-            hits = search(conn, judgment.query, mode=mode, limit=fusion.DEPTH, embedder=embedder)  # type: ignore[arg-type]
-            ranked.append([(names.get(h.source_uri or "", h.source_name), h.score) for h in hits])
-    return lists["lexical"], lists["vector"]
-
-
-def fusion_runs(conn, corpus, queries, embedder) -> list[Run]:
-    lexical, vector = scored_lists(conn, corpus, queries, embedder)
-    zero = [0.0] * len(queries)
-    return [Run(f"fusion: {label}", results, zero) for label, results in fusion.fused(lexical, vector).items()]
 
 
 def parse_args() -> argparse.Namespace:
@@ -126,13 +113,14 @@ def main() -> None:
         uri = fill(server, corpus, args)
         try:
             with connect(uri) as conn:
+                names = page_names(corpus)
                 runs = [
-                    run_queries(f"this project, {mode or 'default'}", ours(conn, corpus, mode, 10, embedder), queries)
+                    run_queries(f"this project, {mode or 'default'}", ours(conn, names, mode, 10, embedder), queries)
                     for mode in (None, "lexical", "vector", "hybrid")
                 ]
                 runs.append(run_queries(*bm25s_searcher(corpus.pages), queries))
                 if args.fusions:
-                    runs += fusion_runs(conn, corpus, queries, embedder)
+                    runs += fusion_runs(conn, queries, names, embedder)
         finally:
             if not args.keep:
                 drop_database(server, DATABASE)

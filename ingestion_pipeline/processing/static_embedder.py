@@ -19,6 +19,7 @@ norm): tests/embedding/test_static_embedder.py checks our vectors against the pa
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 from dataclasses import dataclass
@@ -46,7 +47,7 @@ class StaticModel:
     name: str
     weights: Path
     tokenizer: Path
-    version: str
+    version: str | None  # None: the weights' digest, computed when first asked for (`StaticEmbedder.version`)
 
 
 def wordllama_model() -> StaticModel:
@@ -69,7 +70,8 @@ def wordllama_model() -> StaticModel:
 
 def folder_model(path: str | Path) -> StaticModel:
     """A Model2Vec or sentence-transformers StaticEmbedding folder; its version is the
-    weights' digest, so a changed model is a different model."""
+    weights' digest (so a changed model is a different model), read only when asked for: a
+    query's embedder needs none, and a large model's weights take a while to hash."""
     folder = Path(path).expanduser()
     if (folder / "0_StaticEmbedding").is_dir():  # a whole sentence-transformers model
         folder = folder / "0_StaticEmbedding"
@@ -82,12 +84,13 @@ def folder_model(path: str | Path) -> StaticModel:
             f"bad setting INGEST_STATIC_MODEL_PATH: {str(folder)!r} needs model.safetensors and tokenizer.json "
             "(a Model2Vec or sentence-transformers StaticEmbedding folder)"
         )
-    return StaticModel(f"static:{folder.resolve().name}", weights, tokenizer, _digest(weights))
+    return StaticModel(f"static:{folder.resolve().name}", weights, tokenizer, None)
 
 
 class StaticEmbedder:
-    """Mean of the tokens' vectors, unit length. Loads its files on first use, in the process
-    that embeds (the worker's parsing children): what is pickled to them is the paths only."""
+    """Mean of the tokens' vectors, unit length. Loads its files on first use, once per
+    process (`_LOADED`), in the process that embeds (the worker's parsing children): what is
+    pickled to them is the paths only."""
 
     runs_in_child = True  # CPU work: the parsing children have the cores
     batch_size = 256
@@ -96,18 +99,10 @@ class StaticEmbedder:
         self.model = model
         self.name = model.name
         self.dimensions: int | None = _read_dimensions(model.weights)
-        self._matrix: np.ndarray[Any, Any] | None = None
-        self._tokenizer: Tokenizer | None = None
 
     @property
     def version(self) -> str:
-        return self.model.version
-
-    def __getstate__(self) -> dict[str, object]:
-        return {"model": self.model, "name": self.name, "dimensions": self.dimensions}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state, _matrix=None, _tokenizer=None)
+        return self.model.version or _digest(self.model.weights)
 
     def embed(self, texts: list[str]) -> list[list[float]] | None:
         import numpy as np
@@ -127,11 +122,9 @@ class StaticEmbedder:
         self._load()
 
     def _load(self) -> tuple[np.ndarray[Any, Any], Tokenizer]:
-        if self._matrix is None or self._tokenizer is None:
-            if self.model not in _LOADED:
-                _LOADED[self.model] = _read_model(self.model)
-            self._matrix, self._tokenizer = _LOADED[self.model]
-        return self._matrix, self._tokenizer
+        if self.model not in _LOADED:
+            _LOADED[self.model] = _read_model(self.model)
+        return _LOADED[self.model]
 
 
 def _read_model(model: StaticModel) -> tuple[np.ndarray[Any, Any], Tokenizer]:
@@ -178,6 +171,7 @@ def _package_version(package: str) -> str:
         return "unknown"
 
 
+@functools.cache
 def _digest(path: Path) -> str:
     hasher = hashlib.sha256()
     with path.open("rb") as handle:
