@@ -147,6 +147,10 @@ INTERNAL = {
     # Issue 44 (20261204000300): the kept-bytes bookkeeping, the previous release's keyless insert
     "track_oldest_kept_version",
     "keyless_insert_meets_keyed_copy",
+    # issue 47 (20261205000300): a generation's mean vector and its trigger; a question's test
+    "generation_mean_embedding",
+    "index_generation_mean_embedding",
+    "search_query_is_question",
 }
 # Created only where the server has pgvector.
 OPTIONAL = {"document_chunks_embedding_vector"}
