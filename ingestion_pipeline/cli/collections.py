@@ -4,8 +4,9 @@ A collection is private until made public; an app user (the uuid Supabase's auth
 returns) reads the public collections and those it is a member of (row-level security,
 docs/search.md). Documents enqueued into a new collection register it, private.
 
-Exit status: 0 when done (an `add` that changed nothing included), 1 when a grant names no
-collection or a revoke finds no membership, 2 for usage errors (a user id that is not a uuid)."""
+Exit status: 0 when done (an `add` that changed nothing included), 1 when a grant or revoke
+names no collection (one line, errors.UnknownCollection) or a revoke finds no membership, 2
+for usage errors (a user id that is not a uuid)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db.models import CollectionAdded, CollectionRole, Refusal
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.errors import IngestError, UnknownCollection
 from ingestion_pipeline.settings import Settings
 
 if TYPE_CHECKING:
@@ -122,10 +123,7 @@ def cmd_grant(args: argparse.Namespace, settings: Settings) -> int:
         result = IngestionRpc(pool).grant_collection(args.name, args.user_id, args.role)
     if not result.ok:
         if result.reason == Refusal.UNKNOWN_COLLECTION:
-            raise IngestError(
-                f"no collection {args.name!r}: `ingest collection add {args.name}` creates it "
-                "(`ingest collection list` shows them)"
-            )
+            raise UnknownCollection(args.name)
         raise IngestError(f"user {args.user_id} not granted {args.role} of {args.name}: {result.reason}")
     if result.previous_role == result.role:
         print(f"user {args.user_id} is already a {result.role} of {args.name}")
@@ -138,7 +136,9 @@ def cmd_grant(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_revoke(args: argparse.Namespace, settings: Settings) -> int:
     with migrated_pool(settings) as pool:
-        result = IngestionRpc(pool).revoke_collection(args.name, args.user_id)
+        rpc = IngestionRpc(pool)
+        rpc.require_collections([args.name])
+        result = rpc.revoke_collection(args.name, args.user_id)
     if result.revoked:
         print(f"user {args.user_id} is no longer a member of {args.name} (was a {result.role})")
         return 0

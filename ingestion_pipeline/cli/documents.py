@@ -13,6 +13,7 @@ from ingestion_pipeline.cli.common import (
     add_collection,
     add_collection_scope,
     add_database_url,
+    announce_new_collection,
     positive_int,
     print_json,
 )
@@ -61,7 +62,7 @@ def _uuid(value: str) -> UUID:
 
 def cmd_enqueue(args: argparse.Namespace, settings: Settings) -> int:
     max_attempts = args.max_attempts or settings.max_attempts
-    with migrated_pool(settings) as pool:
+    with migrated_pool(settings) as pool, announce_new_collection(pool, args.collection):
         progress = tqdm(unit="file", desc="enqueue", disable=args.json or not sys.stderr.isatty(), file=sys.stderr)
         with progress:
             report = enqueue_paths(
@@ -110,7 +111,9 @@ def print_status(
     collection: str | None = None,
 ) -> None:
     with migrated_pool(settings) as pool:
-        report = IngestionRpc(pool).batch_report(batch_id=batch_id, limit=limit, collection=collection)
+        rpc = IngestionRpc(pool)
+        rpc.require_collections([collection])
+        report = rpc.batch_report(batch_id=batch_id, limit=limit, collection=collection)
     if batch_id and not report.batches:
         scope = f" holding documents of collection {collection!r}" if collection else ""
         raise IngestError(f"no batch {batch_id}{scope}")

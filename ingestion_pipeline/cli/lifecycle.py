@@ -86,8 +86,10 @@ def cmd_delete(args: argparse.Namespace, settings: Settings) -> int:
     if not args.documents and not args.source_names:
         return usage_error("delete", "give documents (keys, paths or ids) or --source NAME")
     with migrated_pool(settings) as pool:
+        rpc = IngestionRpc(pool)
+        rpc.require_collections([args.collection])
         results = lifecycle.delete_documents(
-            IngestionRpc(pool), (), args.source_names, refs=args.documents, collection=args.collection
+            rpc, (), args.source_names, refs=args.documents, collection=args.collection
         )
     deleted = [r for r in results if r.get("ok")]
     if args.json:

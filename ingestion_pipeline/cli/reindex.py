@@ -46,6 +46,7 @@ def cmd_reindex(args: argparse.Namespace, settings: Settings) -> int:
     if bool(args.documents) == args.all_indexed:
         return usage_error("reindex", "give documents (keys, paths or ids) or --all (not both)")
     with migrated_pool(settings) as pool:
+        IngestionRpc(pool).require_collections([args.collection])
         missing: list[str] = []
         document_ids = None
         if args.documents:

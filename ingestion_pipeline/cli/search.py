@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ingestion_pipeline.cli.common import add_database_url, positive_int, print_json, user_id
 from ingestion_pipeline.db.ready import migrated_pool
+from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
 from ingestion_pipeline.processing import embedder_from_settings
 from ingestion_pipeline.search import MODES, Mode, Reader, search
@@ -79,6 +80,8 @@ def print_search(
 ) -> None:
     embedder = embedder_from_settings(settings) if mode != "lexical" else None
     with migrated_pool(settings) as pool, pool.connection() as conn:
+        if reader is not None:  # the search does not tell an app's reader; the operator is told
+            IngestionRpc(conn).require_collections(collections or [])
         hits = search(conn, text, mode=mode, limit=limit, embedder=embedder, collections=collections, reader=reader)
     if as_json:
         print_json([hit.as_json() for hit in hits])

@@ -11,7 +11,6 @@ from uuid import UUID
 
 from ingestion_pipeline.cli.common import (
     EXIT_NOTHING_DONE,
-    add_collection,
     add_database_url,
     positive_int,
     print_json,
@@ -20,6 +19,7 @@ from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db.models import DocumentHistory, DocumentSummary, DocumentVersion
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.operations.lookup import parse_ref
 from ingestion_pipeline.settings import Settings
@@ -33,7 +33,9 @@ def register(commands: Commands) -> None:
     show.add_argument(
         "document", metavar="KEY|PATH|ID", help="a source key (file:///…, s3://…), a local path, or a document id"
     )
-    add_collection(show)
+    show.add_argument(
+        "--collection", metavar="NAME", default=None, help=f"where a key is looked up (default {DEFAULT_COLLECTION!r})"
+    )
     show.add_argument("--version", type=positive_int, metavar="N", help="with --bytes: this version (default: latest)")
     show.add_argument(
         "--bytes",
@@ -49,14 +51,16 @@ def register(commands: Commands) -> None:
 def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
     ref = parse_ref(args.document)
     document_id, key = (ref, None) if isinstance(ref, UUID) else (None, ref)
+    collection = args.collection or DEFAULT_COLLECTION
     with migrated_pool(settings) as pool:
         rpc = IngestionRpc(pool)
-        history = rpc.document_history(document_id=document_id, collection=args.collection, source_key=key)
+        rpc.require_collections([args.collection])  # named: a typo is an error, not "no document"
+        history = rpc.document_history(document_id=document_id, collection=collection, source_key=key)
         if (not history.ok or history.document is None) and args.json:
             print_json(history.model_dump(mode="json", exclude={"fenced"}))
             return EXIT_NOTHING_DONE
         if not history.ok or history.document is None:
-            print(f"no document {key or args.document}" + (f" in collection {args.collection!r}" if key else ""))
+            print(f"no document {key or args.document}" + (f" in collection {collection!r}" if key else ""))
             return EXIT_NOTHING_DONE
         if args.write_bytes:
             return write_version_bytes(rpc, history.document, args.version)

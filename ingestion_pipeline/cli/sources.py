@@ -128,4 +128,7 @@ def cmd_sync(args: argparse.Namespace, settings: Settings) -> int:
             dry_run=args.dry_run,
             on_entry=on_entry,
         ),
+        collection_of=lambda pool: next(
+            (s.collection for s in IngestionRpc(pool).sync_sources() if s.name == args.name), None
+        ),
     )

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from ingestion_pipeline.cli.common import add_collection, add_database_url, print_json
+from ingestion_pipeline.cli.common import add_collection, add_database_url, announce_new_collection, print_json
 from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.operations.sync import COUNTED, Pool, SyncOptions, SyncReport, sync_source
@@ -55,15 +56,24 @@ def cmd_sync(args: argparse.Namespace, settings: Settings) -> int:
         keep_versions=settings.keep_versions,
     )
     return run_sync(
-        settings, args.json, lambda pool, on_entry: sync_source(pool, args.source, options, on_entry=on_entry)
+        settings,
+        args.json,
+        lambda pool, on_entry: sync_source(pool, args.source, options, on_entry=on_entry),
+        collection_of=lambda _: args.collection,
     )
 
 
-def run_sync(settings: Settings, as_json: bool, sync: Callable[[Pool, Callable[[str], None]], SyncReport]) -> int:
+def run_sync(
+    settings: Settings,
+    as_json: bool,
+    sync: Callable[[Pool, Callable[[str], None]], SyncReport],
+    collection_of: Callable[[Pool], str | None],
+) -> int:
     """Run `sync` (given the pool and a callback per listed file) with a progress bar on a
-    terminal, then print its report (`ingest sync`, `ingest source sync`). Exit status 1 when
-    an entry failed."""
-    with migrated_pool(settings) as pool:
+    terminal, then print its report (`ingest sync`, `ingest source sync`); a collection the
+    sync created (`collection_of` names the one it syncs into) is said on stderr. Exit
+    status 1 when an entry failed."""
+    with migrated_pool(settings) as pool, _announcing(pool, collection_of(pool)):
         progress = tqdm(unit="file", desc="sync", disable=as_json or not sys.stderr.isatty(), file=sys.stderr)
         with progress:
             report = sync(pool, lambda _: progress.update())
@@ -72,6 +82,10 @@ def run_sync(settings: Settings, as_json: bool, sync: Callable[[Pool, Callable[[
     else:
         print_report(report)
     return 1 if report.failures else 0  # the rest of the pass is done; a script still hears of it
+
+
+def _announcing(pool: Pool, collection: str | None) -> AbstractContextManager[None]:
+    return announce_new_collection(pool, collection) if collection is not None else nullcontext()
 
 
 def print_report(report: SyncReport) -> None:

@@ -6,7 +6,11 @@ Operator calls, not the worker's: nothing here is fenced. They need this release
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from uuid import UUID
+
+import psycopg
+from psycopg.rows import DictRow
 
 from ingestion_pipeline.db import schema_level
 from ingestion_pipeline.db.models import (
@@ -18,8 +22,17 @@ from ingestion_pipeline.db.models import (
 )
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc.base import RpcBase
+from ingestion_pipeline.errors import UnknownCollection
 
 WHAT = "managing collections"  # what needs this release's schema, in SchemaTooOld's message
+
+
+def missing_collections(conn: psycopg.Connection[DictRow], names: Sequence[str]) -> list[str]:
+    """The names among `names` that are no collection, in their order (the caller reads the
+    table `collections`: the owner, ingestion_worker; an app's roles may not)."""
+    rows = conn.execute(query("rpc_known_collections"), {"names": list(names)}).fetchall()
+    known = {row["name"] for row in rows}
+    return [name for name in dict.fromkeys(names) if name not in known]
 
 
 class CollectionRpc(RpcBase):
@@ -36,6 +49,18 @@ class CollectionRpc(RpcBase):
         with self._connection() as conn:
             rows = conn.execute(query("rpc_list_collections")).fetchall()
         return [CollectionSummary.model_validate(row) for row in rows]
+
+    def missing_collections(self, names: Sequence[str]) -> list[str]:
+        """The names among `names` that are no collection, in their order."""
+        schema_level.require_current(self.schema_level, WHAT)
+        with self._connection() as conn:
+            return missing_collections(conn, names)
+
+    def require_collections(self, names: Sequence[str | None]) -> None:
+        """UnknownCollection for the first of `names` (None: not named) that is no collection."""
+        missing = self.missing_collections([name for name in names if name is not None])
+        if missing:
+            raise UnknownCollection(missing[0])
 
     def grant_collection(self, collection: str, user_id: UUID, role: CollectionRole = "reader") -> CollectionGranted:
         """Make the user a reader or writer of the collection (a member's role is replaced;

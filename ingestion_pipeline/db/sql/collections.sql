@@ -14,3 +14,7 @@ select grant_collection(p_collection => %(collection)s, p_user_id => %(user_id)s
 
 -- name: rpc_revoke_collection
 select revoke_collection(p_collection => %(collection)s, p_user_id => %(user_id)s) as result;
+
+-- name: rpc_known_collections
+-- Which of these names are collections (the operator's commands refuse the others).
+select name from public.collections where name = any (%(names)s::text[]);
