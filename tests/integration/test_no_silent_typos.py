@@ -122,3 +122,65 @@ def test_sync_into_a_new_collection_says_it_created_it(db_url, tmp_path, capsys)
     assert err.splitlines() == ["ingest: created collection 'manual'"]
     _, err = run(capsys, db_url, "source", "sync", "manual")
     assert err == ""
+
+
+# -- ingest collection remove ---------------------------------------------------------------
+
+
+def collection_names(capsys, db_url: str) -> list[str]:
+    out, _ = run(capsys, db_url, "collection", "list", "--json")
+    return [c["name"] for c in json.loads(out)]
+
+
+def error_line(capsys, db_url: str, *args: str) -> str:
+    """The one line a refused command printed (exit 1, nothing on stdout)."""
+    out, err = run(capsys, db_url, *args, expect=1)
+    assert out == ""
+    [line] = err.splitlines()
+    return line
+
+
+def test_remove_an_empty_collection_and_its_members(db_url, capsys):
+    run(capsys, db_url, "collection", "add", "typo")
+    run(capsys, db_url, "collection", "grant", "typo", ALICE)
+    out, err = run(capsys, db_url, "collection", "remove", "typo")
+    assert (out, err) == ("collection typo removed (1 membership(s) removed)\n", "")
+    assert collection_names(capsys, db_url) == []
+    assert error_line(capsys, db_url, "collection", "remove", "typo") == (
+        "ingest: error: no collection 'typo': `ingest collection add typo` creates it "
+        "(`ingest collection list` shows them)"
+    )
+
+
+def test_remove_refuses_a_collection_with_documents_unless_told_to_delete_them(db_url, indexed, capsys):
+    assert error_line(capsys, db_url, "collection", "remove", "team-a") == (
+        "ingest: error: collection 'team-a' not removed: it has 1 document(s) "
+        "(`ingest collection remove team-a --delete-documents` deletes them with it)"
+    )
+    assert collection_names(capsys, db_url) == ["team-a"]
+    assert "collection team-a" in run(capsys, db_url, "search", "otter")[0]  # still searchable
+
+    out, _ = run(capsys, db_url, "collection", "remove", "team-a", "--delete-documents")
+    assert out == "collection team-a removed (1 document(s) deleted)\n"
+    assert collection_names(capsys, db_url) == []
+    assert run(capsys, db_url, "search", "otter")[0] == "no matches\n"
+    # deleted through delete_document, as `ingest delete` does: the document is `deleted`
+    with connect(db_url) as conn:
+        row = conn.execute("select status, deleted_at from documents").fetchone()
+    assert row["status"] == "deleted" and row["deleted_at"] is not None
+    # the name can be used again: the enqueue says it created it
+    _, err = run(capsys, db_url, "enqueue", str(indexed), "--collection", "team-a")
+    assert err.splitlines() == ["ingest: created collection 'team-a'"]
+
+
+def test_remove_refuses_a_collection_a_source_syncs_into(db_url, indexed, capsys):
+    run(capsys, db_url, "source", "add", "otters", str(indexed.parent), "--collection", "team-a")
+    for flags in ([], ["--delete-documents"]):
+        assert error_line(capsys, db_url, "collection", "remove", "team-a", *flags) == (
+            "ingest: error: collection 'team-a' not removed: registered source(s) otters sync into it "
+            "(`ingest source remove otters` first)"
+        )
+    assert "collection team-a" in run(capsys, db_url, "search", "otter")[0]  # nothing was deleted
+    run(capsys, db_url, "source", "remove", "otters")
+    run(capsys, db_url, "collection", "remove", "team-a", "--delete-documents")
+    assert collection_names(capsys, db_url) == []

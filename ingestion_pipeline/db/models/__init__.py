@@ -23,6 +23,7 @@ from ingestion_pipeline.db.models.batches import (
 from ingestion_pipeline.db.models.collections import (
     CollectionAdded,
     CollectionGranted,
+    CollectionRemoved,
     CollectionRevoked,
     CollectionRole,
     CollectionSummary,
@@ -75,6 +76,7 @@ __all__ = [
     "CleanupResult",
     "CollectionAdded",
     "CollectionGranted",
+    "CollectionRemoved",
     "CollectionRevoked",
     "CollectionRole",
     "CollectionSummary",

@@ -16,6 +16,7 @@ from ingestion_pipeline.db import schema_level
 from ingestion_pipeline.db.models import (
     CollectionAdded,
     CollectionGranted,
+    CollectionRemoved,
     CollectionRevoked,
     CollectionRole,
     CollectionSummary,
@@ -69,6 +70,19 @@ class CollectionRpc(RpcBase):
         schema_level.require_current(self.schema_level, WHAT)
         params = {"collection": collection, "user_id": user_id, "role": role}
         return self._result(CollectionGranted, "rpc_grant_collection", params)
+
+    def remove_collection(self, name: str) -> CollectionRemoved:
+        """Remove an empty collection and its memberships; refused (nothing changed)
+        `unknown_collection`, `has_sources` or `not_empty` (its live documents: delete them
+        first)."""
+        schema_level.require_current(self.schema_level, WHAT)
+        return self._result(CollectionRemoved, "rpc_remove_collection", {"name": name})
+
+    def live_document_ids(self, collection: str, *, after: UUID | None = None, limit: int = 1000) -> list[UUID]:
+        """A page of the ids of the collection's live documents, in id order, after `after`."""
+        params = {"collection": collection, "after": after or UUID(int=0), "limit": limit}
+        with self._connection() as conn:
+            return [row["id"] for row in conn.execute(query("live_documents_of_collection"), params)]
 
     def revoke_collection(self, collection: str, user_id: UUID) -> CollectionRevoked:
         """Remove the user's membership; `revoked` false when it had none."""

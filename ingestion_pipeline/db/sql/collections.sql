@@ -18,3 +18,12 @@ select revoke_collection(p_collection => %(collection)s, p_user_id => %(user_id)
 -- name: rpc_known_collections
 -- Which of these names are collections (the operator's commands refuse the others).
 select name from public.collections where name = any (%(names)s::text[]);
+
+-- name: rpc_remove_collection
+select remove_collection(p_name => %(name)s) as result;
+
+-- name: live_documents_of_collection
+-- A page of the live documents of a collection, by id (documents_collection_key_c).
+select id from public.documents
+ where collection = %(collection)s and deleted_at is null and id > %(after)s
+ order by id limit %(limit)s;
