@@ -22,6 +22,7 @@ from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.operations.enqueue import enqueue_paths
+from ingestion_pipeline.operations.lookup import shown_key
 from ingestion_pipeline.settings import Settings
 
 if TYPE_CHECKING:
@@ -159,7 +160,7 @@ def print_status(
                 ["file", "version", "searchable", "attempts", "error"],
                 [
                     (
-                        f.source_key or f.source_name,
+                        shown_key(f.source_key) or f.source_name,
                         f.version or "",
                         _searchable(f),
                         f"{f.attempt_count}/{f.max_attempts}",

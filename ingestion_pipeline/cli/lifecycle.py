@@ -22,6 +22,7 @@ from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.operations import lifecycle
+from ingestion_pipeline.operations.lookup import shown_key
 from ingestion_pipeline.settings import Settings
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ def cmd_delete(args: argparse.Namespace, settings: Settings) -> int:
                 [
                     (
                         r.get("document_id") or "",
-                        r.get("source_key") or r.get("source_name") or "",
+                        shown_key(r.get("source_key")) or r.get("source_name") or "",
                         "deleted" if r.get("ok") else "refused",
                         lifecycle.delete_detail(r),
                     )

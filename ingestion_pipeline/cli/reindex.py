@@ -15,7 +15,7 @@ from ingestion_pipeline.cli.common import (
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
-from ingestion_pipeline.operations.lookup import resolve_refs
+from ingestion_pipeline.operations.lookup import resolve_refs, shown_key
 from ingestion_pipeline.operations.reindex import reindex_documents
 from ingestion_pipeline.settings import Settings
 
@@ -57,7 +57,9 @@ def cmd_reindex(args: argparse.Namespace, settings: Settings) -> int:
         print_json({**report.as_dict(), "keys_not_found": missing})
         return 0 if report.queued else EXIT_NOTHING_DONE
     for key in missing:
-        print(f"{key}: no live document has this key in collection {args.collection or DEFAULT_COLLECTION!r}")
+        print(
+            f"{shown_key(key)}: no live document has this key in collection {args.collection or DEFAULT_COLLECTION!r}"
+        )
     if not report.outcomes:
         scope = f" in collection {args.collection!r}" if args.collection else ""
         print(f"nothing to reindex: no document{scope} is indexed" if args.all_indexed else "nothing to reindex")

@@ -29,6 +29,7 @@ from ingestion_pipeline.db.models.collections import (
     CollectionSummary,
 )
 from ingestion_pipeline.db.models.documents import (
+    DeletedDocument,
     DocumentHistory,
     DocumentSummary,
     DocumentVersion,
@@ -83,6 +84,7 @@ __all__ = [
     "CommitResult",
     "CompleteItem",
     "CompletedJobs",
+    "DeletedDocument",
     "DocumentDeleted",
     "DocumentHistory",
     "DocumentSummary",
