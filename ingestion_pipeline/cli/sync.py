@@ -13,6 +13,7 @@ from tqdm import tqdm
 from ingestion_pipeline.cli.common import add_collection, add_database_url, announce_new_collection, print_json
 from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db.ready import migrated_pool
+from ingestion_pipeline.operations.lookup import shown_key
 from ingestion_pipeline.operations.sync import COUNTED, Pool, SyncOptions, SyncReport, sync_source
 from ingestion_pipeline.settings import Settings
 
@@ -90,14 +91,14 @@ def _announcing(pool: Pool, collection: str | None) -> AbstractContextManager[No
 
 def print_report(report: SyncReport) -> None:
     if report.dry_run and report.changes:
-        print(render_table(["file", "would be"], report.changes[:ROWS_LISTED]))
+        print(render_table(["file", "would be"], [(shown_key(k), c) for k, c in report.changes[:ROWS_LISTED]]))
         if len(report.changes) > ROWS_LISTED:
             print(f"… and {len(report.changes) - ROWS_LISTED} more (--json lists them all)")
         print()
     print(render_table(list(COUNTED), [tuple(report.counts[name] for name in COUNTED)]))
     if report.failures:
         print("\nfailed:")
-        print(render_table(["file", "reason"], report.failures[:ROWS_LISTED]))
+        print(render_table(["file", "reason"], [(shown_key(k), r) for k, r in report.failures[:ROWS_LISTED]]))
     if report.deletes_skipped:
         print(f"\nnothing deleted: {report.deletes_skipped}")
     where = f"batch {report.batch_id}" if report.batch_id else "no batch (nothing to index)"

@@ -74,3 +74,11 @@ def test_show_of_a_deleted_document_says_when_and_how_to_see_its_versions(db_url
     assert "deleted at " in history and "indexed" in history  # its versions, as the hint says
     # a key that never had a document says so, as before
     assert run(capsys, db_url, "show", str(guide.parent / "other.md"), expect=1).startswith("no document file://")
+
+
+def test_a_dry_run_lists_decoded_keys(db_url, tmp_path, capsys):
+    folder = tmp_path / "shared docs"
+    folder.mkdir()
+    (folder / "naïve plan.txt").write_text("A plan.\n")
+    out = run(capsys, db_url, "sync", str(folder), "--dry-run")
+    assert f"file://{folder / 'naïve plan.txt'}" in out and "%20" not in out
