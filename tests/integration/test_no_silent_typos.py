@@ -117,11 +117,14 @@ def test_sync_into_a_new_collection_says_it_created_it(db_url, tmp_path, capsys)
     assert err == ""  # a dry run writes nothing
     _, err = run(capsys, db_url, "sync", str(tmp_path / "docs"), "--collection", "handbok")
     assert err.splitlines() == ["ingest: created collection 'handbok'"]
-    run(capsys, db_url, "source", "add", "manual", str(tmp_path / "docs"), "--collection", "manual")
+    _, err = run(capsys, db_url, "source", "add", "manual", str(tmp_path / "docs"), "--collection", "manual")
+    assert err.splitlines() == ["ingest: collection 'manual' does not exist yet: the first sync of manual creates it"]
     _, err = run(capsys, db_url, "source", "sync", "manual")
     assert err.splitlines() == ["ingest: created collection 'manual'"]
     _, err = run(capsys, db_url, "source", "sync", "manual")
     assert err == ""
+    _, err = run(capsys, db_url, "source", "add", "again", str(tmp_path / "docs"), "--collection", "manual")
+    assert err == ""  # the collection exists
 
 
 # -- ingest collection remove ---------------------------------------------------------------
