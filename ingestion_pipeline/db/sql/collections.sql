@@ -23,7 +23,7 @@ select name from public.collections where name = any (%(names)s::text[]);
 select remove_collection(p_name => %(name)s) as result;
 
 -- name: live_documents_of_collection
--- A page of the live documents of a collection, by id (documents_collection_key_c).
+-- A page of the live documents of a collection, by id (documents_live_by_collection).
 select id from public.documents
  where collection = %(collection)s and deleted_at is null and id > %(after)s
  order by id limit %(limit)s;
