@@ -59,7 +59,8 @@ class CollectionRpc(RpcBase):
 
     def require_collections(self, names: Sequence[str | None]) -> None:
         """UnknownCollection for the first of `names` (None: not named) that is no collection."""
-        missing = self.missing_collections([name for name in names if name is not None])
+        named = [name for name in names if name is not None]
+        missing = self.missing_collections(named) if named else []
         if missing:
             raise UnknownCollection(missing[0])
 
