@@ -2245,6 +2245,35 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.remove_collection(p_name text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET lock_timeout TO '5s'
+    AS $$
+declare
+    v_sources text[];
+    v_documents bigint;
+    v_members bigint;
+begin
+    perform 1 from public.collections where name = p_name for update;
+    if not found then
+        return jsonb_build_object('ok', false, 'reason', 'unknown_collection', 'collection', p_name);
+    end if;
+    select array_agg(s.name order by s.name) into v_sources from public.sync_sources s where s.collection = p_name;
+    if v_sources is not null then
+        return jsonb_build_object('ok', false, 'reason', 'has_sources', 'collection', p_name, 'sources', v_sources);
+    end if;
+    lock table public.documents in share mode;
+    select count(*) into v_documents from public.documents d where d.collection = p_name and d.deleted_at is null;
+    if v_documents > 0 then
+        return jsonb_build_object('ok', false, 'reason', 'not_empty', 'collection', p_name, 'documents', v_documents);
+    end if;
+    select count(*) into v_members from public.collection_members m where m.collection = p_name;
+    delete from public.collections where name = p_name;
+    return jsonb_build_object('ok', true, 'collection', p_name, 'members', v_members);
+end;
+$$;
+
 CREATE FUNCTION public.remove_sync_source(p_name text) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3989,6 +4018,9 @@ GRANT ALL ON FUNCTION public.register_sync_source(p_name text, p_url text, p_col
 
 REVOKE ALL ON FUNCTION public.release_ingestion_job(p_job_id uuid, p_document_id uuid, p_lease_token bigint, p_error_message text, p_retry_delay_seconds double precision, p_worker_id text, p_stages jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.release_ingestion_job(p_job_id uuid, p_document_id uuid, p_lease_token bigint, p_error_message text, p_retry_delay_seconds double precision, p_worker_id text, p_stages jsonb) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.remove_collection(p_name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.remove_collection(p_name text) TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.remove_sync_source(p_name text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.remove_sync_source(p_name text) TO ingestion_worker;

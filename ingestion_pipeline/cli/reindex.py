@@ -15,7 +15,7 @@ from ingestion_pipeline.cli.common import (
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
-from ingestion_pipeline.operations.lookup import resolve_refs
+from ingestion_pipeline.operations.lookup import resolve_refs, shown_key
 from ingestion_pipeline.operations.reindex import reindex_documents
 from ingestion_pipeline.settings import Settings
 
@@ -46,6 +46,7 @@ def cmd_reindex(args: argparse.Namespace, settings: Settings) -> int:
     if bool(args.documents) == args.all_indexed:
         return usage_error("reindex", "give documents (keys, paths or ids) or --all (not both)")
     with migrated_pool(settings) as pool:
+        IngestionRpc(pool).require_collections([args.collection])
         missing: list[str] = []
         document_ids = None
         if args.documents:
@@ -56,7 +57,9 @@ def cmd_reindex(args: argparse.Namespace, settings: Settings) -> int:
         print_json({**report.as_dict(), "keys_not_found": missing})
         return 0 if report.queued else EXIT_NOTHING_DONE
     for key in missing:
-        print(f"{key}: no live document has this key in collection {args.collection or DEFAULT_COLLECTION!r}")
+        print(
+            f"{shown_key(key)}: no live document has this key in collection {args.collection or DEFAULT_COLLECTION!r}"
+        )
     if not report.outcomes:
         scope = f" in collection {args.collection!r}" if args.collection else ""
         print(f"nothing to reindex: no document{scope} is indexed" if args.all_indexed else "nothing to reindex")
