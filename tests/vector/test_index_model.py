@@ -6,14 +6,18 @@ mixed, or the vector index is absent."""
 
 from __future__ import annotations
 
+import re
 from importlib.metadata import version
 
 import pytest
 
+from ingestion_pipeline import cli
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.processing import HashEmbedder, NoEmbedder
 from ingestion_pipeline.processing.static_embedder import StaticEmbedder, wordllama_model
+from ingestion_pipeline.search import search
 from tests.helpers import seed_document, write_artifacts
 from tests.vector.corpus import TOPICS, index_folder, write_corpus
 
@@ -79,3 +83,35 @@ def test_the_commit_rpcs_take_the_embedder(conn, call, sent, recorded):
         (generation_id,),
     ).fetchone()
     assert (row["embedder"], row["embedder_dimensions"], row["embedder_version"]) == recorded
+
+
+def test_a_query_by_another_embedder_is_refused_in_one_line(db_url, tmp_path):
+    index_folder(db_url, write_corpus(tmp_path / "corpus", NAMES[:3], paragraphs=1), embedder=NEW)
+    with connect(db_url) as conn:
+        assert search(conn, "otter river", mode="vector", embedder=NEW)  # the index's model answers
+        for mode in ("vector", "hybrid"):
+            message = (
+                f"{mode} search: the index's vectors were made by hash (64 dims); this query's embedder is "
+                "hash (32 dims): set INGEST_EMBEDDER=hash or run `ingest reindex --embeddings` "
+                "(or search with --mode lexical)"
+            )
+            with pytest.raises(IngestError, match=re.escape(message)):
+                search(conn, "otter river", mode=mode, embedder=OLD)
+        with pytest.raises(IngestError, match=re.escape("this query's embedder is wordllama-l2-supercat-256 (256")):
+            search(conn, "otter river", embedder=StaticEmbedder(wordllama_model()))  # the default mode: hybrid
+        assert search(conn, "otter river", mode="lexical")  # lexical needs no model
+
+
+def test_vector_search_over_an_index_without_vectors_says_so(db_url, tmp_path, monkeypatch, capsys):
+    index_folder(db_url, write_corpus(tmp_path / "corpus", NAMES[:3], paragraphs=1), embedder=NoEmbedder())
+    monkeypatch.setenv("INGEST_EMBEDDER", "hash")
+    assert cli.main(["search", "otter river", "--mode", "vector", "--database-url", db_url]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        "ingest: error: vector search: the index has no vectors (its documents were indexed with no embedder): "
+        "set INGEST_EMBEDDER (e.g. wordllama) and run `ingest reindex --embeddings`, or search with --mode lexical\n"
+    )
+    # hybrid over an index without any vector ranks as lexical does
+    assert cli.main(["search", "otter river", "--mode", "hybrid", "--database-url", db_url]) == 0
+    assert "otters.txt" in capsys.readouterr().out.splitlines()[0]
