@@ -6,20 +6,23 @@ mixed, or the vector index is absent."""
 
 from __future__ import annotations
 
+import json
 import re
 from importlib.metadata import version
 
 import pytest
 
 from ingestion_pipeline import cli
-from ingestion_pipeline.db.connection import connect
+from ingestion_pipeline.db.connection import connect, make_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.processing import HashEmbedder, NoEmbedder
 from ingestion_pipeline.processing.static_embedder import StaticEmbedder, wordllama_model
 from ingestion_pipeline.search import search
+from ingestion_pipeline.settings import load_settings
+from ingestion_pipeline.worker.loop import Worker
 from tests.helpers import seed_document, write_artifacts
-from tests.vector.corpus import TOPICS, index_folder, write_corpus
+from tests.vector.corpus import QUERIES, TOPICS, index_folder, write_corpus
 
 OLD, NEW = HashEmbedder(32), HashEmbedder(64)  # INGEST_EMBEDDER=hash makes NEW's vectors
 # otters, volcano and tea first: the queries below are about them
@@ -115,3 +118,50 @@ def test_vector_search_over_an_index_without_vectors_says_so(db_url, tmp_path, m
     # hybrid over an index without any vector ranks as lexical does
     assert cli.main(["search", "otter river", "--mode", "hybrid", "--database-url", db_url]) == 0
     assert "otters.txt" in capsys.readouterr().out.splitlines()[0]
+
+
+def _reindex_embeddings(url: str, capsys) -> dict:
+    assert cli.main(["reindex", "--embeddings", "--json", "--database-url", url]) in (0, 1)
+    return json.loads(capsys.readouterr().out)
+
+
+def _found(conn, text: str, mode: str, embedder) -> set[str]:
+    return {hit.source_name for hit in search(conn, text, mode=mode, limit=20, embedder=embedder)}
+
+
+def test_reindex_embeddings_moves_the_index_to_the_configured_model(db_url, tmp_path, monkeypatch, capsys):
+    ids = index_folder(db_url, write_corpus(tmp_path / "corpus", paragraphs=1), embedder=OLD)
+    monkeypatch.setenv("INGEST_EMBEDDER", "hash")
+    report = _reindex_embeddings(db_url, capsys)
+    assert report["counts"] == {"reindex_queued": len(ids)}
+    settings = load_settings(database_url=db_url, retry_backoff_seconds=0, parse_processes=0)
+    text = "lava from the volcano crater"
+    with make_pool(db_url, settings) as pool, connect(db_url) as conn:
+        # Queued, nothing built: the old generations serve, by their own model and lexically.
+        assert "volcano.txt" in _found(conn, text, "vector", OLD)
+        assert "volcano.txt" in _found(conn, text, "lexical", None)
+        assert Worker(pool, settings, embedder=NEW).run(drain=True, max_jobs=5).counts["completed"] == 5
+        # Half way: each model's query finds its own documents by vector; hybrid finds every
+        # document lexically meanwhile.
+        moved = {name for name, (embedder, *_) in _generations_by_name(db_url).items() if embedder == "hash-64"}
+        assert len(moved) == 5
+        assert _found(conn, "otter river lamp tea lava violin bread ice chess orbit bees", "vector", NEW) <= moved
+        assert _found(conn, text, "vector", OLD) <= set(ids) - moved
+        for query, name in QUERIES.items():
+            assert name in _found(conn, query, "hybrid", NEW), query
+        assert Worker(pool, settings, embedder=NEW).run(drain=True).counts["completed"] == len(ids) - 5
+        assert generations(db_url) == [("hash", 64, None)] * len(ids)
+        assert "volcano.txt" in _found(conn, text, "vector", NEW)
+        with pytest.raises(IngestError, match=re.escape("the index's vectors were made by hash (64 dims)")):
+            search(conn, text, mode="vector", embedder=OLD)
+    assert cli.main(["reindex", "--embeddings", "--database-url", db_url]) == 1
+    assert capsys.readouterr().out == "nothing to reindex: every indexed document was embedded by hash (64 dims)\n"
+
+
+def _generations_by_name(url: str) -> dict[str, tuple]:
+    with connect(url) as conn:
+        rows = conn.execute(
+            "select d.source_name, g.embedder || '-' || g.embedder_dimensions as embedder from documents d "
+            "join index_generations g on g.id = d.index_generation_id where d.deleted_at is null"
+        ).fetchall()
+    return {r["source_name"]: (r["embedder"],) for r in rows}
