@@ -15,6 +15,7 @@ import pytest
 from ingestion_pipeline import cli
 from ingestion_pipeline.db.connection import connect, make_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.db.vector_index import ensure_hnsw_index
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.processing import HashEmbedder, NoEmbedder
 from ingestion_pipeline.processing.static_embedder import StaticEmbedder, wordllama_model
@@ -165,3 +166,45 @@ def _generations_by_name(url: str) -> dict[str, tuple]:
             "join index_generations g on g.id = d.index_generation_id where d.deleted_at is null"
         ).fetchall()
     return {r["source_name"]: (r["embedder"],) for r in rows}
+
+
+def _health(url: str, capsys) -> tuple[int, dict, list[str]]:
+    code = cli.main(["health", "--json", "--database-url", url])
+    report = json.loads(capsys.readouterr().out)
+    checks = {c["name"]: c for c in report["checks"]}
+    assert cli.main(["health", "--database-url", url]) == code
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("needs action: ")]
+    return code, checks, lines
+
+
+def test_health_says_vectors_missing_mixed_and_index_absent(pgvector_db, tmp_path, monkeypatch, capsys):
+    url = pgvector_db.url
+    monkeypatch.setenv("INGEST_EMBEDDER", "hash")
+    index_folder(url, write_corpus(tmp_path / "new", NAMES[:2], paragraphs=1), embedder=NEW)
+    code, checks, lines = _health(url, capsys)
+    assert code == 1 and lines == [
+        "needs action: vector index absent: document_chunks_embedding_hnsw_64 (HNSW, 64 dimensions) is absent, "
+        "so vector search scans every vector: `ingest db migrate` builds it for the configured embedder's dimension"
+    ]
+    assert checks["vectors_present"]["passed"] and checks["one_embedder"]["passed"]
+    ensure_hnsw_index(url, 64)
+    assert _health(url, capsys)[0] == 0
+
+    index_folder(url, write_corpus(tmp_path / "none", NAMES[2:5], paragraphs=1), embedder=NoEmbedder())
+    index_folder(url, write_corpus(tmp_path / "old", NAMES[5:6], paragraphs=1), embedder=OLD)
+    code, checks, lines = _health(url, capsys)
+    assert code == 1 and [line.split(":")[1] for line in lines] == [" vectors missing", " vectors mixed"]
+    assert lines[0] == (
+        "needs action: vectors missing: 3 document(s) indexed with no embedder while INGEST_EMBEDDER=hash makes "
+        "vectors (hash (64 dims)); vector search does not find them: `ingest reindex --embeddings` embeds them"
+    )
+    assert lines[1].startswith(
+        "needs action: vectors mixed: the live documents' vectors were made by 2 embedders "
+        "(hash (64 dims): 2 document(s), hash (32 dims): 1 document(s))"
+    )
+    assert checks["vectors_present"]["message"] == lines[0].removeprefix("needs action: ")
+    assert not checks["one_embedder"]["passed"] and checks["vector_index_present"]["passed"]
+
+    monkeypatch.setenv("INGEST_EMBEDDER", "none")  # no embedder configured: nothing is missing
+    code, checks, _ = _health(url, capsys)
+    assert checks["vectors_present"]["passed"] and not checks["one_embedder"]["passed"]
