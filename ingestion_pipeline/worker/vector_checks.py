@@ -32,7 +32,7 @@ def vector_checks(url: str, settings: Settings) -> list[IndexCheck]:
     return [
         _missing(index, record, setting),
         _mixed(index, record, setting),
-        _vector_index(index, record, column is not None, valid),
+        _vector_index(record, column is not None, valid),
     ]
 
 
@@ -75,15 +75,15 @@ def _mixed(index: list[IndexEmbedder], record: EmbedderRecord, setting: str) -> 
     return IndexCheck("one_embedder", True, f"one embedder: {shown}" if made else "no vectors in the index", metadata)
 
 
-def _vector_index(
-    index: list[IndexEmbedder], record: EmbedderRecord, pgvector: bool, valid: dict[str, bool]
-) -> IndexCheck:
-    made = [entry.dimensions for entry in index if entry.has_vectors]
-    dimensions = record.dimensions if record.makes_vectors else (made[0] if made else None)
+def _vector_index(record: EmbedderRecord, pgvector: bool, valid: dict[str, bool]) -> IndexCheck:
+    """The index `ingest db migrate` builds: the configured embedder's dimension."""
+    dimensions = record.dimensions if record.makes_vectors else None
     if not pgvector:
         return IndexCheck("vector_index_present", True, "no pgvector on this database: vector search is exact")
     if dimensions is None:
-        return IndexCheck("vector_index_present", True, "no vector dimension to index (no embedder, no vectors)")
+        return IndexCheck(
+            "vector_index_present", True, "no vector dimension to index (the configured embedder makes no vectors)"
+        )
     if dimensions > HNSW_MAX_DIMENSIONS:
         return IndexCheck(
             "vector_index_present",
