@@ -56,6 +56,20 @@ class IndexEmbedder:
         return f"{name} (dimensions not recorded)" if self.unknown else f"{name} (no vectors)"
 
 
+def index_has_embedder(
+    conn: psycopg.Connection[DictRow], name: str, dimensions: int, collections: list[str] | None = None
+) -> bool:
+    """Whether some live document of `collections` has vectors made by `name` with
+    `dimensions` (stops at the first). False on a schema before the record."""
+    params = {"collections": list(collections) if collections else None, "name": name, "dimensions": dimensions}
+    try:
+        with conn.transaction():
+            row = conn.execute(query("index_has_embedder"), params).fetchone()
+    except psycopg.errors.UndefinedColumn:
+        return False
+    return bool(row and row["found"])
+
+
 def index_embedders(conn: psycopg.Connection[DictRow], collections: list[str] | None = None) -> list[IndexEmbedder]:
     """The index's embedders over the live documents of `collections` (None or empty: every
     collection), most documents first. Empty on a schema before the record."""

@@ -13,9 +13,9 @@ from __future__ import annotations
 import psycopg
 from psycopg.rows import DictRow
 
-from ingestion_pipeline.db.embedders import IndexEmbedder, index_embedders
+from ingestion_pipeline.db.embedders import IndexEmbedder, index_embedders, index_has_embedder
 from ingestion_pipeline.errors import IngestError
-from ingestion_pipeline.processing import Embedder, embedder_record, embedder_setting
+from ingestion_pipeline.processing import Embedder, EmbedderRecord, embedder_record, embedder_setting
 
 REINDEX = "`ingest reindex --embeddings`"
 
@@ -25,10 +25,16 @@ def check_query_embedder(
 ) -> None:
     """IngestError, one line with the fix, unless `embedder` can embed a `mode` query for
     the index of `collections` (None: every collection)."""
-    index = index_embedders(conn, collections)
-    if not index:  # nothing indexed (or nothing recorded yet): nothing to compare with
-        return
     record = embedder_record(embedder, with_version=False) if embedder is not None else None
+    dimensions = record.dimensions if record is not None and record.makes_vectors else None
+    if record is not None and dimensions is not None and index_has_embedder(conn, record.name, dimensions, collections):
+        return  # the common case, found without grouping the whole index
+    index = index_embedders(conn, collections)
+    if index:  # empty: nothing indexed (or nothing recorded yet), nothing to compare with
+        _refuse_unless_it_matches(index, record, mode)
+
+
+def _refuse_unless_it_matches(index: list[IndexEmbedder], record: EmbedderRecord | None, mode: str) -> None:
     makes_vectors = record is not None and record.makes_vectors
     if record is not None and makes_vectors and any(entry.matches(record.name, record.dimensions) for entry in index):
         return

@@ -13,6 +13,19 @@ from public.search_documents(%(query)s, %(collections)s::text[], %(mode)s, %(lim
 -- and the JWT claims the database's policies read (request_user_id()).
 select pg_catalog.set_config('role', %(role)s, true), pg_catalog.set_config('request.jwt.claims', %(claims)s, true);
 
+-- name: index_has_embedder
+-- Whether a live document of `collections` (null: of every one) has a committed generation
+-- whose vectors the embedder `name` made with `dimensions`: the common answer of the check
+-- before a vector or hybrid search, found at the first such document instead of grouping them all.
+select exists (
+    select 1
+      from documents d
+      join index_generations g on g.id = d.index_generation_id
+     where d.deleted_at is null
+       and (%(collections)s::text[] is null or d.collection = any(%(collections)s::text[]))
+       and g.embedder = %(name)s::text and g.embedder_dimensions = %(dimensions)s::integer
+) as found;
+
 -- name: index_embedders
 -- The embedders of the live documents' committed generations (of `collections`, or of every
 -- collection when null), most documents first: what vector and hybrid search compare the
