@@ -51,6 +51,7 @@ CANDIDATES: dict[str, Fusion] = {
     "rrf 20": rrf(20),
     "rrf 60 w0.3": rrf(60, 0.3),
     "rrf 60 w0.7": rrf(60, 0.7),
+    "convex 0.2": convex(0.2),
     "convex 0.3": convex(0.3),
     "convex 0.5": convex(0.5),
     "convex 0.7": convex(0.7),

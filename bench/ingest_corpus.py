@@ -209,9 +209,10 @@ def main() -> None:
     )
     parser.add_argument(
         "--embedder",
-        choices=["openai"],
+        choices=["openai", "default"],
         help="openai: `ingest work --drain` without an embedder, with hash, and with "
-        "INGEST_EMBEDDER=openai against a local OpenAI-compatible server; --rounds rounds each",
+        "INGEST_EMBEDDER=openai against a local OpenAI-compatible server; default: without an "
+        "embedder and with the default one (wordllama); --rounds rounds each",
     )
     parser.add_argument(
         "--embed-dimensions",

@@ -2,9 +2,9 @@
 15 manual by default, or --corpus sphinx / sqlalchemy (bench/corpora.py).
 
 The database: every HTML page of the corpus (bench/corpora.py finds or fetches its Debian
-package) indexed by `ingest enqueue` and `ingest work --drain --embedder hash`
-(so that hybrid search has vectors; the database migrated for that embedder, which builds
-its HNSW index), then the janitor's compaction of the term counts and
+package) indexed by `ingest enqueue` and `ingest work --drain --embedder E` (--embedder,
+default the default embedder, wordllama; the database migrated for that embedder, which
+builds its HNSW index), then the janitor's compaction of the term counts and
 VACUUM ANALYZE. That is 1x. 10x: the committed rows (documents, generations, pages,
 sections, chunks and their searchable_chunks rows: vectors and embeddings as they are) copied --copies times (default 9)
 inside the database under new ids and source keys, in the same collection, with their term
@@ -14,7 +14,7 @@ Queries: --queries (default 200): --common of them (default 20) are the words in
 documents (a lexeme that is a whole word), the rest entries of the corpus's index (the
 judgments of bench/search_quality.py, sampled with --seed). Each
 is searched with ingestion_pipeline.search.search(conn, q, mode=…, limit=10) in lexical and
-in hybrid mode (the query's vector from the hash embedder), --warmup untimed rounds then
+in hybrid mode (the query's vector from the same embedder), --warmup untimed rounds then
 --rounds timed ones; a query's time is its median over the rounds, timed at the client.
 
 Printed: p50/p95/max per scale, mode and kind of query; the hybrid/lexical ratio of p95;
@@ -220,6 +220,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=1, help="untimed rounds first (default 1)")
     parser.add_argument("--seed", type=int, default=35, help="query sample seed (default 35)")
     parser.add_argument("--lexical-only", action="store_true", help="skip hybrid search")
+    parser.add_argument(
+        "--embedder", default="wordllama", help="INGEST_EMBEDDER to index and query with (default wordllama)"
+    )
     return parser.parse_args()
 
 
@@ -227,19 +230,19 @@ def main() -> None:
     args = parse_args()
     print(f"$ {command_line()}")
     modes = ["lexical"] if args.lexical_only else ["lexical", "hybrid"]
-    embedder = embedder_from_settings(load_settings(), "hash")
+    embedder = embedder_from_settings(load_settings(), args.embedder)
     corpus = corpora.load(args.corpus)
     server_cm = embedded_server() if not args.database_url else contextlib.nullcontext(args.database_url)
     with server_cm as server:
         print(machine_line(server), flush=True)
         uri = create_database(server, DATABASE, migrate=True)
         try:
-            # Migrating again for the hash embedder builds its HNSW index (docs/vector-search.md).
-            os.environ["INGEST_EMBEDDER"] = "hash"
+            # Migrating again for the embedder builds its HNSW index (docs/vector-search.md).
+            os.environ["INGEST_EMBEDDER"] = args.embedder
             if cli.main(["db", "migrate", "--database-url", uri]) != 0:
                 raise SystemExit("ingest db migrate failed")
             began = time.monotonic()
-            index_pages(uri, corpus.files, "--embedder", "hash", batch=corpus.name)
+            index_pages(uri, corpus.files, "--embedder", args.embedder, batch=corpus.name)
             with connect(uri) as conn:
                 print(f"1x built in {time.monotonic() - began:.0f} s (compaction {settle(conn)}): {sizes(conn)}")
                 print(f"corpus: {corpus.name}, {len(corpus.files):,} pages")

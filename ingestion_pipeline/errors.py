@@ -1,6 +1,8 @@
 """Errors that the `ingest` command reports as one line, without a traceback; and the
 project's own SQLSTATEs, each with what it becomes on this side."""
 
+import shlex
+
 # Our own SQLSTATEs (class IF), raised by the migrations' plpgsql. The standard ones the RPCs
 # raise are 22023 (invalid_parameter_value: a bad argument, a call with no fence) and the
 # serialization/deadlock class 40, which the worker retries as transient.
@@ -15,6 +17,18 @@ class IngestError(Exception):
 
 class ConfigError(IngestError):
     """A setting has a bad value."""
+
+
+class UnknownCollection(IngestError):
+    """A command or call named a collection that does not exist (a typo, most often): one
+    message wherever a collection is read (`ingest collection grant`, `search`, `status`, …)."""
+
+    def __init__(self, name: str):
+        self.name = name
+        super().__init__(
+            f"no collection {name!r}: `ingest collection add {shlex.quote(name)}` creates it "
+            "(`ingest collection list` shows them)"
+        )
 
 
 class DatabaseUnavailable(IngestError):

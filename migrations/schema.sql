@@ -1423,6 +1423,40 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.generation_mean_embedding(p_document_id uuid, p_generation_id uuid) RETURNS real[]
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    v_schema name;
+    v_mean real[];
+begin
+    select ns.nspname into v_schema
+      from pg_catalog.pg_attribute a
+      join pg_catalog.pg_type t on t.oid = a.atttypid
+      join pg_catalog.pg_namespace ns on ns.oid = t.typnamespace
+     where a.attrelid = 'public.document_chunks'::regclass and a.attname = 'embedding_vector'
+       and not a.attisdropped;
+    if v_schema is not null then
+        execute format('select %1$I.avg(c.embedding_vector)::real[] from public.document_chunks c '
+                       'where c.document_id = $1 and c.index_generation_id = $2 and c.embedding_vector is not null',
+                       v_schema)
+           into v_mean using p_document_id, p_generation_id;
+        if v_mean is not null then
+            return v_mean;
+        end if;
+    end if;
+    select array_agg(m.value order by m.i) into v_mean
+      from (select u.i, avg(u.x)::real as value
+              from public.document_chunks c
+             cross join lateral unnest(c.embedding) with ordinality as u (x, i)
+             where c.document_id = p_document_id and c.index_generation_id = p_generation_id
+               and c.embedding is not null
+             group by u.i) m;
+    return v_mean;
+end;
+$_$;
+
 CREATE FUNCTION public.generation_refusal(p_job_id uuid, p_document_id uuid, p_generation_id uuid) RETURNS jsonb
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1574,6 +1608,16 @@ CREATE FUNCTION public.import_batch_status_of(p_open bigint, p_failed bigint, p_
                 when p_cancelled_at is not null then 'cancelled'
                 when p_failed > 0 then 'completed_with_errors'
                 else 'completed' end;
+$$;
+
+CREATE FUNCTION public.index_generation_mean_embedding() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    new.mean_embedding := public.generation_mean_embedding(new.document_id, new.id);
+    return new;
+end;
 $$;
 
 CREATE FUNCTION public.ingestion_batch_report(p_batch_id uuid DEFAULT NULL::uuid, p_limit integer DEFAULT 20, p_collection text DEFAULT NULL::text) RETURNS jsonb
@@ -2212,6 +2256,35 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.remove_collection(p_name text) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET lock_timeout TO '5s'
+    AS $$
+declare
+    v_sources text[];
+    v_documents bigint;
+    v_members bigint;
+begin
+    perform 1 from public.collections where name = p_name for update;
+    if not found then
+        return jsonb_build_object('ok', false, 'reason', 'unknown_collection', 'collection', p_name);
+    end if;
+    select array_agg(s.name order by s.name) into v_sources from public.sync_sources s where s.collection = p_name;
+    if v_sources is not null then
+        return jsonb_build_object('ok', false, 'reason', 'has_sources', 'collection', p_name, 'sources', v_sources);
+    end if;
+    lock table public.documents in share mode;
+    select count(*) into v_documents from public.documents d where d.collection = p_name and d.deleted_at is null;
+    if v_documents > 0 then
+        return jsonb_build_object('ok', false, 'reason', 'not_empty', 'collection', p_name, 'documents', v_documents);
+    end if;
+    select count(*) into v_members from public.collection_members m where m.collection = p_name;
+    delete from public.collections where name = p_name;
+    return jsonb_build_object('ok', true, 'collection', p_name, 'members', v_members);
+end;
+$$;
+
 CREATE FUNCTION public.remove_sync_source(p_name text) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2475,6 +2548,7 @@ CREATE FUNCTION public.search_documents(p_query text, p_collections text[] DEFAU
 #variable_conflict use_column
 declare
     v_depth integer;
+    v_lexical_share float8;
     v_scope text[];
     v_refusal text;
 begin
@@ -2510,6 +2584,7 @@ begin
     end if;
     v_scope := public.search_scope(p_collections);
     v_depth := case when p_mode = 'hybrid' then p_limit * 5 else p_limit end;
+    v_lexical_share := case when public.search_query_is_question(p_query) then 0.2 else 0.5 end;
     return query
     with lists as (
         select 'lexical'::text as list, h.*
@@ -2524,8 +2599,8 @@ begin
     ), fused as (
         select l.document_id, min(l.n) as n,
                case when p_mode <> 'hybrid' then max(l.score)
-                    else sum(case when l.list = 'lexical' then 0.5 * l.score / nullif(t.top, 0)
-                                  else 0.5 * greatest(l.score, 0) end order by l.list) end as score
+                    else sum(case when l.list = 'lexical' then v_lexical_share * l.score / nullif(t.top, 0)
+                                  else (1 - v_lexical_share) * greatest(l.score, 0) end order by l.list) end as score
           from lists l
           join tops t on t.list = l.list
          group by l.document_id
@@ -2603,6 +2678,9 @@ declare
     v_first integer := 50;  -- ranked before any deeper candidate: the same whatever p_limit
     v_depth integer := greatest(50, p_limit);
     v_budget integer := greatest(1000, 10 * greatest(50, p_limit));
+    -- BM25's length normalisation over chunk counts: mild for a look-up (a long reference page
+    -- is often the answer to a name), full for a question (a short answer among long pages).
+    v_b float8 := case when public.search_query_is_question(p_query) then 1.0 else 0.3 end;
     v_refusal text := public.search_query_refusal(p_query);
     v_documents float8;
     v_chunks float8;
@@ -2762,7 +2840,7 @@ begin
          group by c.document_id, c.ordinal, u.lexeme
     ), bm25 as materialized (
         select f.document_id,  -- each sum in lexeme order: a float sum's last bit depends on its order
-               sum(t.idf * f.tf * 2.2 / (f.tf + 1.2 * (0.7 + 0.3 * d.chunk_count * v_documents / v_chunks))
+               sum(t.idf * f.tf * 2.2 / (f.tf + 1.2 * (1 - v_b + v_b * d.chunk_count * v_documents / v_chunks))
                    order by f.lexeme) as score
           from (select o.document_id, o.lexeme,
                        5 * max(o.in_title) + 2 * sum(o.in_headings) + sum(o.in_text) as tf
@@ -2823,6 +2901,13 @@ begin
      order by 14;
 end;
 $_$;
+
+CREATE FUNCTION public.search_query_is_question(p_query text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select count(*) >= 5 from public.search_query_terms(p_query) t where not t.excluded;
+$$;
 
 CREATE FUNCTION public.search_query_lexemes(p_query text) RETURNS SETOF public.search_query_part
     LANGUAGE sql IMMUTABLE SECURITY DEFINER
@@ -2958,22 +3043,26 @@ CREATE FUNCTION public.search_vector_hits(p_embedding real[], p_collections text
 declare
     v_scope text[] := public.search_scope(p_collections);
     v_dimensions integer := cardinality(p_embedding);
-    v_exact_at_most constant integer := 20000;
-    v_scope_chunks bigint;
+    -- A scope of at most this many documents is scored exactly, each by its mean; a larger one
+    -- through the chunks' HNSW index. `ingest.vector_exact_at_most` lowers it for a session
+    -- (the tests take the HNSW path on a small corpus with 0).
+    v_exact_at_most constant integer := coalesce(nullif(pg_catalog.current_setting('ingest.vector_exact_at_most', true), '')::integer, 20000);
+    v_norm float8;
+    v_scope_documents bigint;
     v_schema name;
     v_iterative boolean;
     v_most integer;
     v_candidates integer;
     v_fetched bigint;
-    v_rows jsonb;
     v_statement text;
     v_ef_search text;
     v_iterative_scan text;
-    v_exact boolean;
-    v_source text;
     v_documents uuid[];
     v_generations uuid[];
-    v_ordinals integer[];
+    v_scores float8[];
+    v_doc_score text;  -- SQL: a document's score from its generation's mean (g.mean_embedding)
+    v_chunk_score text;  -- SQL: a chunk's cosine (c.*), to pick the one shown
+    v_chunk_has text;  -- SQL: the chunk has a vector of the query's dimensions
 begin
     if p_limit is null or p_limit < 1 or p_limit > 5000 then
         raise exception 'search_vector_hits: p_limit must be between 1 and 5000' using errcode = '22023';
@@ -2985,11 +3074,13 @@ begin
     if v_dimensions is null or v_dimensions = 0 or (v_scope is not null and cardinality(v_scope) = 0) then
         return;
     end if;
-    if v_scope is not null then
-        select coalesce(sum(s.chunks), 0) into v_scope_chunks
-          from public.search_term_counts s
-         where s.lexeme = '' and s.collection = any (v_scope);
+    select sqrt(sum(x::float8 * x)) into v_norm from unnest(p_embedding) as x;
+    if v_norm is null or v_norm = 0 then
+        return;
     end if;
+    select coalesce(sum(s.documents), 0) into v_scope_documents
+      from public.search_term_counts s
+     where s.lexeme = '' and (v_scope is null or s.collection = any (v_scope));
     select ns.nspname, coalesce(string_to_array(e.extversion, '.')::int[] >= array[0, 8], false)
       into v_schema, v_iterative
       from pg_catalog.pg_attribute a
@@ -2998,148 +3089,132 @@ begin
       left join pg_catalog.pg_extension e on e.extname = 'vector'
      where a.attrelid = 'public.document_chunks'::regclass and a.attname = 'embedding_vector'
        and not a.attisdropped;
-    v_exact := v_schema is null or coalesce(v_scope_chunks <= v_exact_at_most, false);
-    if v_exact then
-        -- The scope's committed chunks: a bitmap of the GIN index (this statement only; the
-        -- chunks, documents and sections after it by primary key, index scans whatever the
-        -- planner's statistics, so what a call reads does not depend on other tenants').
-        perform pg_catalog.set_config('enable_bitmapscan', 'on', true);
-        select array_agg(k.document_id), array_agg(k.index_generation_id), array_agg(k.ordinal)
-          into v_documents, v_generations, v_ordinals
-          from public.searchable_chunks k
-         where v_scope is null or k.content_tsv @@ public.search_scope_query(v_scope);
-        perform pg_catalog.set_config('enable_bitmapscan', 'off', true);
-    end if;
 
     if v_schema is null then
-        -- Without pgvector: the cosine in SQL over real[], of the scope's committed chunks
-        -- (every committed chunk when unscoped).
-        return query
-        with query as (
-            select p_embedding::float8[] as v,
-                   (select sqrt(sum(x::float8 * x)) from unnest(p_embedding) as x) as norm
-        ), scored as (
-            select c.document_id, c.index_generation_id, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading,
-                   c.content, p.dot / nullif(p.norm * q.norm, 0) as similarity
-              from unnest(v_documents, v_generations, v_ordinals) as k (document_id, index_generation_id, ordinal)
-             cross join lateral (  -- by the primary key
-                   select c.* from public.document_chunks c
-                    where c.document_id = k.document_id and c.index_generation_id = k.index_generation_id
-                      and c.ordinal = k.ordinal
-                   offset 0) c
-             cross join query q
-             cross join lateral (
-                   select sum(a * b) as dot, sqrt(sum(a::float8 * a)) as norm
-                     from unnest(c.embedding, q.v) as u (a, b)) as p
-             where cardinality(c.embedding) = v_dimensions
-        ), best as (
-            select distinct on (s.document_id) s.*
-              from scored s
-             where s.similarity is not null
-             order by s.document_id, s.similarity desc, s.ordinal
-        )
-        select b.document_id, d.collection, d.source_key, d.source_name, coalesce(d.title, d.source_name),
-               b.index_generation_id, b.ordinal, b.section_ordinal, b.page_ordinal, sec.heading, b.heading,
-               b.similarity::float8, public.search_vector_snippet(b.content),
-               (row_number() over (order by b.similarity desc, b.document_id))::integer
-          from best b
-         cross join lateral (select d.* from public.documents d where d.id = b.document_id offset 0) d
-          left join lateral (
-                select sec.heading from public.document_sections sec
-                 where sec.document_id = b.document_id and sec.index_generation_id = b.index_generation_id
-                   and sec.ordinal = b.section_ordinal
-                offset 0) sec on true
-         order by b.similarity desc, b.document_id
-         limit greatest(p_limit, 0);
+        v_doc_score := '(select sum(a::float8 * b) from unnest(g.mean_embedding, $1) as u (a, b)) / $4';
+        v_chunk_score := $q$(select sum(a::float8 * b) / nullif(sqrt(sum(a::float8 * a)), 0)
+                               from unnest(c.embedding, $1) as u (a, b)) / $4$q$;
+        v_chunk_has := format('cardinality(c.embedding) = %s', v_dimensions);
+    else  -- pgvector's operators, qualified with its schema (Supabase puts it in `extensions`)
+        v_doc_score := format('-(g.mean_embedding::%1$I.vector(%2$s) operator(%1$I.<#>) $1::%1$I.vector(%2$s)) / $4',
+                              v_schema, v_dimensions);
+        v_chunk_score := format('1 - (c.embedding_vector::%1$I.vector(%2$s) operator(%1$I.<=>) $1::%1$I.vector(%2$s))',
+                                v_schema, v_dimensions);
+        v_chunk_has := format('%I.vector_dims(c.embedding_vector) = %s', v_schema, v_dimensions);
+    end if;
+
+    if v_schema is null or v_scope_documents <= v_exact_at_most then
+        -- Every live document of the scope (by documents_live_by_collection; the owner's
+        -- unscoped search: every live document), its committed generation's mean by primary key.
+        execute format($q$
+            with scored as (
+                select d.id, d.index_generation_id, %1$s as score
+                  from (select d.id, d.index_generation_id from public.documents d
+                         where $3::text[] is null and d.deleted_at is null
+                         union all
+                        select d.id, d.index_generation_id
+                          from unnest($3::text[]) as c (collection)
+                         cross join lateral (  -- in the order of the index's keys: read through it, no sort
+                               select d.id, d.index_generation_id from public.documents d
+                                where d.collection = c.collection and d.deleted_at is null
+                                order by d.collection, coalesce(d.source_key, ''), d.id
+                               offset 0) d) d
+                 cross join lateral (select g.mean_embedding from public.index_generations g
+                                      where g.id = d.index_generation_id offset 0) g
+                 where cardinality(g.mean_embedding) = %2$s
+            ), best as (
+                select s.* from scored s where s.score <> 'NaN' order by s.score desc, s.id limit $5
+            )
+            select array_agg(b.id order by b.score desc, b.id), array_agg(b.index_generation_id order by b.score desc, b.id),
+                   array_agg(b.score order by b.score desc, b.id)
+              from best b$q$, v_doc_score, v_dimensions)
+           into v_documents, v_generations, v_scores
+           using p_embedding, null::integer, v_scope, v_norm, p_limit;
+    else
+        -- The documents of the nearest chunks through the HNSW index (the scope and the
+        -- committed generation checked inside the ordered scan), fetching more until p_limit
+        -- documents or the most the index returns; each scored by its mean.
+        perform pg_catalog.set_config('search_path', 'pg_catalog, ' || quote_ident(v_schema) || ', pg_temp', true);
+        v_ef_search := pg_catalog.current_setting('hnsw.ef_search', true);
+        v_iterative_scan := pg_catalog.current_setting('hnsw.iterative_scan', true);
+        v_most := case when v_iterative then 20000 else 1000 end;
+        v_candidates := least(greatest(p_limit, 1) * 10, v_most);
+        v_statement := format($q$
+            with candidates as materialized (
+                select c.document_id, c.index_generation_id
+                  from public.document_chunks c
+                 where vector_dims(c.embedding_vector) = %1$s
+                   and exists (select 1 from public.documents d
+                                where d.id = c.document_id and d.index_generation_id = c.index_generation_id
+                                  and d.deleted_at is null and ($3::text[] is null or d.collection = any ($3::text[])))
+                 order by c.embedding_vector::vector(%1$s) <=> $1::vector(%1$s)
+                 limit $2
+            ), docs as (
+                select distinct k.document_id, k.index_generation_id from candidates k
+            ), scored as (
+                select k.document_id, k.index_generation_id, %2$s as score
+                  from docs k
+                 cross join lateral (select g.mean_embedding from public.index_generations g
+                                      where g.id = k.index_generation_id offset 0) g
+                 where cardinality(g.mean_embedding) = %1$s
+            ), best as (
+                select s.* from scored s where s.score <> 'NaN' order by s.score desc, s.document_id limit $5
+            )
+            select (select count(*) from candidates),
+                   array_agg(b.document_id order by b.score desc, b.document_id),
+                   array_agg(b.index_generation_id order by b.score desc, b.document_id),
+                   array_agg(b.score order by b.score desc, b.document_id)
+              from best b$q$, v_dimensions, v_doc_score);
+        loop
+            perform pg_catalog.set_config('hnsw.ef_search', least(greatest(v_candidates, 40), 1000)::text, true);
+            if v_iterative then
+                perform pg_catalog.set_config('hnsw.iterative_scan', 'strict_order', true);
+            end if;
+            execute v_statement into v_fetched, v_documents, v_generations, v_scores
+                using p_embedding, v_candidates, v_scope, v_norm, p_limit;
+            exit when coalesce(cardinality(v_documents), 0) >= p_limit or v_fetched < v_candidates
+                      or v_candidates >= v_most;
+            v_candidates := least(v_candidates * 2, v_most);
+        end loop;
+        perform pg_catalog.set_config('hnsw.ef_search', coalesce(v_ef_search, '40'), true);
+        if v_iterative then
+            perform pg_catalog.set_config('hnsw.iterative_scan', coalesce(v_iterative_scan, 'off'), true);
+        end if;
+        perform pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+    end if;
+    if v_documents is null then
         return;
     end if;
 
-    -- pgvector: for this call, resolve `vector` and `<=>` where the extension lives (the
-    -- SET clause restores search_path when the function returns; the HNSW settings are put
-    -- back below). A scope of at most v_exact_at_most chunks: every one of its committed
-    -- chunks, by primary key. Else the HNSW index, with the scope and the committed
-    -- generation checked inside the ordered scan, so rows of other tenants, superseded
-    -- generations and deleted documents are skipped by the scan instead of spending its
-    -- candidates.
-    perform pg_catalog.set_config('search_path', 'pg_catalog, ' || quote_ident(v_schema) || ', pg_temp', true);
-    v_ef_search := pg_catalog.current_setting('hnsw.ef_search', true);
-    v_iterative_scan := pg_catalog.current_setting('hnsw.iterative_scan', true);
-    v_most := case when v_iterative then 20000 else 1000 end;
-    v_candidates := least(greatest(p_limit, 1) * 10, v_most);
-    if v_exact then
-        v_source := $q$
-            select c.document_id, c.index_generation_id, c.ordinal,
-                   c.embedding_vector::vector(%1$s) <=> $1::vector(%1$s) as distance
-              from unnest($5::uuid[], $6::uuid[], $7::integer[]) as k (document_id, index_generation_id, ordinal)
+    -- Each hit shown by its most similar chunk (of its first 1,000), by primary key.
+    return query execute format($q$
+        with hits as (
+            select x.document_id, x.index_generation_id, x.score, x.n
+              from unnest($6::uuid[], $7::uuid[], $8::float8[]) with ordinality as x (document_id, index_generation_id, score, n)
+        ), shown as (
+            select h.*, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading, c.content
+              from hits h
              cross join lateral (
-                   select c.* from public.document_chunks c
-                    where c.document_id = k.document_id and c.index_generation_id = k.index_generation_id
-                      and c.ordinal = k.ordinal
-                   offset 0) c
-             where vector_dims(c.embedding_vector) = %1$s$q$;
-    else
-        v_source := $q$
-            select c.document_id, c.index_generation_id, c.ordinal,
-                   c.embedding_vector::vector(%1$s) <=> $1::vector(%1$s) as distance
-              from public.document_chunks c
-             where vector_dims(c.embedding_vector) = %1$s
-               and exists (select 1 from public.documents d
-                            where d.id = c.document_id and d.index_generation_id = c.index_generation_id
-                              and d.deleted_at is null and ($3::text[] is null or d.collection = any ($3::text[])))
-             order by c.embedding_vector::vector(%1$s) <=> $1::vector(%1$s)
-             limit $2$q$;
-    end if;
-    v_statement := format($q$
-        with candidates as materialized (%2$s
-        ), best as (
-            select distinct on (k.document_id) k.*, cc.section_ordinal, cc.page_ordinal, cc.heading, cc.content
-              from candidates k
-              join public.document_chunks cc using (document_id, index_generation_id, ordinal)
-             where k.distance <> 'NaN'
-             order by k.document_id, k.distance, k.ordinal
-        ), hits as (
-            select b.document_id, d.collection, d.source_key as source_uri, d.source_name,
-                   coalesce(d.title, d.source_name) as title, b.index_generation_id, b.ordinal as chunk_ordinal,
-                   b.section_ordinal, b.page_ordinal, sec.heading, b.heading as heading_path,
-                   (1 - b.distance)::float8 as score, public.search_vector_snippet(b.content) as snippet
-              from best b
-             cross join lateral (select d.* from public.documents d where d.id = b.document_id offset 0) d
-              left join lateral (
-                    select sec.heading from public.document_sections sec
-                     where sec.document_id = b.document_id and sec.index_generation_id = b.index_generation_id
-                       and sec.ordinal = b.section_ordinal
-                    offset 0) sec on true
-             order by b.distance, b.document_id
-             limit $4
+                   select c.ordinal, c.section_ordinal, c.page_ordinal, c.heading, c.content
+                     from (select c.* from public.document_chunks c
+                            where c.document_id = h.document_id and c.index_generation_id = h.index_generation_id
+                            order by c.ordinal limit 1000 offset 0) c
+                    where %2$s
+                    order by %1$s desc nulls last, c.ordinal
+                    limit 1) c
         )
-        select (select count(*) from candidates),
-               coalesce((select jsonb_agg(h order by h.score desc, h.document_id) from hits h), '[]')$q$,
-        v_dimensions, format(v_source, v_dimensions));
-    loop
-        perform pg_catalog.set_config('hnsw.ef_search', least(greatest(v_candidates, 40), 1000)::text, true);
-        if v_iterative then
-            perform pg_catalog.set_config('hnsw.iterative_scan', 'strict_order', true);
-        end if;
-        execute v_statement into v_fetched, v_rows
-            using p_embedding, v_candidates, v_scope, greatest(p_limit, 0), v_documents, v_generations, v_ordinals;
-        exit when v_exact or jsonb_array_length(v_rows) >= p_limit or v_fetched < v_candidates
-                  or v_candidates >= v_most;
-        v_candidates := least(v_candidates * 2, v_most);
-    end loop;
-    perform pg_catalog.set_config('hnsw.ef_search', coalesce(v_ef_search, '40'), true);
-    if v_iterative then
-        perform pg_catalog.set_config('hnsw.iterative_scan', coalesce(v_iterative_scan, 'off'), true);
-    end if;
-    return query
-        select r.document_id, r.collection, r.source_uri, r.source_name, r.title, r.index_generation_id,
-               r.chunk_ordinal, r.section_ordinal, r.page_ordinal, r.heading, r.heading_path, r.score, r.snippet,
-               e.n::integer
-          from jsonb_array_elements(v_rows) with ordinality as e (hit, n)
-         cross join lateral jsonb_to_record(e.hit) as r (document_id uuid, collection text, source_uri text,
-               source_name text, title text, index_generation_id uuid, chunk_ordinal integer,
-               section_ordinal integer, page_ordinal integer, heading text, heading_path text,
-               score double precision, snippet text)
-         order by e.n;
+        select s.document_id, d.collection, d.source_key, d.source_name, coalesce(d.title, d.source_name),
+               s.index_generation_id, s.ordinal, s.section_ordinal, s.page_ordinal, sec.heading, s.heading,
+               s.score, public.search_vector_snippet(s.content), s.n::integer
+          from shown s
+         cross join lateral (select d.* from public.documents d where d.id = s.document_id offset 0) d
+          left join lateral (
+                select sec.heading from public.document_sections sec
+                 where sec.document_id = s.document_id and sec.index_generation_id = s.index_generation_id
+                   and sec.ordinal = s.section_ordinal
+                offset 0) sec on true
+         order by s.n$q$, v_chunk_score, v_chunk_has)
+        using p_embedding, null::integer, v_scope, v_norm, p_limit, v_documents, v_generations, v_scores;
 end;
 $_$;
 
@@ -3500,6 +3575,7 @@ CREATE TABLE public.index_generations (
     embedder text,
     embedder_dimensions integer,
     embedder_version text,
+    mean_embedding real[],
     CONSTRAINT index_generations_status_check CHECK ((status = ANY (ARRAY['building'::text, 'committed'::text, 'superseded'::text, 'abandoned'::text])))
 );
 
@@ -3712,6 +3788,8 @@ CREATE TRIGGER documents_uncount_search_terms BEFORE DELETE ON public.documents 
 
 CREATE TRIGGER documents_untrack_searchable_chunks BEFORE DELETE ON public.documents FOR EACH ROW EXECUTE FUNCTION public.track_searchable_chunks();
 
+CREATE TRIGGER index_generation_mean_embedding BEFORE UPDATE OF status ON public.index_generations FOR EACH ROW WHEN (((new.status = 'committed'::text) AND (old.status IS DISTINCT FROM 'committed'::text))) EXECUTE FUNCTION public.index_generation_mean_embedding();
+
 ALTER TABLE ONLY public.collection_members
     ADD CONSTRAINT collection_members_collection_fkey FOREIGN KEY (collection) REFERENCES public.collections(name) ON DELETE CASCADE;
 
@@ -3853,6 +3931,8 @@ REVOKE ALL ON FUNCTION public.fence_refusal(p_job public.ingestion_jobs, p_job_i
 REVOKE ALL ON FUNCTION public.finish_source_sync(p_name text, p_token bigint, p_succeeded boolean, p_counts jsonb, p_error text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.finish_source_sync(p_name text, p_token bigint, p_succeeded boolean, p_counts jsonb, p_error text) TO ingestion_worker;
 
+REVOKE ALL ON FUNCTION public.generation_mean_embedding(p_document_id uuid, p_generation_id uuid) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION public.generation_refusal(p_job_id uuid, p_document_id uuid, p_generation_id uuid) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.grant_collection(p_collection text, p_user_id uuid, p_role text) FROM PUBLIC;
@@ -3869,6 +3949,8 @@ GRANT SELECT ON TABLE public.import_batches TO ingestion_worker;
 REVOKE ALL ON FUNCTION public.import_batch_counters_of(p_batch public.import_batches) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.import_batch_status_of(p_open bigint, p_failed bigint, p_cancelled_at timestamp with time zone) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.index_generation_mean_embedding() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.ingestion_batch_report(p_batch_id uuid, p_limit integer, p_collection text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.ingestion_batch_report(p_batch_id uuid, p_limit integer, p_collection text) TO ingestion_worker;
@@ -3951,6 +4033,9 @@ GRANT ALL ON FUNCTION public.register_sync_source(p_name text, p_url text, p_col
 REVOKE ALL ON FUNCTION public.release_ingestion_job(p_job_id uuid, p_document_id uuid, p_lease_token bigint, p_error_message text, p_retry_delay_seconds double precision, p_worker_id text, p_stages jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.release_ingestion_job(p_job_id uuid, p_document_id uuid, p_lease_token bigint, p_error_message text, p_retry_delay_seconds double precision, p_worker_id text, p_stages jsonb) TO ingestion_worker;
 
+REVOKE ALL ON FUNCTION public.remove_collection(p_name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.remove_collection(p_name text) TO ingestion_worker;
+
 REVOKE ALL ON FUNCTION public.remove_sync_source(p_name text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.remove_sync_source(p_name text) TO ingestion_worker;
 
@@ -3995,6 +4080,8 @@ REVOKE ALL ON FUNCTION public.search_lexeme_query(p_lexeme text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.search_query_is_question(p_query text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.search_query_lexemes(p_query text) FROM PUBLIC;
 

@@ -1,23 +1,27 @@
-"""`ingest collection add|list|grant|revoke`: collections and who may read them.
+"""`ingest collection add|list|grant|revoke|remove`: collections and who may read them.
 
 A collection is private until made public; an app user (the uuid Supabase's auth.uid()
 returns) reads the public collections and those it is a member of (row-level security,
 docs/search.md). Documents enqueued into a new collection register it, private.
 
-Exit status: 0 when done (an `add` that changed nothing included), 1 when a grant names no
-collection or a revoke finds no membership, 2 for usage errors (a user id that is not a uuid)."""
+Exit status: 0 when done (an `add` that changed nothing included), 1 when a grant or revoke
+names no collection (one line, errors.UnknownCollection), a revoke finds no membership or a
+remove is refused (no such collection, a source syncs into it, documents without
+--delete-documents), 2 for usage errors (a user id that is not a uuid)."""
 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, get_args
+import shlex
+from typing import TYPE_CHECKING, Any, get_args
 
 from ingestion_pipeline.cli.common import EXIT_NOTHING_DONE, add_database_url, print_json, user_id
 from ingestion_pipeline.cli.tables import render_table
-from ingestion_pipeline.db.models import CollectionAdded, CollectionRole, Refusal
+from ingestion_pipeline.db.models import CollectionAdded, CollectionRemoved, CollectionRole, Refusal
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.errors import IngestError, UnknownCollection
+from ingestion_pipeline.operations import lifecycle
 from ingestion_pipeline.settings import Settings
 
 if TYPE_CHECKING:
@@ -70,7 +74,20 @@ def register(commands: Commands) -> None:
     revoke.add_argument("user_id", metavar="USER_ID", type=user_id, help="the uuid auth.uid() returns")
     revoke.set_defaults(handler=cmd_revoke)
 
-    for sub in (add, listing, grant, revoke):
+    remove = actions.add_parser(
+        "remove",
+        help="remove an empty collection (with --delete-documents: its documents first)",
+        description="Remove collection NAME and its memberships. A collection with documents is refused "
+        "unless --delete-documents, which deletes them first (as `ingest delete` does); one a registered "
+        "source syncs into is refused (`ingest source remove` it first). Exit 1 when refused.",
+    )
+    remove.add_argument("name", metavar="NAME")
+    remove.add_argument(
+        "--delete-documents", action="store_true", help="delete the collection's documents, then remove it"
+    )
+    remove.set_defaults(handler=cmd_remove)
+
+    for sub in (add, listing, grant, revoke, remove):
         add_database_url(sub)
 
 
@@ -122,10 +139,7 @@ def cmd_grant(args: argparse.Namespace, settings: Settings) -> int:
         result = IngestionRpc(pool).grant_collection(args.name, args.user_id, args.role)
     if not result.ok:
         if result.reason == Refusal.UNKNOWN_COLLECTION:
-            raise IngestError(
-                f"no collection {args.name!r}: `ingest collection add {args.name}` creates it "
-                "(`ingest collection list` shows them)"
-            )
+            raise UnknownCollection(args.name)
         raise IngestError(f"user {args.user_id} not granted {args.role} of {args.name}: {result.reason}")
     if result.previous_role == result.role:
         print(f"user {args.user_id} is already a {result.role} of {args.name}")
@@ -136,9 +150,43 @@ def cmd_grant(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_remove(args: argparse.Namespace, settings: Settings) -> int:
+    deleted: list[dict[str, Any]] = []
+    with migrated_pool(settings) as pool:
+        rpc = IngestionRpc(pool)
+        result = rpc.remove_collection(args.name)
+        if result.reason == Refusal.NOT_EMPTY and args.delete_documents:
+            deleted = lifecycle.delete_collection_documents(rpc, args.name)
+            result = rpc.remove_collection(args.name)
+    if not result.ok:
+        raise _not_removed(args.name, result)
+    done = [f"{sum(1 for r in deleted if r.get('ok'))} document(s) deleted"] if deleted else []
+    done += [f"{result.members} membership(s) removed"] if result.members else []
+    print(f"collection {args.name} removed" + (f" ({', '.join(done)})" if done else ""))
+    return 0
+
+
+def _not_removed(name: str, result: CollectionRemoved) -> IngestError:
+    if result.reason == Refusal.UNKNOWN_COLLECTION:
+        return UnknownCollection(name)
+    if result.reason == Refusal.HAS_SOURCES:
+        return IngestError(
+            f"collection {name!r} not removed: registered source(s) {', '.join(result.sources)} sync into it "
+            f"(`ingest source remove {shlex.quote(result.sources[0])}` first)"
+        )
+    if result.reason == Refusal.NOT_EMPTY:
+        return IngestError(
+            f"collection {name!r} not removed: it has {result.documents} document(s) "
+            f"(`ingest collection remove {shlex.quote(name)} --delete-documents` deletes them with it)"
+        )
+    return IngestError(f"collection {name!r} not removed: {result.reason}")
+
+
 def cmd_revoke(args: argparse.Namespace, settings: Settings) -> int:
     with migrated_pool(settings) as pool:
-        result = IngestionRpc(pool).revoke_collection(args.name, args.user_id)
+        rpc = IngestionRpc(pool)
+        rpc.require_collections([args.name])
+        result = rpc.revoke_collection(args.name, args.user_id)
     if result.revoked:
         print(f"user {args.user_id} is no longer a member of {args.name} (was a {result.role})")
         return 0

@@ -5,9 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+import psycopg
+from psycopg.rows import DictRow
+from psycopg_pool import ConnectionPool
+
+from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
 
 if TYPE_CHECKING:
@@ -64,6 +71,19 @@ def add_document_refs(parser: argparse.ArgumentParser, collection_help: str) -> 
         "documents", nargs="*", metavar="KEY|PATH|ID", help="source keys (file:///…, s3://…), local paths, or ids"
     )
     parser.add_argument("--collection", metavar="NAME", default=None, help=collection_help)
+
+
+@contextmanager
+def announce_new_collection(pool: ConnectionPool[psycopg.Connection[DictRow]], name: str) -> Iterator[None]:
+    """Around a command that writes documents into collection `name` (enqueue, sync): when
+    its writes created the collection, say so on stderr, one line, so a typo shows."""
+    rpc = IngestionRpc(pool)
+    existed = not rpc.missing_collections([name])
+    try:
+        yield
+    finally:
+        if not existed and not rpc.missing_collections([name]):
+            print(f"ingest: created collection {name!r}", file=sys.stderr)
 
 
 def print_json(data: Any) -> None:

@@ -13,6 +13,7 @@ from ingestion_pipeline.cli.common import (
     add_collection,
     add_collection_scope,
     add_database_url,
+    announce_new_collection,
     positive_int,
     print_json,
 )
@@ -21,6 +22,7 @@ from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.operations.enqueue import enqueue_paths
+from ingestion_pipeline.operations.lookup import shown_key
 from ingestion_pipeline.settings import Settings
 
 if TYPE_CHECKING:
@@ -61,7 +63,7 @@ def _uuid(value: str) -> UUID:
 
 def cmd_enqueue(args: argparse.Namespace, settings: Settings) -> int:
     max_attempts = args.max_attempts or settings.max_attempts
-    with migrated_pool(settings) as pool:
+    with migrated_pool(settings) as pool, announce_new_collection(pool, args.collection):
         progress = tqdm(unit="file", desc="enqueue", disable=args.json or not sys.stderr.isatty(), file=sys.stderr)
         with progress:
             report = enqueue_paths(
@@ -110,7 +112,9 @@ def print_status(
     collection: str | None = None,
 ) -> None:
     with migrated_pool(settings) as pool:
-        report = IngestionRpc(pool).batch_report(batch_id=batch_id, limit=limit, collection=collection)
+        rpc = IngestionRpc(pool)
+        rpc.require_collections([collection])
+        report = rpc.batch_report(batch_id=batch_id, limit=limit, collection=collection)
     if batch_id and not report.batches:
         scope = f" holding documents of collection {collection!r}" if collection else ""
         raise IngestError(f"no batch {batch_id}{scope}")
@@ -156,7 +160,7 @@ def print_status(
                 ["file", "version", "searchable", "attempts", "error"],
                 [
                     (
-                        f.source_key or f.source_name,
+                        shown_key(f.source_key) or f.source_name,
                         f.version or "",
                         _searchable(f),
                         f"{f.attempt_count}/{f.max_attempts}",

@@ -22,6 +22,7 @@ from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.operations import lifecycle
+from ingestion_pipeline.operations.lookup import shown_key
 from ingestion_pipeline.settings import Settings
 
 if TYPE_CHECKING:
@@ -86,8 +87,10 @@ def cmd_delete(args: argparse.Namespace, settings: Settings) -> int:
     if not args.documents and not args.source_names:
         return usage_error("delete", "give documents (keys, paths or ids) or --source NAME")
     with migrated_pool(settings) as pool:
+        rpc = IngestionRpc(pool)
+        rpc.require_collections([args.collection])
         results = lifecycle.delete_documents(
-            IngestionRpc(pool), (), args.source_names, refs=args.documents, collection=args.collection
+            rpc, (), args.source_names, refs=args.documents, collection=args.collection
         )
     deleted = [r for r in results if r.get("ok")]
     if args.json:
@@ -99,7 +102,7 @@ def cmd_delete(args: argparse.Namespace, settings: Settings) -> int:
                 [
                     (
                         r.get("document_id") or "",
-                        r.get("source_key") or r.get("source_name") or "",
+                        shown_key(r.get("source_key")) or r.get("source_name") or "",
                         "deleted" if r.get("ok") else "refused",
                         lifecycle.delete_detail(r),
                     )

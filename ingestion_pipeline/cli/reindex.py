@@ -15,7 +15,7 @@ from ingestion_pipeline.cli.common import (
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
-from ingestion_pipeline.operations.lookup import resolve_refs
+from ingestion_pipeline.operations.lookup import resolve_refs, shown_key
 from ingestion_pipeline.operations.reindex import reindex_documents
 from ingestion_pipeline.processing import embedder_from_settings, embedder_record
 from ingestion_pipeline.settings import Settings
@@ -56,6 +56,7 @@ def cmd_reindex(args: argparse.Namespace, settings: Settings) -> int:
     # A bad configuration stops here, in one line; a folder model's version is its digest.
     embedder = embedder_record(embedder_from_settings(settings)) if args.embeddings else None
     with migrated_pool(settings) as pool:
+        IngestionRpc(pool).require_collections([args.collection])
         missing: list[str] = []
         document_ids = None
         if args.documents:
@@ -68,7 +69,9 @@ def cmd_reindex(args: argparse.Namespace, settings: Settings) -> int:
         print_json({**report.as_dict(), "keys_not_found": missing})
         return 0 if report.queued else EXIT_NOTHING_DONE
     for key in missing:
-        print(f"{key}: no live document has this key in collection {args.collection or DEFAULT_COLLECTION!r}")
+        print(
+            f"{shown_key(key)}: no live document has this key in collection {args.collection or DEFAULT_COLLECTION!r}"
+        )
     if not report.outcomes:
         scope = f" in collection {args.collection!r}" if args.collection else ""
         if embedder is not None:

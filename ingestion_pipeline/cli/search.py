@@ -7,9 +7,12 @@ from typing import TYPE_CHECKING
 
 from ingestion_pipeline.cli.common import add_database_url, positive_int, print_json, user_id
 from ingestion_pipeline.db.ready import migrated_pool
+from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
+from ingestion_pipeline.operations.lookup import shown_key
 from ingestion_pipeline.processing import embedder_from_settings
-from ingestion_pipeline.search import MODES, Mode, Reader, search
+from ingestion_pipeline.processing.headings import SEPARATOR
+from ingestion_pipeline.search import MODES, Hit, Mode, Reader, search
 from ingestion_pipeline.settings import Settings
 
 if TYPE_CHECKING:
@@ -79,6 +82,8 @@ def print_search(
 ) -> None:
     embedder = embedder_from_settings(settings) if mode != "lexical" else None
     with migrated_pool(settings) as pool, pool.connection() as conn:
+        if reader is not None:  # the search does not tell an app's reader; the operator is told
+            IngestionRpc(conn).require_collections(collections or [])
         hits = search(conn, text, mode=mode, limit=limit, embedder=embedder, collections=collections, reader=reader)
     if as_json:
         print_json([hit.as_json() for hit in hits])
@@ -86,8 +91,19 @@ def print_search(
     if not hits:
         print("no matches")
     for hit in hits:
-        heading = f" › {hit.heading}" if hit.heading else ""
-        where = hit.source_uri or hit.source_name
+        heading = "".join(f"{SEPARATOR}{h}" for h in headings_below_title(hit))
+        where = shown_key(hit.source_uri) or hit.source_name
         collection = f", collection {hit.collection}" if hit.collection != DEFAULT_COLLECTION else ""
         print(f"{hit.score:.3f}  {hit.title}{heading}  ({where}{collection})")
         print(f"       {' '.join(hit.snippet.split())}")
+
+
+def headings_below_title(hit: Hit) -> list[str]:
+    """The headings above the hit's best chunk, outermost first, without the leading ones that
+    only repeat the document's title (a page whose first heading is its title prints
+    `Title › Section`, not `Title › Title › Section`)."""
+    headings = hit.heading_path.split(SEPARATOR) if hit.heading_path else [hit.heading] if hit.heading else []
+    title = " ".join(hit.title.split()).casefold()
+    while headings and " ".join(headings[0].split()).casefold() == title:
+        headings = headings[1:]
+    return headings

@@ -11,17 +11,17 @@ from uuid import UUID
 
 from ingestion_pipeline.cli.common import (
     EXIT_NOTHING_DONE,
-    add_collection,
     add_database_url,
     positive_int,
     print_json,
 )
 from ingestion_pipeline.cli.tables import render_table
-from ingestion_pipeline.db.models import DocumentHistory, DocumentSummary, DocumentVersion
+from ingestion_pipeline.db.models import DeletedDocument, DocumentHistory, DocumentSummary, DocumentVersion
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
 from ingestion_pipeline.errors import IngestError
-from ingestion_pipeline.operations.lookup import parse_ref
+from ingestion_pipeline.operations.lookup import parse_ref, shown_key
 from ingestion_pipeline.settings import Settings
 
 if TYPE_CHECKING:
@@ -33,7 +33,9 @@ def register(commands: Commands) -> None:
     show.add_argument(
         "document", metavar="KEY|PATH|ID", help="a source key (file:///…, s3://…), a local path, or a document id"
     )
-    add_collection(show)
+    show.add_argument(
+        "--collection", metavar="NAME", default=None, help=f"where a key is looked up (default {DEFAULT_COLLECTION!r})"
+    )
     show.add_argument("--version", type=positive_int, metavar="N", help="with --bytes: this version (default: latest)")
     show.add_argument(
         "--bytes",
@@ -49,15 +51,14 @@ def register(commands: Commands) -> None:
 def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
     ref = parse_ref(args.document)
     document_id, key = (ref, None) if isinstance(ref, UUID) else (None, ref)
+    collection = args.collection or DEFAULT_COLLECTION
     with migrated_pool(settings) as pool:
         rpc = IngestionRpc(pool)
-        history = rpc.document_history(document_id=document_id, collection=args.collection, source_key=key)
-        if (not history.ok or history.document is None) and args.json:
-            print_json(history.model_dump(mode="json", exclude={"fenced"}))
-            return EXIT_NOTHING_DONE
+        rpc.require_collections([args.collection])  # named: a typo is an error, not "no document"
+        history = rpc.document_history(document_id=document_id, collection=collection, source_key=key)
         if not history.ok or history.document is None:
-            print(f"no document {key or args.document}" + (f" in collection {args.collection!r}" if key else ""))
-            return EXIT_NOTHING_DONE
+            deleted = rpc.deleted_document(collection, key) if key else None
+            return not_found(history, key or args.document, collection if key else None, deleted, as_json=args.json)
         if args.write_bytes:
             return write_version_bytes(rpc, history.document, args.version)
         kept = set(rpc.kept_versions(history.document.document_id))
@@ -69,6 +70,27 @@ def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
         for note in notes:
             print(f"note: {note}")
     return 0
+
+
+def not_found(
+    history: DocumentHistory, ref: str, collection: str | None, deleted: DeletedDocument | None, *, as_json: bool
+) -> int:
+    """No document of that id, or no live one of that key (`collection`): one line, which
+    says when the key's document was deleted and how to see its versions (`--json`: the
+    RPC's answer and `deleted_document`)."""
+    if as_json:
+        answer = history.model_dump(mode="json", exclude={"fenced"})
+        print_json({**answer, "deleted_document": deleted.model_dump(mode="json") if deleted else None})
+        return EXIT_NOTHING_DONE
+    where = f" in collection {collection!r}" if collection is not None else ""
+    if deleted is None:
+        print(f"no document {shown_key(ref)}{where}")
+    else:
+        print(
+            f"no live document {shown_key(ref)}{where}: it was deleted at {deleted.deleted_at:%Y-%m-%d %H:%M:%S %Z} "
+            f"(`ingest show {deleted.document_id}` lists its versions; enqueue the file again to bring it back)"
+        )
+    return EXIT_NOTHING_DONE
 
 
 def write_version_bytes(rpc: IngestionRpc, document: DocumentSummary, version: int | None) -> int:
@@ -99,7 +121,7 @@ def _jobs(version: DocumentVersion) -> str:
 
 
 def print_history(d: DocumentSummary, versions: list[DocumentVersion], kept: Set[int] = frozenset()) -> None:
-    print(f"document {d.document_id}  {d.source_key or d.source_name}  (collection {d.collection})")
+    print(f"document {d.document_id}  {shown_key(d.source_key) or d.source_name}  (collection {d.collection})")
     indexed = f"indexed at version {d.indexed_version}" if d.indexed_version else d.status
     print(f"{d.title or d.source_name}: {indexed}, latest version {d.version or '-'}, {d.chunk_count} chunks")
     if d.deleted_at:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import TYPE_CHECKING
 
 from ingestion_pipeline.cli.common import (
@@ -59,9 +60,15 @@ def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
     # a local folder is registered by its absolute path, as its files' keys are made
     url = args.url if "://" in args.url or args.url.startswith("file:") else os.path.abspath(args.url)
     with migrated_pool(settings) as pool:
-        result = IngestionRpc(pool).register_source(
+        rpc = IngestionRpc(pool)
+        result = rpc.register_source(
             args.name, url, collection=args.collection, every_minutes=args.every, delete_vanished=args.delete
         )
+        if result.ok and rpc.missing_collections([args.collection]):  # a typo shows now, not at the sync
+            print(
+                f"ingest: collection {args.collection!r} does not exist yet: the first sync of {args.name} creates it",
+                file=sys.stderr,
+            )
     if args.json:
         print_json(result.model_dump(mode="json", exclude={"fenced"}))
     elif result.ok:
@@ -127,5 +134,8 @@ def cmd_sync(args: argparse.Namespace, settings: Settings) -> int:
             keep_versions=settings.keep_versions,
             dry_run=args.dry_run,
             on_entry=on_entry,
+        ),
+        collection_of=lambda pool: next(
+            (s.collection for s in IngestionRpc(pool).sync_sources() if s.name == args.name), None
         ),
     )

@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from ingestion_pipeline.cli.common import add_collection, add_database_url, print_json
+from ingestion_pipeline.cli.common import add_collection, add_database_url, announce_new_collection, print_json
 from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db.ready import migrated_pool
+from ingestion_pipeline.operations.lookup import shown_key
 from ingestion_pipeline.operations.sync import COUNTED, Pool, SyncOptions, SyncReport, sync_source
 from ingestion_pipeline.settings import Settings
 
@@ -55,15 +57,24 @@ def cmd_sync(args: argparse.Namespace, settings: Settings) -> int:
         keep_versions=settings.keep_versions,
     )
     return run_sync(
-        settings, args.json, lambda pool, on_entry: sync_source(pool, args.source, options, on_entry=on_entry)
+        settings,
+        args.json,
+        lambda pool, on_entry: sync_source(pool, args.source, options, on_entry=on_entry),
+        collection_of=lambda _: args.collection,
     )
 
 
-def run_sync(settings: Settings, as_json: bool, sync: Callable[[Pool, Callable[[str], None]], SyncReport]) -> int:
+def run_sync(
+    settings: Settings,
+    as_json: bool,
+    sync: Callable[[Pool, Callable[[str], None]], SyncReport],
+    collection_of: Callable[[Pool], str | None],
+) -> int:
     """Run `sync` (given the pool and a callback per listed file) with a progress bar on a
-    terminal, then print its report (`ingest sync`, `ingest source sync`). Exit status 1 when
-    an entry failed."""
-    with migrated_pool(settings) as pool:
+    terminal, then print its report (`ingest sync`, `ingest source sync`); a collection the
+    sync created (`collection_of` names the one it syncs into) is said on stderr. Exit
+    status 1 when an entry failed."""
+    with migrated_pool(settings) as pool, _announcing(pool, collection_of(pool)):
         progress = tqdm(unit="file", desc="sync", disable=as_json or not sys.stderr.isatty(), file=sys.stderr)
         with progress:
             report = sync(pool, lambda _: progress.update())
@@ -74,16 +85,20 @@ def run_sync(settings: Settings, as_json: bool, sync: Callable[[Pool, Callable[[
     return 1 if report.failures else 0  # the rest of the pass is done; a script still hears of it
 
 
+def _announcing(pool: Pool, collection: str | None) -> AbstractContextManager[None]:
+    return announce_new_collection(pool, collection) if collection is not None else nullcontext()
+
+
 def print_report(report: SyncReport) -> None:
     if report.dry_run and report.changes:
-        print(render_table(["file", "would be"], report.changes[:ROWS_LISTED]))
+        print(render_table(["file", "would be"], [(shown_key(k), c) for k, c in report.changes[:ROWS_LISTED]]))
         if len(report.changes) > ROWS_LISTED:
             print(f"… and {len(report.changes) - ROWS_LISTED} more (--json lists them all)")
         print()
     print(render_table(list(COUNTED), [tuple(report.counts[name] for name in COUNTED)]))
     if report.failures:
         print("\nfailed:")
-        print(render_table(["file", "reason"], report.failures[:ROWS_LISTED]))
+        print(render_table(["file", "reason"], [(shown_key(k), r) for k, r in report.failures[:ROWS_LISTED]]))
     if report.deletes_skipped:
         print(f"\nnothing deleted: {report.deletes_skipped}")
     where = f"batch {report.batch_id}" if report.batch_id else "no batch (nothing to index)"

@@ -93,6 +93,19 @@ def delete_documents(
     return answers + results
 
 
+def delete_collection_documents(rpc: IngestionRpc, collection: str, page: int = 1000) -> list[dict[str, Any]]:
+    """Delete every live document of `collection`, a page of ids at a time, each through
+    delete_document as `delete_documents` does (`ingest collection remove --delete-documents`).
+    One answer per document; a document enqueued meanwhile may be missed (the removal that
+    follows then refuses the collection as not empty)."""
+    answers: list[dict[str, Any]] = []
+    after = None
+    while ids := rpc.live_document_ids(collection, after=after, limit=page):
+        answers.extend(delete_documents(rpc, ids))
+        after = ids[-1]
+    return answers
+
+
 def one_retry_form(job_ids: Sequence[object] | None, batch_id: object | None, all_failed: bool) -> bool:
     """A retry names exactly one of: jobs, a batch (its failed jobs), or every failed job."""
     return sum([bool(job_ids), batch_id is not None, bool(all_failed)]) == 1

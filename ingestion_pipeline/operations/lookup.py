@@ -4,9 +4,12 @@ Keys are looked up among the live documents of one collection."""
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote_to_bytes, urlsplit
 from uuid import UUID
 
 from ingestion_pipeline.db.rpc import IngestionRpc
@@ -14,15 +17,33 @@ from ingestion_pipeline.operations.enqueue import source_key_of
 
 
 def parse_ref(text: str) -> UUID | str:
-    """A document id, or the key `text` names: as given when it has a scheme, else the
-    key of the local path."""
+    """A document id, or the key `text` names: as given when it has a scheme (a `file:` key
+    as `shown_key` prints it, decoded, is encoded again), else the key of the local path."""
     try:
         return UUID(text.strip())
     except ValueError:
         pass
+    if text.startswith("file:") and _NOT_ENCODED.search(text):  # as `shown_key` prints it
+        return source_key_of(Path(os.fsdecode(unquote_to_bytes(urlsplit(text).path))))
     if "://" in text or text.startswith("file:"):
         return text
     return source_key_of(Path(text))
+
+
+# What a percent-encoded `file:` key never holds: white space, a letter beyond ASCII, a `%`
+# that starts no escape.
+_NOT_ENCODED = re.compile(r"[\s\u0080-\U0010ffff]|%(?![0-9A-Fa-f]{2})")
+
+
+def shown_key(key: str | None) -> str | None:
+    r"""A source key as the commands print it: a `file:` key with its percent-escapes undone
+    (`file:///srv/docs/a b/café.md`, not `a%20b/caf%C3%A9.md`; bytes that are not UTF-8 as
+    `\xNN`), other keys as they are. Display only: `parse_ref` takes it back to the stored key."""
+    if key is None or not key.startswith("file:") or "%" not in key:
+        return key
+    parts = urlsplit(key)
+    path = unquote_to_bytes(parts.path).decode("utf-8", "backslashreplace")
+    return f"file://{parts.netloc}{path}"
 
 
 @dataclass

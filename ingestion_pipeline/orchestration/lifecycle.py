@@ -10,7 +10,7 @@ from uuid import UUID
 
 import dagster as dg
 
-from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.errors import IngestError, UnknownCollection
 from ingestion_pipeline.operations import lifecycle
 from ingestion_pipeline.orchestration.resources import DatabaseResource
 
@@ -59,6 +59,10 @@ def delete_by_id_or_source(
         raise dg.Failure(description="invalid config: give document_ids, source_keys and/or source_names")
     document_ids = _ids(config.document_ids, "document")
     with database.rpc() as rpc:
+        try:
+            rpc.require_collections([config.collection])
+        except UnknownCollection as exc:
+            raise dg.Failure(description=f"invalid config: {exc}") from None
         results = lifecycle.delete_documents(
             rpc, document_ids, config.source_names, refs=config.source_keys, collection=config.collection
         )

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ingestion_pipeline.errors import ConfigError
 
-from .model import Chunk
+from .headings import heading_paths
+from .model import Chunk, ParsedDocument
 
 if TYPE_CHECKING:
     from ingestion_pipeline.settings import Settings
@@ -115,13 +116,16 @@ def embedder_from_settings(settings: Settings, name: str | None = None) -> Embed
     return factory(settings)
 
 
-def embed_chunks(chunks: list[Chunk], embedder: Embedder) -> list[Chunk]:
-    """The chunks with `embedding` filled in; unchanged when the embedder returns None."""
+def embed_chunks(chunks: list[Chunk], embedder: Embedder, document: ParsedDocument | None = None) -> list[Chunk]:
+    """The chunks with `embedding` filled in; unchanged when the embedder returns None. With
+    the chunks' `document`, each is embedded with its document's title and its heading path
+    before its text (`embedding_texts`)."""
+    texts = embedding_texts(chunks, document)
     embedded: list[Chunk] = []
     size = getattr(embedder, "batch_size", _BATCH)
     for at in range(0, len(chunks), size):
         batch = chunks[at : at + size]
-        vectors = embedder.embed([chunk.text for chunk in batch])
+        vectors = embedder.embed(texts[at : at + size])
         if vectors is None:
             return list(chunks)
         if len(vectors) != len(batch):
@@ -168,3 +172,18 @@ def embedder_setting(name: str | None) -> str | None:
         return "wordllama"
     prefix = name.split(":", 1)[0]
     return prefix if prefix in _EMBEDDERS else None
+
+
+def embedding_texts(chunks: list[Chunk], document: ParsedDocument | None) -> list[str]:
+    """What is embedded for each chunk: the title and heading path, then the text. A chunk
+    of a FAQ answer or a reference section often does not name its subject; its headings
+    do (the question benchmark's vector MRR@10: 0.311 over the text alone, 0.344 with them;
+    bench/results/question_quality.md)."""
+    if document is None:
+        return [chunk.text for chunk in chunks]
+    headings = heading_paths(document.sections)
+    texts = []
+    for chunk in chunks:
+        path = None if chunk.section_ordinal is None else headings.get(chunk.section_ordinal)
+        texts.append("\n".join(part for part in (document.title, path, chunk.text) if part))
+    return texts

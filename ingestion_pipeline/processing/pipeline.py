@@ -23,5 +23,5 @@ def process_document(
     document = parse(content, source_name, max_bytes=max_bytes, ocr=ocr)
     chunks = chunk_sections(document.sections, options)
     if embedder is not None:
-        chunks = embed_chunks(chunks, embedder)
+        chunks = embed_chunks(chunks, embedder, document)
     return document, chunks

@@ -18,8 +18,9 @@ import psycopg
 from psycopg.rows import DictRow, class_row
 
 from ingestion_pipeline.db.queries import query
+from ingestion_pipeline.db.rpc.collections import missing_collections
 from ingestion_pipeline.db.schema_level import probe, require_current
-from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.errors import IngestError, UnknownCollection
 
 from .model import Hit, Mode
 
@@ -54,6 +55,8 @@ def search_documents(
 ) -> list[Hit]:
     """The RPC's hits: `embedding` is the query's vector (vector and hybrid modes)."""
     require_current(probe(conn), "search")
+    if reader is None and collections:
+        _require_collections(conn, collections)
     params = {
         "query": text,
         "collections": list(collections) if collections else None,
@@ -73,3 +76,18 @@ def search_documents(
         if reader is None:
             raise
         raise IngestError(f"cannot search as {reader.role}: {exc.diag.message_primary}") from None
+
+
+def _require_collections(conn: psycopg.Connection[DictRow], names: list[str]) -> None:
+    """UnknownCollection for a named collection that does not exist, when the caller may see
+    which exist: the owner or ingestion_worker, who read every collection. An app's reader
+    (`reader`, or a connection as anon or authenticated, which may not read the table) is
+    not told: to it a collection it may not read and one that does not exist must look the
+    same (SPEC §10, non-interference), and both give no hits."""
+    try:
+        with conn.transaction():
+            missing = missing_collections(conn, names)
+    except psycopg.errors.InsufficientPrivilege:
+        return
+    if missing:
+        raise UnknownCollection(missing[0])

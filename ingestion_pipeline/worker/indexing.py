@@ -57,7 +57,7 @@ def _process_in_thread(run: JobRun, content: bytes, with_headings: bool) -> Enco
     with run.stage("chunk", 40):
         chunks = chunk_sections(parsed.sections, ctx.chunking)
     with run.stage("embed", 60, embedder=ctx.embedder.name):
-        chunks = embed_chunks(chunks, ctx.embedder)
+        chunks = embed_chunks(chunks, ctx.embedder, parsed)
     return encode_artifacts(parsed, chunks, with_headings=with_headings)
 
 
@@ -86,7 +86,7 @@ def _process_in_child(run: JobRun, pool: ParsePool, content: bytes, with_heading
     if processed.document is None or processed.chunks is None:
         raise RuntimeError("the parsing child answered with neither rows nor a parsed document")
     with run.stage("embed", 60, embedder=ctx.embedder.name):
-        chunks = embed_chunks(processed.chunks, ctx.embedder)
+        chunks = embed_chunks(processed.chunks, ctx.embedder, processed.document)
     return encode_artifacts(processed.document, chunks, with_headings=with_headings)
 
 

@@ -123,7 +123,7 @@ def process_document_in_child(
         return Processed(seconds, document=document, chunks=chunks)
     if embedder is not None:
         began = time.perf_counter()
-        chunks = embed_chunks(chunks, embedder)
+        chunks = embed_chunks(chunks, embedder, document)
         seconds["embed"] = time.perf_counter() - began
     return Processed(seconds, encoded=encode_artifacts(document, chunks, with_headings=with_headings))
 

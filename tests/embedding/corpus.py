@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from ingestion_pipeline.processing import HashEmbedder
+from tests.vector.corpus import embedded_text
 
 WORDS = "lantern harbour keeper tide signal ledger otter kettle archive beacon".split()
 
@@ -34,7 +35,8 @@ def committed_chunks(conn) -> list[dict]:
     ).fetchone()
     vector = "coalesce(c.embedding, c.embedding_vector::real[])" if pgvector else "c.embedding"
     return conn.execute(
-        f"select c.document_id, c.content, {vector} as embedding from document_chunks c join documents d "
+        f"select c.document_id, c.title, c.heading, c.content, {vector} as embedding "
+        "from document_chunks c join documents d "
         "on d.id = c.document_id and d.index_generation_id = c.index_generation_id order by c.document_id, c.ordinal"
     ).fetchall()
 
@@ -58,7 +60,8 @@ def assert_every_document_indexed_with_vectors(conn, documents: int, dimensions:
     assert [(j["status"], j["document_status"]) for j in jobs(conn)] == [("completed", "indexed")] * documents
     chunks = committed_chunks(conn)
     assert len({c["document_id"] for c in chunks}) == documents
-    expected = HashEmbedder(dimensions).embed([c["content"] for c in chunks])  # what the server computes
+    # what the server computes, from what the worker sends: title, heading path and text
+    expected = HashEmbedder(dimensions).embed([embedded_text(c) for c in chunks])
     for chunk, vector in zip(chunks, expected, strict=True):
         assert chunk["embedding"] == pytest.approx(vector, abs=1e-6)  # stored as real[]
     return chunks

@@ -87,6 +87,11 @@ def test_delete_documents_by_id_and_by_source(instance, resources, conn, drained
 def test_delete_documents_by_key_in_a_collection(instance, resources, conn, drained):
     [otters] = [f for f in drained.files if Path(f.path).name == "river-otters.html"]
     elsewhere = {"source_keys": [otters.source_key], "collection": "another"}
+    # a collection that does not exist is a typo, said as `ingest delete` says it (issue 48)
+    assert failure(run(delete_documents, instance, resources, "delete_by_id_or_source", elsewhere)).startswith(
+        "invalid config: no collection 'another': `ingest collection add another` creates it"
+    )
+    conn.execute("select add_collection('another')")
     assert "no live document has this key" in failure(
         run(delete_documents, instance, resources, "delete_by_id_or_source", elsewhere)
     )

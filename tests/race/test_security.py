@@ -86,6 +86,8 @@ WORKER_RPCS = {
     "searchable_chunks_drift",
     # a worker fault: the job released, its attempt refunded (20261204000400)
     "release_ingestion_job",
+    # an empty collection removed, for the operator (20261205000400)
+    "remove_collection",
 }
 # Internal helpers (called by the RPCs or the trigger as their owner): granted to no one.
 INTERNAL = {
@@ -147,6 +149,10 @@ INTERNAL = {
     # Issue 44 (20261204000300): the kept-bytes bookkeeping, the previous release's keyless insert
     "track_oldest_kept_version",
     "keyless_insert_meets_keyed_copy",
+    # issue 47 (20261205000300): a generation's mean vector and its trigger; a question's test
+    "generation_mean_embedding",
+    "index_generation_mean_embedding",
+    "search_query_is_question",
 }
 # Created only where the server has pgvector.
 OPTIONAL = {"document_chunks_embedding_vector"}
@@ -213,6 +219,10 @@ QUIET_FUNCTIONS = CUSTOM_PLANS | {
     "readable_document_sections",
     "readable_document_chunks",
 }
+# A function that takes a table lock waits for it a bounded time: the writers that queue
+# behind its request stall at most that long (remove_collection's SHARE lock on documents).
+LOCK_TIMEOUT = "lock_timeout=5s"
+LOCK_TIMEOUT_FUNCTIONS = {"remove_collection"}
 
 # What an app's roles (PostgREST's anon and authenticated, created by 20261203000100 where
 # they were not there) may run and read; row-level security decides which rows.
@@ -348,6 +358,7 @@ def test_every_function_is_classified_pins_search_path_and_runs_as_definer(conn)
         expected += [NO_INDEX_ONLY_SCAN] if row["proname"] in NO_INDEX_ONLY_SCAN_FUNCTIONS else []
         expected += NESTED_LOOPS if row["proname"] in NESTED_LOOP_FUNCTIONS else []
         expected += [QUIET] if row["proname"] in QUIET_FUNCTIONS else []
+        expected += [LOCK_TIMEOUT] if row["proname"] in LOCK_TIMEOUT_FUNCTIONS else []
         assert sorted(row["proconfig"]) == sorted(expected), row["signature"]
         assert row["prosecdef"] == (row["proname"] not in INVOKER), row["signature"]
 

@@ -10,8 +10,11 @@ from ingestion_pipeline.processing import NoEmbedder
 from ingestion_pipeline.search import search
 from tests.vector.corpus import EMBEDDER, index_folder, write_corpus
 
-# migration 20261205000100: half the lexical score over its list's best, half the cosine
-LEXICAL_SHARE = 0.5
+
+def lexical_share(text: str) -> float:
+    """Migration 20261205000300: half for a query of up to four terms, a fifth from five on
+    (20261205000100 had half for every query)."""
+    return 0.5 if len(set(text.split())) <= 4 else 0.2
 
 
 @pytest.mark.parametrize(
@@ -47,14 +50,20 @@ def test_query_terms(conn, text, included, excluded):
 def test_hybrid_adds_the_lexical_score_over_its_best_and_the_cosine(db_url, tmp_path):
     index_folder(db_url, write_corpus(tmp_path / "corpus"))
     with connect(db_url) as conn:
-        for text in ("otter river stream", "lamp of the lighthouse and a kettle of tea", "volcano ash"):
+        for text, share in (
+            ("volcano ash", 0.5),
+            ("otter river stream fur", 0.5),
+            ("otter river stream fur whiskers", 0.2),
+            ("lamp of the lighthouse and a kettle of tea", 0.2),  # 8 distinct terms
+        ):
+            assert lexical_share(text) == pytest.approx(share)
             depth = 5 * 4
             lexical, vector = (
                 search(conn, text, mode=mode, limit=depth, embedder=EMBEDDER) for mode in ("lexical", "vector")
             )
             fused: dict = {}
             shown: dict = {}
-            for hits, weight in ((lexical, LEXICAL_SHARE / lexical[0].score), (vector, 1 - LEXICAL_SHARE)):
+            for hits, weight in ((lexical, share / lexical[0].score), (vector, 1 - share)):
                 for rank, hit in enumerate(hits, start=1):
                     fused[hit.document_id] = fused.get(hit.document_id, 0.0) + weight * max(hit.score, 0.0)
                     if hit.document_id not in shown or rank < shown[hit.document_id][0]:
@@ -81,3 +90,21 @@ def test_hybrid_over_an_index_without_vectors_ranks_as_lexical(db_url, tmp_path)
             # and the default mode is hybrid where the query can be embedded, lexical where not
             assert search(conn, text, limit=4, embedder=EMBEDDER) == hybrid
             assert search(conn, text, limit=4) == lexical
+
+
+@pytest.mark.parametrize(
+    "text, question",
+    [
+        ("autovacuum naptime", False),
+        ("to_tsvector setweight ts_rank cover", False),  # four terms: a look-up
+        ("how do I render SQL expressions as strings", True),
+        ("what is the difference between a and b", True),  # stop words count: they are terms
+        ("vacuum vacuum vacuum vacuum vacuum", False),  # one term, repeated
+        ("tea kettle -oolong -green -black -white", False),  # excluded terms do not count
+        ('"steep the leaves" in a warm kettle', True),  # a phrase is one term
+    ],
+)
+def test_a_question_has_five_terms_or_more(conn, text, question):
+    """Migration 20261205000300: lexical search normalises a question's BM25 for length in
+    full, and hybrid gives it four fifths to the vector score."""
+    assert conn.execute("select search_query_is_question(%s) as q", (text,)).fetchone()["q"] is question

@@ -19,6 +19,7 @@ import pytest
 
 from ingestion_pipeline.cli import main as ingest
 from ingestion_pipeline.db.connection import connect, make_pool
+from ingestion_pipeline.errors import UnknownCollection
 from ingestion_pipeline.search import Reader, search
 from ingestion_pipeline.settings import load_settings
 from ingestion_pipeline.worker import Worker
@@ -84,8 +85,13 @@ def test_each_reader_finds_only_what_it_may_read(tenants, mode):
             assert collections_of(hits) == VISIBLE[who], (who, mode, hits)
             assert all(SECRET not in hit.snippet for hit in hits if hit.collection != "beta"), hits
             # Naming a collection it may not read narrows to nothing, exactly as a collection
-            # that does not exist does: no error, no hint.
+            # that does not exist does: no error, no hint. The owner, who reads every
+            # collection, is told of one that does not exist (a typo).
             for named in (["beta"], ["no-such-collection"]):
+                if reader is None and named == ["no-such-collection"]:
+                    with pytest.raises(UnknownCollection):
+                        search(conn, "otter", mode=mode, collections=named, embedder=EMBEDDER)
+                    continue
                 narrowed = search(conn, "otter", mode=mode, collections=named, embedder=EMBEDDER, reader=reader)
                 assert collections_of(narrowed) == VISIBLE[who] & set(named), (who, named)
 

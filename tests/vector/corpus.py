@@ -75,18 +75,26 @@ def embed(text: str) -> list[float]:
 
 
 def expected_ranking(url: str, vector: list[float]) -> list[tuple[str, float]]:
-    """(source name, best cosine similarity) per document, best first, computed here from
-    the committed chunks' text re-embedded: what either SQL path must return."""
+    """(source name, mean cosine similarity of its chunks) per document, best first, computed
+    here from the committed chunks re-embedded (title, heading path and text, as the worker
+    embeds them): what either SQL path must return (migration 20261205000300)."""
     with connect(url) as conn:
         rows = conn.execute(
-            "select d.source_name, c.content from committed_document_chunks c join documents d on d.id = c.document_id"
+            "select d.source_name, c.title, c.heading, c.content"
+            "  from committed_document_chunks c join documents d on d.id = c.document_id"
         ).fetchall()
-    best: dict[str, float] = {}
+    scores: dict[str, list[float]] = {}
     for row in rows:
-        score = cosine(vector, embed(row["content"]))
-        if score is not None and score > best.get(row["source_name"], -2.0):
-            best[row["source_name"]] = score
-    return sorted(best.items(), key=lambda item: -item[1])
+        score = cosine(vector, embed(embedded_text(row)))
+        if score is not None:
+            scores.setdefault(row["source_name"], []).append(score)
+    means = {name: sum(values) / len(values) for name, values in scores.items()}
+    return sorted(means.items(), key=lambda item: -item[1])
+
+
+def embedded_text(chunk: dict) -> str:
+    """What the worker embeds for a chunk row (processing.embedding.embedding_texts)."""
+    return "\n".join(part for part in (chunk["title"], chunk["heading"], chunk["content"]) if part)
 
 
 def cosine(a: list[float], b: list[float]) -> float | None:

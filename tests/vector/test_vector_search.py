@@ -4,7 +4,9 @@ plan, the two paths agreeing, and committed generations of live documents only."
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 
 import pytest
 
@@ -16,7 +18,16 @@ from ingestion_pipeline.search import search
 from ingestion_pipeline.search.vector import vector_hits, vector_search_path
 from tests.helpers import start_reindex_build
 from tests.plans import captured_plans, scans_of
-from tests.vector.corpus import DIMENSIONS, EMBEDDER, QUERIES, embed, expected_ranking, index_folder, write_corpus
+from tests.vector.corpus import (
+    DIMENSIONS,
+    EMBEDDER,
+    QUERIES,
+    embed,
+    embedded_text,
+    expected_ranking,
+    index_folder,
+    write_corpus,
+)
 
 TOLERANCE = 1e-4  # pgvector sums in float4; the exact path and Python in float8
 
@@ -43,7 +54,7 @@ def test_worker_vectors_land_in_the_vector_column(pgvector_db, tmp_path):
     ids = index_folder(pgvector_db.url, write_corpus(tmp_path / "corpus", ["otters.txt", "tea.txt"]))
     with connect(pgvector_db.url) as conn:
         rows = conn.execute(
-            "select content, embedding, embedding_vector::real[] as vector, "
+            "select title, heading, content, embedding, embedding_vector::real[] as vector, "
             "vector_dims(embedding_vector) as dims from document_chunks "
             "where document_id = any(%s)",
             (list(ids.values()),),
@@ -52,14 +63,14 @@ def test_worker_vectors_land_in_the_vector_column(pgvector_db, tmp_path):
     for row in rows:
         assert row["embedding"] is None, "moved, not copied: the real[] copy is cleared"
         assert row["dims"] == DIMENSIONS
-        assert row["vector"] == pytest.approx(embed(row["content"]), abs=1e-6)
+        assert row["vector"] == pytest.approx(embed(embedded_text(row)), abs=1e-6)
 
 
 def test_exact_path_keeps_vectors_in_real_arrays(exact_db, tmp_path):
     index_folder(exact_db.url, write_corpus(tmp_path / "corpus", ["otters.txt"]))
     with connect(exact_db.url) as conn:
-        rows = conn.execute("select content, embedding from document_chunks").fetchall()
-    assert rows and all(row["embedding"] == pytest.approx(embed(row["content"]), abs=1e-6) for row in rows)
+        rows = conn.execute("select title, heading, content, embedding from document_chunks").fetchall()
+    assert rows and all(row["embedding"] == pytest.approx(embed(embedded_text(row)), abs=1e-6) for row in rows)
 
 
 def test_nearest_documents_on_every_path(any_db, tmp_path):
@@ -89,10 +100,28 @@ def test_pgvector_and_exact_paths_agree_on_the_same_documents(fresh_db, tmp_path
     with connect(with_index.url) as a, connect(exact.url) as b:
         for text in QUERIES:
             vector = embed(text)
-            hnsw = vector_hits(a, vector, 12)
             scan = vector_hits(b, vector, 12)
-            assert hnsw[0].source_name == scan[0].source_name, text
-            assert {h.source_name: round(h.score, 3) for h in hnsw} == {h.source_name: round(h.score, 3) for h in scan}
+            for hnsw_path in (False, True):  # pgvector: the documents scored directly, then via HNSW
+                with exact_bound(a, 0 if hnsw_path else None):
+                    hnsw = vector_hits(a, vector, 12)
+                assert hnsw[0].source_name == scan[0].source_name, text
+                assert {h.source_name: round(h.score, 3) for h in hnsw} == {
+                    h.source_name: round(h.score, 3) for h in scan
+                }
+
+
+@contextlib.contextmanager
+def exact_bound(conn, documents: int | None) -> Iterator[None]:
+    """ingest.vector_exact_at_most set for the block (None: the default, 20,000): a scope of
+    more documents than that takes the HNSW path (migration 20261205000300)."""
+    if documents is None:
+        yield
+        return
+    conn.execute("select set_config('ingest.vector_exact_at_most', %s, false)", (str(documents),))
+    try:
+        yield
+    finally:
+        conn.execute("reset ingest.vector_exact_at_most")
 
 
 def test_twenty_calls_of_the_search_rpc_each_use_the_hnsw_index(pgvector_db, tmp_path):
@@ -108,18 +137,28 @@ def test_twenty_calls_of_the_search_rpc_each_use_the_hnsw_index(pgvector_db, tmp
     with connect(pgvector_db.url) as conn, captured_plans(conn) as plans:
         conn.execute("analyze document_chunks")
         assert conn.execute("select count(*) as n from document_chunks").fetchone()["n"] > 500
-        # every collection (the HNSW index, the owner's unscoped search), and one: a scope of at
-        # most 20,000 chunks is searched exactly, its own chunks by primary key
+        # every collection over more documents than the exact bound (the HNSW index, the
+        # owner's unscoped search), and one within it: its live documents by
+        # documents_live_by_collection, each one's mean by the generation's primary key, and the
+        # chunks shown by theirs
         for n in range(20):
             collections = None if n % 2 else ["default"]
             plans.clear()
-            assert vector_hits(conn, embed(texts[n % len(texts)]), 10, collections=collections)
+            bound = 0 if collections is None else None
+            text = texts[n % len(texts)]
+            with exact_bound(conn, bound):
+                assert vector_hits(conn, embed(text), 10, collections=collections)
             scans = scans_of(plans, "document_chunks")
             if collections is None:
                 assert ("Index Scan", index_name(DIMENSIONS)) in scans, json.dumps(plans, indent=1)[:3000]
             else:
                 assert set(scans) == {("Index Scan", "document_chunks_pkey")}, scans
-                assert ("Bitmap Index Scan", "searchable_chunks_terms") in scans_of(plans, "searchable_chunks")
+                assert set(scans_of(plans, "documents")) <= {
+                    ("Index Scan", "documents_live_by_collection"),
+                    ("Index Scan", "documents_pkey"),
+                }, scans_of(plans, "documents")
+                assert ("Index Scan", "documents_live_by_collection") in scans_of(plans, "documents")
+                assert set(scans_of(plans, "index_generations")) == {("Index Scan", "index_generations_pkey")}
             assert not any(kind == "Seq Scan" for kind, _ in scans), scans
 
 
@@ -130,7 +169,7 @@ def test_long_documents_do_not_crowd_out_the_rest(pgvector_db, tmp_path):
     index_folder(pgvector_db.url, folder)
     ensure_hnsw_index(pgvector_db.url, DIMENSIONS)
     vector = embed("otter swims in the river stream")
-    with connect(pgvector_db.url) as conn:
+    with connect(pgvector_db.url) as conn, exact_bound(conn, 0):
         hits = vector_hits(conn, vector, 6)
     assert hits[0].source_name == "otters.txt"
     assert_nearest(hits, expected_ranking(pgvector_db.url, vector), 6)

@@ -23,11 +23,13 @@ from ingestion_pipeline.db.models.batches import (
 from ingestion_pipeline.db.models.collections import (
     CollectionAdded,
     CollectionGranted,
+    CollectionRemoved,
     CollectionRevoked,
     CollectionRole,
     CollectionSummary,
 )
 from ingestion_pipeline.db.models.documents import (
+    DeletedDocument,
     DocumentHistory,
     DocumentSummary,
     DocumentVersion,
@@ -75,12 +77,14 @@ __all__ = [
     "CleanupResult",
     "CollectionAdded",
     "CollectionGranted",
+    "CollectionRemoved",
     "CollectionRevoked",
     "CollectionRole",
     "CollectionSummary",
     "CommitResult",
     "CompleteItem",
     "CompletedJobs",
+    "DeletedDocument",
     "DocumentDeleted",
     "DocumentHistory",
     "DocumentSummary",

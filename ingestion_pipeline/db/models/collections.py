@@ -55,3 +55,13 @@ class CollectionRevoked(RpcResult):
     user_id: UUID | None = None
     revoked: bool = False
     role: str | None = None
+
+
+class CollectionRemoved(RpcResult):
+    """A collection removed with its `members` (their count), or refused: `unknown_collection`,
+    `has_sources` (`sources` sync into it) or `not_empty` (`documents` live ones)."""
+
+    collection: str | None = None
+    members: int = 0
+    sources: list[str] = []
+    documents: int = 0

@@ -94,6 +94,15 @@ class KnownSource(BaseModel):
     content_sha256: str | None = None  # the latest version's bytes
 
 
+class DeletedDocument(BaseModel):
+    """The latest deleted document of a key (`ingest show` of a key no live document has)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    document_id: UUID
+    deleted_at: datetime
+
+
 class DocumentHistory(RpcResult):
     """`ingest show`: a document and its versions, newest first."""
 

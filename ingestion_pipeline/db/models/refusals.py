@@ -39,6 +39,8 @@ class Refusal(StrEnum):
     INVALID = "invalid"  # a source's name, URL, collection or interval breaks its checks
     SYNC_IN_PROGRESS = "sync_in_progress"  # another sync holds the source's lease
     UNKNOWN_COLLECTION = "unknown_collection"  # a grant on a collection that does not exist
+    HAS_SOURCES = "has_sources"  # a collection's removal: a registered source syncs into it
+    NOT_EMPTY = "not_empty"  # a collection's removal: it has live documents
 
 
 class RpcResult(BaseModel):

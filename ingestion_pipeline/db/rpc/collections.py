@@ -6,20 +6,34 @@ Operator calls, not the worker's: nothing here is fenced. They need this release
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from uuid import UUID
+
+import psycopg
+from psycopg.rows import DictRow
 
 from ingestion_pipeline.db import schema_level
 from ingestion_pipeline.db.models import (
     CollectionAdded,
     CollectionGranted,
+    CollectionRemoved,
     CollectionRevoked,
     CollectionRole,
     CollectionSummary,
 )
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc.base import RpcBase
+from ingestion_pipeline.errors import UnknownCollection
 
 WHAT = "managing collections"  # what needs this release's schema, in SchemaTooOld's message
+
+
+def missing_collections(conn: psycopg.Connection[DictRow], names: Sequence[str]) -> list[str]:
+    """The names among `names` that are no collection, in their order (the caller reads the
+    table `collections`: the owner, ingestion_worker; an app's roles may not)."""
+    rows = conn.execute(query("rpc_known_collections"), {"names": list(names)}).fetchall()
+    known = {row["name"] for row in rows}
+    return [name for name in dict.fromkeys(names) if name not in known]
 
 
 class CollectionRpc(RpcBase):
@@ -37,6 +51,19 @@ class CollectionRpc(RpcBase):
             rows = conn.execute(query("rpc_list_collections")).fetchall()
         return [CollectionSummary.model_validate(row) for row in rows]
 
+    def missing_collections(self, names: Sequence[str]) -> list[str]:
+        """The names among `names` that are no collection, in their order."""
+        schema_level.require_current(self.schema_level, WHAT)
+        with self._connection() as conn:
+            return missing_collections(conn, names)
+
+    def require_collections(self, names: Sequence[str | None]) -> None:
+        """UnknownCollection for the first of `names` (None: not named) that is no collection."""
+        named = [name for name in names if name is not None]
+        missing = self.missing_collections(named) if named else []
+        if missing:
+            raise UnknownCollection(missing[0])
+
     def grant_collection(self, collection: str, user_id: UUID, role: CollectionRole = "reader") -> CollectionGranted:
         """Make the user a reader or writer of the collection (a member's role is replaced;
         `previous_role` says which it had); `unknown_collection` when there is no such
@@ -44,6 +71,19 @@ class CollectionRpc(RpcBase):
         schema_level.require_current(self.schema_level, WHAT)
         params = {"collection": collection, "user_id": user_id, "role": role}
         return self._result(CollectionGranted, "rpc_grant_collection", params)
+
+    def remove_collection(self, name: str) -> CollectionRemoved:
+        """Remove an empty collection and its memberships; refused (nothing changed)
+        `unknown_collection`, `has_sources` or `not_empty` (its live documents: delete them
+        first)."""
+        schema_level.require_current(self.schema_level, WHAT)
+        return self._result(CollectionRemoved, "rpc_remove_collection", {"name": name})
+
+    def live_document_ids(self, collection: str, *, after: UUID | None = None, limit: int = 1000) -> list[UUID]:
+        """A page of the ids of the collection's live documents, in id order, after `after`."""
+        params = {"collection": collection, "after": after or UUID(int=0), "limit": limit}
+        with self._connection() as conn:
+            return [row["id"] for row in conn.execute(query("live_documents_of_collection"), params)]
 
     def revoke_collection(self, collection: str, user_id: UUID) -> CollectionRevoked:
         """Remove the user's membership; `revoked` false when it had none."""

@@ -12,7 +12,7 @@ from uuid import UUID
 import psycopg
 
 from ingestion_pipeline.db import schema_level
-from ingestion_pipeline.db.models import DocumentHistory, KnownSource, VersionEnqueued
+from ingestion_pipeline.db.models import DeletedDocument, DocumentHistory, KnownSource, VersionEnqueued
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc.base import RpcBase
 from ingestion_pipeline.errors import BATCH_CANCELLED_SQLSTATE, BatchWasCancelled
@@ -76,6 +76,14 @@ class DocumentRpc(RpcBase):
             "rpc_document_history",
             {"document_id": document_id, "collection": collection, "source_key": source_key},
         )
+
+    def deleted_document(self, collection: str, source_key: str) -> DeletedDocument | None:
+        """The latest deleted document of `source_key` in `collection`, if any."""
+        with self._connection() as conn:
+            row = conn.execute(
+                query("deleted_document_of_key"), {"collection": collection, "source_key": source_key}
+            ).fetchone()
+        return DeletedDocument.model_validate(row) if row else None
 
     def kept_versions(self, document_id: UUID) -> list[int]:
         """The versions of the document whose bytes are at hand: the latest's, and older ones

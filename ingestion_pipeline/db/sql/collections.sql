@@ -14,3 +14,16 @@ select grant_collection(p_collection => %(collection)s, p_user_id => %(user_id)s
 
 -- name: rpc_revoke_collection
 select revoke_collection(p_collection => %(collection)s, p_user_id => %(user_id)s) as result;
+
+-- name: rpc_known_collections
+-- Which of these names are collections (the operator's commands refuse the others).
+select name from public.collections where name = any (%(names)s::text[]);
+
+-- name: rpc_remove_collection
+select remove_collection(p_name => %(name)s) as result;
+
+-- name: live_documents_of_collection
+-- A page of the live documents of a collection, by id (documents_live_by_collection).
+select id from public.documents
+ where collection = %(collection)s and deleted_at is null and id > %(after)s
+ order by id limit %(limit)s;

@@ -90,6 +90,15 @@ select coalesce(metadata -> 'notes', '[]'::jsonb) as notes
   from documents
  where id = %(document_id)s;
 
+-- name: deleted_document_of_key
+-- The latest deleted document of a key in a collection (`ingest show` of a key no live
+-- document has), by documents_collection_key_c.
+select id as document_id, deleted_at
+  from documents
+ where collection = %(collection)s and source_key collate "C" = %(source_key)s and deleted_at is not null
+ order by deleted_at desc, id
+ limit 1;
+
 -- name: kept_versions
 -- The versions of a document whose bytes are at hand: the latest (document_sources) and
 -- those kept (document_version_sources).
