@@ -49,15 +49,19 @@ begin
 end;
 $$;
 
-CREATE FUNCTION public.apply_generation_commit(p_document_id uuid, p_generation_id uuid, p_metadata jsonb) RETURNS jsonb
+CREATE FUNCTION public.apply_generation_commit(p_document_id uuid, p_generation_id uuid, p_metadata jsonb, p_embedder jsonb DEFAULT NULL::jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+    AS $_$
 declare
     v_pages integer;
     v_sections integer;
     v_chunks integer;
+    v_dimensions integer;
 begin
+    if jsonb_typeof(p_embedder -> 'dimensions') = 'number' and (p_embedder ->> 'dimensions') ~ '^[1-9][0-9]{0,8}$' then
+        v_dimensions := (p_embedder ->> 'dimensions')::integer;
+    end if;
     select count(*) into v_pages from public.document_pages
      where document_id = p_document_id and index_generation_id = p_generation_id;
     select count(*) into v_sections from public.document_sections
@@ -69,7 +73,10 @@ begin
      where document_id = p_document_id and status = 'committed';
     update public.index_generations
        set status = 'committed', committed_at = now(),
-           page_count = v_pages, section_count = v_sections, chunk_count = v_chunks
+           page_count = v_pages, section_count = v_sections, chunk_count = v_chunks,
+           embedder = nullif(p_embedder ->> 'name', ''),
+           embedder_dimensions = v_dimensions,
+           embedder_version = nullif(p_embedder ->> 'version', '')
      where id = p_generation_id;
     update public.documents
        set index_generation_id = p_generation_id,
@@ -84,7 +91,7 @@ begin
     return jsonb_build_object('ok', true, 'generation_id', p_generation_id,
         'page_count', v_pages, 'section_count', v_sections, 'chunk_count', v_chunks);
 end;
-$$;
+$_$;
 
 CREATE FUNCTION public.begin_document_index_generation(p_job_id uuid, p_document_id uuid, p_worker_id text, p_lease_token bigint DEFAULT NULL::bigint) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
@@ -417,7 +424,7 @@ begin
 end;
 $$;
 
-CREATE FUNCTION public.commit_and_complete_ingestion_job(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_lease_token bigint, p_metadata jsonb DEFAULT '{}'::jsonb, p_batch_id uuid DEFAULT NULL::uuid, p_stage text DEFAULT 'indexed'::text) RETURNS jsonb
+CREATE FUNCTION public.commit_and_complete_ingestion_job(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_lease_token bigint, p_metadata jsonb DEFAULT '{}'::jsonb, p_batch_id uuid DEFAULT NULL::uuid, p_stage text DEFAULT 'indexed'::text, p_embedder jsonb DEFAULT NULL::jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -430,12 +437,13 @@ begin
     -- p_batch_id is kept for callers of earlier releases: the counters of the job's own batch move.
     v_answer := public.complete_ingestion_jobs(jsonb_build_array(jsonb_build_object(
         'job_id', p_job_id, 'document_id', p_document_id, 'lease_token', p_lease_token,
-        'generation_id', p_generation_id, 'metadata', coalesce(p_metadata, '{}'), 'stage', p_stage)));
+        'generation_id', p_generation_id, 'metadata', coalesce(p_metadata, '{}'), 'stage', p_stage,
+        'embedder', p_embedder)));
     return (v_answer -> 'results' -> 0) - 'item' || jsonb_build_object('batches', v_answer -> 'batches');
 end;
 $$;
 
-CREATE FUNCTION public.commit_document_index_generation(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_worker_id text, p_metadata jsonb DEFAULT '{}'::jsonb, p_lease_token bigint DEFAULT NULL::bigint) RETURNS jsonb
+CREATE FUNCTION public.commit_document_index_generation(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_worker_id text, p_metadata jsonb DEFAULT '{}'::jsonb, p_lease_token bigint DEFAULT NULL::bigint, p_embedder jsonb DEFAULT NULL::jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -453,7 +461,7 @@ begin
         return v_refusal;
     end if;
     perform public.lock_documents(array[p_document_id]);
-    return public.apply_generation_commit(p_document_id, p_generation_id, p_metadata);
+    return public.apply_generation_commit(p_document_id, p_generation_id, p_metadata, p_embedder);
 end;
 $$;
 
@@ -526,6 +534,7 @@ declare
     v_tokens bigint[];
     v_generation_ids uuid[];
     v_metadata jsonb[];
+    v_embedders jsonb[];
     v_stages text[];
     v_worker_ids text[];
     v_stage_rows jsonb[];
@@ -545,18 +554,19 @@ begin
            coalesce(array_agg(x.lease_token order by x.job_id, x.item), '{}'),
            coalesce(array_agg(x.generation_id order by x.job_id, x.item), '{}'),
            coalesce(array_agg(coalesce(x.metadata, '{}') order by x.job_id, x.item), '{}'),
+           coalesce(array_agg(x.embedder order by x.job_id, x.item), '{}'),
            coalesce(array_agg(x.stage order by x.job_id, x.item), '{}'),
            coalesce(array_agg(x.worker_id order by x.job_id, x.item), '{}'),
            coalesce(array_agg(x.stages order by x.job_id, x.item), '{}'),
            coalesce(array_agg(x.item::integer order by x.job_id, x.item), '{}'),
            count(*) filter (where x.job_id is null or x.document_id is null or x.lease_token is null)
-      into v_job_ids, v_document_ids, v_tokens, v_generation_ids, v_metadata, v_stages, v_worker_ids,
+      into v_job_ids, v_document_ids, v_tokens, v_generation_ids, v_metadata, v_embedders, v_stages, v_worker_ids,
            v_stage_rows, v_positions, v_missing
       from rows from (jsonb_to_recordset(p_items)
                as (job_id uuid, document_id uuid, lease_token bigint, generation_id uuid, metadata jsonb,
-                   stage text, worker_id text, stages jsonb))
-               with ordinality as x(job_id, document_id, lease_token, generation_id, metadata, stage, worker_id,
-                                    stages, item);
+                   embedder jsonb, stage text, worker_id text, stages jsonb))
+               with ordinality as x(job_id, document_id, lease_token, generation_id, metadata, embedder, stage,
+                                    worker_id, stages, item);
     if v_missing > 0 then
         raise exception 'complete_ingestion_jobs: every item needs job_id, document_id and lease_token'
             using errcode = '22023';
@@ -601,7 +611,8 @@ begin
         v_commit_began := clock_timestamp();
         v_answers[v_positions[i]] := case
             when v_generation_ids[i] is null then jsonb_build_object('ok', true, 'committed', false)
-            else public.apply_generation_commit(v_document_ids[i], v_generation_ids[i], v_metadata[i])
+            else public.apply_generation_commit(v_document_ids[i], v_generation_ids[i], v_metadata[i],
+                                                  v_embedders[i])
                  || jsonb_build_object('committed', true) end;
         if v_stage_rows[i] is not null then
             if v_generation_ids[i] is not null then
@@ -3561,6 +3572,9 @@ CREATE TABLE public.index_generations (
     committed_at timestamp with time zone,
     lease_token bigint DEFAULT 0 NOT NULL,
     document_version integer,
+    embedder text,
+    embedder_dimensions integer,
+    embedder_version text,
     mean_embedding real[],
     CONSTRAINT index_generations_status_check CHECK ((status = ANY (ARRAY['building'::text, 'committed'::text, 'superseded'::text, 'abandoned'::text])))
 );
@@ -3832,7 +3846,7 @@ GRANT USAGE ON SCHEMA public TO authenticated;
 REVOKE ALL ON FUNCTION public.add_collection(p_name text, p_public boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.add_collection(p_name text, p_public boolean) TO ingestion_worker;
 
-REVOKE ALL ON FUNCTION public.apply_generation_commit(p_document_id uuid, p_generation_id uuid, p_metadata jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION public.apply_generation_commit(p_document_id uuid, p_generation_id uuid, p_metadata jsonb, p_embedder jsonb) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.begin_document_index_generation(p_job_id uuid, p_document_id uuid, p_worker_id text, p_lease_token bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.begin_document_index_generation(p_job_id uuid, p_document_id uuid, p_worker_id text, p_lease_token bigint) TO ingestion_worker;
@@ -3856,11 +3870,11 @@ GRANT ALL ON FUNCTION public.cleanup_abandoned_document_index_generations(p_docu
 REVOKE ALL ON FUNCTION public.cleanup_kept_version_bytes(p_keep_versions integer, p_limit integer, p_dry_run boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.cleanup_kept_version_bytes(p_keep_versions integer, p_limit integer, p_dry_run boolean) TO ingestion_worker;
 
-REVOKE ALL ON FUNCTION public.commit_and_complete_ingestion_job(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_lease_token bigint, p_metadata jsonb, p_batch_id uuid, p_stage text) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.commit_and_complete_ingestion_job(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_lease_token bigint, p_metadata jsonb, p_batch_id uuid, p_stage text) TO ingestion_worker;
+REVOKE ALL ON FUNCTION public.commit_and_complete_ingestion_job(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_lease_token bigint, p_metadata jsonb, p_batch_id uuid, p_stage text, p_embedder jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.commit_and_complete_ingestion_job(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_lease_token bigint, p_metadata jsonb, p_batch_id uuid, p_stage text, p_embedder jsonb) TO ingestion_worker;
 
-REVOKE ALL ON FUNCTION public.commit_document_index_generation(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_worker_id text, p_metadata jsonb, p_lease_token bigint) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.commit_document_index_generation(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_worker_id text, p_metadata jsonb, p_lease_token bigint) TO ingestion_worker;
+REVOKE ALL ON FUNCTION public.commit_document_index_generation(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_worker_id text, p_metadata jsonb, p_lease_token bigint, p_embedder jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.commit_document_index_generation(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_worker_id text, p_metadata jsonb, p_lease_token bigint, p_embedder jsonb) TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.compact_search_term_counts(p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.compact_search_term_counts(p_limit integer) TO ingestion_worker;

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ingestion_pipeline.cli import documents, search
 from ingestion_pipeline.cli.common import add_database_url
+from ingestion_pipeline.cli.db import ensure_vector_index
 from ingestion_pipeline.cli.process_group import run_process_group
 from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db import migrate as migrator
@@ -64,6 +65,7 @@ def dagster_environment(settings: Settings) -> dict[str, str]:
 def cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
     root = checkout_root()
     migrator.migrate(direct_database_url(settings))
+    print(ensure_vector_index(direct_database_url(settings), settings), flush=True)
     env = {**os.environ, **dagster_environment(settings)}
     dg = Path(sys.executable).parent / "dg"
     if not dg.exists():
@@ -84,6 +86,7 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     settings = settings.model_copy(update={"database_url": url})
     for migration in migrator.migrate(direct_database_url(settings)).newly_applied:
         print(f"applied {migration.path.name}")
+    print(ensure_vector_index(direct_database_url(settings), settings))
     with migrated_pool(settings) as pool:
         report = enqueue_paths(pool, [args.samples], max_bytes=settings.max_file_bytes, batch_name="demo samples")
     print(f"enqueued {len(report.files)} file(s) into batch {report.batch_id}")

@@ -92,7 +92,7 @@ def cmd_db_migrate(args: argparse.Namespace, settings: Settings) -> int:
     plan = migrator.migrate(url, target=args.target, on_apply=report)
     applied = len(plan.newly_applied)
     print(f"{applied} migration(s) applied" if applied else "database is up to date")
-    print(_ensure_vector_index(url, settings))
+    print(ensure_vector_index(url, settings))
     if plan.ahead:
         print(
             f"ingest: warning: the database is ahead of this release ({migrator.describe_ahead(plan.ahead)} "
@@ -120,8 +120,9 @@ def _print_plan(plan: migrator.Plan) -> None:
     print(f"{len(plan.applied)} applied, {len(plan.pending)} pending{newer}")
 
 
-def _ensure_vector_index(url: str, settings: Settings) -> str:
-    """pgvector indexes one dimension: the configured embedder's (docs/vector-search.md)."""
+def ensure_vector_index(url: str, settings: Settings) -> str:
+    """pgvector indexes one dimension: the configured embedder's (docs/vector-search.md).
+    `ingest db migrate`, `ingest ui` and `ingest demo` build it after migrating."""
     dimensions = embedder_from_settings(settings).dimensions
     if dimensions is None:
         return f"vector index: none (INGEST_EMBEDDER={settings.embedder} gives no vector dimension)"

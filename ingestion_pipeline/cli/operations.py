@@ -92,7 +92,7 @@ def cmd_health(args: argparse.Namespace, settings: Settings) -> int:
     url = resolve_database_url(settings)
     with connect(url) as conn:
         health = IngestionRpc(conn, stale_after_seconds=settings.stale_after_seconds).queue_health()
-    checks = index_checks.run_index_checks(url, health, settings.max_pending_age_seconds)
+    checks = index_checks.run_index_checks(url, health, settings.max_pending_age_seconds, settings)
     problems = [check.message for check in checks if not check.passed]
     if args.json:
         print_json(

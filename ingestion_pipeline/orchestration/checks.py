@@ -16,7 +16,7 @@ def evaluate(database: DatabaseResource) -> list[IndexCheck]:
     settings = database.settings()
     with database.rpc() as rpc:
         health = rpc.queue_health()
-    return run_index_checks(database.url(), health, settings.max_pending_age_seconds)
+    return run_index_checks(database.url(), health, settings.max_pending_age_seconds, settings)
 
 
 def check_metadata(check: IndexCheck) -> dict[str, Any]:

@@ -13,7 +13,16 @@ retry it.
 
 from .chunking import chunk_sections
 from .detect import SUPPORTED_TYPES, detect_type, format_name
-from .embedding import Embedder, HashEmbedder, NoEmbedder, embed_chunks, embedder_from_settings
+from .embedding import (
+    Embedder,
+    EmbedderRecord,
+    HashEmbedder,
+    NoEmbedder,
+    embed_chunks,
+    embedder_from_settings,
+    embedder_record,
+    embedder_setting,
+)
 from .errors import EmbeddingRejected, EmbeddingUnavailable, ProcessingError
 from .headings import heading_paths
 from .model import Chunk, ChunkingOptions, Page, ParsedDocument, Section
@@ -28,6 +37,7 @@ __all__ = [
     "Chunk",
     "ChunkingOptions",
     "Embedder",
+    "EmbedderRecord",
     "EmbeddingRejected",
     "EmbeddingUnavailable",
     "HashEmbedder",
@@ -42,6 +52,8 @@ __all__ = [
     "detect_type",
     "embed_chunks",
     "embedder_from_settings",
+    "embedder_record",
+    "embedder_setting",
     "format_name",
     "heading_paths",
     "ocr_from_settings",

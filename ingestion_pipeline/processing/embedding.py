@@ -9,8 +9,8 @@ import hashlib
 import math
 import re
 from collections.abc import Callable
-from dataclasses import replace
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ingestion_pipeline.errors import ConfigError
 
@@ -27,7 +27,8 @@ _BATCH = 256  # texts per embed() call unless the embedder says (`batch_size`): 
 class Embedder(Protocol):
     """Optional attributes, read with getattr: `runs_in_child` (default True: the worker may
     embed in its parsing children, under their time limit; False for an embedder that waits
-    on the network) and `batch_size` (texts per embed() call)."""
+    on the network), `batch_size` (texts per embed() call), and what the index records of
+    it (`embedder_record`): `model_id` (default: `name`) and `version`."""
 
     name: str
     dimensions: int | None
@@ -131,6 +132,46 @@ def embed_chunks(chunks: list[Chunk], embedder: Embedder, document: ParsedDocume
             raise ValueError(f"embedder {embedder.name!r} returned {len(vectors)} vectors for {len(batch)} texts")
         embedded.extend(replace(c, embedding=[float(x) for x in v]) for c, v in zip(batch, vectors, strict=True))
     return embedded
+
+
+@dataclass(frozen=True)
+class EmbedderRecord:
+    """What an index generation records of the embedder that made its vectors (migration
+    …_generations_record_their_embedder.sql): `dimensions` None means no vectors."""
+
+    name: str
+    dimensions: int | None = None
+    version: str | None = None
+
+    @property
+    def makes_vectors(self) -> bool:
+        return self.dimensions is not None and self.name != "none"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "dimensions": self.dimensions, "version": self.version}
+
+    def describe(self) -> str:
+        """e.g. `hash (64 dims)`, `none (no vectors)`."""
+        return f"{self.name} ({self.dimensions} dims)" if self.makes_vectors else f"{self.name} (no vectors)"
+
+
+def embedder_record(embedder: Embedder, *, with_version: bool = True) -> EmbedderRecord:
+    """The record of `embedder` as a generation keeps it. `with_version=False` skips the
+    version (a folder model's is the digest of its weights: slow to compute for a query)."""
+    name = str(getattr(embedder, "model_id", None) or embedder.name)
+    version = getattr(embedder, "version", None) if with_version else None
+    dimensions = embedder.dimensions if name != "none" else None
+    return EmbedderRecord(name, dimensions, str(version) if version is not None else None)
+
+
+def embedder_setting(name: str | None) -> str | None:
+    """The INGEST_EMBEDDER value that makes vectors named `name` (None when unknown)."""
+    if not name:
+        return None
+    if name.startswith("wordllama"):
+        return "wordllama"
+    prefix = name.split(":", 1)[0]
+    return prefix if prefix in _EMBEDDERS else None
 
 
 def embedding_texts(chunks: list[Chunk], document: ParsedDocument | None) -> list[str]:

@@ -92,6 +92,11 @@ class OpenAIEmbedder:
             encoding_format=cast(EncodingFormat, settings.openai_encoding_format),
         )
 
+    @property
+    def model_id(self) -> str:
+        """The name an index generation records: the model's, not the protocol's."""
+        return f"openai:{self.model}"
+
     def __repr__(self) -> str:  # never the key
         return f"OpenAIEmbedder(model={self.model!r}, base_url={self.base_url!r}, dimensions={self.dimensions})"
 

@@ -15,6 +15,7 @@ from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.processing import Embedder, ProcessingError
 from ingestion_pipeline.processing.errors import EmbeddingUnavailable
 
+from .index_model import check_query_embedder
 from .model import MODES, Hit, Mode
 from .rpc import Reader, search_documents
 
@@ -39,7 +40,10 @@ def search(
     mode = mode or default_mode(embedder)
     if mode not in MODES:
         raise IngestError(f"unknown search mode {mode!r}; choose one of: {', '.join(MODES)}")
-    vector = None if mode == "lexical" else _query_vector(text, embedder, mode)
+    vector = None
+    if mode != "lexical":
+        check_query_embedder(conn, embedder, mode, collections)
+        vector = _query_vector(text, embedder, mode)
     return search_documents(
         conn, text, mode=mode, limit=limit, embedding=vector, collections=collections, reader=reader
     )

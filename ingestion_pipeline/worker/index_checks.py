@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from ingestion_pipeline.db import drift
 from ingestion_pipeline.db.models import QueueHealth
 from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.settings import Settings, load_settings
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,12 @@ DESCRIPTIONS = {
     "pending_jobs_fresh": "The oldest pending job waited less than INGEST_MAX_PENDING_AGE_SECONDS.",
     "no_duplicate_documents": "No live keyless document holds the bytes of a keyed document's latest version "
     "(a copy the previous release's enqueue made during the upgrade, which search returns twice).",
+    # worker/vector_checks.py
+    "vectors_present": "Every live indexed document has vectors when INGEST_EMBEDDER makes them.",
+    "one_embedder": "The live documents' vectors were made by one embedder (name and dimensions), "
+    "the one INGEST_EMBEDDER configures.",
+    "vector_index_present": "Where pgvector is installed, the HNSW index of the configured embedder's "
+    "dimension exists and is valid.",
 }
 
 
@@ -117,6 +124,15 @@ def _counts_message(drifted: int, mismatched: int, ungenerated: int) -> str:
     return "; ".join(p for p in parts if p) or "stored counts equal the committed rows"
 
 
-def run_index_checks(url: str, health: QueueHealth, max_pending_age_seconds: int) -> list[IndexCheck]:
-    """Every check, in DESCRIPTIONS order."""
-    return [schema_check(url), *queue_checks(health, max_pending_age_seconds)]
+def run_index_checks(
+    url: str, health: QueueHealth, max_pending_age_seconds: int, settings: Settings | None = None
+) -> list[IndexCheck]:
+    """Every check, in DESCRIPTIONS order; the vector checks compare the index with
+    `settings`' embedder (None: the settings of the environment)."""
+    from ingestion_pipeline.worker.vector_checks import vector_checks  # it builds on IndexCheck
+
+    return [
+        schema_check(url),
+        *queue_checks(health, max_pending_age_seconds),
+        *vector_checks(url, settings or load_settings()),
+    ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from uuid import UUID
 
 from ingestion_pipeline.db.queries import query
-from ingestion_pipeline.processing import ProcessingError, chunk_sections, embed_chunks, parse
+from ingestion_pipeline.processing import ProcessingError, chunk_sections, embed_chunks, embedder_record, parse
 from ingestion_pipeline.worker.artifacts import EncodedArtifacts, encode_artifacts, write_encoded
 from ingestion_pipeline.worker.errors import LeaseLost, describe, is_build_refused
 from ingestion_pipeline.worker.isolation import ParsePool
@@ -46,7 +46,8 @@ def index_document(run: JobRun) -> Built:
     metadata = {k: v for k, v in metadata.items() if v}
     # Always written, so a new version's build clears the notes of the one before.
     metadata["notes"] = list(artifacts.notes)
-    return Built(begun.generation_id, metadata, artifacts.chunk_count)
+    # After embedding: an endpoint's dimensions are known from its first answer.
+    return Built(begun.generation_id, metadata, artifacts.chunk_count, embedder_record(ctx.embedder).as_json())
 
 
 def _process_in_thread(run: JobRun, content: bytes, with_headings: bool) -> EncodedArtifacts:

@@ -43,6 +43,7 @@ class Built:
     generation_id: UUID | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     chunk_count: int | None = None
+    embedder: dict[str, Any] | None = None  # what the generation records of its embedder
 
 
 Processor = Callable[["JobRun"], Built]
@@ -123,6 +124,7 @@ class JobRun:
             job.batch_id,
             worker_id=self.ctx.worker_id,
             stages=self._stages(),
+            embedder=built.embedder,
         )
         if built.generation_id is None:
             self.fenced(self.ctx.acks.complete(item))

@@ -34,6 +34,13 @@ CALLED_BY_EARLIER_RELEASES = [
     "p_retry => null::boolean, p_document_status => null::text, p_stage => null::text, "
     "p_error_message => null::text, p_next_run_at => null::timestamptz, p_worker_id => null::text, "
     "p_lease_token => null::bigint)",
+    # The release before the embedder record (…_generations_record_their_embedder.sql).
+    "commit_document_index_generation(p_job_id => null::uuid, p_document_id => null::uuid, "
+    "p_generation_id => null::uuid, p_worker_id => null::text, p_metadata => null::jsonb, "
+    "p_lease_token => null::bigint)",
+    "commit_and_complete_ingestion_job(p_job_id => null::uuid, p_document_id => null::uuid, "
+    "p_generation_id => null::uuid, p_lease_token => null::bigint, p_metadata => null::jsonb, "
+    "p_batch_id => null::uuid, p_stage => null::text)",
     "expire_stale_ingestion_jobs(null::integer)",
     "ingestion_sensor_state(p_stale_after_seconds => null::integer, p_limit => null::integer)",
     "ingestion_queue_health(p_stale_after_seconds => null::integer)",

@@ -21,6 +21,9 @@ CHECKS = {
     "no_stale_leases",
     "pending_jobs_fresh",
     "no_duplicate_documents",
+    "vectors_present",
+    "one_embedder",
+    "vector_index_present",
 }
 
 

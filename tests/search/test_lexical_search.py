@@ -180,7 +180,7 @@ def test_reindex_brings_documents_indexed_before_the_weights_to_them(pre_weights
 
 def test_reindex_usage_and_nothing_to_do(db_url, capsys):
     assert cli.main(["reindex", "--database-url", db_url]) == 2
-    assert "give documents (keys, paths or ids) or --all" in capsys.readouterr().err
+    assert "give documents (keys, paths or ids), --all or --embeddings" in capsys.readouterr().err
     assert cli.main(["reindex", "--all", "--database-url", db_url]) == 1
     assert "nothing to reindex" in capsys.readouterr().out
     assert cli.main(["reindex", "00000000-0000-0000-0000-000000000001", "--json", "--database-url", db_url]) == 1

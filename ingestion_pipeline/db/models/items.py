@@ -54,6 +54,10 @@ class CompleteItem:
     stage: str = "indexed"
     worker_id: str | None = None
     stages: tuple[StageRow, ...] = ()
+    # What the generation records of the embedder that made its vectors: {"name",
+    # "dimensions", "version"} (processing.EmbedderRecord.as_json). The previous release's
+    # schema ignores it.
+    embedder: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

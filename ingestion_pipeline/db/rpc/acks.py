@@ -59,22 +59,25 @@ class AckRpc(GenerationRpc):
         lease_token: int | None,
         metadata: dict[str, Any] | None = None,
         batch_id: UUID | None = None,
+        embedder: dict[str, Any] | None = None,
     ) -> CommitResult:
         """Commit the generation and complete the job, in one transaction fenced by the
-        token (`worker_id` is not sent: it names the caller for loggers)."""
+        token (`worker_id` is not sent: it names the caller for loggers). `embedder`: what
+        the generation records of its embedder, sent only when given."""
+        params = {
+            "job_id": job_id,
+            "document_id": document_id,
+            "generation_id": generation_id,
+            "lease_token": lease_token,
+            "metadata": Jsonb(metadata or {}),
+            "batch_id": batch_id,
+            "stage": "indexed",
+            "worker_id": worker_id,  # not sent: for loggers
+        }
+        if embedder is None:
+            return self._state_call(CommitResult, "rpc_commit_and_complete", params)
         return self._state_call(
-            CommitResult,
-            "rpc_commit_and_complete",
-            {
-                "job_id": job_id,
-                "document_id": document_id,
-                "generation_id": generation_id,
-                "lease_token": lease_token,
-                "metadata": Jsonb(metadata or {}),
-                "batch_id": batch_id,
-                "stage": "indexed",
-                "worker_id": worker_id,  # not sent: for loggers
-            },
+            CommitResult, "rpc_commit_and_complete_embedder", {**params, "embedder": Jsonb(embedder)}
         )
 
     def fail_or_retry(
@@ -149,6 +152,8 @@ class AckRpc(GenerationRpc):
 
     @staticmethod
     def _with_stages(item: CompleteItem | FailItem, fields: dict[str, Any]) -> dict[str, Any]:
+        if isinstance(item, CompleteItem) and item.embedder is not None:
+            fields["embedder"] = item.embedder
         if item.stages:
             fields.update(worker_id=item.worker_id, stages=[row.as_json() for row in item.stages])
         return fields

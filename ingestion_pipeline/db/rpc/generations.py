@@ -37,18 +37,23 @@ class GenerationRpc(RpcBase):
         metadata: dict[str, Any] | None = None,
         *,
         lease_token: int | None = None,
+        embedder: dict[str, Any] | None = None,
     ) -> GenerationResult:
+        """`embedder`: what the generation records of the embedder that made its vectors
+        (EmbedderRecord.as_json); sent only when given (the previous release's schema has no
+        such parameter)."""
+        params = {
+            "job_id": job_id,
+            "document_id": document_id,
+            "generation_id": generation_id,
+            "worker_id": worker_id,
+            "metadata": Jsonb(metadata or {}),
+            "lease_token": lease_token,
+        }
+        if embedder is None:
+            return self._state_call(GenerationResult, "rpc_commit_generation", params)
         return self._state_call(
-            GenerationResult,
-            "rpc_commit_generation",
-            {
-                "job_id": job_id,
-                "document_id": document_id,
-                "generation_id": generation_id,
-                "worker_id": worker_id,
-                "metadata": Jsonb(metadata or {}),
-                "lease_token": lease_token,
-            },
+            GenerationResult, "rpc_commit_generation_embedder", {**params, "embedder": Jsonb(embedder)}
         )
 
     def record_stage(

@@ -12,6 +12,12 @@ select commit_and_complete_ingestion_job(p_job_id => %(job_id)s, p_document_id =
     p_generation_id => %(generation_id)s, p_lease_token => %(lease_token)s, p_metadata => %(metadata)s,
     p_batch_id => %(batch_id)s, p_stage => %(stage)s) as result;
 
+-- name: rpc_commit_and_complete_embedder
+-- The generation records its embedder (migration …_generations_record_their_embedder.sql).
+select commit_and_complete_ingestion_job(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
+    p_generation_id => %(generation_id)s, p_lease_token => %(lease_token)s, p_metadata => %(metadata)s,
+    p_batch_id => %(batch_id)s, p_stage => %(stage)s, p_embedder => %(embedder)s) as result;
+
 -- name: rpc_complete_many
 -- Bulk acknowledgement: items [{job_id, document_id, lease_token, generation_id, metadata, stage}].
 select complete_ingestion_jobs(p_items => %(items)s) as result;

@@ -11,6 +11,12 @@ select commit_document_index_generation(p_job_id => %(job_id)s, p_document_id =>
     p_generation_id => %(generation_id)s, p_worker_id => %(worker_id)s,
     p_metadata => %(metadata)s, p_lease_token => %(lease_token)s) as result;
 
+-- name: rpc_commit_generation_embedder
+-- The generation records its embedder (migration …_generations_record_their_embedder.sql).
+select commit_document_index_generation(p_job_id => %(job_id)s, p_document_id => %(document_id)s,
+    p_generation_id => %(generation_id)s, p_worker_id => %(worker_id)s,
+    p_metadata => %(metadata)s, p_lease_token => %(lease_token)s, p_embedder => %(embedder)s) as result;
+
 -- name: rpc_record_stage
 select record_ingestion_job_stage(p_job_id => %(job_id)s, p_worker_id => %(worker_id)s,
     p_stage => %(stage)s, p_started_at => %(started_at)s, p_finished_at => %(finished_at)s,

@@ -158,6 +158,23 @@ where index_generation_id is not null and deleted_at is null and id > %(after)s
 order by id
 limit %(limit)s;
 
+-- name: documents_to_reembed
+-- Live indexed documents (of one collection, or of all when it is null) whose committed
+-- generation was not made by the embedder given: another name, dimensions (when given) or
+-- version, or nothing recorded (committed before migration …_generations_record_their_embedder).
+-- Keyset pages in id order: what `ingest reindex --embeddings` rebuilds.
+select d.id
+from documents d
+join index_generations g on g.id = d.index_generation_id
+where d.deleted_at is null and d.id > %(after)s
+  and (%(collection)s::text is null or d.collection = %(collection)s::text)
+  and (g.embedder is null
+       or g.embedder is distinct from %(name)s::text
+       or (%(dimensions)s::integer is not null and g.embedder_dimensions is distinct from %(dimensions)s::integer)
+       or g.embedder_version is distinct from %(version)s::text)
+order by d.id
+limit %(limit)s;
+
 -- name: installed_extensions
 -- Which variant of the schema the database should match (drift-manifest.json "variants").
 select extname as name from pg_extension order by 1;

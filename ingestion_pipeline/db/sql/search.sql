@@ -12,3 +12,35 @@ from public.search_documents(%(query)s, %(collections)s::text[], %(mode)s, %(lim
 -- For this transaction only, as PostgREST runs a request: the role (anon, authenticated)
 -- and the JWT claims the database's policies read (request_user_id()).
 select pg_catalog.set_config('role', %(role)s, true), pg_catalog.set_config('request.jwt.claims', %(claims)s, true);
+
+-- name: index_has_embedder
+-- Whether a live document of `collections` (null: of every one) has a committed generation
+-- whose vectors the embedder `name` made with `dimensions`: the common answer of the check
+-- before a vector or hybrid search, found at the first such document instead of grouping them all.
+select exists (
+    select 1
+      from documents d
+      join index_generations g on g.id = d.index_generation_id
+     where d.deleted_at is null
+       and (%(collections)s::text[] is null or d.collection = any(%(collections)s::text[]))
+       and g.embedder = %(name)s::text and g.embedder_dimensions = %(dimensions)s::integer
+) as found;
+
+-- name: index_embedders
+-- The embedders of the live documents' committed generations (of `collections`, or of every
+-- collection when null), most documents first: what vector and hybrid search compare the
+-- query's embedder with, and what `ingest health` and `ingest reindex --embeddings` read
+-- (migration …_generations_record_their_embedder.sql). A generation committed before that
+-- migration records nothing: `recorded` is false, and the name is the one its document's
+-- metadata kept (null if none).
+select coalesce(g.embedder, d.metadata ->> 'embedder') as name,
+       g.embedder_dimensions as dimensions,
+       g.embedder_version as version,
+       g.embedder is not null as recorded,
+       count(*)::integer as documents
+  from documents d
+  join index_generations g on g.id = d.index_generation_id
+ where d.deleted_at is null
+   and (%(collections)s::text[] is null or d.collection = any(%(collections)s::text[]))
+ group by 1, 2, 3, 4
+ order by documents desc, name nulls last, dimensions nulls last, version nulls last;
