@@ -3063,6 +3063,7 @@ declare
     v_doc_score text;  -- SQL: a document's score from its generation's mean (g.mean_embedding)
     v_chunk_score text;  -- SQL: a chunk's cosine (c.*), to pick the one shown
     v_chunk_has text;  -- SQL: the chunk has a vector of the query's dimensions
+    v_chunk_vector text;  -- SQL: the chunk's vector column
 begin
     if p_limit is null or p_limit < 1 or p_limit > 5000 then
         raise exception 'search_vector_hits: p_limit must be between 1 and 5000' using errcode = '22023';
@@ -3095,12 +3096,14 @@ begin
         v_chunk_score := $q$(select sum(a::float8 * b) / nullif(sqrt(sum(a::float8 * a)), 0)
                                from unnest(c.embedding, $1) as u (a, b)) / $4$q$;
         v_chunk_has := format('cardinality(c.embedding) = %s', v_dimensions);
+        v_chunk_vector := 'c.embedding';
     else  -- pgvector's operators, qualified with its schema (Supabase puts it in `extensions`)
         v_doc_score := format('-(g.mean_embedding::%1$I.vector(%2$s) operator(%1$I.<#>) $1::%1$I.vector(%2$s)) / $4',
                               v_schema, v_dimensions);
         v_chunk_score := format('1 - (c.embedding_vector::%1$I.vector(%2$s) operator(%1$I.<=>) $1::%1$I.vector(%2$s))',
                                 v_schema, v_dimensions);
         v_chunk_has := format('%I.vector_dims(c.embedding_vector) = %s', v_schema, v_dimensions);
+        v_chunk_vector := 'c.embedding_vector';
     end if;
 
     if v_schema is null or v_scope_documents <= v_exact_at_most then
@@ -3186,22 +3189,30 @@ begin
         return;
     end if;
 
-    -- Each hit shown by its most similar chunk (of its first 1,000), by primary key.
+    -- Each hit shown by its most similar chunk (of its first 1,000), by primary key: their
+    -- vectors only, then the text of the one shown.
     return query execute format($q$
         with hits as (
             select x.document_id, x.index_generation_id, x.score, x.n
               from unnest($6::uuid[], $7::uuid[], $8::float8[]) with ordinality as x (document_id, index_generation_id, score, n)
-        ), shown as (
-            select h.*, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading, c.content
+        ), best as (
+            select h.*, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading
               from hits h
              cross join lateral (
-                   select c.ordinal, c.section_ordinal, c.page_ordinal, c.heading, c.content
-                     from (select c.* from public.document_chunks c
+                   select c.ordinal, c.section_ordinal, c.page_ordinal, c.heading
+                     from (select c.ordinal, c.section_ordinal, c.page_ordinal, c.heading, %3$s
+                             from public.document_chunks c
                             where c.document_id = h.document_id and c.index_generation_id = h.index_generation_id
                             order by c.ordinal limit 1000 offset 0) c
                     where %2$s
                     order by %1$s desc nulls last, c.ordinal
                     limit 1) c
+        ), shown as (
+            select b.*, t.content
+              from best b
+             cross join lateral (select t.content from public.document_chunks t
+                                  where t.document_id = b.document_id and t.index_generation_id = b.index_generation_id
+                                    and t.ordinal = b.ordinal offset 0) t
         )
         select s.document_id, d.collection, d.source_key, d.source_name, coalesce(d.title, d.source_name),
                s.index_generation_id, s.ordinal, s.section_ordinal, s.page_ordinal, sec.heading, s.heading,
@@ -3213,7 +3224,7 @@ begin
                  where sec.document_id = s.document_id and sec.index_generation_id = s.index_generation_id
                    and sec.ordinal = s.section_ordinal
                 offset 0) sec on true
-         order by s.n$q$, v_chunk_score, v_chunk_has)
+         order by s.n$q$, v_chunk_score, v_chunk_has, v_chunk_vector)
         using p_embedding, null::integer, v_scope, v_norm, p_limit, v_documents, v_generations, v_scores;
 end;
 $_$;
