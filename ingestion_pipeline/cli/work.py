@@ -15,7 +15,7 @@ from tqdm import tqdm
 from ingestion_pipeline.cli.common import add_database_url, non_negative_int, positive_int, print_json
 from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db.ready import migrated_pool
-from ingestion_pipeline.processing import embedder_from_settings
+from ingestion_pipeline.processing import embedder_choices, embedder_from_settings
 from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.worker import Outcome, Worker, WorkerReport
 
@@ -37,8 +37,9 @@ def register(commands: Commands) -> None:
     )
     work.add_argument(
         "--embedder",
-        choices=["none", "hash", "openai"],
-        help="embedding model (INGEST_EMBEDDER; openai reads INGEST_OPENAI_*)",
+        choices=embedder_choices(),
+        help="embedding model (INGEST_EMBEDDER, default wordllama; openai reads INGEST_OPENAI_*, "
+        "static INGEST_STATIC_MODEL_PATH)",
     )
     work.add_argument("--json", action="store_true", help="machine-readable summary")
     add_database_url(work)

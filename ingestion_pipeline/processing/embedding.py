@@ -105,6 +105,11 @@ _EMBEDDERS: dict[str, Callable[[Settings], Embedder]] = {
 }
 
 
+def embedder_choices() -> list[str]:
+    """The INGEST_EMBEDDER values (and `ingest work --embedder` choices)."""
+    return sorted(_EMBEDDERS)
+
+
 def embedder_from_settings(settings: Settings, name: str | None = None) -> Embedder:
     """The embedder INGEST_EMBEDDER names, or `name` (`ingest work --embedder`), configured
     from the settings. A bad choice or configuration raises ConfigError naming the setting."""

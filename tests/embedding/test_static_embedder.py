@@ -151,3 +151,15 @@ def test_the_samples_indexed_by_default_answer_a_paraphrase_by_vector(db_url, ca
     assert hits[0]["source_name"] == "river-otters.html", hits
     assert ingest(["search", PARAPHRASE, "--mode", "lexical", "--json", "--database-url", db_url]) == 0
     assert json.loads(capsys.readouterr().out) == []  # no word of it is there to find
+
+
+@pytest.mark.parametrize("name", ["wordllama", "hash", "none"])
+def test_ingest_work_takes_every_embedder_by_name(db_url, name):
+    """`ingest work --embedder` offers every INGEST_EMBEDDER value, the default included
+    (it offered none, hash and openai only)."""
+    assert ingest(["work", "--drain", "--embedder", name, "--database-url", db_url]) == 0
+
+
+def test_ingest_work_refuses_static_without_its_folder_in_one_line(db_url, capsys):
+    assert ingest(["work", "--drain", "--embedder", "static", "--database-url", db_url]) != 0
+    assert "INGEST_STATIC_MODEL_PATH" in capsys.readouterr().err
