@@ -2585,15 +2585,26 @@ begin
     v_scope := public.search_scope(p_collections);
     v_depth := case when p_mode = 'hybrid' then p_limit * 5 else p_limit end;
     v_lexical_share := case when public.search_query_is_question(p_query) then 0.2 else 0.5 end;
+    -- Hybrid ranks the vector list without its chunks (search_vector_ranked) and shows by
+    -- their chunks only the documents it returns from that list (search_vector_shown): the
+    -- 5 x p_limit deep list's chunks were most of hybrid's cost over lexical's.
     return query
-    with lists as (
-        select 'lexical'::text as list, h.*
+    with lists as materialized (
+        select 'lexical'::text as list, h.document_id, h.n, h.score, null::uuid as index_generation_id, h.collection,
+               h.source_uri, h.source_name, h.title, h.heading, h.heading_path, h.page_ordinal, h.chunk_ordinal,
+               h.snippet
           from public.search_lexical_hits(p_query, p_collections, v_depth) h
          where p_mode <> 'vector'
         union all
-        select 'vector'::text, h.*
+        select 'vector'::text, h.document_id, h.n, h.score, null::uuid, h.collection, h.source_uri, h.source_name,
+               h.title, h.heading, h.heading_path, h.page_ordinal, h.chunk_ordinal, h.snippet
           from public.search_vector_hits(p_query_embedding, p_collections, v_depth) h
-         where p_mode <> 'lexical'
+         where p_mode = 'vector'
+        union all
+        select 'vector'::text, r.document_id, r.n, r.score, r.index_generation_id, null, null, null, null, null, null,
+               null, r.chunk_ordinal, null
+          from public.search_vector_ranked(p_query_embedding, p_collections, v_depth) r
+         where p_mode = 'hybrid'
     ), tops as (  -- each list's best score, to put the lexical scores on the cosine's 0..1 scale
         select l.list, max(l.score) as top from lists l group by l.list
     ), fused as (
@@ -2608,17 +2619,31 @@ begin
         select distinct on (l.document_id) l.*
           from lists l
          order by l.document_id, l.n, l.list
+    ), chosen as materialized (
+        select s.*, f.score as fused_score, f.n as fused_n
+          from fused f
+          join shown s on s.document_id = f.document_id
+         cross join lateral (  -- the scope, once more
+               select 1 from public.documents d
+                where d.id = s.document_id and d.deleted_at is null and (v_scope is null or d.collection = any (v_scope))
+               offset 0) d
+         order by case when p_mode = 'hybrid' then -f.score else f.n end, s.document_id::text
+         limit p_limit
+    ), from_vectors as (  -- hybrid's documents shown from the vector list: their chunks now
+        select v.*
+          from (select array_agg(c.document_id) as documents, array_agg(c.index_generation_id) as generations,
+                       array_agg(c.score) as scores, array_agg(c.chunk_ordinal) as ordinals
+                  from chosen c where c.index_generation_id is not null) c
+         cross join lateral public.search_vector_shown(p_query_embedding, c.documents, c.generations, c.scores,
+                                                       c.ordinals) v
     )
-    select s.document_id, s.collection, s.source_uri, s.source_name, s.title,
-           s.heading, s.heading_path, s.page_ordinal + 1, s.chunk_ordinal, s.snippet, f.score
-      from fused f
-      join shown s on s.document_id = f.document_id
-     cross join lateral (  -- the scope, once more
-           select 1 from public.documents d
-            where d.id = s.document_id and d.deleted_at is null and (v_scope is null or d.collection = any (v_scope))
-           offset 0) d
-     order by case when p_mode = 'hybrid' then -f.score else f.n end, s.document_id::text
-     limit p_limit;
+    select c.document_id, coalesce(v.collection, c.collection), coalesce(v.source_uri, c.source_uri),
+           coalesce(v.source_name, c.source_name), coalesce(v.title, c.title), coalesce(v.heading, c.heading),
+           coalesce(v.heading_path, c.heading_path), coalesce(v.page_ordinal, c.page_ordinal) + 1,
+           coalesce(v.chunk_ordinal, c.chunk_ordinal), coalesce(v.snippet, c.snippet), c.fused_score
+      from chosen c
+      left join lateral (select v.* from from_vectors v where v.document_id = c.document_id) v on true
+     order by case when p_mode = 'hybrid' then -c.fused_score else c.fused_n end, c.document_id::text;
 end;
 $$;
 
@@ -3038,6 +3063,33 @@ CREATE FUNCTION public.search_vector_hits(p_embedding real[], p_collections text
     SET enable_hashjoin TO 'off'
     SET enable_mergejoin TO 'off'
     SET client_min_messages TO 'warning'
+    AS $$
+#variable_conflict use_column
+declare
+    v_documents uuid[];
+    v_generations uuid[];
+    v_scores float8[];
+    v_ordinals integer[];
+begin
+    select array_agg(r.document_id order by r.n), array_agg(r.index_generation_id order by r.n),
+           array_agg(r.score order by r.n), array_agg(r.chunk_ordinal order by r.n)
+      into v_documents, v_generations, v_scores, v_ordinals
+      from public.search_vector_ranked(p_embedding, p_collections, p_limit) r;
+    return query
+        select h.* from public.search_vector_shown(p_embedding, v_documents, v_generations, v_scores, v_ordinals) h;
+end;
+$$;
+
+CREATE FUNCTION public.search_vector_ranked(p_embedding real[], p_collections text[], p_limit integer) RETURNS TABLE(document_id uuid, index_generation_id uuid, score double precision, n integer, chunk_ordinal integer)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER ROWS 10
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_indexonlyscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET client_min_messages TO 'warning'
     AS $_$
 #variable_conflict use_column
 declare
@@ -3046,7 +3098,7 @@ declare
     -- A scope of at most this many documents is scored exactly, each by its mean; a larger one
     -- through the chunks' HNSW index. `ingest.vector_exact_at_most` lowers it for a session
     -- (the tests take the HNSW path on a small corpus with 0).
-    v_exact_at_most constant integer := coalesce(nullif(pg_catalog.current_setting('ingest.vector_exact_at_most', true), '')::integer, 20000);
+    v_exact_at_most constant integer := coalesce(nullif(pg_catalog.current_setting('ingest.vector_exact_at_most', true), '')::integer, 2000);
     v_norm float8;
     v_scope_documents bigint;
     v_schema name;
@@ -3061,9 +3113,7 @@ declare
     v_generations uuid[];
     v_scores float8[];
     v_doc_score text;  -- SQL: a document's score from its generation's mean (g.mean_embedding)
-    v_chunk_score text;  -- SQL: a chunk's cosine (c.*), to pick the one shown
-    v_chunk_has text;  -- SQL: the chunk has a vector of the query's dimensions
-    v_chunk_vector text;  -- SQL: the chunk's vector column
+    v_ordinals integer[];
 begin
     if p_limit is null or p_limit < 1 or p_limit > 5000 then
         raise exception 'search_vector_hits: p_limit must be between 1 and 5000' using errcode = '22023';
@@ -3091,20 +3141,10 @@ begin
      where a.attrelid = 'public.document_chunks'::regclass and a.attname = 'embedding_vector'
        and not a.attisdropped;
 
-    if v_schema is null then
-        v_doc_score := '(select sum(a::float8 * b) from unnest(g.mean_embedding, $1) as u (a, b)) / $4';
-        v_chunk_score := $q$(select sum(a::float8 * b) / nullif(sqrt(sum(a::float8 * a)), 0)
-                               from unnest(c.embedding, $1) as u (a, b)) / $4$q$;
-        v_chunk_has := format('cardinality(c.embedding) = %s', v_dimensions);
-        v_chunk_vector := 'c.embedding';
-    else  -- pgvector's operators, qualified with its schema (Supabase puts it in `extensions`)
-        v_doc_score := format('-(g.mean_embedding::%1$I.vector(%2$s) operator(%1$I.<#>) $1::%1$I.vector(%2$s)) / $4',
-                              v_schema, v_dimensions);
-        v_chunk_score := format('1 - (c.embedding_vector::%1$I.vector(%2$s) operator(%1$I.<=>) $1::%1$I.vector(%2$s))',
-                                v_schema, v_dimensions);
-        v_chunk_has := format('%I.vector_dims(c.embedding_vector) = %s', v_schema, v_dimensions);
-        v_chunk_vector := 'c.embedding_vector';
-    end if;
+    v_doc_score := case when v_schema is null
+        then '(select sum(a::float8 * b) from unnest(g.mean_embedding, $1) as u (a, b)) / $4'
+        else format('-(g.mean_embedding::%1$I.vector(%2$s) operator(%1$I.<#>) $1::%1$I.vector(%2$s)) / $4',
+                    v_schema, v_dimensions) end;  -- pgvector's operator, qualified (Supabase: `extensions`)
 
     if v_schema is null or v_scope_documents <= v_exact_at_most then
         -- Every live document of the scope (by documents_live_by_collection; the owner's
@@ -3129,9 +3169,9 @@ begin
                 select s.* from scored s where s.score <> 'NaN' order by s.score desc, s.id limit $5
             )
             select array_agg(b.id order by b.score desc, b.id), array_agg(b.index_generation_id order by b.score desc, b.id),
-                   array_agg(b.score order by b.score desc, b.id)
+                   array_agg(b.score order by b.score desc, b.id), array_agg(null::integer)
               from best b$q$, v_doc_score, v_dimensions)
-           into v_documents, v_generations, v_scores
+           into v_documents, v_generations, v_scores, v_ordinals
            using p_embedding, null::integer, v_scope, v_norm, p_limit;
     else
         -- The documents of the nearest chunks through the HNSW index (the scope and the
@@ -3144,7 +3184,8 @@ begin
         v_candidates := least(greatest(p_limit, 1) * 10, v_most);
         v_statement := format($q$
             with candidates as materialized (
-                select c.document_id, c.index_generation_id
+                select c.document_id, c.index_generation_id, c.ordinal,
+                       c.embedding_vector::vector(%1$s) <=> $1::vector(%1$s) as distance
                   from public.document_chunks c
                  where vector_dims(c.embedding_vector) = %1$s
                    and exists (select 1 from public.documents d
@@ -3152,10 +3193,12 @@ begin
                                   and d.deleted_at is null and ($3::text[] is null or d.collection = any ($3::text[])))
                  order by c.embedding_vector::vector(%1$s) <=> $1::vector(%1$s)
                  limit $2
-            ), docs as (
-                select distinct k.document_id, k.index_generation_id from candidates k
+            ), docs as (  -- each document's nearest candidate chunk: its most similar one
+                select distinct on (k.document_id) k.document_id, k.index_generation_id, k.ordinal
+                  from candidates k where k.distance <> 'NaN'
+                 order by k.document_id, k.distance, k.ordinal
             ), scored as (
-                select k.document_id, k.index_generation_id, %2$s as score
+                select k.document_id, k.index_generation_id, k.ordinal, %2$s as score
                   from docs k
                  cross join lateral (select g.mean_embedding from public.index_generations g
                                       where g.id = k.index_generation_id offset 0) g
@@ -3166,14 +3209,15 @@ begin
             select (select count(*) from candidates),
                    array_agg(b.document_id order by b.score desc, b.document_id),
                    array_agg(b.index_generation_id order by b.score desc, b.document_id),
-                   array_agg(b.score order by b.score desc, b.document_id)
+                   array_agg(b.score order by b.score desc, b.document_id),
+                   array_agg(b.ordinal order by b.score desc, b.document_id)
               from best b$q$, v_dimensions, v_doc_score);
         loop
             perform pg_catalog.set_config('hnsw.ef_search', least(greatest(v_candidates, 40), 1000)::text, true);
             if v_iterative then
                 perform pg_catalog.set_config('hnsw.iterative_scan', 'strict_order', true);
             end if;
-            execute v_statement into v_fetched, v_documents, v_generations, v_scores
+            execute v_statement into v_fetched, v_documents, v_generations, v_scores, v_ordinals
                 using p_embedding, v_candidates, v_scope, v_norm, p_limit;
             exit when coalesce(cardinality(v_documents), 0) >= p_limit or v_fetched < v_candidates
                       or v_candidates >= v_most;
@@ -3188,21 +3232,72 @@ begin
     if v_documents is null then
         return;
     end if;
+    return query
+        select x.document_id, x.index_generation_id, x.score, x.n::integer, x.ordinal
+          from unnest(v_documents, v_generations, v_scores, v_ordinals) with ordinality
+               as x (document_id, index_generation_id, score, ordinal, n)
+         order by x.n;
+end;
+$_$;
 
+CREATE FUNCTION public.search_vector_shown(p_embedding real[], p_documents uuid[], p_generations uuid[], p_scores double precision[], p_ordinals integer[]) RETURNS TABLE(document_id uuid, collection text, source_uri text, source_name text, title text, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading text, heading_path text, score double precision, snippet text, n integer)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER ROWS 10
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_indexonlyscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET client_min_messages TO 'warning'
+    AS $_$
+#variable_conflict use_column
+declare
+    v_dimensions integer := cardinality(p_embedding);
+    v_norm float8;
+    v_schema name;
+    v_chunk_score text;  -- SQL: a chunk's cosine (c.*), to pick the one shown
+    v_chunk_has text;  -- SQL: the chunk has a vector of the query's dimensions
+    v_chunk_vector text;  -- SQL: the chunk's vector column
+begin
+    if coalesce(cardinality(p_documents), 0) = 0 or v_dimensions is null or v_dimensions = 0 then
+        return;
+    end if;
+    select sqrt(sum(x::float8 * x)) into v_norm from unnest(p_embedding) as x;
+    select ns.nspname into v_schema
+      from pg_catalog.pg_attribute a
+      join pg_catalog.pg_type t on t.oid = a.atttypid
+      join pg_catalog.pg_namespace ns on ns.oid = t.typnamespace
+     where a.attrelid = 'public.document_chunks'::regclass and a.attname = 'embedding_vector'
+       and not a.attisdropped;
+    if v_schema is null then
+        v_chunk_score := $q$(select sum(a::float8 * b) / nullif(sqrt(sum(a::float8 * a)), 0)
+                               from unnest(c.embedding, $1) as u (a, b)) / $4$q$;
+        v_chunk_has := format('cardinality(c.embedding) = %s', v_dimensions);
+        v_chunk_vector := 'c.embedding';
+    else
+        v_chunk_score := format('1 - (c.embedding_vector::%1$I.vector(%2$s) operator(%1$I.<=>) $1::%1$I.vector(%2$s))',
+                                v_schema, v_dimensions);
+        v_chunk_has := format('%I.vector_dims(c.embedding_vector) = %s', v_schema, v_dimensions);
+        v_chunk_vector := 'c.embedding_vector';
+    end if;
     -- Each hit shown by its most similar chunk (of its first 1,000), by primary key: their
     -- vectors only, then the text of the one shown.
     return query execute format($q$
         with hits as (
-            select x.document_id, x.index_generation_id, x.score, x.n
-              from unnest($6::uuid[], $7::uuid[], $8::float8[]) with ordinality as x (document_id, index_generation_id, score, n)
+            select x.document_id, x.index_generation_id, x.score, x.ordinal, x.n
+              from unnest($6::uuid[], $7::uuid[], $8::float8[], $9::integer[])
+                   with ordinality as x (document_id, index_generation_id, score, ordinal, n)
         ), best as (
-            select h.*, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading
+            select h.document_id, h.index_generation_id, h.score, h.n, c.ordinal, c.section_ordinal,
+                   c.page_ordinal, c.heading
               from hits h
              cross join lateral (
                    select c.ordinal, c.section_ordinal, c.page_ordinal, c.heading
                      from (select c.ordinal, c.section_ordinal, c.page_ordinal, c.heading, %3$s
                              from public.document_chunks c
                             where c.document_id = h.document_id and c.index_generation_id = h.index_generation_id
+                              and (h.ordinal is null or c.ordinal = h.ordinal)
                             order by c.ordinal limit 1000 offset 0) c
                     where %2$s
                     order by %1$s desc nulls last, c.ordinal
@@ -3225,7 +3320,8 @@ begin
                    and sec.ordinal = s.section_ordinal
                 offset 0) sec on true
          order by s.n$q$, v_chunk_score, v_chunk_has, v_chunk_vector)
-        using p_embedding, null::integer, v_scope, v_norm, p_limit, v_documents, v_generations, v_scores;
+        using p_embedding, null::integer, null::text[], v_norm, null::integer, p_documents, p_generations, p_scores,
+              p_ordinals;
 end;
 $_$;
 
@@ -4111,6 +4207,10 @@ GRANT ALL ON FUNCTION public.search_term_count_drift(p_limit integer) TO ingesti
 
 REVOKE ALL ON FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.search_vector_ranked(p_embedding real[], p_collections text[], p_limit integer) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.search_vector_shown(p_embedding real[], p_documents uuid[], p_generations uuid[], p_scores double precision[], p_ordinals integer[]) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.search_vector_snippet(p_content text) FROM PUBLIC;
 

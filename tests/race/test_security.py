@@ -153,6 +153,8 @@ INTERNAL = {
     "generation_mean_embedding",
     "index_generation_mean_embedding",
     "search_query_is_question",
+    "search_vector_ranked",
+    "search_vector_shown",
 }
 # Created only where the server has pgvector.
 OPTIONAL = {"document_chunks_embedding_vector"}
@@ -165,7 +167,14 @@ INVOKER = {"secure_rpc", "revoke_from_supabase_roles"}
 # The search functions are never planned generically (the generic-plan trap: a cached
 # generic plan may scan every chunk); every other function pins search_path only.
 FORCE_CUSTOM_PLAN = "plan_cache_mode=force_custom_plan"
-CUSTOM_PLANS = {"search_documents", "search_lexical_hits", "search_vector_hits", "readable_documents"}
+CUSTOM_PLANS = {
+    "search_documents",
+    "search_lexical_hits",
+    "search_vector_hits",
+    "search_vector_ranked",
+    "search_vector_shown",
+    "readable_documents",
+}
 # The lexical search reads its candidates through the GIN index whatever the planner's
 # estimates (20261203000200): its cost is bounded by the postings it reads. What a reader's
 # call reads is its own collections' rows only, through index scans (a bitmap only for the
@@ -177,6 +186,8 @@ NO_SEQ_SCAN_FUNCTIONS = {
     "search_documents",
     "search_lexical_hits",
     "search_vector_hits",
+    "search_vector_ranked",
+    "search_vector_shown",
     "readable_documents",
     "readable_collections",
     "compact_search_term_counts",
@@ -190,18 +201,28 @@ NO_BITMAP_SCAN_FUNCTIONS = {
     "search_documents",
     "search_lexical_hits",
     "search_vector_hits",
+    "search_vector_ranked",
+    "search_vector_shown",
     "readable_documents",
     "readable_collections",
 }
 # The search functions read the same rows whatever VACUUM last marked all-visible
 # (search_documents since 20261204000500: its check of each hit's document).
 NO_INDEX_ONLY_SCAN = "enable_indexonlyscan=off"
-NO_INDEX_ONLY_SCAN_FUNCTIONS = {"search_lexical_hits", "search_vector_hits", "search_documents"}
+NO_INDEX_ONLY_SCAN_FUNCTIONS = {
+    "search_lexical_hits",
+    "search_vector_hits",
+    "search_vector_ranked",
+    "search_vector_shown",
+    "search_documents",
+}
 # ... and join rows by primary key, never by reading a whole table into a hash or a merge.
 NESTED_LOOPS = ["enable_hashjoin=off", "enable_mergejoin=off"]
 NESTED_LOOP_FUNCTIONS = {
     "search_lexical_hits",
     "search_vector_hits",
+    "search_vector_ranked",
+    "search_vector_shown",
     "search_documents",
     "cleanup_kept_version_bytes",
     "cleanup_abandoned_document_index_generations",

@@ -244,6 +244,23 @@ def test_hybrid_search_returns_results_on_both_paths(any_db, tmp_path):
             assert document in [hit.source_name for hit in hybrid[:2]], (text, hybrid)
 
 
+def test_hybrid_shows_the_same_hits_through_hnsw_as_scoring_each_document(pgvector_db, tmp_path):
+    """Hybrid ranks the vector list without chunks and shows its own documents by their most
+    similar chunk (migration 20261205000300): through the HNSW index (the bound at 0) the
+    nearest candidate chunk, scoring each document, the chunk found among its chunks."""
+    index_folder(pgvector_db.url, write_corpus(tmp_path / "corpus"))
+    ensure_hnsw_index(pgvector_db.url, DIMENSIONS)
+    with connect(pgvector_db.url) as conn:
+        for text in QUERIES:
+            each = search(conn, text, mode="hybrid", limit=5, embedder=EMBEDDER)
+            with exact_bound(conn, 0):
+                hnsw = search(conn, text, mode="hybrid", limit=5, embedder=EMBEDDER)
+            assert each
+            assert [(h.source_name, h.chunk_ordinal, h.snippet, round(h.score, 4)) for h in hnsw] == [
+                (h.source_name, h.chunk_ordinal, h.snippet, round(h.score, 4)) for h in each
+            ], text
+
+
 def test_cli_vector_and_hybrid_search(any_db, tmp_path, monkeypatch, capsys):
     index_folder(any_db.url, write_corpus(tmp_path / "corpus"))
     monkeypatch.setenv("INGEST_EMBEDDER", "hash")  # HashEmbedder() has the corpus's 64 dimensions
