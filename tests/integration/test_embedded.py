@@ -47,12 +47,13 @@ def test_start_returns_a_uri_that_connects(data_dir):
 
 
 def test_start_again_reuses_the_running_server(data_dir):
-    first = embedded.start(data_dir)
+    started: list[str] = []  # on_start: called by the start that started the server only
+    first = embedded.start(data_dir, on_start=started.append)
     pid = embedded.status(data_dir).pid
 
-    second = embedded.start(data_dir)
+    second = embedded.start(data_dir, on_start=started.append)
 
-    assert second == first
+    assert second == first and started == [first]
     assert embedded.status(data_dir).pid == pid
     assert postmasters(embedded.pgdata_path(data_dir)) == [pid]
 
