@@ -14,6 +14,7 @@ import pytest
 
 from ingestion_pipeline.db import embedded
 from ingestion_pipeline.db.connection import connect
+from tests.helpers import postmasters
 
 
 @pytest.fixture
@@ -28,15 +29,6 @@ def data_dir(tmp_path: Path) -> Iterator[Path]:
 def select_one(uri: str) -> int:
     with connect(uri) as conn:
         return conn.execute("select 1 as one").fetchone()["one"]
-
-
-def postmasters(pgdata: Path) -> list[int]:
-    """Server processes started on this data dir (the postmaster carries `-D <pgdata>`)."""
-    found = []
-    for proc in psutil.process_iter(attrs=["name", "cmdline"]):
-        if proc.info["name"] == "postgres" and str(pgdata) in (proc.info["cmdline"] or []):
-            found.append(proc.pid)
-    return found
 
 
 def test_start_returns_a_uri_that_connects(data_dir):

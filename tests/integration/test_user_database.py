@@ -16,7 +16,7 @@ import pytest
 from ingestion_pipeline.db import embedded
 from ingestion_pipeline.db.connection import resolve_database_url
 from ingestion_pipeline.settings import load_settings
-from tests.integration.test_embedded import postmasters
+from tests.helpers import postmasters
 
 INGEST = Path(sys.executable).parent / "ingest"
 
