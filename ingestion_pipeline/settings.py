@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Self
 from urllib.parse import urlsplit
 
+import platformdirs
 import psycopg
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -20,19 +21,26 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from ingestion_pipeline.errors import ConfigError
 
 ENV_PREFIX = "INGEST_"
-DATA_DIR_NAME = ".ingest"
+APP_NAME = "ingestion-pipeline"
+LEGACY_DATA_DIR_NAME = ".ingest"
 
 
-def find_data_dir(start: Path | None = None) -> Path:
-    """The project's data folder, found the way git finds `.git`: the nearest `.ingest`
-    holding an embedded server, in the working folder or above it. Without one, a new
-    `.ingest` here. So `ingest` run from any subfolder of a project uses that project's
-    server instead of quietly starting a second one."""
+def default_data_dir() -> Path:
+    """The user's data folder for this application (platformdirs' convention:
+    `$XDG_DATA_HOME/ingestion-pipeline`, else `~/.local/share/ingestion-pipeline` on Linux):
+    one embedded server per user, whichever folder a command runs in."""
+    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+
+
+def legacy_data_dir(start: Path | None = None) -> Path | None:
+    """The nearest `.ingest` holding an embedded server, in the working folder or above it:
+    where releases before the per-user default kept a server per folder. No longer used
+    unless INGEST_DATA_DIR names it; the commands say so (db/connection.py)."""
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
-        if (folder / DATA_DIR_NAME / "pgdata").is_dir():
-            return folder / DATA_DIR_NAME
-    return Path(DATA_DIR_NAME)
+        if (folder / LEGACY_DATA_DIR_NAME / "pgdata").is_dir():
+            return folder / LEGACY_DATA_DIR_NAME
+    return None
 
 
 class Settings(BaseSettings):
@@ -53,7 +61,8 @@ class Settings(BaseSettings):
     # cannot carry: Dagster's own storage sets session parameters. Supabase gives both URLs.
     direct_database_url: str | None = Field(default=None, description="Direct URL when DATABASE_URL is a pooler.")
     data_dir: Path = Field(
-        default_factory=find_data_dir, description="Embedded server and local state (default: the nearest .ingest)."
+        default_factory=default_data_dir,
+        description="Embedded server and local state (default: the user's data folder, shared by every folder).",
     )
     pool_min_size: int = Field(default=1, ge=0)
     # Unset: enough for the jobs in flight (worker_concurrency + 2, at least 10).
@@ -198,6 +207,11 @@ class Settings(BaseSettings):
                 f"{ENV_PREFIX}HEARTBEAT_INTERVAL_SECONDS must be at most a third of {ENV_PREFIX}STALE_AFTER_SECONDS"
             )
         return self
+
+    @property
+    def data_dir_is_default(self) -> bool:
+        """True when nothing set INGEST_DATA_DIR: the per-user folder is in use."""
+        return "data_dir" not in self.model_fields_set
 
     # The two sizes validation fills in when unset (_coherent), typed as the numbers they then are.
 

@@ -21,6 +21,7 @@ from psycopg import sql
 from ingestion_pipeline.db import embedded
 from ingestion_pipeline.db import migrate as migrator
 from ingestion_pipeline.db.connection import connect
+from ingestion_pipeline.settings import default_data_dir
 from tests.spare_databases import SpareDatabases
 
 # Each session's temporary folders (the embedded servers' data among them) are its own.
@@ -77,6 +78,26 @@ def pre_tokens_version() -> str:
 
 def pre_retry_delay_version() -> str:
     return version_before(RETRY_DELAY_NAME)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def user_data_home(tmp_path_factory) -> Iterator[Path]:
+    """The suite never touches the real user's data folder, where a command with nothing set
+    starts the embedded server (settings.default_data_dir): XDG_DATA_HOME, which platformdirs
+    reads on Linux, points this process and every process a test starts at a folder of the
+    session's. A server a test left running there is stopped at the end."""
+    home = tmp_path_factory.mktemp("xdg-data-home")
+    previous = os.environ.get("XDG_DATA_HOME")
+    os.environ["XDG_DATA_HOME"] = str(home)
+    if not default_data_dir().is_relative_to(home):
+        raise pytest.UsageError(f"XDG_DATA_HOME does not move the user's data folder here ({default_data_dir()})")
+    yield home
+    if embedded.pgdata_path(default_data_dir()).exists():
+        embedded.stop(default_data_dir())
+    if previous is None:
+        os.environ.pop("XDG_DATA_HOME", None)
+    else:
+        os.environ["XDG_DATA_HOME"] = previous
 
 
 # Databases this process made on each server and has not dropped yet: at the end of the

@@ -7,8 +7,10 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from uuid import UUID
 
+import psutil
 import psycopg
 
 from ingestion_pipeline.db import migrate
@@ -342,3 +344,12 @@ def index_folder(folder: object, db_url: str) -> float:
     assert ingest(["enqueue", str(folder), *url]) == 0
     assert ingest(["work", "--drain", *url]) == 0
     return time.monotonic() - started
+
+
+def postmasters(pgdata: Path) -> list[int]:
+    """Server processes started on this data dir (the postmaster carries `-D <pgdata>`)."""
+    found = []
+    for proc in psutil.process_iter(attrs=["name", "cmdline"]):
+        if proc.info["name"] == "postgres" and str(pgdata) in (proc.info["cmdline"] or []):
+            found.append(proc.pid)
+    return found

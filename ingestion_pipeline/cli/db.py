@@ -11,7 +11,16 @@ from ingestion_pipeline.cli.common import add_database_url
 from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db import embedded, vector_index
 from ingestion_pipeline.db import migrate as migrator
-from ingestion_pipeline.db.connection import connect, direct_database_url, one_row, redact, resolve_database_url
+from ingestion_pipeline.db.connection import (
+    connect,
+    direct_database_url,
+    embedded_folder,
+    mention_legacy_data_dir,
+    one_row,
+    redact,
+    resolve_database_url,
+    start_embedded,
+)
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.processing import embedder_from_settings
 from ingestion_pipeline.settings import Settings
@@ -44,13 +53,15 @@ def cmd_db_start(args: argparse.Namespace, settings: Settings) -> int:
     if settings.database_url:
         print(f"DATABASE_URL is set ({redact(settings.database_url)}); the embedded server is not used.")
         return 0
-    print(embedded.start(settings.data_dir))
+    print(start_embedded(settings))
     return 0
 
 
 def cmd_db_stop(args: argparse.Namespace, settings: Settings) -> int:
-    stopped = embedded.stop(settings.data_dir)
-    print("stopped" if stopped else f"not running ({embedded.pgdata_path(settings.data_dir)})")
+    mention_legacy_data_dir(settings)
+    folder = embedded_folder(settings)
+    stopped = embedded.stop(folder)
+    print(f"stopped the embedded PostgreSQL in {folder}" if stopped else f"not running ({folder})")
     return 0
 
 
@@ -62,20 +73,29 @@ def cmd_db_url(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_db_status(args: argparse.Namespace, settings: Settings) -> int:
     if settings.database_url:
         url = settings.database_url
-        print(f"database: {redact(url)} (DATABASE_URL)")
+        print(f"database: {redact(url)} (DATABASE_URL or --database-url)")
     else:
-        state = embedded.status(settings.data_dir)
+        mention_legacy_data_dir(settings)
+        folder = embedded_folder(settings)
+        where = f"the embedded server in {folder} ({_why_this_folder(settings)})"
+        state = embedded.status(folder)
         if not state.running or state.uri is None:  # a running server has its URI
-            print(f"database: embedded server in {state.pgdata}: not running (start it: ingest db start)")
+            print(f"database: {where}: not running (start it: ingest db start)")
             return 0
         url = state.uri
-        print(f"database: embedded server in {state.pgdata}: running, pid {state.pid}")
+        print(f"database: {redact(url)}, {where}: running, pid {state.pid}")
     with connect(url) as conn:
         server = one_row(conn.execute(query("server_version")))
     print(f"server: PostgreSQL {server['version']}, database {server['database']}")
     _print_plan(migrator.plan(url))
     print(_vector_search_line(url))
     return 0
+
+
+def _why_this_folder(settings: Settings) -> str:
+    if settings.data_dir_is_default:
+        return "the per-user default, shared by every folder"
+    return "INGEST_DATA_DIR"
 
 
 def cmd_db_migrate(args: argparse.Namespace, settings: Settings) -> int:

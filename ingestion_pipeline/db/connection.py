@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any, TypeVar
 
 import psycopg
@@ -10,14 +12,64 @@ from psycopg_pool import ConnectionPool
 
 from ingestion_pipeline.db import embedded
 from ingestion_pipeline.errors import DatabaseUnavailable
-from ingestion_pipeline.settings import Settings
+from ingestion_pipeline.settings import Settings, legacy_data_dir
+
+# The embedded servers this process started or reused, by URI: their data folder, so that a
+# message about one of them names the folder (its socket URL alone says little).
+_EMBEDDED_FOLDERS: dict[str, Path] = {}
+_HINTED: set[Path] = set()  # per-folder databases of earlier releases this process mentioned
 
 
 def resolve_database_url(settings: Settings) -> str:
-    """DATABASE_URL when set, otherwise the embedded server (started if needed)."""
+    """DATABASE_URL (or --database-url) when set, otherwise the embedded server in
+    INGEST_DATA_DIR, by default the user's data folder (started if needed)."""
     if settings.database_url:
         return settings.database_url
-    return embedded.start(settings.data_dir)
+    return start_embedded(settings)
+
+
+def start_embedded(settings: Settings) -> str:
+    """The embedded server's URI, started if needed: one line on stderr says so, and where."""
+    folder = embedded_folder(settings)
+    mention_legacy_data_dir(settings)
+
+    def announce(uri: str) -> None:
+        print(f"ingest: started the embedded PostgreSQL in {folder} ({uri})", file=sys.stderr, flush=True)
+
+    uri = embedded.start(folder, on_start=announce)
+    _EMBEDDED_FOLDERS[uri] = folder
+    return uri
+
+
+def embedded_folder(settings: Settings) -> Path:
+    return settings.data_dir.expanduser().resolve()
+
+
+def mention_legacy_data_dir(settings: Settings) -> None:
+    """Releases before the per-user default kept an embedded server per folder, in the
+    nearest `.ingest`. One found here is left alone, neither used nor deleted: say so once,
+    one line on stderr, and how to keep using it (INGEST_DATA_DIR, which also silences this)."""
+    legacy = legacy_data_dir() if settings.data_dir_is_default else None
+    if legacy is None or legacy.resolve() == embedded_folder(settings) or legacy in _HINTED:
+        return
+    _HINTED.add(legacy)
+    running = ", its server still running" if embedded.status(legacy).running else ""
+    print(
+        f"ingest: note: not using {legacy} (a per-folder database of an earlier release{running}); every folder "
+        f"now shares {embedded_folder(settings)}. INGEST_DATA_DIR={legacy} keeps using the old one",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def name_database(url: str) -> str:
+    """A database for a message: the URL without its password or, for an embedded server
+    this process started or reused, the database and the server's folder."""
+    folder = _EMBEDDED_FOLDERS.get(url)
+    if folder is None:
+        return redact(url)
+    dbname = psycopg.conninfo.conninfo_to_dict(url).get("dbname")
+    return f"{dbname!r} of the embedded server in {folder}"
 
 
 def direct_database_url(settings: Settings) -> str:
@@ -86,7 +138,7 @@ def connect(
             **kwargs,
         )
     except psycopg.OperationalError as exc:
-        raise DatabaseUnavailable(f"cannot connect to {redact(url)}: {_cause(exc)}") from None
+        raise DatabaseUnavailable(f"cannot connect to {name_database(url)}: {_cause(exc)}") from None
     except psycopg.ProgrammingError as exc:
         raise DatabaseUnavailable(f"bad database URL: {str(exc).strip().splitlines()[0]}") from None
 
@@ -126,7 +178,7 @@ def make_pool(url: str, settings: Settings, **kwargs: Any) -> ConnectionPool[psy
         pool.open(wait=True, timeout=settings.connect_timeout_seconds)
     except Exception as exc:  # noqa: BLE001 - PoolTimeout hides the libpq reason; say where we tried
         pool.close()
-        raise DatabaseUnavailable(f"cannot open a connection pool to {redact(url)}: {exc}") from None
+        raise DatabaseUnavailable(f"cannot open a connection pool to {name_database(url)}: {exc}") from None
     return pool
 
 

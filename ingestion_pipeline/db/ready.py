@@ -14,7 +14,14 @@ from psycopg.rows import DictRow
 from psycopg_pool import ConnectionPool
 
 from ingestion_pipeline.db import migrate as migrator
-from ingestion_pipeline.db.connection import connect, make_pool, one_row, resolve_database_url, through_pooler
+from ingestion_pipeline.db.connection import (
+    connect,
+    make_pool,
+    name_database,
+    one_row,
+    resolve_database_url,
+    through_pooler,
+)
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.settings import Settings
@@ -31,7 +38,7 @@ def require_migrated(url: str, folder: Path | None = None) -> None:
     pending = plan.pending
     if pending:
         raise IngestError(
-            f"the database has {len(pending)} pending migration(s), starting with "
+            f"the database {name_database(url)} has {len(pending)} pending migration(s), starting with "
             f"{pending[0].path.name}: run `ingest db migrate`"
         )
     if plan.ahead:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ingestion_pipeline.db import migrate
+from ingestion_pipeline.db.connection import redact
 
 INGEST = Path(sys.executable).parent / "ingest"
 UNREACHABLE = "postgresql://postgres@127.0.0.1:1/nope"
@@ -85,22 +86,25 @@ def test_password_never_appears_in_output(tmp_path, command):
 
 def test_migrate_then_status_shows_every_migration_applied(tmp_path, empty_db_url):
     files = migrate.discover(migrate.default_migrations_dir())
+    home = tmp_path / "home"  # the user's data folder, where the embedded server would start
 
-    migrated = run(tmp_path, "db", "migrate", "--database-url", empty_db_url)
+    migrated = run(tmp_path, "db", "migrate", "--database-url", empty_db_url, XDG_DATA_HOME=str(home))
     assert migrated.returncode == 0, migrated.stderr
     for f in files:
         assert f"applied {f.path.name}" in migrated.stdout
 
-    status = run(tmp_path, "db", "status", "--database-url", empty_db_url)
+    status = run(tmp_path, "db", "status", "--database-url", empty_db_url, XDG_DATA_HOME=str(home))
     assert status.returncode == 0, status.stderr
+    assert status.stdout.startswith(f"database: {redact(empty_db_url)} (DATABASE_URL or --database-url)\n")
     lines = status.stdout.splitlines()
     for f in files:
         assert any(f.version in line and f.name in line and "applied" in line for line in lines), status.stdout
     assert f"{len(files)} applied, 0 pending" in status.stdout
 
-    again = run(tmp_path, "db", "migrate", "--database-url", empty_db_url)
-    assert again.returncode == 0 and "up to date" in again.stdout
-    assert not (tmp_path / ".ingest").exists(), "a URL was given: the embedded server must not start"
+    again = run(tmp_path, "db", "migrate", "--database-url", empty_db_url, XDG_DATA_HOME=str(home))
+    assert again.returncode == 0 and "up to date" in again.stdout and again.stderr == ""
+    assert not home.exists(), "a URL was given: the embedded server must not start"
+    assert not (tmp_path / ".ingest").exists()
 
 
 def test_a_reader_that_left_the_pipe_gets_no_traceback(tmp_path, db_url):

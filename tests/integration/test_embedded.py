@@ -14,6 +14,7 @@ import pytest
 
 from ingestion_pipeline.db import embedded
 from ingestion_pipeline.db.connection import connect
+from tests.helpers import postmasters
 
 
 @pytest.fixture
@@ -30,15 +31,6 @@ def select_one(uri: str) -> int:
         return conn.execute("select 1 as one").fetchone()["one"]
 
 
-def postmasters(pgdata: Path) -> list[int]:
-    """Server processes started on this data dir (the postmaster carries `-D <pgdata>`)."""
-    found = []
-    for proc in psutil.process_iter(attrs=["name", "cmdline"]):
-        if proc.info["name"] == "postgres" and str(pgdata) in (proc.info["cmdline"] or []):
-            found.append(proc.pid)
-    return found
-
-
 def test_start_returns_a_uri_that_connects(data_dir):
     uri = embedded.start(data_dir)
     assert select_one(uri) == 1
@@ -47,12 +39,13 @@ def test_start_returns_a_uri_that_connects(data_dir):
 
 
 def test_start_again_reuses_the_running_server(data_dir):
-    first = embedded.start(data_dir)
+    started: list[str] = []  # on_start: called by the start that started the server only
+    first = embedded.start(data_dir, on_start=started.append)
     pid = embedded.status(data_dir).pid
 
-    second = embedded.start(data_dir)
+    second = embedded.start(data_dir, on_start=started.append)
 
-    assert second == first
+    assert second == first and started == [first]
     assert embedded.status(data_dir).pid == pid
     assert postmasters(embedded.pgdata_path(data_dir)) == [pid]
 

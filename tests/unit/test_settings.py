@@ -7,17 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from ingestion_pipeline.settings import load_settings
+from ingestion_pipeline.settings import default_data_dir, legacy_data_dir, load_settings
 from tests.settings_env import clean_env, config_error  # noqa: F401 - clean_env is an autouse fixture
 
 SECRET_URL = "postgresql://app:s3cret@db.example:5432/app?bogus=1"  # unparseable: unknown parameter
 
 
-def test_defaults(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # no project data folder here or above
+def test_defaults(tmp_path, monkeypatch, user_data_home):
+    monkeypatch.chdir(tmp_path)
     s = load_settings()
     assert s.database_url is None
-    assert s.data_dir == Path(".ingest")
+    # The user's data folder (platformdirs: $XDG_DATA_HOME/ingestion-pipeline on Linux; the
+    # suite's own, tests/conftest.py), whatever the working folder
+    assert s.data_dir == user_data_home / "ingestion-pipeline" and s.data_dir_is_default
     assert s.parse_processes == os.cpu_count()
     assert s.worker_concurrency == min(4 + 4 * s.parse_processes, 64)  # every child kept busy
     assert (s.pool_min_size, s.pool_max_size) == (1, max(10, s.worker_concurrency + 2))
@@ -65,7 +67,7 @@ def test_prefixed_variables_are_read(monkeypatch):
     monkeypatch.setenv("INGEST_POOL_MAX_SIZE", "20")
     monkeypatch.setenv("INGEST_DATA_DIR", "/srv/ingest")
     s = load_settings()
-    assert s.pool_max_size == 20 and s.data_dir == Path("/srv/ingest")
+    assert s.pool_max_size == 20 and s.data_dir == Path("/srv/ingest") and not s.data_dir_is_default
 
 
 def test_dot_env_file_in_working_directory_is_read(tmp_path):
@@ -126,12 +128,22 @@ def test_bad_database_url_from_environment_is_named_and_not_echoed(monkeypatch, 
     assert "DATABASE_URL" in message and "INGEST_DATABASE_URL" not in message
 
 
-def test_the_data_folder_is_found_from_any_subfolder_of_a_project(tmp_path, monkeypatch):
-    """Run from a subfolder, `ingest` used to start a second embedded server there."""
+def test_every_folder_shares_the_user_data_folder(tmp_path, monkeypatch, user_data_home):
+    """`ingest` used to start a new embedded server in each folder with no `.ingest` above it."""
+    for folder in (tmp_path / "a", tmp_path / "b" / "deep"):
+        folder.mkdir(parents=True)
+        monkeypatch.chdir(folder)
+        assert load_settings().data_dir == default_data_dir() == user_data_home / "ingestion-pipeline"
+    assert not any(tmp_path.rglob(".ingest"))
+
+
+def test_a_per_folder_database_of_an_earlier_release_is_found_but_not_used(tmp_path, monkeypatch):
     project = tmp_path / "project"
     (project / ".ingest" / "pgdata").mkdir(parents=True)
     (project / "docs" / "deep").mkdir(parents=True)
     monkeypatch.chdir(project / "docs" / "deep")
-    assert load_settings().data_dir == (project / ".ingest").resolve()
-    monkeypatch.setenv("INGEST_DATA_DIR", str(tmp_path / "elsewhere"))
-    assert load_settings().data_dir == tmp_path / "elsewhere"  # the setting still wins
+    assert legacy_data_dir() == (project / ".ingest").resolve()
+    assert load_settings().data_dir == default_data_dir()
+    monkeypatch.setenv("INGEST_DATA_DIR", str(project / ".ingest"))  # how to keep using it
+    assert load_settings().data_dir == project / ".ingest"
+    assert legacy_data_dir(tmp_path) is None
