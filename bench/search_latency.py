@@ -15,7 +15,8 @@ documents (a lexeme that is a whole word), the rest entries of the corpus's inde
 judgments of bench/search_quality.py, sampled with --seed). Each
 is searched with ingestion_pipeline.search.search(conn, q, mode=…, limit=10) in lexical and
 in hybrid mode (the query's vector from the same embedder), --warmup untimed rounds then
---rounds timed ones; a query's time is its median over the rounds, timed at the client.
+--rounds timed ones; a query's time is its median over the rounds, timed at the client. The
+modes run back to back per query, in alternating order, so that both see the same load.
 
 Printed: p50/p95/max per scale, mode and kind of query; the hybrid/lexical ratio of p95;
 and growth, the largest 10x/1x time ratio of any query (at most 10: cost grows at most
@@ -160,19 +161,22 @@ def pick_queries(conn: psycopg.Connection, corpus: corpora.Corpus, count: int, c
 
 
 def measure(conn, queries: list[Query], scale: str, modes: list[str], rounds: int, warmup: int, embedder) -> None:
+    """Each query searched in every mode back to back, the modes' order alternating: the
+    modes see the same load (a busy machine's slow minute slows both, not one of them)."""
     rng = random.Random(35)
-    for mode in modes:
-        times: dict[str, list[float]] = {q.text: [] for q in queries}
-        for round_ in range(warmup + rounds):
-            order = queries[:]
-            rng.shuffle(order)
-            for q in order:
+    times: dict[tuple[str, str], list[float]] = {(q.text, m): [] for q in queries for m in modes}
+    for round_ in range(warmup + rounds):
+        order = queries[:]
+        rng.shuffle(order)
+        for i, q in enumerate(order):
+            for mode in modes if (i + round_) % 2 == 0 else modes[::-1]:
                 began = time.perf_counter()
                 search(conn, q.text, mode=mode, limit=10, embedder=embedder if mode != "lexical" else None)
                 if round_ >= warmup:
-                    times[q.text].append(time.perf_counter() - began)
-        for q in queries:
-            q.seconds[(scale, mode)] = statistics.median(times[q.text])
+                    times[(q.text, mode)].append(time.perf_counter() - began)
+    for q in queries:
+        for mode in modes:
+            q.seconds[(scale, mode)] = statistics.median(times[(q.text, mode)])
 
 
 def ms(seconds: float) -> str:
