@@ -53,7 +53,7 @@ def document_index(
                 label=f"dagster-{context.run.run_id[:8]}",
                 concurrency=config.concurrency,
                 embedder=processing.make_embedder(settings),
-                chunking=processing.chunking(),
+                chunking=processing.chunking(settings),
                 parse_processes=parse_processes_per_run(settings),
             )
             report = worker.run(
