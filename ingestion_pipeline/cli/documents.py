@@ -21,7 +21,7 @@ from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import IngestError
-from ingestion_pipeline.operations.enqueue import enqueue_paths
+from ingestion_pipeline.operations.enqueue import EnqueueReport, enqueue_paths
 from ingestion_pipeline.operations.lookup import shown_key
 from ingestion_pipeline.settings import Settings
 
@@ -91,11 +91,27 @@ def cmd_enqueue(args: argparse.Namespace, settings: Settings) -> int:
         )
         print()
     print(render_table(["outcome", "files"], sorted(report.counts.items())))
-    print(
-        f"batch {report.batch_id} ({report.batch_name}): {len(report.files)} file(s)"
-        + (f", {report.batch_status}: nothing new to index" if report.batch_status != "processing" else "")
-    )
+    print(batch_line(report))
     return 0
+
+
+def batch_line(report: EnqueueReport) -> str:
+    """The batch the files went into, or why there is none."""
+    if report.batch_id is None:
+        return f"nothing new to index: {unqueued(report)}; no batch was written"
+    done = f", {report.batch_status}: nothing new to index" if report.batch_status != "processing" else ""
+    return f"batch {report.batch_id} ({report.batch_name}): {len(report.files)} file(s){done}"
+
+
+def unqueued(report: EnqueueReport) -> str:
+    """What became of files that got no job: `4 file(s) unchanged (already indexed)`."""
+    counts = report.counts
+    said = []
+    if counts.get("unchanged"):
+        said.append(f"{counts['unchanged']} file(s) unchanged (already indexed)")
+    if counts.get("already_queued"):
+        said.append(f"{counts['already_queued']} already queued")
+    return ", ".join(said) or f"{len(report.files)} file(s)"
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
