@@ -7,8 +7,6 @@ import sys
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from tqdm import tqdm
-
 from ingestion_pipeline.cli.common import (
     add_collection,
     add_collection_scope,
@@ -17,6 +15,7 @@ from ingestion_pipeline.cli.common import (
     positive_int,
     print_json,
 )
+from ingestion_pipeline.cli.progress import bar, drawn
 from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
@@ -64,7 +63,7 @@ def _uuid(value: str) -> UUID:
 def cmd_enqueue(args: argparse.Namespace, settings: Settings) -> int:
     max_attempts = args.max_attempts or settings.max_attempts
     with migrated_pool(settings) as pool, announce_new_collection(pool, args.collection):
-        progress = tqdm(unit="file", desc="enqueue", disable=args.json or not sys.stderr.isatty(), file=sys.stderr)
+        progress = bar("enqueue", "file", draw=drawn(args.json))
         with progress:
             report = enqueue_paths(
                 pool,
@@ -76,6 +75,7 @@ def cmd_enqueue(args: argparse.Namespace, settings: Settings) -> int:
                 collection=args.collection,
                 keep_versions=settings.keep_versions,
                 on_file=lambda _: progress.update(),
+                on_files=lambda total: progress.reset(total=total),
             )
     for path, reason in report.skipped:  # found in a folder and passed over: the rest went in
         print(f"ingest: skipped {path}: {reason}", file=sys.stderr)

@@ -203,11 +203,15 @@ def enqueue_paths(
     collection: str = DEFAULT_COLLECTION,
     keep_versions: int = 1,
     on_file: Callable[[EnqueuedFile], None] | None = None,
+    on_files: Callable[[int], None] | None = None,
 ) -> EnqueueReport:
     """`keep_versions` > 1: a new version's enqueue keeps the bytes it replaces (the janitor
-    removes those beyond the newest `keep_versions`)."""
+    removes those beyond the newest `keep_versions`). `on_files` is told how many files
+    were found (before the first is read), `on_file` each one enqueued."""
     skipped: list[tuple[str, str]] = []
     files = collect_files(paths, max_bytes, skipped)
+    if on_files:
+        on_files(len(files))
     name = batch_name or f"import {datetime.now(UTC):%Y-%m-%d %H:%M:%S}"
     batch = LazyBatch(name, {"files": len(files)})
     report = EnqueueReport(batch_id=None, batch_name=name, skipped=skipped)

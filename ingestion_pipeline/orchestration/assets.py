@@ -120,12 +120,14 @@ def drain_metadata(report: WorkerReport) -> dict[str, Any]:
 
 
 def formats_metadata(report: WorkerReport) -> dict[str, Any]:
-    """Per format (PDF, DOCX, PNG, …): documents per outcome and their seconds, as a table."""
+    """Per format (PDF, DOCX, PNG, …): documents per outcome, a job's mean seconds and the
+    format's share of the jobs' time, as a table, with what those seconds are under it."""
     header, rows = report.format_table()
     if not rows:
         return {}
     lines: list[list[object]] = [list(header), ["---"] * len(header), *rows]
-    return {"formats": dg.MetadataValue.md("\n".join("| " + " | ".join(map(str, line)) + " |" for line in lines))}
+    table = "\n".join("| " + " | ".join(map(str, line)) + " |" for line in lines)
+    return {"formats": dg.MetadataValue.md(f"{table}\n\n{report.format_note()}")}
 
 
 FAILURES_SHOWN = 20

@@ -41,7 +41,10 @@ def test_formats_table_counts_each_format_by_outcome():
     ]:
         done = result(outcome, "file:///x")
         report.add(JobResult(**{**done.__dict__, "mime_type": mime_type}))
+    report.seconds = 0.3  # the run's wall time: the jobs' 0.4 s overlapped
     table = drain_metadata(report)["formats"].value
-    assert table.splitlines()[0] == "| format | completed | failed | seconds |"
-    assert "| PDF | 1 | 1 | 0.2 |" in table and "| PNG | 1 | 0 | 0.1 |" in table
-    assert "| unrecognised | 0 | 1 | 0.1 |" in table
+    assert table.splitlines()[0] == "| format | completed | failed | s per job | share of job time |"
+    assert "| PDF | 1 | 1 | 0.10 | 50% |" in table and "| PNG | 1 | 0 | 0.10 | 25% |" in table
+    assert "| unrecognised | 0 | 1 | 0.10 | 25% |" in table
+    assert table.endswith("jobs run side by side, so theirs add up to 0.4 s in this 0.3 s run")
+    assert report.formats()["PDF"] == {"completed": 1, "failed": 1, "seconds": 0.2, "mean_seconds": 0.1}
