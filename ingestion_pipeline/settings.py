@@ -122,6 +122,13 @@ class Settings(BaseSettings):
     ocr: str = Field(default="auto", pattern="^(auto|off)$")
     ocr_languages: str = Field(default="eng", pattern=r"^[A-Za-z_]+(\+[A-Za-z_]+)*$")
     ocr_max_pages: int = Field(default=200, ge=1)
+    # Chunks (processing/chunking.py): at most this many characters each, consecutive ones
+    # sharing up to the overlap. 100 is processing's floor (MIN_CHUNK_CHARS: a smaller chunk
+    # carries too little context); 10,000 (~2,500 tokens) stays well inside what the embedders
+    # take in one input and keeps a search hit a passage, not a chapter. Read when a document
+    # is built: a change applies to documents indexed from then on (`ingest reindex --all`).
+    chunk_chars: int = Field(default=1200, ge=100, le=10_000)
+    chunk_overlap_chars: int = Field(default=150, ge=0)
     # A job still running this long after its claim is failed, and its lease no longer renewed.
     job_timeout_seconds: float = Field(default=1800.0, gt=0)
     # Dagster: drain runs and the janitor. A drain run claims while work is claimable, up to
@@ -193,6 +200,12 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"{ENV_PREFIX}STATIC_MODEL_PATH must be set when {ENV_PREFIX}EMBEDDER=static "
                 "(a Model2Vec or sentence-transformers StaticEmbedding folder)"
+            )
+        if self.chunk_overlap_chars * 2 >= self.chunk_chars:
+            raise ValueError(
+                f"{ENV_PREFIX}CHUNK_OVERLAP_CHARS ({self.chunk_overlap_chars}) must be less than half of "
+                f"{ENV_PREFIX}CHUNK_CHARS ({self.chunk_chars}): a larger overlap repeats most of every chunk "
+                "in the next one"
             )
         if self.worker_concurrency is None:
             self.worker_concurrency = min(4 + 4 * self.parse_processes, 64)

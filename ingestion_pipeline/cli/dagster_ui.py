@@ -89,21 +89,31 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     print(ensure_vector_index(direct_database_url(settings), settings))
     with migrated_pool(settings) as pool:
         report = enqueue_paths(pool, [args.samples], max_bytes=settings.max_file_bytes, batch_name="demo samples")
-    print(f"enqueued {len(report.files)} file(s) into batch {report.batch_id}")
+    if report.batch_id is not None:
+        print(f"enqueued {len(report.files)} file(s) into batch {report.batch_id}")
     print(render_table(["result", "files"], sorted(report.counts.items())) + "\n")
-    os.environ.update(dagster_environment(settings))
-    run_id, metadata = _drain_with_dagster(settings, root)
-    print(f"Dagster run {run_id[:8]} of ingest_documents materialized document_index:")
-    print(render_table(["metric", "value"], [(key, getattr(value, "value", value)) for key, value in metadata.items()]))
-    print()
-    documents.print_status(settings, batch_id=report.batch_id)
-    print()
+    if report.batch_id is None and not report.counts.get("already_queued"):
+        # A re-run: every sample is indexed as it is. No batch, and no run with nothing to do.
+        print(f"{documents.unqueued(report)}: no batch was written and no run is needed\n")
+    else:
+        _run_the_drain(settings, root)
+    if report.batch_id is not None:
+        documents.print_status(settings, batch_id=report.batch_id)
+        print()
     search.print_search(settings, "lease fencing", limit=3)
     # Vectors from the default embedder, offline: a paraphrase that shares no word with its page.
     print(f'\n$ ingest search --mode vector "{PARAPHRASE}" --limit 1')
     search.print_search(settings, PARAPHRASE, mode="vector", limit=1)
     print("\nSee the run and the asset in the UI: `ingest ui`, then http://127.0.0.1:3000")
     return 0
+
+
+def _run_the_drain(settings: Settings, root: Path) -> None:
+    os.environ.update(dagster_environment(settings))
+    run_id, metadata = _drain_with_dagster(settings, root)
+    print(f"Dagster run {run_id[:8]} of ingest_documents materialized document_index:")
+    print(render_table(["metric", "value"], [(key, getattr(value, "value", value)) for key, value in metadata.items()]))
+    print()
 
 
 def _drain_with_dagster(settings: Settings, root: Path) -> tuple[str, dict[str, Any]]:

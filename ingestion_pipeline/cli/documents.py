@@ -7,8 +7,6 @@ import sys
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from tqdm import tqdm
-
 from ingestion_pipeline.cli.common import (
     add_collection,
     add_collection_scope,
@@ -17,11 +15,12 @@ from ingestion_pipeline.cli.common import (
     positive_int,
     print_json,
 )
+from ingestion_pipeline.cli.progress import bar, drawn
 from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import IngestError
-from ingestion_pipeline.operations.enqueue import enqueue_paths
+from ingestion_pipeline.operations.enqueue import EnqueueReport, enqueue_paths
 from ingestion_pipeline.operations.lookup import shown_key
 from ingestion_pipeline.settings import Settings
 
@@ -64,7 +63,7 @@ def _uuid(value: str) -> UUID:
 def cmd_enqueue(args: argparse.Namespace, settings: Settings) -> int:
     max_attempts = args.max_attempts or settings.max_attempts
     with migrated_pool(settings) as pool, announce_new_collection(pool, args.collection):
-        progress = tqdm(unit="file", desc="enqueue", disable=args.json or not sys.stderr.isatty(), file=sys.stderr)
+        progress = bar("enqueue", "file", draw=drawn(args.json))
         with progress:
             report = enqueue_paths(
                 pool,
@@ -76,6 +75,7 @@ def cmd_enqueue(args: argparse.Namespace, settings: Settings) -> int:
                 collection=args.collection,
                 keep_versions=settings.keep_versions,
                 on_file=lambda _: progress.update(),
+                on_files=lambda total: progress.reset(total=total),
             )
     for path, reason in report.skipped:  # found in a folder and passed over: the rest went in
         print(f"ingest: skipped {path}: {reason}", file=sys.stderr)
@@ -91,11 +91,27 @@ def cmd_enqueue(args: argparse.Namespace, settings: Settings) -> int:
         )
         print()
     print(render_table(["outcome", "files"], sorted(report.counts.items())))
-    print(
-        f"batch {report.batch_id} ({report.batch_name}): {len(report.files)} file(s)"
-        + (f", {report.batch_status}: nothing new to index" if report.batch_status != "processing" else "")
-    )
+    print(batch_line(report))
     return 0
+
+
+def batch_line(report: EnqueueReport) -> str:
+    """The batch the files went into, or why there is none."""
+    if report.batch_id is None:
+        return f"nothing new to index: {unqueued(report)}; no batch was written"
+    done = f", {report.batch_status}: nothing new to index" if report.batch_status != "processing" else ""
+    return f"batch {report.batch_id} ({report.batch_name}): {len(report.files)} file(s){done}"
+
+
+def unqueued(report: EnqueueReport) -> str:
+    """What became of files that got no job: `4 file(s) unchanged (already indexed)`."""
+    counts = report.counts
+    said = []
+    if counts.get("unchanged"):
+        said.append(f"{counts['unchanged']} file(s) unchanged (already indexed)")
+    if counts.get("already_queued"):
+        said.append(f"{counts['already_queued']} already queued")
+    return ", ".join(said) or f"{len(report.files)} file(s)"
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import sys
+from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
-from tqdm import tqdm
-
 from ingestion_pipeline.cli.common import add_collection, add_database_url, announce_new_collection, print_json
+from ingestion_pipeline.cli.progress import bar, drawn, sync_postfix
 from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.operations.lookup import shown_key
@@ -67,17 +66,24 @@ def cmd_sync(args: argparse.Namespace, settings: Settings) -> int:
 def run_sync(
     settings: Settings,
     as_json: bool,
-    sync: Callable[[Pool, Callable[[str], None]], SyncReport],
+    sync: Callable[[Pool, Callable[[str, Counter[str]], None]], SyncReport],
     collection_of: Callable[[Pool], str | None],
 ) -> int:
     """Run `sync` (given the pool and a callback per listed file) with a progress bar on a
     terminal, then print its report (`ingest sync`, `ingest source sync`); a collection the
     sync created (`collection_of` names the one it syncs into) is said on stderr. Exit
-    status 1 when an entry failed."""
+    status 1 when an entry failed. The bar counts files and what became of them, with no
+    total or ETA: the listing is read as the pass goes, so its length is known only at
+    the end (listing it first would cost a second pass over a bucket)."""
     with migrated_pool(settings) as pool, _announcing(pool, collection_of(pool)):
-        progress = tqdm(unit="file", desc="sync", disable=as_json or not sys.stderr.isatty(), file=sys.stderr)
+        progress = bar("sync", "file", draw=drawn(as_json))
+
+        def on_entry(key: str, counts: Counter[str]) -> None:
+            progress.set_postfix_str(sync_postfix(counts), refresh=False)
+            progress.update()
+
         with progress:
-            report = sync(pool, lambda _: progress.update())
+            report = sync(pool, on_entry)
     if as_json:
         print_json(report.as_dict())
     else:

@@ -10,11 +10,11 @@ import threading
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from tqdm import tqdm
-
 from ingestion_pipeline.cli.common import add_database_url, non_negative_int, positive_int, print_json
+from ingestion_pipeline.cli.progress import WorkProgress, drawn
 from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db.ready import migrated_pool
+from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.processing import embedder_choices, embedder_from_settings
 from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.worker import Outcome, Worker, WorkerReport
@@ -77,11 +77,11 @@ def cmd_work(args: argparse.Namespace, settings: Settings) -> int:
                 embedder=embedder,
                 parse_processes=args.parse_processes,
             )
-            progress = tqdm(unit="doc", desc="work", disable=args.json or not sys.stderr.isatty(), file=sys.stderr)
-            with progress:
-                report = worker.run(
-                    drain=args.drain, max_jobs=args.max_jobs, stop=stop, on_result=lambda r: progress.update()
-                )
+            progress = WorkProgress(IngestionRpc(pool), draw=drawn(args.json))
+            try:
+                report = worker.run(drain=args.drain, max_jobs=args.max_jobs, stop=stop, on_result=progress)
+            finally:
+                progress.close()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -114,11 +114,13 @@ def cmd_work(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def print_formats(report: WorkerReport) -> None:
-    """Per format: how many documents ended how, and the seconds they took."""
+    """Per format: how many documents ended how, a job's mean seconds and the format's share
+    of the jobs' time (what the seconds are is said under the table)."""
     header, rows = report.format_table()
     if rows:
         print()
         print(render_table(header, rows))
+        print(report.format_note())
 
 
 def exit_code(report: WorkerReport) -> int:

@@ -8,9 +8,10 @@ queue nothing (docs/state-machine.md, "Versions").
 Every path is checked first (exists, readable, within the size limit): one bad path
 refuses the whole call and nothing is written. Each file's bytes, its version and its job
 are then written in one transaction, so an upload is atomic; the batch row is written in
-the first file's transaction, so a call that fails or is interrupted before its first file
-is stored leaves no batch behind. With `reindex=True` a file whose bytes are unchanged gets
-a reindex job.
+the transaction of the first file that gets a job, so a call that fails or is interrupted
+before then, or that queues nothing (every file unchanged or already queued: a re-run of
+`ingest demo`), leaves no batch behind. With `reindex=True` a file whose bytes are unchanged
+gets a reindex job.
 
 File names are stored and reported as text: bytes of a name that are not UTF-8 (a
 Latin-1 name on a UTF-8 system) are shown as `\xNN` escapes (`caf\xe9.txt`), never
@@ -38,7 +39,7 @@ from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
 from ingestion_pipeline.errors import BatchWasCancelled, IngestError
-from ingestion_pipeline.operations.sources import SourceRefused, enqueue_content
+from ingestion_pipeline.operations.sources import SourceEnqueued, SourceRefused, enqueue_content
 
 MAX_PROBLEMS_SHOWN = 5
 # Outcomes that put a job in this batch; the others are `unchanged` and `already_queued`.
@@ -62,10 +63,11 @@ class EnqueuedFile:
 
 @dataclass
 class EnqueueReport:
-    batch_id: UUID | None  # None only while no file has been stored
+    batch_id: UUID | None  # None while no file has got a job (and after a call that queued nothing)
     batch_name: str
     files: list[EnqueuedFile] = field(default_factory=list)
-    # The batch's status after the enqueue: `completed` at once when no file needed a job.
+    # The batch's status after the enqueue (None: no batch). `completed` at once only when
+    # a file's job was found queued meanwhile by another enqueue (see _enqueue_file).
     batch_status: str | None = "processing"
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why) found in a folder, not read
 
@@ -75,7 +77,7 @@ class EnqueueReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "batch_id": str(self.batch_id),
+            "batch_id": str(self.batch_id) if self.batch_id else None,
             "batch_name": self.batch_name,
             "batch_status": self.batch_status,
             "counts": self.counts,
@@ -201,11 +203,15 @@ def enqueue_paths(
     collection: str = DEFAULT_COLLECTION,
     keep_versions: int = 1,
     on_file: Callable[[EnqueuedFile], None] | None = None,
+    on_files: Callable[[int], None] | None = None,
 ) -> EnqueueReport:
     """`keep_versions` > 1: a new version's enqueue keeps the bytes it replaces (the janitor
-    removes those beyond the newest `keep_versions`)."""
+    removes those beyond the newest `keep_versions`). `on_files` is told how many files
+    were found (before the first is read), `on_file` each one enqueued."""
     skipped: list[tuple[str, str]] = []
     files = collect_files(paths, max_bytes, skipped)
+    if on_files:
+        on_files(len(files))
     name = batch_name or f"import {datetime.now(UTC):%Y-%m-%d %H:%M:%S}"
     batch = LazyBatch(name, {"files": len(files)})
     report = EnqueueReport(batch_id=None, batch_name=name, skipped=skipped)
@@ -221,9 +227,11 @@ def enqueue_paths(
             report.batch_id = batch.id
             if on_file:
                 on_file(entry)
-    if batch.id is not None and not any(f.outcome in QUEUED for f in report.files):
-        # No file got a job in this batch (unchanged, or already queued elsewhere): no job
-        # will ever refresh it, so finish it now.
+    if batch.id is None:
+        report.batch_status = None  # nothing was queued: no batch was written
+    elif not any(f.outcome in QUEUED for f in report.files):
+        # The batch was written, yet no file got a job in it (the race _enqueue_file
+        # describes): no job will ever refresh it, so finish it now.
         report.batch_status = IngestionRpc(pool).refresh_batch(batch.id).status
     return report
 
@@ -244,7 +252,10 @@ def _enqueue_one(
         # Changed on disk after the check, or its batch was cancelled meanwhile. Files before
         # it stay enqueued (each is atomic).
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        where = f"{done} file(s) before it remain in batch {batch.id}" if done else "nothing was written"
+        where = "nothing was written"
+        if done:
+            held = f"in batch {batch.id}" if batch.id else "(no batch: none got a job)"
+            where = f"{done} file(s) before it remain {held}"
         raise EnqueueRefused(f"{display_name(path)}: {reason}; stopped there, {where}") from None
 
 
@@ -301,22 +312,62 @@ def _enqueue_file(
     content = read_at_most(path, options.max_bytes + 1)
     if len(content) > options.max_bytes:  # it grew after the check
         raise EnqueueRefused(f"it grew over the {_mb(options.max_bytes)} limit after the check")
-    source_name = display_name(path.name)
-    key = source_key_of(path)
+    source = _Source(content, display_name(path.name), source_key_of(path), modified_at)
+    try:
+        answer = _write(conn, rpc, source, batch, options, create_batch=False)
+    except _QueuesAJob:
+        # Its first write had no batch to put a job in (none was written yet, so that a
+        # call that queues nothing writes none) and was rolled back: again, with the batch.
+        # Should another enqueue queue this key's job in between, the file comes back
+        # `already_queued` into an empty batch, which enqueue_paths finishes.
+        answer = _write(conn, rpc, source, batch, options, create_batch=True)
+    return EnqueuedFile(
+        display_name(path), answer.outcome, answer.document_id, answer.job_id, len(content), source.key, answer.version
+    )
+
+
+class _QueuesAJob(Exception):
+    """The file gets a job, and no batch has been written yet: roll its transaction back."""
+
+
+def _refuse_a_job(outcome: str) -> None:
+    if outcome in QUEUED:
+        raise _QueuesAJob(outcome)
+
+
+@dataclass(frozen=True)
+class _Source:
+    content: bytes
+    name: str
+    key: str
+    modified_at: datetime
+
+
+def _write(
+    conn: psycopg.Connection[DictRow],
+    rpc: IngestionRpc,
+    source: _Source,
+    batch: LazyBatch,
+    options: _Options,
+    *,
+    create_batch: bool,
+) -> SourceEnqueued:
+    """One file's transaction. Before any batch exists (and unless told to create it), the
+    file is enqueued with none: `unchanged` and `already_queued` need none and write no job;
+    any other outcome raises _QueuesAJob before its bytes are written."""
     with batch.file_transaction(conn):
-        answer = enqueue_content(
+        batch_id = batch.id_in(conn) if create_batch or batch.id is not None else None
+        return enqueue_content(
             conn,
-            content,
-            source_key=key,
-            source_name=source_name,
+            source.content,
+            source_key=source.key,
+            source_name=source.name,
             collection=options.collection,
-            batch_id=batch.id_in(conn),
+            batch_id=batch_id,
             max_attempts=options.max_attempts,
             reindex=options.reindex,
             keep_versions=options.keep_versions,
-            source_modified_at=modified_at,
+            source_modified_at=source.modified_at,
             rpc=rpc,
+            on_outcome=None if batch_id is not None else _refuse_a_job,
         )
-    return EnqueuedFile(
-        display_name(path), answer.outcome, answer.document_id, answer.job_id, len(content), key, answer.version
-    )

@@ -13,6 +13,7 @@ import os
 import socket
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 
 from ingestion_pipeline.db.models import SyncSource
@@ -59,7 +60,7 @@ def sync_registered(
     keep_versions: int = 1,
     dry_run: bool = False,
     holder: str | None = None,
-    on_entry: Callable[[str], None] | None = None,
+    on_entry: Callable[[str, Counter[str]], None] | None = None,
 ) -> SyncReport:
     """One sync of the registered source `name`. A dry run reads and writes nothing, so it
     takes no lease and records nothing."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import mimetypes
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
@@ -53,11 +54,14 @@ def enqueue_content(
     source_modified_at: datetime | None = None,
     source_etag: str | None = None,
     rpc: IngestionRpc | None = None,
+    on_outcome: Callable[[str], None] | None = None,
 ) -> SourceEnqueued:
     """Enqueue `content` under its key and write it when a job needs it, in the caller's
     transaction on `conn` (which the caller commits). SourceRefused when the database
     refuses it; BatchWasCancelled when `batch_id` was cancelled. `rpc`: a client on `conn`
-    to reuse (it looked the schema up once), for callers that enqueue many files."""
+    to reuse (it looked the schema up once), for callers that enqueue many files.
+    `on_outcome` is told the outcome before the bytes are written; what it raises leaves
+    them unwritten (the caller then rolls the transaction back)."""
     sha256 = hashlib.sha256(content).hexdigest()
     answer = (rpc or IngestionRpc(conn)).enqueue_version(
         collection=collection,
@@ -74,6 +78,8 @@ def enqueue_content(
     )
     if not answer.ok or answer.outcome is None or answer.document_id is None:
         raise SourceRefused(f"the database refused it ({answer.reason or 'no outcome'})")
+    if on_outcome is not None:
+        on_outcome(answer.outcome)
     if answer.store_bytes:
         store_source(conn, answer, content, keep_versions=keep_versions)
     return SourceEnqueued(

@@ -125,7 +125,7 @@ def sync_source(
     url: str,
     options: SyncOptions,
     *,
-    on_entry: Callable[[str], None] | None = None,
+    on_entry: Callable[[str, Counter[str]], None] | None = None,
     keep_lease: Callable[[bool], None] | None = None,
     fence: SyncFence | None = None,
 ) -> SyncReport:
@@ -149,8 +149,8 @@ def sync_source(
                     if keep_lease:  # renews when its interval has passed (a page may take long)
                         keep_lease(False)
                     _sync_entry(writer, entry, known.get(entry.key), options, report)
-                    if on_entry:
-                        on_entry(entry.key)
+                    if on_entry:  # told each entry's key and the pass's counts so far
+                        on_entry(entry.key, report.counts)
         finally:
             report.batch_id = batch.id
             _finish_batch(writer.rpc, report)

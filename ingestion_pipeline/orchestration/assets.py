@@ -12,6 +12,7 @@ from typing import Any
 import dagster as dg
 import psycopg
 
+from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import DatabaseUnavailable, IngestError
 from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
 from ingestion_pipeline.settings import Settings
@@ -53,12 +54,11 @@ def document_index(
                 label=f"dagster-{context.run.run_id[:8]}",
                 concurrency=config.concurrency,
                 embedder=processing.make_embedder(settings),
-                chunking=processing.chunking(),
+                chunking=processing.chunking(settings),
                 parse_processes=parse_processes_per_run(settings),
             )
-            report = worker.run(
-                drain=True, max_jobs=max_jobs, max_seconds=max_seconds, on_result=DrainProgress(context.log.info)
-            )
+            progress = DrainProgress(context.log.info, open_jobs=lambda: open_jobs(worker.rpc))
+            report = worker.run(drain=True, max_jobs=max_jobs, max_seconds=max_seconds, on_result=progress)
     except (DatabaseUnavailable, psycopg.OperationalError) as exc:
         # Infrastructure, not a document: the run fails, with the reason in one line.
         raise dg.Failure(description=f"ingestion database unavailable: {exc}", allow_retries=True) from None
@@ -77,13 +77,23 @@ def parse_processes_per_run(settings: Settings) -> int:
     return max(1, settings.parse_processes // settings.max_drain_runs)
 
 
+def open_jobs(rpc: IngestionRpc) -> int:
+    """The queue's open jobs (pending now or later, processing), through rpc_sensor_state."""
+    state = rpc.sensor_state(limit=1)
+    return state.claimable + state.pending_later + state.processing
+
+
 class DrainProgress:
     """A line in the run's log every PROGRESS_EVERY_SECONDS while the run drains: a long
-    run shows how far it got before its materialization is recorded."""
+    run shows how far it got before its materialization is recorded, and, given
+    `open_jobs`, how many jobs the queue still holds and the time they take at this rate."""
 
-    def __init__(self, log: Callable[[str], None], every: float | None = None):
+    def __init__(
+        self, log: Callable[[str], None], every: float | None = None, open_jobs: Callable[[], int] | None = None
+    ):
         self.log = log
         self.every = PROGRESS_EVERY_SECONDS if every is None else every
+        self.open_jobs = open_jobs
         self.started = self.last = time.monotonic()
         self.outcomes: Counter[str] = Counter()
 
@@ -93,11 +103,21 @@ class DrainProgress:
         if now - self.last >= self.every:
             self.last = now
             done = self.outcomes["completed"]
+            rate = (done + self.outcomes["failed"]) / (now - self.started)
             self.log(
                 f"progress: indexed {done}, failed {self.outcomes['failed']}, "
                 f"retried {self.outcomes['retried']} in {now - self.started:.0f} s "
-                f"({done / (now - self.started):.1f} docs/s)"
+                f"({done / (now - self.started):.1f} docs/s){self._left(rate)}"
             )
+
+    def _left(self, rate: float) -> str:
+        if self.open_jobs is None:
+            return ""
+        left = self.open_jobs()
+        said = f"; {left} job(s) still open in the queue"
+        if rate <= 0 or not left:
+            return said
+        return f"{said}, about {left / rate:.0f} s at this run's rate (less with other runs)"
 
 
 def drain_metadata(report: WorkerReport) -> dict[str, Any]:
@@ -120,12 +140,14 @@ def drain_metadata(report: WorkerReport) -> dict[str, Any]:
 
 
 def formats_metadata(report: WorkerReport) -> dict[str, Any]:
-    """Per format (PDF, DOCX, PNG, …): documents per outcome and their seconds, as a table."""
+    """Per format (PDF, DOCX, PNG, …): documents per outcome, a job's mean seconds and the
+    format's share of the jobs' time, as a table, with what those seconds are under it."""
     header, rows = report.format_table()
     if not rows:
         return {}
     lines: list[list[object]] = [list(header), ["---"] * len(header), *rows]
-    return {"formats": dg.MetadataValue.md("\n".join("| " + " | ".join(map(str, line)) + " |" for line in lines))}
+    table = "\n".join("| " + " | ".join(map(str, line)) + " |" for line in lines)
+    return {"formats": dg.MetadataValue.md(f"{table}\n\n{report.format_note()}")}
 
 
 FAILURES_SHOWN = 20

@@ -13,7 +13,7 @@ from psycopg_pool import ConnectionPool
 from ingestion_pipeline.db.connection import connect, resolve_database_url
 from ingestion_pipeline.db.ready import migrated_pool, require_migrated
 from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.processing import ChunkingOptions, Embedder, embedder_from_settings
+from ingestion_pipeline.processing import ChunkingOptions, Embedder, chunking_from_settings, embedder_from_settings
 from ingestion_pipeline.settings import Settings, load_settings
 
 
@@ -54,14 +54,19 @@ class DatabaseResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 class ProcessingResource(dg.ConfigurableResource):  # type: ignore[type-arg]  # as DatabaseResource
     """How documents are cut and embedded. `embedder` unset: INGEST_EMBEDDER; the embedder's
     own settings (INGEST_OPENAI_*, the key among them) come from the environment only, never
-    from run config, which the UI shows."""
+    from run config, which the UI shows. The chunk sizes unset: INGEST_CHUNK_CHARS and
+    INGEST_CHUNK_OVERLAP_CHARS, so a drain run cuts as `ingest work` does."""
 
     embedder: str | None = None
-    max_chunk_chars: int = 1200
-    chunk_overlap_chars: int = 150
+    max_chunk_chars: int | None = None
+    chunk_overlap_chars: int | None = None
 
     def make_embedder(self, settings: Settings) -> Embedder:
         return embedder_from_settings(settings, self.embedder)
 
-    def chunking(self) -> ChunkingOptions:
-        return ChunkingOptions(max_chars=self.max_chunk_chars, overlap_chars=self.chunk_overlap_chars)
+    def chunking(self, settings: Settings) -> ChunkingOptions:
+        default = chunking_from_settings(settings)
+        return ChunkingOptions(
+            max_chars=default.max_chars if self.max_chunk_chars is None else self.max_chunk_chars,
+            overlap_chars=default.overlap_chars if self.chunk_overlap_chars is None else self.chunk_overlap_chars,
+        )

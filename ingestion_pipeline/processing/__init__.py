@@ -11,7 +11,7 @@ A ProcessingError is permanent (its message is for the uploader); the worker sho
 retry it.
 """
 
-from .chunking import chunk_sections
+from .chunking import chunk_sections, chunking_from_settings
 from .detect import SUPPORTED_TYPES, detect_type, format_name
 from .embedding import (
     Embedder,
@@ -49,6 +49,7 @@ __all__ = [
     "ProcessingError",
     "Section",
     "chunk_sections",
+    "chunking_from_settings",
     "decode_text",
     "detect_type",
     "embed_chunks",

@@ -11,8 +11,12 @@ from __future__ import annotations
 import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .model import DEFAULT_CHUNKING, Chunk, ChunkingOptions, Section
+
+if TYPE_CHECKING:
+    from ingestion_pipeline.settings import Settings
 
 _WORD = re.compile(r"\S+")
 _SENTENCE_END = re.compile(r"[.!?…][\"'’”»)\]]*$")
@@ -25,6 +29,11 @@ class _Words:
     starts: list[int]
     ends: list[int]
     breaks: list[int]  # breaks[i]: strength of the cut after word i
+
+
+def chunking_from_settings(settings: Settings) -> ChunkingOptions:
+    """INGEST_CHUNK_CHARS and INGEST_CHUNK_OVERLAP_CHARS (validated by Settings)."""
+    return ChunkingOptions(max_chars=settings.chunk_chars, overlap_chars=settings.chunk_overlap_chars)
 
 
 def chunk_sections(sections: list[Section], options: ChunkingOptions = DEFAULT_CHUNKING) -> list[Chunk]:

@@ -14,7 +14,13 @@ from psycopg_pool import ConnectionPool
 
 from ingestion_pipeline.db.models import ClaimedJob
 from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.processing import ChunkingOptions, Embedder, embedder_from_settings, ocr_from_settings
+from ingestion_pipeline.processing import (
+    ChunkingOptions,
+    Embedder,
+    chunking_from_settings,
+    embedder_from_settings,
+    ocr_from_settings,
+)
 from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.worker.acks import AckBuffer
 from ingestion_pipeline.worker.errors import TRANSIENT_ERRORS, describe
@@ -40,7 +46,8 @@ class Worker:
     acknowledged in one statement. `processor` is what a job builds (default: the
     document's index generation), parsing in the worker's children (`parse_processes`,
     default INGEST_PARSE_PROCESSES: one per core; 0 parses in the jobs' threads), embedding
-    with `embedder` (default: INGEST_EMBEDDER's, `embedder_from_settings`)."""
+    with `embedder` (default: INGEST_EMBEDDER's, `embedder_from_settings`), cutting chunks
+    by `chunking` (default: INGEST_CHUNK_CHARS and INGEST_CHUNK_OVERLAP_CHARS)."""
 
     def __init__(
         self,
@@ -110,7 +117,7 @@ class Worker:
             acks=self.acks,
             processor=processor,
             embedder=embedder,
-            chunking=chunking or ChunkingOptions(),
+            chunking=chunking or chunking_from_settings(settings),
             max_bytes=settings.max_file_bytes,
             retry_backoff_seconds=settings.retry_backoff_seconds,
             retry_backoff_max_seconds=settings.retry_backoff_max_seconds,

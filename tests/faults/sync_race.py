@@ -71,7 +71,7 @@ class Racer:
     enqueued: Counter[str] = field(default_factory=Counter)  # outcomes of every enqueue of ours
     _deletes: int = -1  # -1: the listing runs; then the keep_lease calls seen since its last one
 
-    def on_entry(self, key: str) -> None:
+    def on_entry(self, key: str, counts: Counter[str]) -> None:
         self.listed.add(key)
         if self.enqueue_listed(key):
             self._enqueue(path_of_key(key))

@@ -80,20 +80,36 @@ def test_identical_bytes_at_two_paths_are_two_documents_and_one_path_again_is_un
     assert [f.outcome for f in again.files] == ["unchanged", "unchanged"]
     assert [f.document_id for f in again.files] == [first.files[0].document_id, second.files[0].document_id]
     assert count(conn, "documents") == 2 and count(conn, "ingestion_jobs") == 2
-    assert first.batch_status == "processing" and again.batch_status == "completed"
+    assert first.batch_status == "processing" and (again.batch_id, again.batch_status) == (None, None)
 
 
-def test_a_batch_that_queues_nothing_ends_completed_at_enqueue(pool, settings, folder, conn, capsys, db_url):
-    enqueue_paths(pool, [folder], max_bytes=settings.max_file_bytes)
+def test_an_enqueue_that_queues_nothing_writes_no_batch(pool, settings, folder, conn, capsys, db_url):
+    first = enqueue_paths(pool, [folder], max_bytes=settings.max_file_bytes)
     again = enqueue_paths(pool, [folder], max_bytes=settings.max_file_bytes)
-    assert again.counts == {"already_queued": 2} and again.batch_status == "completed"
-    stored = conn.execute(
-        "select status, total_files, completed_at from import_batches where id = %s", (again.batch_id,)
-    ).fetchone()
-    assert (stored["status"], stored["total_files"]) == ("completed", 0) and stored["completed_at"]
+    assert again.counts == {"already_queued": 2} and (again.batch_id, again.batch_status) == (None, None)
+    assert [r["id"] for r in conn.execute("select id from import_batches")] == [first.batch_id]
 
-    assert ingest(["enqueue", str(folder), "--database-url", db_url]) == 0
-    assert "completed: nothing new to index" in capsys.readouterr().out
+    Worker(pool, settings).run(drain=True)
+    assert ingest(["enqueue", str(folder), "--database-url", db_url, "--batch", "again"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing new to index: 2 file(s) unchanged (already indexed); no batch was written" in out
+    assert ingest(["enqueue", str(folder), "--database-url", db_url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["batch_id"] is None
+    assert count(conn, "import_batches") == 1
+
+
+def test_the_batch_is_written_with_the_first_file_that_gets_a_job(pool, settings, folder, conn):
+    enqueue_paths(pool, [folder / "a.txt"], max_bytes=settings.max_file_bytes)
+    Worker(pool, settings).run(drain=True)
+    (folder / "deeper" / "b.md").write_text("# Beta\n\nbeta document, edited")
+    # a.txt comes first (unchanged, written with no batch), then b.md is new: one batch, one job.
+    report = enqueue_paths(pool, [folder], max_bytes=settings.max_file_bytes, batch_name="second")
+    assert [f.outcome for f in report.files] == ["unchanged", "new"] and report.batch_status == "processing"
+    batches = conn.execute("select id, name, total_files from import_batches order by created_at").fetchall()
+    assert [(b["name"], b["total_files"]) for b in batches][1:] == [("second", 1)]
+    job = conn.execute("select batch_id from ingestion_jobs where id = %s", (report.files[1].job_id,)).fetchone()
+    assert job["batch_id"] == report.batch_id == batches[1]["id"]
+    assert count(conn, "ingestion_jobs") == 2 and count(conn, "documents") == 2
 
 
 def test_reindex_queues_once_and_reports_already_queued(pool, settings, folder, conn):

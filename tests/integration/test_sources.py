@@ -92,7 +92,7 @@ def test_a_sync_whose_lease_was_taken_over_deletes_nothing(pool, conn, share):
     (share / "ibis.txt").unlink()  # A would delete its document
     taken: list[int] = []
 
-    def stall_then_lose(_key: str) -> None:
+    def stall_then_lose(_key: str, _counts) -> None:
         if not taken:
             conn.execute("update sync_sources set sync_expires_at = now() - interval '1 second' where name = 'share'")
             other = rpc.begin_source_sync("share", "host-b:2:took-over")

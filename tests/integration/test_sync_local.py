@@ -200,7 +200,7 @@ def test_a_file_enqueued_while_the_sync_lists_is_not_deleted(pool, conn, folder,
     sync(pool, folder)
     late = folder / "late.txt"
 
-    def enqueue_behind_the_listing(key: str) -> None:
+    def enqueue_behind_the_listing(key: str, counts) -> None:
         if not late.exists():
             late.write_text("written after the listing passed")
             enqueue_paths(pool, [late], max_bytes=settings.max_file_bytes, collection="share")

@@ -1,9 +1,10 @@
 """The drain's materialization names each failed document by its key and the version that
-failed (Dagster's UI shows the path or URL, not only a base name)."""
+failed (Dagster's UI shows the path or URL, not only a base name); the run's progress lines."""
 
+import re
 from uuid import uuid4
 
-from ingestion_pipeline.orchestration.assets import FAILURES_SHOWN, drain_metadata
+from ingestion_pipeline.orchestration.assets import FAILURES_SHOWN, DrainProgress, drain_metadata
 from ingestion_pipeline.worker import JobResult, Outcome, WorkerReport
 
 
@@ -41,7 +42,22 @@ def test_formats_table_counts_each_format_by_outcome():
     ]:
         done = result(outcome, "file:///x")
         report.add(JobResult(**{**done.__dict__, "mime_type": mime_type}))
+    report.seconds = 0.3  # the run's wall time: the jobs' 0.4 s overlapped
     table = drain_metadata(report)["formats"].value
-    assert table.splitlines()[0] == "| format | completed | failed | seconds |"
-    assert "| PDF | 1 | 1 | 0.2 |" in table and "| PNG | 1 | 0 | 0.1 |" in table
-    assert "| unrecognised | 0 | 1 | 0.1 |" in table
+    assert table.splitlines()[0] == "| format | completed | failed | s per job | share of job time |"
+    assert "| PDF | 1 | 1 | 0.10 | 50% |" in table and "| PNG | 1 | 0 | 0.10 | 25% |" in table
+    assert "| unrecognised | 0 | 1 | 0.10 | 25% |" in table
+    assert table.endswith("jobs run side by side, so theirs add up to 0.4 s in this 0.3 s run")
+    assert report.formats()["PDF"] == {"completed": 1, "failed": 1, "seconds": 0.2, "mean_seconds": 0.1}
+
+
+def test_the_progress_line_says_what_the_queue_still_holds_and_the_time_left():
+    lines: list[str] = []
+    progress = DrainProgress(lines.append, every=0, open_jobs=lambda: 12)
+    progress.started -= 10  # ten seconds into the run
+    for outcome in (Outcome.COMPLETED, Outcome.COMPLETED, Outcome.FAILED):
+        progress(result(outcome, "file:///x"))
+    [(done, failed, left)] = re.findall(r"indexed (\d+), failed (\d+),.*; (\d+) job", lines[-1])
+    assert (done, failed, left) == ("2", "1", "12")
+    # 3 finished in ~10 s: the 12 still open take ~40 s at this rate
+    assert re.search(r"about (39|40|41) s at this run's rate", lines[-1]), lines[-1]

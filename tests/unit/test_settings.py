@@ -147,3 +147,28 @@ def test_a_per_folder_database_of_an_earlier_release_is_found_but_not_used(tmp_p
     monkeypatch.setenv("INGEST_DATA_DIR", str(project / ".ingest"))  # how to keep using it
     assert load_settings().data_dir == project / ".ingest"
     assert legacy_data_dir(tmp_path) is None
+
+
+def test_chunk_size_and_overlap_default_to_1200_and_150_and_are_read_from_the_environment(monkeypatch):
+    s = load_settings()
+    assert (s.chunk_chars, s.chunk_overlap_chars) == (1200, 150)
+    monkeypatch.setenv("INGEST_CHUNK_CHARS", "600")
+    monkeypatch.setenv("INGEST_CHUNK_OVERLAP_CHARS", "0")
+    s = load_settings()
+    assert (s.chunk_chars, s.chunk_overlap_chars) == (600, 0)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"chunk_chars": 99}, "bad setting INGEST_CHUNK_CHARS: Input should be greater than or equal to 100"),
+        ({"chunk_chars": 10_001}, "bad setting INGEST_CHUNK_CHARS: Input should be less than or equal to 10000"),
+        ({"chunk_overlap_chars": -1}, "bad setting INGEST_CHUNK_OVERLAP_CHARS: Input should be greater than"),
+        (
+            {"chunk_chars": 400, "chunk_overlap_chars": 200},
+            "INGEST_CHUNK_OVERLAP_CHARS (200) must be less than half of INGEST_CHUNK_CHARS (400)",
+        ),
+    ],
+)
+def test_a_chunk_setting_out_of_bounds_is_one_line_naming_it(overrides, expected):
+    assert expected in config_error(**overrides)
