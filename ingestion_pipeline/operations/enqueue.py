@@ -31,9 +31,8 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from psycopg.rows import DictRow
-from psycopg_pool import ConnectionPool
 
+from ingestion_pipeline.db.connection import Database, borrow
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
@@ -191,7 +190,7 @@ def source_key_of(path: Path) -> str:
 
 
 def enqueue_paths(
-    pool: ConnectionPool[psycopg.Connection[DictRow]],
+    db: Database,
     paths: Iterable[str | Path],
     *,
     max_bytes: int,
@@ -202,8 +201,9 @@ def enqueue_paths(
     keep_versions: int = 1,
     on_file: Callable[[EnqueuedFile], None] | None = None,
 ) -> EnqueueReport:
-    """`keep_versions` > 1: a new version's enqueue keeps the bytes it replaces (the janitor
-    removes those beyond the newest `keep_versions`)."""
+    """`db`: a pool, or one connection (each file is its own transaction on it, or a
+    savepoint of the caller's transaction). `keep_versions` > 1: a new version's enqueue
+    keeps the bytes it replaces (the janitor removes those beyond the newest `keep_versions`)."""
     skipped: list[tuple[str, str]] = []
     files = collect_files(paths, max_bytes, skipped)
     name = batch_name or f"import {datetime.now(UTC):%Y-%m-%d %H:%M:%S}"
@@ -213,7 +213,7 @@ def enqueue_paths(
     # One connection and one client for the whole call, each file in its own transaction: a
     # checkout per file cost a health-check round trip and a client per file a schema look-up,
     # a third of an unchanged folder's re-enqueue.
-    with pool.connection() as conn:
+    with borrow(db) as conn:
         rpc = IngestionRpc(conn)
         for path in files:
             entry = _enqueue_one(conn, rpc, path, batch, options, done=len(report.files))
@@ -224,12 +224,12 @@ def enqueue_paths(
     if batch.id is not None and not any(f.outcome in QUEUED for f in report.files):
         # No file got a job in this batch (unchanged, or already queued elsewhere): no job
         # will ever refresh it, so finish it now.
-        report.batch_status = IngestionRpc(pool).refresh_batch(batch.id).status
+        report.batch_status = IngestionRpc(db).refresh_batch(batch.id).status
     return report
 
 
 def _enqueue_one(
-    conn: psycopg.Connection[DictRow],
+    conn: psycopg.Connection[Any],
     rpc: IngestionRpc,
     path: Path,
     batch: LazyBatch,
@@ -255,7 +255,7 @@ class LazyBatch:
         self.name, self.metadata = name, metadata
         self.id: UUID | None = None
 
-    def id_in(self, conn: psycopg.Connection[DictRow]) -> UUID:
+    def id_in(self, conn: psycopg.Connection[Any]) -> UUID:
         if self.id is None:
             created = IngestionRpc(conn).create_batch(self.name, self.metadata)
             if created.batch_id is None:
@@ -264,7 +264,7 @@ class LazyBatch:
         return self.id
 
     @contextmanager
-    def file_transaction(self, conn: psycopg.Connection[DictRow], *, asynchronous: bool = False) -> Iterator[None]:
+    def file_transaction(self, conn: psycopg.Connection[Any], *, asynchronous: bool = False) -> Iterator[None]:
         """One file's transaction on `conn` (`asynchronous`: its commit does not wait for the
         WAL flush; the caller flushes before it reports). When it wrote the batch row (`id_in`
         created it there) and fails (a refusal, Ctrl-C, the database gone), the row went with it."""
@@ -295,7 +295,7 @@ class _Options:
 
 
 def _enqueue_file(
-    conn: psycopg.Connection[DictRow], rpc: IngestionRpc, path: Path, batch: LazyBatch, options: _Options
+    conn: psycopg.Connection[Any], rpc: IngestionRpc, path: Path, batch: LazyBatch, options: _Options
 ) -> EnqueuedFile:
     modified_at = datetime.fromtimestamp(path.stat().st_mtime, UTC)
     content = read_at_most(path, options.max_bytes + 1)
