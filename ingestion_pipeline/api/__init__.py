@@ -3,7 +3,7 @@ queue, searches and shows documents, through the code the `ingest` commands run
 (docs/python.md). Its results are the operations' own typed objects, exported here too."""
 
 from ingestion_pipeline.db.models import BatchReport, DocumentSummary, DocumentVersion
-from ingestion_pipeline.errors import DatabaseUnavailable, IngestError, UnknownCollection
+from ingestion_pipeline.errors import ConfigError, DatabaseUnavailable, IngestError, SchemaTooOld, UnknownCollection
 from ingestion_pipeline.operations.enqueue import EnqueuedFile, EnqueueReport
 from ingestion_pipeline.operations.sources import SourceEnqueued
 from ingestion_pipeline.operations.sync import SyncReport
@@ -15,6 +15,7 @@ from .results import Document, DocumentNotFound, RunReport
 
 __all__ = [
     "BatchReport",
+    "ConfigError",
     "DatabaseUnavailable",
     "Document",
     "DocumentNotFound",
@@ -29,6 +30,7 @@ __all__ = [
     "Outcome",
     "Reader",
     "RunReport",
+    "SchemaTooOld",
     "SourceEnqueued",
     "SyncReport",
     "UnknownCollection",
