@@ -175,3 +175,19 @@ def test_the_root_package_exports_index_lazily() -> None:
     assert ingestion_pipeline.Index is Index
     with pytest.raises(AttributeError):
         _ = ingestion_pipeline.Nothing  # type: ignore[attr-defined]
+
+
+def test_sync_on_a_plain_connection_mirrors_a_folder(db_url: str, tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Alpha\n\nThe first note.\n")
+    (folder / "b.md").write_text("# Beta\n\nThe second note.\n")
+    with psycopg.connect(db_url) as conn, Index.open(conn) as index:
+        first = index.sync(folder, collection="notes")
+        assert (first.counts["new"], first.failures) == (2, [])
+        assert live_documents(db_url) == 2  # committed when the call returned
+        (folder / "b.md").unlink()
+        second = index.sync(folder, collection="notes")
+        assert (second.counts["unchanged"], second.counts["deleted"]) == (1, 1)
+        assert live_documents(db_url) == 1
+        assert conn.info.transaction_status == TransactionStatus.IDLE
