@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, LiteralString, TypeVar
 
 import psycopg
+from psycopg.abc import Params
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
 
@@ -83,8 +86,7 @@ def through_pooler(conn: psycopg.Connection[Any]) -> bool:
     like it) answer the connection's startup themselves, with a backend key of their own:
     the pid the connection was given is not the pid of the server process running our
     statements."""
-    row = one_row(conn.execute("select pg_backend_pid() as pid"))
-    pid: int = row["pid"] if isinstance(row, dict) else row[0]
+    pid: int = one_row(execute_as_dicts(conn, "select pg_backend_pid() as pid"))["pid"]
     return pid != conn.info.backend_pid
 
 
@@ -97,6 +99,31 @@ def one_row(cursor: psycopg.Cursor[R]) -> R:
     if row is None:
         raise RuntimeError("a statement that always returns a row returned none")
     return row
+
+
+# Where the operations run: a pool, from which each call borrows a connection, or one
+# connection, which the caller may hold a transaction open on (the race tests do).
+Database = psycopg.Connection[Any] | ConnectionPool[Any]
+
+
+@contextmanager
+def borrow(db: Database) -> Iterator[psycopg.Connection[Any]]:
+    """A connection of `db`: the pool's for the block (committed at its end, as the pool
+    does), or the connection itself."""
+    if isinstance(db, ConnectionPool):
+        with db.connection() as conn:
+            yield conn
+    else:
+        yield db
+
+
+def execute_as_dicts(
+    conn: psycopg.Connection[Any], statement: LiteralString, params: Params | None = None
+) -> psycopg.Cursor[DictRow]:
+    """Run `statement` on a cursor whose rows are dicts, whatever `conn`'s row factory: the
+    code reads columns by name, and a caller's own connection (psycopg.connect()'s rows are
+    tuples, through the Python API) must work as it is, its row factory left alone."""
+    return conn.cursor(row_factory=dict_row).execute(statement, params)
 
 
 def redact(url: str) -> str:

@@ -8,10 +8,12 @@ whose generation differs from the configured embedder (operations/reindex.py).""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
-from psycopg.rows import DictRow, class_row
+from psycopg.rows import class_row
 
+from ingestion_pipeline.db.connection import execute_as_dicts
 from ingestion_pipeline.db.queries import query
 
 
@@ -57,20 +59,20 @@ class IndexEmbedder:
 
 
 def index_has_embedder(
-    conn: psycopg.Connection[DictRow], name: str, dimensions: int, collections: list[str] | None = None
+    conn: psycopg.Connection[Any], name: str, dimensions: int, collections: list[str] | None = None
 ) -> bool:
     """Whether some live document of `collections` has vectors made by `name` with
     `dimensions` (stops at the first). False on a schema before the record."""
     params = {"collections": list(collections) if collections else None, "name": name, "dimensions": dimensions}
     try:
         with conn.transaction():
-            row = conn.execute(query("index_has_embedder"), params).fetchone()
+            row = execute_as_dicts(conn, query("index_has_embedder"), params).fetchone()
     except psycopg.errors.UndefinedColumn:
         return False
     return bool(row and row["found"])
 
 
-def index_embedders(conn: psycopg.Connection[DictRow], collections: list[str] | None = None) -> list[IndexEmbedder]:
+def index_embedders(conn: psycopg.Connection[Any], collections: list[str] | None = None) -> list[IndexEmbedder]:
     """The index's embedders over the live documents of `collections` (None or empty: every
     collection), most documents first. Empty on a schema before the record."""
     params = {"collections": list(collections) if collections else None}

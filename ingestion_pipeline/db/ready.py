@@ -54,14 +54,21 @@ def require_migrated(url: str, folder: Path | None = None) -> None:
 def migrated_pool(
     settings: Settings, application_name: str = "ingest"
 ) -> Iterator[ConnectionPool[psycopg.Connection[DictRow]]]:
-    url = resolve_database_url(settings)
-    require_migrated(url)
-    require_connections(url, settings.resolved_pool_max_size)
-    pool = make_pool(url, settings, application_name=application_name)
+    pool = open_migrated_pool(resolve_database_url(settings), settings, application_name)
     try:
         yield pool
     finally:
         pool.close()
+
+
+def open_migrated_pool(
+    url: str, settings: Settings, application_name: str = "ingest"
+) -> ConnectionPool[psycopg.Connection[DictRow]]:
+    """A pool on `url` once it has every migration and the connections the pool may open;
+    the caller closes it."""
+    require_migrated(url)
+    require_connections(url, settings.resolved_pool_max_size)
+    return make_pool(url, settings, application_name=application_name)
 
 
 def require_connections(url: str, needed: int) -> None:

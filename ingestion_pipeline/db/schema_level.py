@@ -17,11 +17,11 @@ one removed.
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Any
 
 import psycopg
-from psycopg.rows import DictRow
 
-from ingestion_pipeline.db.connection import one_row
+from ingestion_pipeline.db.connection import execute_as_dicts, one_row
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.errors import SchemaTooOld
 
@@ -40,10 +40,10 @@ OLDEST_SUPPORTED = SchemaLevel.STAGES_IN_ACKS
 OLDEST_MIGRATION = "20261201000500_stage_rows_in_acks"
 
 
-def probe(conn: psycopg.Connection[DictRow]) -> SchemaLevel:
+def probe(conn: psycopg.Connection[Any]) -> SchemaLevel:
     """The schema level of the database `conn` is connected to (one catalog look-up);
     SchemaTooOld below the window."""
-    level = int(one_row(conn.execute(query("rpc_schema_level")))["level"])
+    level = int(one_row(execute_as_dicts(conn, query("rpc_schema_level")))["level"])
     if level < OLDEST_SUPPORTED:
         raise SchemaTooOld(
             f"this database's schema is older than this release supports (migration {OLDEST_MIGRATION} "

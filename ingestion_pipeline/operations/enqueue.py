@@ -32,9 +32,8 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from psycopg.rows import DictRow
-from psycopg_pool import ConnectionPool
 
+from ingestion_pipeline.db.connection import Database, borrow
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
@@ -193,7 +192,7 @@ def source_key_of(path: Path) -> str:
 
 
 def enqueue_paths(
-    pool: ConnectionPool[psycopg.Connection[DictRow]],
+    db: Database,
     paths: Iterable[str | Path],
     *,
     max_bytes: int,
@@ -205,9 +204,11 @@ def enqueue_paths(
     on_file: Callable[[EnqueuedFile], None] | None = None,
     on_files: Callable[[int], None] | None = None,
 ) -> EnqueueReport:
-    """`keep_versions` > 1: a new version's enqueue keeps the bytes it replaces (the janitor
-    removes those beyond the newest `keep_versions`). `on_files` is told how many files
-    were found (before the first is read), `on_file` each one enqueued."""
+    """`db`: a pool, or one connection (each file is its own transaction on it, or a
+    savepoint of the caller's transaction). `keep_versions` > 1: a new version's enqueue
+    keeps the bytes it replaces (the janitor removes those beyond the newest `keep_versions`).
+    `on_files` is told how many files were found (before the first is read), `on_file` each
+    one enqueued."""
     skipped: list[tuple[str, str]] = []
     files = collect_files(paths, max_bytes, skipped)
     if on_files:
@@ -219,7 +220,7 @@ def enqueue_paths(
     # One connection and one client for the whole call, each file in its own transaction: a
     # checkout per file cost a health-check round trip and a client per file a schema look-up,
     # a third of an unchanged folder's re-enqueue.
-    with pool.connection() as conn:
+    with borrow(db) as conn:
         rpc = IngestionRpc(conn)
         for path in files:
             entry = _enqueue_one(conn, rpc, path, batch, options, done=len(report.files))
@@ -232,12 +233,12 @@ def enqueue_paths(
     elif not any(f.outcome in QUEUED for f in report.files):
         # The batch was written, yet no file got a job in it (the race _enqueue_file
         # describes): no job will ever refresh it, so finish it now.
-        report.batch_status = IngestionRpc(pool).refresh_batch(batch.id).status
+        report.batch_status = IngestionRpc(db).refresh_batch(batch.id).status
     return report
 
 
 def _enqueue_one(
-    conn: psycopg.Connection[DictRow],
+    conn: psycopg.Connection[Any],
     rpc: IngestionRpc,
     path: Path,
     batch: LazyBatch,
@@ -266,7 +267,7 @@ class LazyBatch:
         self.name, self.metadata = name, metadata
         self.id: UUID | None = None
 
-    def id_in(self, conn: psycopg.Connection[DictRow]) -> UUID:
+    def id_in(self, conn: psycopg.Connection[Any]) -> UUID:
         if self.id is None:
             created = IngestionRpc(conn).create_batch(self.name, self.metadata)
             if created.batch_id is None:
@@ -275,7 +276,7 @@ class LazyBatch:
         return self.id
 
     @contextmanager
-    def file_transaction(self, conn: psycopg.Connection[DictRow], *, asynchronous: bool = False) -> Iterator[None]:
+    def file_transaction(self, conn: psycopg.Connection[Any], *, asynchronous: bool = False) -> Iterator[None]:
         """One file's transaction on `conn` (`asynchronous`: its commit does not wait for the
         WAL flush; the caller flushes before it reports). When it wrote the batch row (`id_in`
         created it there) and fails (a refusal, Ctrl-C, the database gone), the row went with it."""
@@ -306,7 +307,7 @@ class _Options:
 
 
 def _enqueue_file(
-    conn: psycopg.Connection[DictRow], rpc: IngestionRpc, path: Path, batch: LazyBatch, options: _Options
+    conn: psycopg.Connection[Any], rpc: IngestionRpc, path: Path, batch: LazyBatch, options: _Options
 ) -> EnqueuedFile:
     modified_at = datetime.fromtimestamp(path.stat().st_mtime, UTC)
     content = read_at_most(path, options.max_bytes + 1)

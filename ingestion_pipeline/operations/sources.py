@@ -10,12 +10,12 @@ import mimetypes
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 import psycopg
-from psycopg.rows import DictRow
-from psycopg_pool import ConnectionPool
 
+from ingestion_pipeline.db.connection import Database, borrow
 from ingestion_pipeline.db.models import VersionEnqueued
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc import IngestionRpc
@@ -40,7 +40,7 @@ class SourceEnqueued:
 
 
 def enqueue_content(
-    conn: psycopg.Connection[DictRow],
+    conn: psycopg.Connection[Any],
     content: bytes,
     *,
     source_key: str,
@@ -88,7 +88,7 @@ def enqueue_content(
 
 
 def enqueue_bytes(
-    pool: ConnectionPool[psycopg.Connection[DictRow]],
+    db: Database,
     content: bytes,
     *,
     source_key: str,
@@ -105,7 +105,7 @@ def enqueue_bytes(
     `source_name` (shown beside the key; default: the key's last segment) and `mime_type`
     (default: guessed from the name) tell the parser what the bytes are."""
     name = source_name or source_key.rstrip("/").rsplit("/", 1)[-1] or source_key
-    with pool.connection() as conn, conn.transaction():
+    with borrow(db) as conn, conn.transaction():
         return enqueue_content(
             conn,
             content,
@@ -120,7 +120,7 @@ def enqueue_bytes(
 
 
 def store_source(
-    conn: psycopg.Connection[DictRow], answer: VersionEnqueued, content: bytes, *, keep_versions: int = 1
+    conn: psycopg.Connection[Any], answer: VersionEnqueued, content: bytes, *, keep_versions: int = 1
 ) -> None:
     """Write the bytes an enqueue answered `store_bytes` for, in its transaction. A new
     version replaces its predecessor's bytes (version - 1: versions grow by one, and each

@@ -54,6 +54,7 @@ import psycopg
 from psycopg.rows import DictRow
 from psycopg_pool import ConnectionPool
 
+from ingestion_pipeline.db.connection import Database, borrow
 from ingestion_pipeline.db.models import KnownSource
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc import IngestionRpc
@@ -121,7 +122,7 @@ Pool = ConnectionPool[psycopg.Connection[DictRow]]
 
 
 def sync_source(
-    pool: Pool,
+    db: Database,
     url: str,
     options: SyncOptions,
     *,
@@ -129,17 +130,18 @@ def sync_source(
     keep_lease: Callable[[bool], None] | None = None,
     fence: SyncFence | None = None,
 ) -> SyncReport:
-    """One pass over `url` (ListingFailed when it cannot be listed: nothing deleted).
-    `keep_lease`, when the sync holds its source's lease, is called at every file and delete
-    (it may renew) and before the deletes (`keep_lease(True)`: it must); it raises when the
-    lease was lost. `fence`: that lease, checked by the server in each delete."""
+    """One pass over `url` (ListingFailed when it cannot be listed: nothing deleted), on a
+    pool or one connection (`db`). `keep_lease`, when the sync holds its source's lease, is
+    called at every file and delete (it may renew) and before the deletes
+    (`keep_lease(True)`: it must); it raises when the lease was lost. `fence`: that lease,
+    checked by the server in each delete."""
     source = open_source(url)
     report = SyncReport(source=url, collection=options.collection, dry_run=options.dry_run)
     batch = LazyBatch(f"sync {url} {datetime.now(UTC):%Y-%m-%d %H:%M:%S}", {"sync": url})
     listed = _Listed()
     # One connection for the whole pass, a transaction per file: no pool checkout and no
     # schema look-up per file (a first sync enqueues every file of the source).
-    with pool.connection() as conn:
+    with borrow(db) as conn:
         writer = _Writer(conn, IngestionRpc(conn), batch)
         began = writer.rpc.database_now()  # documents enqueued from now on are not this pass's to delete
         try:
@@ -209,7 +211,7 @@ def _unchanged(entry: Entry, known: KnownSource) -> bool:
 
 @dataclass(frozen=True)
 class _Writer:
-    conn: psycopg.Connection[DictRow]
+    conn: psycopg.Connection[Any]
     rpc: IngestionRpc  # on `conn`
     batch: LazyBatch
 
@@ -367,7 +369,7 @@ def _vanished(
         after = page[-1].source_key
 
 
-def _flush(conn: psycopg.Connection[DictRow]) -> None:
+def _flush(conn: psycopg.Connection[Any]) -> None:
     """Wait until every file's commit, asynchronous ones included, is on disk."""
     with conn.transaction():
         conn.execute(query("flush_commits"))

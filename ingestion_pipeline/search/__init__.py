@@ -8,8 +8,9 @@ The query's vector, for vector and hybrid modes, comes from the embedder here.
 
 from __future__ import annotations
 
+from typing import Any
+
 import psycopg
-from psycopg.rows import DictRow
 
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.processing import Embedder, ProcessingError
@@ -23,7 +24,7 @@ __all__ = ["MODES", "Hit", "Mode", "Reader", "default_mode", "search"]
 
 
 def search(
-    conn: psycopg.Connection[DictRow],
+    conn: psycopg.Connection[Any],
     text: str,
     *,
     mode: Mode | None = None,

@@ -10,8 +10,9 @@ compares it. Hybrid over an index without any vector ranks as lexical does.
 
 from __future__ import annotations
 
+from typing import Any
+
 import psycopg
-from psycopg.rows import DictRow
 
 from ingestion_pipeline.db.embedders import IndexEmbedder, index_embedders, index_has_embedder
 from ingestion_pipeline.errors import IngestError
@@ -21,7 +22,7 @@ REINDEX = "`ingest reindex --embeddings`"
 
 
 def check_query_embedder(
-    conn: psycopg.Connection[DictRow], embedder: Embedder | None, mode: str, collections: list[str] | None
+    conn: psycopg.Connection[Any], embedder: Embedder | None, mode: str, collections: list[str] | None
 ) -> None:
     """IngestError, one line with the fix, unless `embedder` can embed a `mode` query for
     the index of `collections` (None: every collection)."""

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 import psycopg
-from psycopg.rows import DictRow, class_row
+from psycopg.rows import class_row
 
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc.collections import missing_collections
@@ -44,7 +45,7 @@ class Reader:
 
 
 def search_documents(
-    conn: psycopg.Connection[DictRow],
+    conn: psycopg.Connection[Any],
     text: str | None,
     *,
     mode: Mode = "lexical",
@@ -78,7 +79,7 @@ def search_documents(
         raise IngestError(f"cannot search as {reader.role}: {exc.diag.message_primary}") from None
 
 
-def _require_collections(conn: psycopg.Connection[DictRow], names: list[str]) -> None:
+def _require_collections(conn: psycopg.Connection[Any], names: list[str]) -> None:
     """UnknownCollection for a named collection that does not exist, when the caller may see
     which exist: the owner or ingestion_worker, who read every collection. An app's reader
     (`reader`, or a connection as anon or authenticated, which may not read the table) is

@@ -1,7 +1,7 @@
 """One embedded server per user, whichever folder a command runs in (issue 48): the real
 `ingest` console script run from several folders with the same user data folder
 (XDG_DATA_HOME, which platformdirs reads) starts one server there, says where once, and every
-later command, and the Python API, reuses it. Nothing is mocked: the servers are real."""
+later command, and the Python API (`Index.open()`), reuses it. Nothing is mocked: the servers are real."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ingestion_pipeline import Index
 from ingestion_pipeline.db import embedded
 from ingestion_pipeline.db.connection import resolve_database_url
 from ingestion_pipeline.settings import load_settings
@@ -78,6 +79,9 @@ def test_commands_in_different_folders_share_one_server(tmp_path, home, monkeypa
     monkeypatch.delenv("INGEST_DATA_DIR", raising=False)
     monkeypatch.chdir(tmp_path)
     assert resolve_database_url(load_settings()) + "\n" in urls
+    with Index.open() as index:
+        assert index.url + "\n" in urls
+        assert index.search("x") == []
     assert capsys.readouterr().err == ""
 
     assert postmasters(pgdata) == [pid], "a command started a second server"

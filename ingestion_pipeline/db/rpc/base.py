@@ -5,9 +5,11 @@ once, which schema the database has. This release's and the previous release's a
 (every fenced call carries the token the claim returned); an older one is refused with
 SchemaTooOld, never called in a form without the fence.
 
-The client runs each RPC as one statement. Given a pool it borrows an autocommit
-connection per call (each RPC is its own transaction); given a connection it uses that
-one, so a caller may hold a transaction open around several calls (the race tests do).
+The client runs each RPC as one statement. Given a pool it borrows a connection per call
+(each RPC is its own transaction); given a connection it uses that one, so a caller may hold
+a transaction open around several calls (the race tests do). Rows are read as dicts on a
+cursor of their own (connection.execute_as_dicts): the connection's row factory is the
+caller's, tuples for a plain psycopg.connect().
 """
 
 from __future__ import annotations
@@ -18,11 +20,9 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg.rows import DictRow
-from psycopg_pool import ConnectionPool
 
 from ingestion_pipeline.db import schema_level
-from ingestion_pipeline.db.connection import one_row
+from ingestion_pipeline.db.connection import Database, borrow, execute_as_dicts, one_row
 from ingestion_pipeline.db.models import RpcResult
 from ingestion_pipeline.db.queries import query
 
@@ -31,11 +31,7 @@ R = TypeVar("R", bound=RpcResult)
 
 
 class RpcBase:
-    def __init__(
-        self,
-        db: psycopg.Connection[DictRow] | ConnectionPool[psycopg.Connection[DictRow]],
-        stale_after_seconds: int = 300,
-    ):
+    def __init__(self, db: Database, stale_after_seconds: int = 300):
         self._db = db
         self.stale_after_seconds = stale_after_seconds
         self._schema_level: schema_level.SchemaLevel | None = None
@@ -44,17 +40,14 @@ class RpcBase:
         self._release_missing = False
 
     @contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection[DictRow]]:
-        if isinstance(self._db, ConnectionPool):
-            with self._db.connection() as conn:
-                yield conn
-        else:
-            yield self._db
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        with borrow(self._db) as conn:
+            yield conn
 
     def _value(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
         """The jsonb an RPC returns (its one `result` column)."""
         with self._connection() as conn:
-            row = conn.execute(query(name), params).fetchone()
+            row = execute_as_dicts(conn, query(name), params).fetchone()
         if row is None or row.get("result") is None:
             raise RuntimeError("RPC returned no result")
         result: dict[str, Any] = row["result"]
@@ -88,7 +81,7 @@ class RpcBase:
         older database gets its chunks without them. Looked up once, like the schema level."""
         if self._chunk_headings is None:
             with self._connection() as conn:
-                self._chunk_headings = bool(one_row(conn.execute(query("chunks_have_headings")))["present"])
+                self._chunk_headings = bool(one_row(execute_as_dicts(conn, query("chunks_have_headings")))["present"])
         return self._chunk_headings
 
     def _state_call(self, model: type[R], name: str, params: dict[str, Any]) -> R:

@@ -7,12 +7,13 @@ Operator calls, not the worker's: nothing here is fenced. They need this release
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 from uuid import UUID
 
 import psycopg
-from psycopg.rows import DictRow
 
 from ingestion_pipeline.db import schema_level
+from ingestion_pipeline.db.connection import execute_as_dicts
 from ingestion_pipeline.db.models import (
     CollectionAdded,
     CollectionGranted,
@@ -28,10 +29,10 @@ from ingestion_pipeline.errors import UnknownCollection
 WHAT = "managing collections"  # what needs this release's schema, in SchemaTooOld's message
 
 
-def missing_collections(conn: psycopg.Connection[DictRow], names: Sequence[str]) -> list[str]:
+def missing_collections(conn: psycopg.Connection[Any], names: Sequence[str]) -> list[str]:
     """The names among `names` that are no collection, in their order (the caller reads the
     table `collections`: the owner, ingestion_worker; an app's roles may not)."""
-    rows = conn.execute(query("rpc_known_collections"), {"names": list(names)}).fetchall()
+    rows = execute_as_dicts(conn, query("rpc_known_collections"), {"names": list(names)}).fetchall()
     known = {row["name"] for row in rows}
     return [name for name in dict.fromkeys(names) if name not in known]
 
@@ -48,7 +49,7 @@ class CollectionRpc(RpcBase):
         """Every collection by name, with its live documents and its members."""
         schema_level.require_current(self.schema_level, WHAT)
         with self._connection() as conn:
-            rows = conn.execute(query("rpc_list_collections")).fetchall()
+            rows = execute_as_dicts(conn, query("rpc_list_collections")).fetchall()
         return [CollectionSummary.model_validate(row) for row in rows]
 
     def missing_collections(self, names: Sequence[str]) -> list[str]:
@@ -83,7 +84,7 @@ class CollectionRpc(RpcBase):
         """A page of the ids of the collection's live documents, in id order, after `after`."""
         params = {"collection": collection, "after": after or UUID(int=0), "limit": limit}
         with self._connection() as conn:
-            return [row["id"] for row in conn.execute(query("live_documents_of_collection"), params)]
+            return [row["id"] for row in execute_as_dicts(conn, query("live_documents_of_collection"), params)]
 
     def revoke_collection(self, collection: str, user_id: UUID) -> CollectionRevoked:
         """Remove the user's membership; `revoked` false when it had none."""

@@ -12,6 +12,7 @@ from uuid import UUID
 import psycopg
 
 from ingestion_pipeline.db import schema_level
+from ingestion_pipeline.db.connection import execute_as_dicts
 from ingestion_pipeline.db.models import DeletedDocument, DocumentHistory, KnownSource, VersionEnqueued
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc.base import RpcBase
@@ -80,8 +81,8 @@ class DocumentRpc(RpcBase):
     def deleted_document(self, collection: str, source_key: str) -> DeletedDocument | None:
         """The latest deleted document of `source_key` in `collection`, if any."""
         with self._connection() as conn:
-            row = conn.execute(
-                query("deleted_document_of_key"), {"collection": collection, "source_key": source_key}
+            row = execute_as_dicts(
+                conn, query("deleted_document_of_key"), {"collection": collection, "source_key": source_key}
             ).fetchone()
         return DeletedDocument.model_validate(row) if row else None
 
@@ -89,26 +90,30 @@ class DocumentRpc(RpcBase):
         """The versions of the document whose bytes are at hand: the latest's, and older ones
         kept (INGEST_KEEP_VERSIONS)."""
         with self._connection() as conn:
-            rows = conn.execute(query("kept_versions"), {"document_id": document_id}).fetchall()
+            rows = execute_as_dicts(conn, query("kept_versions"), {"document_id": document_id}).fetchall()
         return [int(row["version"]) for row in rows]
 
     def document_notes(self, document_id: UUID) -> list[str]:
         """The notes of the document's indexed build (processing's ParsedDocument.notes)."""
         with self._connection() as conn:
-            row = conn.execute(query("document_notes"), {"document_id": document_id}).fetchone()
+            row = execute_as_dicts(conn, query("document_notes"), {"document_id": document_id}).fetchone()
         return [str(note) for note in row["notes"]] if row else []
 
     def version_bytes(self, document_id: UUID, version: int) -> bytes | None:
         """One version's bytes, or None when they are not kept."""
         with self._connection() as conn:
-            row = conn.execute(query("version_bytes"), {"document_id": document_id, "version": version}).fetchone()
+            row = execute_as_dicts(
+                conn, query("version_bytes"), {"document_id": document_id, "version": version}
+            ).fetchone()
         return bytes(row["content"]) if row else None
 
     def known_sources(self, collection: str, keys: Sequence[str]) -> dict[str, KnownSource]:
         """The live documents of `keys` in `collection`, by key, with their latest version's
         size, modification time and ETag, and whether its build was cancelled."""
         with self._connection() as conn:
-            rows = conn.execute(query("known_source_versions"), {"collection": collection, "keys": list(keys)})
+            rows = execute_as_dicts(
+                conn, query("known_source_versions"), {"collection": collection, "keys": list(keys)}
+            )
             return {row["source_key"]: KnownSource.model_validate(row) for row in rows.fetchall()}
 
     def live_keys_under(
@@ -125,7 +130,7 @@ class DocumentRpc(RpcBase):
             "limit": limit,
         }
         with self._connection() as conn:
-            rows = conn.execute(query("live_keys_under_prefix"), params).fetchall()
+            rows = execute_as_dicts(conn, query("live_keys_under_prefix"), params).fetchall()
         return [LiveKey(row["document_id"], row["source_key"], row["version"]) for row in rows]
 
     def touch_version_source(
@@ -140,12 +145,12 @@ class DocumentRpc(RpcBase):
             "etag": etag,
         }
         with self._connection() as conn:
-            conn.execute(query("touch_version_source"), params)
+            execute_as_dicts(conn, query("touch_version_source"), params)
 
     def database_now(self) -> datetime:
         """The server's clock (a sync's cutoff is compared with times the server set)."""
         with self._connection() as conn:
-            row = conn.execute(query("database_now")).fetchone()
+            row = execute_as_dicts(conn, query("database_now")).fetchone()
         if row is None:
             raise RuntimeError("now() returned no row")
         now: datetime = row["now"]

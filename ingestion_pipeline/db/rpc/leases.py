@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from uuid import UUID
 
+from ingestion_pipeline.db.connection import execute_as_dicts
 from ingestion_pipeline.db.models import ClaimedJob, ExpireResult, HeartbeatResult, HeartbeatsResult, LeaseBeat
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc.base import RpcBase
@@ -21,7 +22,7 @@ class LeaseRpc(RpcBase):
             "stale_after_seconds": stale_after_seconds or self.stale_after_seconds,
         }
         with self._connection() as conn:
-            rows = conn.execute(query("rpc_claim"), params).fetchall()
+            rows = execute_as_dicts(conn, query("rpc_claim"), params).fetchall()
         return [ClaimedJob.model_validate(row) for row in rows]
 
     # Fenced calls take the claim's `lease_token`. (The database still honours the worker-id

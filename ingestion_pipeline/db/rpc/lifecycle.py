@@ -11,6 +11,7 @@ from uuid import UUID
 
 import psycopg
 
+from ingestion_pipeline.db.connection import execute_as_dicts
 from ingestion_pipeline.db.models import BatchCancelled, DocumentDeleted, JobsRetried, LiveDocument
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc.base import RpcBase
@@ -63,12 +64,12 @@ class LifecycleRpc(RpcBase):
         in any)."""
         params = {"names": list(names), "collection": collection}
         with self._connection() as conn:
-            rows = conn.execute(query("live_documents_by_source"), params).fetchall()
+            rows = execute_as_dicts(conn, query("live_documents_by_source"), params).fetchall()
         return [LiveDocument.model_validate(row) for row in rows]
 
     def live_documents_by_key(self, keys: Sequence[str], collection: str) -> list[LiveDocument]:
         """The live documents of these source keys in `collection`."""
         params = {"keys": list(keys), "collection": collection}
         with self._connection() as conn:
-            rows = conn.execute(query("live_documents_by_key"), params).fetchall()
+            rows = execute_as_dicts(conn, query("live_documents_by_key"), params).fetchall()
         return [LiveDocument.model_validate(row) for row in rows]

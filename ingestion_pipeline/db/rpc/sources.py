@@ -6,6 +6,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from ingestion_pipeline.db.connection import execute_as_dicts
 from ingestion_pipeline.db.models import RpcResult, SourceLease, SyncSource
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc.base import RpcBase
@@ -32,7 +33,7 @@ class SourceRpc(RpcBase):
 
     def sync_sources(self) -> list[SyncSource]:
         with self._connection() as conn:
-            rows = conn.execute(query("sync_sources")).fetchall()
+            rows = execute_as_dicts(conn, query("sync_sources")).fetchall()
         return [SyncSource.model_validate(row) for row in rows]
 
     def begin_source_sync(self, name: str, holder: str, lease_seconds: int = SYNC_LEASE_SECONDS) -> SourceLease:

@@ -1,0 +1,38 @@
+"""The Python API: `Index`, one object over a database that enqueues, syncs, drains the
+queue, searches and shows documents, through the code the `ingest` commands run
+(docs/python.md). Its results are the operations' own typed objects, exported here too."""
+
+from ingestion_pipeline.db.models import BatchReport, DocumentSummary, DocumentVersion
+from ingestion_pipeline.errors import ConfigError, DatabaseUnavailable, IngestError, SchemaTooOld, UnknownCollection
+from ingestion_pipeline.operations.enqueue import EnqueuedFile, EnqueueReport
+from ingestion_pipeline.operations.sources import SourceEnqueued
+from ingestion_pipeline.operations.sync import SyncReport
+from ingestion_pipeline.search import Hit, Reader
+from ingestion_pipeline.worker import JobResult, Outcome, WorkerReport
+
+from .index import Index
+from .results import Document, DocumentNotFound, RunReport
+
+__all__ = [
+    "BatchReport",
+    "ConfigError",
+    "DatabaseUnavailable",
+    "Document",
+    "DocumentNotFound",
+    "DocumentSummary",
+    "DocumentVersion",
+    "EnqueueReport",
+    "EnqueuedFile",
+    "Hit",
+    "Index",
+    "IngestError",
+    "JobResult",
+    "Outcome",
+    "Reader",
+    "RunReport",
+    "SchemaTooOld",
+    "SourceEnqueued",
+    "SyncReport",
+    "UnknownCollection",
+    "WorkerReport",
+]
