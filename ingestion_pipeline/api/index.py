@@ -169,7 +169,8 @@ class Index:
             keep_versions=self.settings.keep_versions,
         )
         with self._call() as db, reporting(progress, show=show_progress, desc="sync", unit="file") as notify:
-            return sync_source(db, str(source), options, on_entry=notify)
+            on_entry = None if notify is None else lambda key, _counts: notify(key)
+            return sync_source(db, str(source), options, on_entry=on_entry)
 
     # Indexing: the worker, in this process.
 

@@ -345,7 +345,7 @@ class _Source:
 
 
 def _write(
-    conn: psycopg.Connection[DictRow],
+    conn: psycopg.Connection[Any],
     rpc: IngestionRpc,
     source: _Source,
     batch: LazyBatch,
