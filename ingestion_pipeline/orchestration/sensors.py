@@ -173,7 +173,7 @@ def index_totals_sensor(
             dg.AssetMaterialization(
                 asset_key=INDEX_KEY,
                 description="The index's totals after a drain that no Dagster run did (e.g. `ingest work`).",
-                metadata={**totals_metadata(totals), "reported_by": context.sensor_name},
+                metadata={**totals_metadata(totals), "reported_by": "index_totals_sensor"},
             )
         ],
         run_requests=[dg.RunRequest(run_key=f"checks-{totals.drain_mark()}")],
