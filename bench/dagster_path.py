@@ -241,7 +241,7 @@ def run_rows(runs: list[dict]) -> list[list]:
             entry.get("intValue") or 0
             for m in run["assetMaterializations"]
             for entry in m["metadataEntries"]
-            if entry["label"] == "documents_indexed"
+            if entry["label"] == "run_indexed"
         )
 
         def at(value: float | None, t0: float = t0) -> str:

@@ -146,11 +146,11 @@ def dagster_child(uri: str, opts: dict, barrier, out) -> None:
         result.update(
             probe.result(
                 {
-                    "completed": meta["documents_indexed"],
-                    "failed": meta["documents_failed"],
-                    "retried": meta["retried"],
-                    "lease_lost": meta["lease_lost"],
-                    "abandoned": meta["abandoned"],
+                    "completed": meta["run_indexed"],
+                    "failed": meta["run_failed"],
+                    "retried": meta["run_retried"],
+                    "lease_lost": meta["run_lease_lost"],
+                    "abandoned": meta["run_abandoned"],
                 }
             )
         )

@@ -13,7 +13,12 @@ from ingestion_pipeline.orchestration.jobs import (
 from ingestion_pipeline.orchestration.lifecycle import LIFECYCLE_JOBS
 from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
 from ingestion_pipeline.orchestration.schedules import janitor_schedule
-from ingestion_pipeline.orchestration.sensors import batch_status_sensor, failed_drain_run_sensor, import_batch_sensor
+from ingestion_pipeline.orchestration.sensors import (
+    batch_status_sensor,
+    failed_drain_run_sensor,
+    import_batch_sensor,
+    index_totals_sensor,
+)
 from ingestion_pipeline.orchestration.sources import source_sync, sync_source_job, sync_source_sensor
 
 
@@ -25,7 +30,13 @@ def make_definitions(
         assets=[document_index, source_sync],
         asset_checks=[document_index_checks],
         jobs=[ingest_documents, check_document_index, refresh_batch_status, janitor, sync_source_job, *LIFECYCLE_JOBS],
-        sensors=[import_batch_sensor, batch_status_sensor, failed_drain_run_sensor, sync_source_sensor],
+        sensors=[
+            import_batch_sensor,
+            batch_status_sensor,
+            index_totals_sensor,
+            failed_drain_run_sensor,
+            sync_source_sensor,
+        ],
         schedules=[janitor_schedule],
         resources={
             "database": database or DatabaseResource(),

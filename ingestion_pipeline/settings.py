@@ -149,6 +149,9 @@ class Settings(BaseSettings):
     # sync_source_sensor's: how often registered sources are looked at (their --every is
     # in minutes, so a minute is fine-grained enough).
     source_sensor_interval_seconds: int = Field(default=60, ge=1, le=3600)
+    # index_totals_sensor's: how soon the asset shows a drain Dagster did not run (`ingest
+    # work`); each tick is one read of the totals (a pass over documents and jobs).
+    index_sensor_interval_seconds: int = Field(default=30, ge=1, le=3600)
     # The document_index check `pending_jobs_fresh` fails when a pending job waited longer.
     max_pending_age_seconds: int = Field(default=3600, ge=1)
     janitor_time_budget_seconds: float = Field(default=60.0, gt=0)

@@ -1695,6 +1695,30 @@ CREATE FUNCTION public.ingestion_batch_report(p_batch_id uuid DEFAULT NULL::uuid
     );
 $$;
 
+CREATE FUNCTION public.ingestion_index_totals() RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select jsonb_build_object(
+        'ok', true,
+        'documents_by_status', (select coalesce(jsonb_object_agg(status, n), '{}')
+                                  from (select status, count(*) as n from public.documents
+                                         where deleted_at is null group by status) s),
+        'chunks', (select coalesce(sum(chunk_count), 0) from public.documents
+                    where deleted_at is null and index_generation_id is not null),
+        'collections', (select count(*) from public.collections),
+        'sources', (select count(*) from public.sync_sources),
+        'failed_jobs', j.failed,
+        'jobs_finished', j.finished,
+        'last_finished_at', j.last_finished_at
+    )
+      from (select count(*) filter (where status = 'failed') as failed,
+                   count(*) as finished,
+                   max(completed_at) as last_finished_at
+              from public.ingestion_jobs
+             where status in ('completed', 'failed')) j;
+$$;
+
 CREATE FUNCTION public.ingestion_queue_health(p_stale_after_seconds integer DEFAULT 300) RETURNS jsonb
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -4061,6 +4085,9 @@ REVOKE ALL ON FUNCTION public.index_generation_mean_embedding() FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.ingestion_batch_report(p_batch_id uuid, p_limit integer, p_collection text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.ingestion_batch_report(p_batch_id uuid, p_limit integer, p_collection text) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.ingestion_index_totals() FROM PUBLIC;
+GRANT ALL ON FUNCTION public.ingestion_index_totals() TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.ingestion_queue_health(p_stale_after_seconds integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.ingestion_queue_health(p_stale_after_seconds integer) TO ingestion_worker;

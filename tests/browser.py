@@ -137,6 +137,13 @@ class Browser:
     def dom(self) -> str:
         return self._evaluate("document.documentElement.outerHTML")
 
+    def table_rows(self) -> list[list[str]]:
+        """The text of each table row's cells, for rows that have cells (a metadata table's
+        key, timestamp and value)."""
+        return self._evaluate("""[...document.querySelectorAll('tr')]
+            .map(row => [...row.querySelectorAll('td')].map(cell => cell.innerText.trim()))
+            .filter(cells => cells.length > 0)""")
+
     def click_text(self, text: str) -> bool:
         """Click the first button or link whose text is `text` (to dismiss a dialog)."""
         return self._evaluate(f"""(() => {{

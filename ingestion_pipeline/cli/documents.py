@@ -26,7 +26,7 @@ from ingestion_pipeline.settings import Settings
 
 if TYPE_CHECKING:
     from ingestion_pipeline.cli.common import Commands
-    from ingestion_pipeline.db.models import FailedJob
+    from ingestion_pipeline.db.models import FailedJob, IndexTotals
 
 FILES_LISTED = 25
 
@@ -131,12 +131,22 @@ def print_status(
         rpc = IngestionRpc(pool)
         rpc.require_collections([collection])
         report = rpc.batch_report(batch_id=batch_id, limit=limit, collection=collection)
+        # the whole index (what Dagster's document_index shows), unless one batch or collection is asked for
+        totals = None if batch_id or collection else rpc.index_totals()
     if batch_id and not report.batches:
         scope = f" holding documents of collection {collection!r}" if collection else ""
         raise IngestError(f"no batch {batch_id}{scope}")
     if as_json:
-        print_json(report.model_dump(mode="json", exclude={"fenced", "reason"}))
+        shown = report.model_dump(mode="json", exclude={"fenced", "reason"})
+        if totals is not None:
+            shown["index"] = {
+                **totals.model_dump(mode="json", exclude={"ok", "fenced", "reason"}),
+                "documents": totals.documents,
+            }
+        print_json(shown)
         return
+    if totals is not None:
+        print(_totals_line(totals))
     rows = [
         (
             b.batch_id,
@@ -186,6 +196,14 @@ def print_status(
                 ],
             )
         )
+
+
+def _totals_line(totals: IndexTotals) -> str:
+    statuses = ", ".join(f"{status} {count}" for status, count in totals.by_status().items())
+    return (
+        f"index: {totals.documents} document(s) ({statuses}), {totals.chunks} chunk(s), "
+        f"{totals.collections} collection(s), {totals.sources} source(s), {totals.failed_jobs} failed job(s)"
+    )
 
 
 def _searchable(failure: FailedJob) -> str:

@@ -1,6 +1,8 @@
 """The asset this pipeline builds: `document_index`, the committed index generations
 (pages, sections, chunks) in PostgreSQL. Materializing it drains the queue: each drain run
-records one materialization with what it indexed."""
+records one materialization with the index's totals and what the run itself did (`run_*`),
+and marks itself when documents failed (the WARN check `no_failed_documents_in_run` and the
+run tag `ingestion/failed_documents`)."""
 
 # no `from __future__ import annotations`: Dagster reads the config annotations at runtime
 
@@ -14,12 +16,19 @@ import psycopg
 
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import DatabaseUnavailable, IngestError
+from ingestion_pipeline.orchestration.index_totals import totals_metadata
 from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
 from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.worker import JobResult, Outcome, Worker, WorkerReport
 
 INDEX_KEY = dg.AssetKey("document_index")
 PROGRESS_EVERY_SECONDS = 15.0
+
+# A drain run in which documents failed carries this tag (their number): the runs list shows
+# it and filters on it, where the run itself is green (a bad document never fails a run).
+FAILED_DOCUMENTS_TAG = "ingestion/failed_documents"
+# ... and fails this check, at WARN severity (the asset's page shows it beside the checks).
+NO_FAILED_DOCUMENTS = "no_failed_documents_in_run"
 
 
 class DrainConfig(dg.Config):
@@ -35,13 +44,23 @@ class DrainConfig(dg.Config):
     key=INDEX_KEY,
     group_name="ingestion",
     kinds={"postgres"},
+    check_specs=[
+        dg.AssetCheckSpec(
+            NO_FAILED_DOCUMENTS,
+            asset=INDEX_KEY,
+            description="No document failed in the drain run that recorded the latest materialization "
+            "(WARN: a bad document fails its own job, never the run; `ingest status` lists it).",
+        )
+    ],
     description="Committed index generations of the uploaded documents (pages, sections, chunks with "
     "full-text vectors). A materialization claims pending jobs while any are claimable, "
-    "up to a job and a time budget, and indexes them.",
+    "up to a job and a time budget, and indexes them. Its metadata: the index's totals (documents by "
+    "status, chunks, collections, sources, failed jobs) read from the database, then this run's own "
+    "numbers (run_*); a drain by `ingest work` is reported by index_totals_sensor.",
 )
 def document_index(
     context: dg.AssetExecutionContext, config: DrainConfig, database: DatabaseResource, processing: ProcessingResource
-) -> dg.MaterializeResult[Any]:  # [Any]: what Dagster reads the bare form as
+) -> dg.MaterializeResult:  # type: ignore[type-arg]  # bare: with check outputs Dagster wants it so
     settings = database.settings()
     max_jobs = config.max_jobs or settings.drain_jobs_per_run
     max_seconds = config.max_seconds or settings.drain_run_seconds
@@ -59,13 +78,34 @@ def document_index(
             )
             progress = DrainProgress(context.log.info, open_jobs=lambda: open_jobs(worker.rpc))
             report = worker.run(drain=True, max_jobs=max_jobs, max_seconds=max_seconds, on_result=progress)
+            totals = IngestionRpc(pool).index_totals()  # after the drain: the index it leaves
     except (DatabaseUnavailable, psycopg.OperationalError) as exc:
         # Infrastructure, not a document: the run fails, with the reason in one line.
         raise dg.Failure(description=f"ingestion database unavailable: {exc}", allow_retries=True) from None
     except IngestError as exc:  # e.g. pending migrations, or a pool the server has no room for
         raise dg.Failure(description=str(exc), allow_retries=False) from None
     context.log.info(drain_summary(report))
-    return dg.MaterializeResult(metadata=drain_metadata(report))
+    failed = report.counts["failed"]
+    if failed:
+        context.instance.add_run_tags(context.run.run_id, {FAILED_DOCUMENTS_TAG: str(failed)})
+    return dg.MaterializeResult(
+        metadata={**totals_metadata(totals), **drain_metadata(report)},
+        check_results=[failed_documents_check(report)],
+    )
+
+
+def failed_documents_check(report: WorkerReport) -> dg.AssetCheckResult:
+    failed = report.counts["failed"]
+    return dg.AssetCheckResult(
+        check_name=NO_FAILED_DOCUMENTS,
+        asset_key=INDEX_KEY,
+        passed=failed == 0,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=f"{failed} document(s) failed in this run (`ingest status` lists them)"
+        if failed
+        else f"no document failed in this run ({report.counts['completed']} indexed)",
+        metadata={"run_failed": failed, **failures_metadata(report)},
+    )
 
 
 def parse_processes_per_run(settings: Settings) -> int:
@@ -121,16 +161,17 @@ class DrainProgress:
 
 
 def drain_metadata(report: WorkerReport) -> dict[str, Any]:
+    """What this run did (`run_*`: the index's totals are the keys without the prefix)."""
     counts = report.counts
     return {
-        "documents_indexed": counts["completed"],
-        "documents_failed": counts["failed"],
-        "retried": counts["retried"],
-        "lease_lost": counts["lease_lost"],
-        "abandoned": counts["abandoned"],
-        "claimed": report.claimed,
-        "chunks": report.chunks,
-        "batches_touched": len(report.batch_ids),
+        "run_indexed": counts["completed"],
+        "run_failed": counts["failed"],
+        "run_retried": counts["retried"],
+        "run_lease_lost": counts["lease_lost"],
+        "run_abandoned": counts["abandoned"],
+        "run_claimed": report.claimed,
+        "run_chunks": report.chunks,
+        "run_batches_touched": len(report.batch_ids),
         "docs_per_second": dg.MetadataValue.float(float(report.docs_per_second)),
         "seconds": dg.MetadataValue.float(round(report.seconds, 3)),
         "worker_id": report.worker_id,
@@ -165,7 +206,7 @@ def failures_metadata(report: WorkerReport) -> dict[str, Any]:
     ]
     more = [f"\n({len(failed) - FAILURES_SHOWN} more: `ingest status`)"] if len(failed) > FAILURES_SHOWN else []
     table = "\n".join(["| document | version | error |", "| --- | --- | --- |", *rows, *more])
-    return {"failed_documents": dg.MetadataValue.md(table)}
+    return {"run_failures": dg.MetadataValue.md(table)}
 
 
 def drain_summary(report: WorkerReport) -> str:

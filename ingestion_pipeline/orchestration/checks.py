@@ -1,6 +1,8 @@
 """Asset checks on `document_index`: the same checks (names and messages) as `ingest
-health`. Run on demand from the UI (or the `check_document_index` job) and by the janitor
-schedule, whose last op reports them (`report_index_checks` in ops.py)."""
+health`. Run by every drain run after its materialization (`ingest_documents`), by the
+`check_document_index` job (on demand, and requested by index_totals_sensor after it reports
+a drain by `ingest work`), and by the janitor schedule, whose last op reports them
+(`report_index_checks` in ops.py)."""
 
 from collections.abc import Iterator
 from typing import Any
@@ -10,6 +12,8 @@ import dagster as dg
 from ingestion_pipeline.orchestration.assets import INDEX_KEY
 from ingestion_pipeline.orchestration.resources import DatabaseResource
 from ingestion_pipeline.worker.index_checks import DESCRIPTIONS, IndexCheck, run_index_checks
+
+HEALTH_CHECKS = [dg.AssetCheckKey(INDEX_KEY, name) for name in DESCRIPTIONS]
 
 
 def evaluate(database: DatabaseResource) -> list[IndexCheck]:

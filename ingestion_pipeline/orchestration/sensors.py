@@ -1,6 +1,8 @@
-"""Sensors: start drain runs while work is claimable; heal batches left unfinished; record
-failed drain runs on the asset. Each skipped tick says why (shown on the tick in the UI).
-Intervals: INGEST_IMPORT_SENSOR_INTERVAL_SECONDS, INGEST_BATCH_SENSOR_INTERVAL_SECONDS."""
+"""Sensors: start drain runs while work is claimable; heal batches left unfinished; report a
+drain that Dagster did not run (`ingest work`) on the asset; record failed drain runs on
+the asset. Each skipped tick says why (shown on the tick in the UI). Intervals:
+INGEST_IMPORT_SENSOR_INTERVAL_SECONDS, INGEST_BATCH_SENSOR_INTERVAL_SECONDS,
+INGEST_INDEX_SENSOR_INTERVAL_SECONDS."""
 
 from __future__ import annotations
 
@@ -9,10 +11,21 @@ import warnings
 
 import dagster as dg
 
-from ingestion_pipeline.db.models import SensorState
+from ingestion_pipeline.db.models import IndexTotals, SensorState
 from ingestion_pipeline.errors import DatabaseUnavailable, IngestError
 from ingestion_pipeline.orchestration.assets import INDEX_KEY
-from ingestion_pipeline.orchestration.jobs import drain_run_tags, ingest_documents, refresh_batch_status
+from ingestion_pipeline.orchestration.index_totals import (
+    current_mark,
+    drain_mark,
+    latest_materialization_metadata,
+    totals_metadata,
+)
+from ingestion_pipeline.orchestration.jobs import (
+    check_document_index,
+    drain_run_tags,
+    ingest_documents,
+    refresh_batch_status,
+)
 from ingestion_pipeline.orchestration.resources import DatabaseResource
 from ingestion_pipeline.settings import get_settings
 
@@ -45,6 +58,17 @@ def queue_state(database: DatabaseResource) -> SensorState | dg.SkipReason:
     except DatabaseUnavailable:
         raise
     except IngestError as exc:  # e.g. pending migrations: `dagster dev` before `ingest db migrate`
+        return dg.SkipReason(f"the ingestion database is not ready: {exc}")
+
+
+def index_totals(database: DatabaseResource) -> IndexTotals | dg.SkipReason:
+    """As queue_state: the index's totals, or why they cannot be read."""
+    try:
+        with database.rpc() as rpc:
+            return rpc.index_totals()
+    except DatabaseUnavailable:
+        raise
+    except IngestError as exc:
         return dg.SkipReason(f"the ingestion database is not ready: {exc}")
 
 
@@ -113,6 +137,46 @@ def batch_status_sensor(
             )
         ],
         cursor=str(tick),
+    )
+
+
+@dg.sensor(
+    job=check_document_index,
+    minimum_interval_seconds=SETTINGS.index_sensor_interval_seconds,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Reports the index's totals on document_index when jobs finished since its latest "
+    "materialization and no drain run is active (a drain by `ingest work`), then runs its checks.",
+)
+def index_totals_sensor(
+    context: dg.SensorEvaluationContext, database: DatabaseResource
+) -> dg.SensorResult | dg.SkipReason:
+    totals = index_totals(database)
+    if isinstance(totals, dg.SkipReason):
+        return totals
+    shown = latest_materialization_metadata(context.instance, INDEX_KEY)
+    mark = current_mark(totals)
+    if shown is None and totals.jobs_finished == 0:
+        return dg.SkipReason("nothing drained yet")
+    if shown is not None and drain_mark(shown) == mark:
+        return dg.SkipReason(
+            f"document_index shows the index as it is: {totals.documents} document(s), {totals.chunks} chunk(s)"
+        )
+    active = active_drain_runs(context.instance)
+    if active:  # their materializations record the totals when they end
+        return dg.SkipReason(f"{active} drain run(s) active: their materializations will record the totals")
+    # A materialization, not an observation: the index did change (generations committed), and
+    # the asset's page shows the latest materialization's metadata. Its checks then read "Not
+    # evaluated" (they ran for an earlier one), hence the check run. The key is the mark: a
+    # tick evaluated again requests nothing new.
+    return dg.SensorResult(
+        asset_events=[
+            dg.AssetMaterialization(
+                asset_key=INDEX_KEY,
+                description="The index's totals after a drain that no Dagster run did (e.g. `ingest work`).",
+                metadata={**totals_metadata(totals), "reported_by": "index_totals_sensor"},
+            )
+        ],
+        run_requests=[dg.RunRequest(run_key=f"checks-{totals.drain_mark()}")],
     )
 
 

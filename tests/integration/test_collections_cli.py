@@ -57,6 +57,13 @@ def test_status_by_collection(two_collections, capsys):
     only_a = json.loads(run(capsys, "status", "--collection", "team-a", "--json", *url))
     assert [(b["name"], b["completed"]) for b in only_a["batches"]] == [("a", 1)]
     assert run(capsys, "status", "--collection", "nobody", "--json", *url, expect=1) == ""
+    # the whole index's totals (what Dagster's document_index shows), only when no scope is asked for
+    assert "index" not in only_a
+    index = everything["index"]
+    assert (index["documents"], index["documents_by_status"], index["collections"]) == (2, {"indexed": 2}, 2)
+    assert (index["sources"], index["failed_jobs"], index["jobs_finished"]) == (0, 0, 2) and index["chunks"] >= 2
+    first_line = run(capsys, "status", *url).splitlines()[0]
+    assert first_line.startswith("index: 2 document(s) (queued 0, processing 0, indexed 2, failed 0, cancelled 0), ")
 
 
 def test_status_failures_of_one_collection(db_url, tmp_path, capsys):

@@ -69,7 +69,7 @@ def test_dagster_sensor_drain_and_checks_through_the_pooler(pooler, conn):
         checked = definitions.resolve_job_def("check_document_index").execute_in_process(instance=instance)
     assert drained.success and checked.success
     [materialization] = drained.asset_materializations_for_node("document_index")
-    assert materialization.metadata["claimed"].value == 6
+    assert materialization.metadata["run_claimed"].value == 6
     assert batch(conn, batch_id)["status"] in ("completed", "completed_with_errors")
     evaluations = [e.event_specific_data for e in checked.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
     assert len(evaluations) == 9 and all(e.passed for e in evaluations)  # the nine checks of document_index

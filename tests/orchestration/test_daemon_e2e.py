@@ -19,6 +19,16 @@ import pytest
 from ingestion_pipeline.cli.process_group import STOP_SECONDS
 from ingestion_pipeline.db import embedded
 from tests.browser import DAGSTER_DISMISSED_POPUPS, Browser
+from tests.fixtures.pdf import make_pdf
+from tests.orchestration.asset_page import (
+    FAILED_DOCUMENTS_TAG,
+    check_executions,
+    drain_runs_ended,
+    latest_materialization,
+    screenshot_path,
+    start_sensor,
+    stop_sensor,
+)
 from tests.orchestration.live_dagster import BIN, ROOT, LiveDagster, clean_env, gone, port_open
 
 MATERIALIZATIONS = """query ($key: AssetKeyInput!) { assetNodeOrError(assetKey: $key) { ... on AssetNode {
@@ -50,8 +60,13 @@ CHECKS = (
 def live(tmp_path_factory):
     folder = tmp_path_factory.mktemp("daemon")
     data = folder / "data"
-    # The import sensor with its default interval; the batch and source sensors' (60 s) shortened.
-    env = clean_env(data, INGEST_BATCH_SENSOR_INTERVAL_SECONDS="2", INGEST_SOURCE_SENSOR_INTERVAL_SECONDS="2")
+    # The import sensor with its default interval; the batch, source and index sensors' shortened.
+    env = clean_env(
+        data,
+        INGEST_BATCH_SENSOR_INTERVAL_SECONDS="2",
+        INGEST_SOURCE_SENSOR_INTERVAL_SECONDS="2",
+        INGEST_INDEX_SENSOR_INTERVAL_SECONDS="2",
+    )
     server = LiveDagster.start([str(BIN / "ingest"), "ui"], env=env, log_path=folder / "ui.log")
     server.env, server.folder = env, folder
     try:
@@ -102,12 +117,75 @@ def test_the_sensor_drains_an_enqueued_folder_and_the_asset_records_it(live):
         entry.get("intValue") or 0
         for m in node["assetMaterializations"]
         for entry in m["metadataEntries"]
-        if entry["label"] == "documents_indexed"
+        if entry["label"] == "run_indexed"
     )
     assert {m["runId"] for m in node["assetMaterializations"]} <= {run["runId"] for run in runs}
     assert indexed == 4
+    # the latest materialization shows the index's totals, as `ingest status` reads them
+    index = ingest(live, "status")["index"]
+    assert index["documents_by_status"] == {"indexed": 4} and index["failed_jobs"] == 0
+    shown = latest_materialization(live)["metadata"]
+    assert (shown["documents"], shown["documents_indexed"], shown["chunks"]) == (4, 4, index["chunks"])
     # the runs' step logs are kept with the pipeline's data, not in a temporary DAGSTER_HOME
     assert any((live.folder / "data" / "dagster" / "compute_logs").rglob("*.err"))
+
+
+def test_after_a_drain_run_its_checks_show_evaluated_on_the_asset_page(live, chromium):
+    """The drain runs ran the checks: each shows its result for the latest materialization
+    (not "Not evaluated" until the janitor's next tick)."""
+    run_ids = {run["runId"] for run in live.wait_for("the drain runs to end", lambda: drain_runs_ended(live))}
+    executions = check_executions(live)
+    assert set(executions) == {*CHECKS, "no_failed_documents_in_run"}
+    assert all(e and e["runId"] in run_ids and e["status"] == "SUCCEEDED" for e in executions.values()), executions
+
+    with Browser() as browser:
+        url = f"http://127.0.0.1:{live.port}/assets/document_index?view=checks"
+        browser.open(url, local_storage=DAGSTER_DISMISSED_POPUPS)
+        # each check in the list with its status for the latest materialization
+        listed = [f"{name}\nSucceeded" for name in (*CHECKS, "no_failed_documents_in_run")]
+        text = browser.wait_for_text(*listed, "Passed", timeout=90)
+        browser.screenshot(screenshot_path("checks-after-a-drain-run.png"))
+    assert "Not evaluated" not in text
+
+
+def test_a_drain_run_in_which_a_document_failed_is_marked(live, chromium):
+    """A corrupt PDF (the fixture's PDF cut short) fails its document, not the run: the run is
+    green, tagged ingestion/failed_documents=1 (the runs list filters on it), and the WARN
+    check no_failed_documents_in_run failed for the materialization it recorded."""
+    folder = live.folder / "with-a-corrupt-pdf"
+    folder.mkdir()
+    (folder / "heron.txt").write_text("A grey heron stands in the shallows.\n")
+    (folder / "corrupt.pdf").write_bytes(make_pdf(["A page about egrets."])[:150])
+    batch_id = ingest(live, "enqueue", str(folder))["batch_id"]
+
+    def finished():
+        [batch] = ingest(live, "status", "--batch", batch_id)["batches"]
+        return batch if batch["status"] in ("completed", "completed_with_errors", "failed") else None
+
+    batch = live.wait_for("the batch to be drained", finished, timeout=240)
+    assert (batch["status"], batch["completed"], batch["failed"]) == ("completed_with_errors", 1, 1)
+    runs = live.wait_for("the drain runs to end", lambda: drain_runs_ended(live))
+    [marked] = [run for run in runs if FAILED_DOCUMENTS_TAG in run["tags"]]
+    assert (marked["status"], marked["tags"][FAILED_DOCUMENTS_TAG]) == ("SUCCESS", "1")
+    warned = live.wait_for(
+        "the drain's check for the run that recorded the latest materialization",
+        lambda: (check_executions(live)["no_failed_documents_in_run"] or {}).get("evaluation"),
+    )
+    assert (warned["success"], warned["severity"]) == (False, "WARN")
+    assert warned["description"] == "1 document(s) failed in this run (`ingest status` lists them)"
+
+    base = f"http://127.0.0.1:{live.port}"
+    with Browser() as browser:
+        # the runs list, filtered on the tag as a user filters it
+        browser.open(f"{base}/runs?q%5B0%5D=tag%3A{FAILED_DOCUMENTS_TAG}%3D1", local_storage=DAGSTER_DISMISSED_POPUPS)
+        text = browser.wait_for_text(marked["runId"][:8], f"{FAILED_DOCUMENTS_TAG}: 1", timeout=90)
+        browser.screenshot(screenshot_path("runs-marked-with-a-failed-document.png"))
+        assert sum(run["runId"][:8] in text for run in runs) == 1  # the unmarked runs are filtered out
+
+        browser.open(f"{base}/assets/document_index?view=checks&checkDetail=no_failed_documents_in_run")
+        text = browser.wait_for_text("1 document(s) failed in this run", "run_failures", timeout=90)
+        browser.screenshot(screenshot_path("failed-documents-check.png"))
+        assert "no_failed_documents_in_run\nFailed" in text
 
 
 def test_a_check_run_reports_its_results_over_graphql(live):
@@ -117,7 +195,7 @@ def test_a_check_run_reports_its_results_over_graphql(live):
 
     def checks_of_that_run():
         node = live.graphql(MATERIALIZATIONS, {"key": INDEX})["assetNodeOrError"]
-        checks = node["assetChecksOrError"]["checks"]
+        checks = [c for c in node["assetChecksOrError"]["checks"] if c["name"] in CHECKS]  # the drain's own: not run
         executions = [c["executionForLatestMaterialization"] for c in checks]
         done = all(e and e["runId"] == run_id and e["status"] in ("SUCCEEDED", "FAILED") for e in executions)
         return checks if done else None
@@ -127,6 +205,66 @@ def test_a_check_run_reports_its_results_over_graphql(live):
     assert set(results) == set(CHECKS)
     assert all(r["status"] == "SUCCEEDED" and r["evaluation"]["success"] for r in results.values()), results
     assert results["schema_matches_migrations"]["evaluation"]["description"].startswith("no drift")
+
+
+def test_a_drain_by_ingest_work_shows_its_totals_on_the_asset_page(live, chromium):
+    """No Dagster run: with the import sensor stopped, `ingest work` drains a folder;
+    index_totals_sensor reports the totals as a materialization and runs the checks."""
+    stop_sensor(live, "import_batch_sensor")
+    try:
+        live.wait_for("no drain run to be active", lambda: drain_runs_ended(live))
+        folder = live.folder / "drained-by-ingest-work"
+        folder.mkdir()
+        for n, bird in enumerate(["bittern", "spoonbill", "avocet"]):
+            (folder / f"{bird}.md").write_text(f"# The {bird}\n\nNote {n} on the {bird} and where it feeds.\n")
+        ingest(live, "enqueue", str(folder))
+        done = subprocess.run(
+            [str(BIN / "ingest"), "work", "--drain"],
+            cwd=ROOT,
+            env=live.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        index = ingest(live, "status")["index"]
+
+        def reported():
+            latest = latest_materialization(live)
+            return latest if latest and latest["metadata"].get("jobs_finished") == index["jobs_finished"] else None
+
+        latest = live.wait_for("the sensor to report the drain", reported, timeout=120, every=0.5)
+        assert latest["runId"] == "" and latest["metadata"]["reported_by"] == "index_totals_sensor"
+        shown = latest["metadata"]
+        assert shown["documents"] == index["documents"] == sum(index["documents_by_status"].values())
+        assert {status: shown[f"documents_{status}"] for status in index["documents_by_status"]} == index[
+            "documents_by_status"
+        ]
+        assert (shown["chunks"], shown["collections"], shown["failed_jobs"]) == (
+            index["chunks"],
+            index["collections"],
+            index["failed_jobs"],
+        )
+        # the checks run the sensor requested evaluate them for this materialization
+        executions = live.wait_for(
+            "the checks of the reported materialization",
+            lambda: (lambda e: e if all(e[name] and e[name]["status"] == "SUCCEEDED" for name in CHECKS) else None)(
+                check_executions(live)
+            ),
+        )
+        assert set(executions) >= set(CHECKS)
+
+        with Browser() as browser:
+            browser.open(f"http://127.0.0.1:{live.port}/assets/document_index", local_storage=DAGSTER_DISMISSED_POPUPS)
+            browser.wait_for_text("documents_indexed", "reported_by", "index_totals_sensor", timeout=90)
+            browser.screenshot(screenshot_path("index-totals-after-ingest-work.png"))
+            rows = {cells[0]: cells[-1] for cells in browser.table_rows()}  # key, timestamp, value
+        assert rows["documents"] == str(index["documents"])
+        assert rows["documents_indexed"] == str(index["documents_by_status"]["indexed"])
+        assert rows["documents_failed"] == str(index["documents_by_status"].get("failed", 0))
+        assert (rows["chunks"], rows["collections"]) == (str(index["chunks"]), str(index["collections"]))
+    finally:
+        start_sensor(live, "import_batch_sensor")
 
 
 def test_the_ui_renders_the_asset_its_checks_and_both_sensors(live, chromium):
@@ -139,7 +277,12 @@ def test_the_ui_renders_the_asset_its_checks_and_both_sensors(live, chromium):
 
         browser.open(f"{base}/automation")
         browser.wait_for_text(
-            "import_batch_sensor", "batch_status_sensor", "failed_drain_run_sensor", "janitor_schedule", timeout=90
+            "import_batch_sensor",
+            "batch_status_sensor",
+            "index_totals_sensor",
+            "failed_drain_run_sensor",
+            "janitor_schedule",
+            timeout=90,
         )
         browser.screenshot(live.folder / "automation.png")
     assert (live.folder / "asset-checks.png").stat().st_size > 10_000

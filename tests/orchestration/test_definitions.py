@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ingestion_pipeline.db import embedded
 from ingestion_pipeline.definitions import defs
+from ingestion_pipeline.worker.index_checks import DESCRIPTIONS
 from tests.orchestration.live_dagster import clean_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,6 +46,7 @@ def test_definitions_hold_the_jobs_sensors_and_schedule():
     assert {sensor.name for sensor in repository.sensor_defs} == {
         "import_batch_sensor",
         "batch_status_sensor",
+        "index_totals_sensor",
         "failed_drain_run_sensor",
         "sync_source_sensor",
     }
@@ -58,6 +60,11 @@ def test_a_drain_run_is_one_process_with_a_runtime_limit():
 
     job = defs.resolve_job_def("ingest_documents")
     assert job.executor_def is dg.in_process_executor  # no second process per run
+    # the drain, then the checks of what it left (the check run: the health checks only)
+    index_checks = {key.name for key in job.asset_layer.asset_graph.asset_check_keys}
+    assert index_checks == {*DESCRIPTIONS, "no_failed_documents_in_run"}
+    checks = defs.resolve_job_def("check_document_index")
+    assert {key.name for key in checks.asset_layer.asset_graph.asset_check_keys} == set(DESCRIPTIONS)
     settings = get_settings()
     assert job.tags["ingestion/drain"] == "true"
     assert job.tags["dagster/max_runtime"] == str(int(settings.drain_run_seconds + settings.stale_after_seconds))

@@ -24,6 +24,7 @@ CHECKS = {
     "vectors_present",
     "one_embedder",
     "vector_index_present",
+    "no_failed_documents_in_run",  # the drain's own check (WARN), on the asset
 }
 
 
@@ -62,6 +63,7 @@ def test_dg_check_defs_and_list_defs_show_the_asset_its_checks_jobs_sensors_and_
     assert {sensor["name"] for sensor in defs["sensors"]} == {
         "import_batch_sensor",
         "batch_status_sensor",
+        "index_totals_sensor",
         "failed_drain_run_sensor",
         "sync_source_sensor",
     }

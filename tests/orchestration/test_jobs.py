@@ -4,8 +4,11 @@ executed in process against a real database."""
 import shutil
 from pathlib import Path
 
+import dagster as dg
+
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.operations.enqueue import enqueue_paths
+from ingestion_pipeline.orchestration.assets import FAILED_DOCUMENTS_TAG
 from ingestion_pipeline.orchestration.jobs import janitor, refresh_batch_status
 from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
 from ingestion_pipeline.worker.index_checks import DESCRIPTIONS
@@ -19,7 +22,7 @@ from tests.helpers import (
     seed_job,
     start_reindex_build,
 )
-from tests.orchestration.in_process import check_results, resolved_job
+from tests.orchestration.in_process import check_evaluations, check_results, resolved_job
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
@@ -40,11 +43,50 @@ def test_drain_job_completes_a_real_batch(instance, resources, pool, conn, tmp_p
     assert result.success
     [materialization] = result.asset_materializations_for_node("document_index")
     metadata = {key: value.value for key, value in materialization.metadata.items()}
-    assert (metadata["claimed"], metadata["documents_indexed"], metadata["documents_failed"]) == (5, 4, 1)
-    assert metadata["lease_lost"] == 0 and metadata["batches_touched"] == 1 and metadata["chunks"] > 0
+    assert (metadata["run_claimed"], metadata["run_indexed"], metadata["run_failed"]) == (5, 4, 1)
+    assert metadata["run_lease_lost"] == 0 and metadata["run_batches_touched"] == 1 and metadata["run_chunks"] > 0
     assert "docs_per_second" in metadata
     assert instance.get_latest_materialization_event(materialization.asset_key) is not None
     assert batch(conn, report.batch_id)["status"] == "completed_with_errors"
+    # the index's totals, as the database holds them (the same read as `ingest status`)
+    assert index_totals_of(conn) == {key: metadata[key] for key in index_totals_of(conn)}
+    assert (metadata["documents"], metadata["documents_indexed"], metadata["documents_failed"]) == (5, 4, 1)
+    assert metadata["documents_queued"] == 0 and metadata["collections"] == 1 and metadata["sources"] == 0
+    # the run is marked: its tag, and its WARN check failed; the health checks ran in it too
+    assert instance.get_run_by_id(result.run_id).tags[FAILED_DOCUMENTS_TAG] == "1"
+    evaluations = {e.check_name: e for e in check_evaluations(result)}
+    marked = evaluations.pop("no_failed_documents_in_run")
+    assert (marked.passed, marked.severity) == (False, dg.AssetCheckSeverity.WARN)
+    assert marked.description.startswith("1 document(s) failed in this run")
+    assert "empty.txt" in marked.metadata["run_failures"].value
+    assert set(evaluations) == set(DESCRIPTIONS) and all(e.passed for e in evaluations.values())
+
+
+def test_a_drain_run_without_failures_is_not_marked(instance, resources, pool, tmp_path):
+    folder = tmp_path / "docs"
+    shutil.copytree(SAMPLES, folder)
+    enqueue_paths(pool, [folder], max_bytes=10_000_000)
+
+    result = resolved_job("ingest_documents", resources).execute_in_process(instance=instance)
+
+    assert FAILED_DOCUMENTS_TAG not in instance.get_run_by_id(result.run_id).tags
+    marked = {e.check_name: e for e in check_evaluations(result)}["no_failed_documents_in_run"]
+    assert marked.passed and marked.description == "no document failed in this run (4 indexed)"
+
+
+def index_totals_of(conn) -> dict[str, int]:
+    """The totals counted here from the rows, as the metadata names them."""
+    rows = conn.execute("select status, count(*) as n from documents where deleted_at is null group by status")
+    by_status = {row["status"]: row["n"] for row in rows}
+    return {
+        "documents": sum(by_status.values()),
+        **{f"documents_{status}": count for status, count in by_status.items()},
+        "chunks": conn.execute(
+            "select count(*) from documents d join document_chunks c "
+            "on c.document_id = d.id and c.index_generation_id = d.index_generation_id where d.deleted_at is null"
+        ).fetchone()["count"],
+        "failed_jobs": conn.execute("select count(*) from ingestion_jobs where status = 'failed'").fetchone()["count"],
+    }
 
 
 def test_drain_job_fails_clearly_when_the_database_is_down(instance):
@@ -143,7 +185,7 @@ def test_drain_job_claims_within_its_job_budget_and_logs_progress(
 
     result = resolved_job("ingest_documents", resources).execute_in_process(instance=instance)
     [materialization] = result.asset_materializations_for_node("document_index")
-    assert materialization.metadata["claimed"].value == 2
+    assert materialization.metadata["run_claimed"].value == 2
     pending = conn.execute("select count(*) as n from ingestion_jobs where status = 'pending'").fetchone()["n"]
     assert pending == 2  # left for the next run the sensor starts
     messages = [entry.user_message for entry in instance.all_logs(result.run_id)]
@@ -154,7 +196,7 @@ def test_drain_job_claims_within_its_job_budget_and_logs_progress(
         instance=instance, run_config={"ops": {"document_index": {"config": {"max_jobs": 10}}}}
     )
     [materialization] = overridden.asset_materializations_for_node("document_index")
-    assert materialization.metadata["claimed"].value == 2
+    assert materialization.metadata["run_claimed"].value == 2
 
 
 def test_drain_runs_share_the_parsing_children():

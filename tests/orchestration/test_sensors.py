@@ -4,10 +4,19 @@ import dagster as dg
 import pytest
 
 from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.orchestration.jobs import ingest_documents, refresh_batch_status
 from ingestion_pipeline.orchestration.schedules import janitor_schedule
-from ingestion_pipeline.orchestration.sensors import batch_status_sensor, failed_drain_run_sensor, import_batch_sensor
-from tests.helpers import batch, index_document, seed_batch, seed_job
+from ingestion_pipeline.orchestration.sensors import (
+    batch_status_sensor,
+    failed_drain_run_sensor,
+    import_batch_sensor,
+    index_totals_sensor,
+)
+from ingestion_pipeline.settings import load_settings
+from ingestion_pipeline.worker import Worker
+from tests.helpers import batch, index_document, index_folder, seed_batch, seed_job
+from tests.orchestration.in_process import resolved_job
 
 
 def tick(sensor, instance, resources, cursor=None):
@@ -138,12 +147,60 @@ def test_a_failed_drain_run_is_recorded_on_the_asset(instance):
     assert f"drain run {result.run_id[:8]} failed" in observation.description
 
 
+def test_index_sensor_reports_a_drain_by_ingest_work_and_requests_the_checks(
+    instance, resources, conn, db_url, tmp_path
+):
+    assert tick(index_totals_sensor, instance, resources).skip_message == "nothing drained yet"
+    (tmp_path / "docs").mkdir()
+    for name in ("heron", "egret"):
+        (tmp_path / "docs" / f"{name}.txt").write_text(f"A {name} stands in the shallows.\n")
+    (tmp_path / "docs" / "empty.txt").write_bytes(b"")  # fails: a failure is a total too
+    index_folder(tmp_path / "docs", db_url)  # `ingest enqueue` and `ingest work --drain`: no Dagster run
+
+    result = tick(index_totals_sensor, instance, resources)
+    [event] = result.asset_events
+    assert isinstance(event, dg.AssetMaterialization) and event.asset_key == dg.AssetKey("document_index")
+    metadata = {key: value.value for key, value in event.metadata.items()}
+    chunks = conn.execute("select count(*) as n from document_chunks").fetchone()["n"]
+    assert (metadata["documents"], metadata["documents_indexed"], metadata["documents_failed"]) == (3, 2, 1)
+    assert (metadata["chunks"], metadata["failed_jobs"], metadata["jobs_finished"]) == (chunks, 1, 3)
+    assert metadata["reported_by"] == "index_totals_sensor"
+    # its checks ran for an earlier materialization (or never): a check run is requested, once per drain
+    [request] = result.run_requests
+    assert request.run_key.startswith("checks-3@")
+    assert index_totals_sensor.job_name == "check_document_index"
+
+    # what the daemon does with the event; then the asset shows the index as it is
+    instance.report_runless_asset_event(event)
+    again = tick(index_totals_sensor, instance, resources)
+    assert again.skip_message == "document_index shows the index as it is: 3 document(s), " + f"{chunks} chunk(s)"
+
+
+def test_index_sensor_leaves_drain_runs_to_record_the_totals(instance, resources, pool, tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "heron.txt").write_text("A grey heron stands in the shallows.\n")
+    enqueue_paths(pool, [tmp_path / "docs"], max_bytes=10_000_000)
+    resolved_job("ingest_documents", resources).execute_in_process(instance=instance)
+    # the run's materialization recorded the totals it left: nothing to report
+    assert tick(index_totals_sensor, instance, resources).skip_message.startswith(
+        "document_index shows the index as it is: 1 document(s)"
+    )
+
+    (tmp_path / "docs" / "egret.txt").write_text("A little egret walks the mudflat.\n")
+    enqueue_paths(pool, [tmp_path / "docs"], max_bytes=10_000_000)
+    Worker(pool, load_settings()).run(drain=True)  # jobs finished outside Dagster ...
+    instance.add_run(dg.DagsterRun(job_name=ingest_documents.name, status=dg.DagsterRunStatus.STARTED))
+    # ... while a drain run is active: its materialization will record them
+    result = tick(index_totals_sensor, instance, resources)
+    assert result.skip_message == "1 drain run(s) active: their materializations will record the totals"
+
+
 def test_sensors_skip_with_the_reason_when_the_database_is_not_migrated(instance, empty_db_url):
     """Plain `dagster dev` before `ingest db migrate`: each tick says what to do."""
     from ingestion_pipeline.orchestration.resources import DatabaseResource
 
     resources = {"database": DatabaseResource(database_url=empty_db_url)}
-    for sensor in (import_batch_sensor, batch_status_sensor):
+    for sensor in (import_batch_sensor, batch_status_sensor, index_totals_sensor):
         result = tick(sensor, instance, resources)
         assert isinstance(result, dg.SkipReason)
         assert "pending migration(s)" in result.skip_message and "ingest db migrate" in result.skip_message
@@ -154,5 +211,6 @@ def test_sensors_raise_when_the_database_is_down(instance):
     from ingestion_pipeline.orchestration.resources import DatabaseResource
 
     resources = {"database": DatabaseResource(database_url="postgresql://postgres@127.0.0.1:1/nope")}
-    with pytest.raises(DatabaseUnavailable):
-        tick(import_batch_sensor, instance, resources)
+    for sensor in (import_batch_sensor, index_totals_sensor):
+        with pytest.raises(DatabaseUnavailable):
+            tick(sensor, instance, resources)

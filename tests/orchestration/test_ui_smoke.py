@@ -34,6 +34,7 @@ def test_plain_dagster_dev_in_the_checkout_loads_the_location(tmp_path):
         assert {s["name"] for s in repository["sensors"]} == {
             "import_batch_sensor",
             "batch_status_sensor",
+            "index_totals_sensor",
             "failed_drain_run_sensor",
             "sync_source_sensor",
         }

@@ -88,6 +88,8 @@ WORKER_RPCS = {
     "release_ingestion_job",
     # an empty collection removed, for the operator (20261205000400)
     "remove_collection",
+    # what the index holds, for `ingest status` and the Dagster asset (20261206000100)
+    "ingestion_index_totals",
 }
 # Internal helpers (called by the RPCs or the trigger as their owner): granted to no one.
 INTERNAL = {

@@ -17,7 +17,7 @@ def test_failed_documents_are_listed_by_key_and_version():
     report.add(result(Outcome.COMPLETED, "file:///srv/docs/terms.md"))
     report.add(result(Outcome.FAILED, "file:///srv/docs/pricing.md", "unsupported | binary"))
     report.add(result(Outcome.FAILED, None, "from before keys"))
-    table = drain_metadata(report)["failed_documents"].value
+    table = drain_metadata(report)["run_failures"].value
     assert "| file:///srv/docs/pricing.md | 2 | unsupported / binary |" in table
     assert "| pricing.md |  | from before keys |" in table and "terms.md" not in table
 
@@ -25,10 +25,10 @@ def test_failed_documents_are_listed_by_key_and_version():
 def test_no_failures_no_table_and_a_long_list_is_cut():
     report = WorkerReport(worker_id="w")
     report.add(result(Outcome.COMPLETED, "file:///a"))
-    assert "failed_documents" not in drain_metadata(report)
+    assert "run_failures" not in drain_metadata(report)
     for n in range(FAILURES_SHOWN + 5):
         report.add(result(Outcome.FAILED, f"file:///f{n}", "bad"))
-    table = drain_metadata(report)["failed_documents"].value
+    table = drain_metadata(report)["run_failures"].value
     assert table.count("| file:///f") == FAILURES_SHOWN and "(5 more: `ingest status`)" in table
 
 

@@ -17,6 +17,7 @@ from ingestion_pipeline.db.models.batches import (
     BatchSummary,
     EnqueueResult,
     FailedJob,
+    IndexTotals,
     QueueHealth,
     SensorState,
 )
@@ -98,6 +99,7 @@ __all__ = [
     "GenerationResult",
     "HeartbeatResult",
     "HeartbeatsResult",
+    "IndexTotals",
     "JobOutcome",
     "JobsRetried",
     "KeptBytesCleaned",

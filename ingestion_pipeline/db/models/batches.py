@@ -1,6 +1,6 @@
 """Results of the batch RPCs and views (db/rpc/batches.py): a batch created, its counters,
 an enqueued job, the sensor's state, the repair path's recounts, `ingest status` (batches and
-recent failures) and the queue's health."""
+recent failures), what the index holds and the queue's health."""
 
 from __future__ import annotations
 
@@ -102,3 +102,34 @@ class QueueHealth(RpcResult):
     # release's enqueue during the upgrade), and the first 20 ids; absent before …_upgrade_window
     keyless_duplicates: int = 0
     keyless_duplicate_ids: list[UUID] = []
+
+
+# Every status a live document can have: the totals list each, zeros included, so that a
+# status nobody has is shown as 0 rather than left out.
+DOCUMENT_STATUSES = ("queued", "processing", "indexed", "failed", "cancelled")
+
+
+class IndexTotals(RpcResult):
+    """What the index holds as a whole (`ingest status`, the Dagster asset's metadata)."""
+
+    documents_by_status: dict[str, int] = {}  # live documents only
+    chunks: int = 0  # of live documents' committed generations: what search reads
+    collections: int = 0
+    sources: int = 0
+    failed_jobs: int = 0  # failed for good: what `ingest retry --all-failed` would queue
+    jobs_finished: int = 0  # completed or failed: with last_finished_at, the mark of a drain
+    last_finished_at: datetime | None = None
+
+    @property
+    def documents(self) -> int:
+        return sum(self.documents_by_status.values())
+
+    def by_status(self) -> dict[str, int]:
+        """Every status, zeros included, in the state machine's order (then any other)."""
+        known = {status: self.documents_by_status.get(status, 0) for status in DOCUMENT_STATUSES}
+        return {**known, **self.documents_by_status}
+
+    def drain_mark(self) -> str:
+        """Changes whenever a drain finishes a job: the jobs finished and the latest's time."""
+        at = self.last_finished_at.isoformat() if self.last_finished_at else "never"
+        return f"{self.jobs_finished}@{at}"

@@ -15,6 +15,7 @@ from ingestion_pipeline.db.models import (
     BatchReport,
     BatchStatus,
     EnqueueResult,
+    IndexTotals,
     QueueHealth,
     SensorState,
 )
@@ -70,6 +71,11 @@ class BatchRpc(RpcBase):
         if collection is None:  # the call every supported schema resolves
             return self._result(BatchReport, "rpc_batch_report", params)
         return self._result(BatchReport, "rpc_batch_report_of_collection", {**params, "collection": collection})
+
+    def index_totals(self) -> IndexTotals:
+        """What the index holds: documents by status, chunks, collections, sources, failed
+        jobs, and the mark of the latest drain (`ingest status`, the Dagster asset)."""
+        return self._result(IndexTotals, "rpc_index_totals", {})
 
     def queue_health(self, stale_after_seconds: int | None = None) -> QueueHealth:
         return self._result(

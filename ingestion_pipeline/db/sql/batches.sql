@@ -32,3 +32,6 @@ select ingestion_batch_report(p_batch_id => %(batch_id)s, p_limit => %(limit)s,
 
 -- name: rpc_queue_health
 select ingestion_queue_health(p_stale_after_seconds => %(stale_after_seconds)s) as result;
+
+-- name: rpc_index_totals
+select ingestion_index_totals() as result;
