@@ -2610,8 +2610,8 @@ begin
     v_depth := case when p_mode = 'hybrid' then p_limit * 5 else p_limit end;
     v_lexical_share := case when public.search_query_is_question(p_query) then 0.2 else 0.5 end;
     -- Hybrid ranks the vector list without its chunks (search_vector_ranked) and shows by
-    -- their chunks only the documents it returns from that list (search_vector_shown): the
-    -- 5 x p_limit deep list's chunks were most of hybrid's cost over lexical's.
+    -- their chunks (search_vector_shown) only the documents it returns that the lexical list
+    -- did not find: the others are shown by their lexical hit.
     return query
     with lists as materialized (
         select 'lexical'::text as list, h.document_id, h.n, h.score, null::uuid as index_generation_id, h.collection,
@@ -2642,7 +2642,7 @@ begin
     ), shown as (
         select distinct on (l.document_id) l.*
           from lists l
-         order by l.document_id, l.n, l.list
+         order by l.document_id, l.list <> 'lexical', l.n  -- the lexical row when there is one
     ), chosen as materialized (
         select s.*, f.score as fused_score, f.n as fused_n
           from fused f
