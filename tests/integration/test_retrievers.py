@@ -1,0 +1,141 @@
+"""The retrievers of ingestion_pipeline.integrations (docs/integrations.md) against the real
+frameworks: a LlamaIndex RetrieverQueryEngine and a LangChain retrieval chain answer from
+documents that `ingest` indexed (its enqueue, work and collection grant commands, in process),
+with a fake model that echoes its prompt, so the answer shows what the model was given.
+A reader granted one collection retrieves nothing of another, through the app-reader roles."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.runnables import RunnableParallel, RunnablePassthrough
+from llama_index.core.llms import MockLLM
+from llama_index.core.query_engine import RetrieverQueryEngine
+
+from ingestion_pipeline.api import Index, IngestError, Reader
+from ingestion_pipeline.cli import main as ingest
+from ingestion_pipeline.integrations import langchain as lc
+from ingestion_pipeline.integrations import llama_index as li
+
+ALICE = UUID("00000000-0000-4000-8000-00000000a11c")
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+LEASES = (SAMPLES / "postgres-leases.md").resolve().as_uri()
+TEA = (SAMPLES / "tea-notes.txt").resolve().as_uri()
+
+
+@pytest.fixture
+def index(db_url: str, capsys: pytest.CaptureFixture[str]) -> Iterator[Index]:
+    """Leases in collection handbook, tea in kitchen, indexed by `ingest`; alice reads handbook."""
+    for path, collection in (("postgres-leases.md", "handbook"), ("tea-notes.txt", "kitchen")):
+        assert ingest(["enqueue", str(SAMPLES / path), "--collection", collection, "--database-url", db_url]) == 0
+    assert ingest(["work", "--drain", "--database-url", db_url]) == 0
+    assert ingest(["collection", "grant", "handbook", str(ALICE), "--database-url", db_url]) == 0
+    capsys.readouterr()
+    with Index.open(db_url) as opened:
+        yield opened
+
+
+class EchoChatModel(BaseChatModel):
+    """A chat model that answers with its prompt: what the chain gave it is the answer."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "echo"
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **_: Any) -> ChatResult:
+        prompt = "\n".join(str(message.content) for message in messages)
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=prompt))])
+
+
+def test_a_llama_index_query_engine_answers_from_the_index(index: Index) -> None:
+    retriever = li.IngestionRetriever(index=index, top_k=3)
+    engine = RetrieverQueryEngine.from_args(retriever, llm=MockLLM())  # MockLLM echoes its prompt
+    response = engine.query("What is fencing for a stale worker?")
+
+    [source] = response.source_nodes
+    metadata = source.node.metadata
+    assert metadata["source_uri"] == LEASES
+    assert metadata["title"] == "Leases and fencing in a PostgreSQL job queue"
+    assert metadata["heading_path"].endswith("Why fencing matters")
+    assert (metadata["collection"], metadata["page"]) == ("handbook", 1)
+    assert source.score == metadata["score"] and source.score is not None and source.score > 0
+    answer = str(response)
+    open("/tmp/retr_answer.txt", "w").write(answer)
+    assert "This is called [fencing]" in answer  # the passage, as the model was given it
+    assert f"source_uri: {LEASES}" in answer  # with its source, to cite
+    assert "page: 1" in answer
+    assert "document_id" not in answer and "score" not in answer  # for code, not for the model
+    assert source.node.node_id == f"{metadata['document_id']}:{metadata['chunk_ordinal']}"
+
+
+def test_a_langchain_chain_answers_from_the_index(index: Index) -> None:
+    retriever = lc.IngestionRetriever(index=index, top_k=3)
+    prompt = ChatPromptTemplate.from_messages(
+        [("system", "Answer from these sources only:\n\n{context}"), ("human", "{question}")]
+    )
+
+    def sources(docs: list[Document]) -> str:
+        return "\n\n".join(f"[{doc.metadata['source_uri']}]\n{doc.page_content}" for doc in docs)
+
+    answer = RunnablePassthrough.assign(context=lambda x: sources(x["docs"])) | prompt | EchoChatModel() | StrOutputParser()
+    chain = RunnableParallel(docs=retriever, question=RunnablePassthrough()).assign(answer=answer)
+    result = chain.invoke("How long should green tea steep?")
+
+    [doc] = result["docs"]
+    assert doc.metadata["source_uri"] == TEA
+    assert (doc.metadata["collection"], doc.metadata["title"]) == ("kitchen", "Notes on brewing green tea")
+    assert doc.id == f"{doc.metadata['document_id']}:{doc.metadata['chunk_ordinal']}"
+    assert f"[{TEA}]\n" in result["answer"] and "[Steep] it for one to three minutes" in result["answer"]
+    assert result["answer"].endswith("How long should green tea steep?")
+
+
+@pytest.mark.parametrize("framework", ["llama_index", "langchain"])
+def test_a_reader_granted_one_collection_retrieves_nothing_of_another(index: Index, framework: str) -> None:
+    def retrieved(query: str, **scope: Any) -> list[tuple[str, str]]:
+        if framework == "llama_index":
+            nodes = li.IngestionRetriever(index=index, **scope).retrieve(query)
+            return [(n.node.metadata["collection"], n.node.metadata["source_uri"]) for n in nodes]
+        docs = lc.IngestionRetriever(index=index, **scope).invoke(query)
+        return [(d.metadata["collection"], d.metadata["source_uri"]) for d in docs]
+
+    alice = Reader(ALICE)
+    assert retrieved("green tea steep") == [("kitchen", TEA)]  # the owner reads every collection
+    assert retrieved("green tea steep", reader=alice) == []
+    assert retrieved("green tea steep", reader=alice, collections="kitchen") == []  # asking does not open it
+    assert retrieved("fencing", reader=alice) == [("handbook", LEASES)]
+    assert retrieved("fencing", reader=Reader()) == []  # anon: no collection is public
+    assert retrieved("fencing", collections=["kitchen"]) == []  # the scope given, as the owner
+    assert retrieved("fencing", mode="lexical", top_k=1) == [("handbook", LEASES)]
+
+
+def test_no_arguments_open_the_configured_database_and_close_it(
+    db_url: str, index: Index, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DATABASE_URL", db_url)
+    for opened in (li.IngestionRetriever(), lc.IngestionRetriever()):
+        with opened as retriever:
+            assert retriever.index.url == db_url
+            assert retriever.index is not index
+        with pytest.raises(IngestError, match="this index is closed"):
+            retriever.index.search("fencing")
+    with lc.IngestionRetriever(index=index), li.IngestionRetriever(index=index):
+        pass
+    assert index.search("fencing")  # an index given stays open
+
+
+@pytest.mark.parametrize("framework", [li.IngestionRetriever, lc.IngestionRetriever])
+def test_bad_arguments_fail_at_construction(framework: Any, index: Index) -> None:
+    with pytest.raises(IngestError, match="unknown search mode 'fuzzy'"):
+        framework(index=index, mode="fuzzy")
+    with pytest.raises(IngestError, match="top_k must be a whole number from 1 to 1000, not 0"):
+        framework(index=index, top_k=0)
