@@ -4,7 +4,6 @@ top-k apply as they do to `ingest search` (docs/integrations.md, "LangChain").""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from types import TracebackType
 from typing import Any, Self
 
@@ -45,7 +44,7 @@ class IngestionRetriever(BaseRetriever):
         self.index = self._scope.index
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        return [_document(hit) for hit in self._scope.search(query)]
+        return [_document(hit, text) for hit, text in self._scope.search(query)]
 
     def close(self) -> None:
         """Close the index this retriever opened (one it was given stays open)."""
@@ -60,5 +59,5 @@ class IngestionRetriever(BaseRetriever):
         self.close()
 
 
-def _document(hit: Hit) -> Document:
-    return Document(id=source_id(hit), page_content=hit.snippet, metadata=source_metadata(hit))
+def _document(hit: Hit, text: str) -> Document:
+    return Document(id=source_id(hit), page_content=text, metadata=source_metadata(hit))

@@ -48,7 +48,7 @@ class IngestionRetriever(BaseRetriever):
         return self._scope.index
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        return [_node(hit) for hit in self._scope.search(query_bundle.query_str)]
+        return [_node(hit, text) for hit, text in self._scope.search(query_bundle.query_str)]
 
     def close(self) -> None:
         """Close the index this retriever opened (one it was given stays open)."""
@@ -63,14 +63,14 @@ class IngestionRetriever(BaseRetriever):
         self.close()
 
 
-def _node(hit: Hit) -> NodeWithScore:
+def _node(hit: Hit, text: str) -> NodeWithScore:
     metadata = source_metadata(hit)
     # The prompt shows a source's title, key, headings and page (not a missing one); the
     # embedding, if a pipeline re-embeds the node, its text alone.
     hidden = [key for key, value in metadata.items() if key not in SHOWN_TO_MODELS or value is None]
     node = TextNode(
         id_=source_id(hit),
-        text=hit.snippet,
+        text=text,
         metadata=metadata,
         excluded_llm_metadata_keys=hidden,
         excluded_embed_metadata_keys=list(metadata),

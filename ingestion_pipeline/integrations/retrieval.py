@@ -1,9 +1,9 @@
 """What both retrievers share: an `Index` search in the scope the retriever was given
 (collections, reader, mode, top-k), and the metadata each hit carries as a source.
 
-The text they return is the hit's snippet (the RPC's passage of the document's best chunk,
-its query terms in [brackets]); the metadata says where it came from, so an answer can cite
-its sources by `source_uri`."""
+The text they return is the whole of each hit's best chunk (`Index.passages`; the snippet of
+`ingest search` is a few words of it), read as the same reader; the metadata says where it
+came from, so an answer can cite its sources by `source_uri`."""
 
 from __future__ import annotations
 
@@ -34,10 +34,12 @@ class Scope:
     top_k: int
     owns_index: bool = field(default=False)
 
-    def search(self, query: str) -> list[Hit]:
-        return self.index.search(
+    def search(self, query: str) -> list[tuple[Hit, str]]:
+        """The hits, best first, each with its passage."""
+        hits = self.index.search(
             query, mode=self.mode, limit=self.top_k, collections=self.collections, reader=self.reader
         )
+        return list(zip(hits, self.index.passages(hits, reader=self.reader), strict=True))
 
     def close(self) -> None:
         if self.owns_index:
