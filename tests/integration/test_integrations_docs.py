@@ -54,7 +54,8 @@ def test_the_page_runs(db_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pyt
     assert "its late completion changes nothing. This is called fencing." in printed
     assert f"source_uri: {leases}" in printed
     assert re.search(rf"^\d\.\d\d {re.escape(leases)} Leases and fencing .* › Why fencing matters$", printed, re.M)
-    assert "1 0\n" in printed  # alice: her collection's document, none of the kitchen's
+    assert "fencing ['handbook']\n" in printed  # alice: her collection's document, none of the kitchen's
+    assert re.search(r"^green tea (\[\]|\['handbook'\])$", printed, re.M)  # lexical: none; hybrid: her nearest
     # LangChain: the chain's answer (echoed) holds the tea passage under its source, and the documents
     assert f"[{tea}]\nNotes on brewing green tea\n\nGreen tea is best brewed" in printed
     assert f"{tea} Notes on brewing green tea" in printed

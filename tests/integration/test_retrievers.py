@@ -26,6 +26,7 @@ from ingestion_pipeline.api import Index, IngestError, Reader
 from ingestion_pipeline.cli import main as ingest
 from ingestion_pipeline.integrations import langchain as lc
 from ingestion_pipeline.integrations import llama_index as li
+from ingestion_pipeline.settings import load_settings
 
 ALICE = UUID("00000000-0000-4000-8000-00000000a11c")
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
@@ -35,13 +36,15 @@ TEA = (SAMPLES / "tea-notes.txt").resolve().as_uri()
 
 @pytest.fixture
 def index(db_url: str, capsys: pytest.CaptureFixture[str]) -> Iterator[Index]:
-    """Leases in collection handbook, tea in kitchen, indexed by `ingest`; alice reads handbook."""
+    """Leases in collection handbook, tea in kitchen, indexed by `ingest` (with the hash
+    embedder's vectors, for the vector modes); alice reads handbook. The index searches
+    without an embedder (lexical), whatever INGEST_EMBEDDER says."""
     for path, collection in (("postgres-leases.md", "handbook"), ("tea-notes.txt", "kitchen")):
         assert ingest(["enqueue", str(SAMPLES / path), "--collection", collection, "--database-url", db_url]) == 0
-    assert ingest(["work", "--drain", "--database-url", db_url]) == 0
+    assert ingest(["work", "--drain", "--embedder", "hash", "--database-url", db_url]) == 0
     assert ingest(["collection", "grant", "handbook", str(ALICE), "--database-url", db_url]) == 0
     capsys.readouterr()
-    with Index.open(db_url) as opened:
+    with Index.open(db_url, settings=load_settings(embedder="none")) as opened:
         yield opened
 
 
@@ -100,23 +103,29 @@ def test_a_langchain_chain_answers_from_the_index(index: Index) -> None:
     assert result["answer"].endswith("How long should green tea steep?")
 
 
+@pytest.mark.usefixtures("index")
+@pytest.mark.parametrize("mode", ["lexical", "vector", "hybrid"])
 @pytest.mark.parametrize("framework", ["llama_index", "langchain"])
-def test_a_reader_granted_one_collection_retrieves_nothing_of_another(index: Index, framework: str) -> None:
+def test_a_reader_granted_one_collection_retrieves_nothing_of_another(db_url: str, framework: str, mode: str) -> None:
     def retrieved(query: str, **scope: Any) -> list[tuple[str, str]]:
         if framework == "llama_index":
-            nodes = li.IngestionRetriever(index=index, **scope).retrieve(query)
+            nodes = li.IngestionRetriever(index=hashed, mode=mode, **scope).retrieve(query)
             return [(n.node.metadata["collection"], n.node.metadata["source_uri"]) for n in nodes]
-        docs = lc.IngestionRetriever(index=index, **scope).invoke(query)
+        docs = lc.IngestionRetriever(index=hashed, mode=mode, **scope).invoke(query)
         return [(d.metadata["collection"], d.metadata["source_uri"]) for d in docs]
 
     alice = Reader(ALICE)
-    assert retrieved("green tea steep") == [("kitchen", TEA)]  # the owner reads every collection
-    assert retrieved("green tea steep", reader=alice) == []
-    assert retrieved("green tea steep", reader=alice, collections="kitchen") == []  # asking does not open it
-    assert retrieved("fencing", reader=alice) == [("handbook", LEASES)]
-    assert retrieved("fencing", reader=Reader()) == []  # anon: no collection is public
-    assert retrieved("fencing", collections=["kitchen"]) == []  # the scope given, as the owner
-    assert retrieved("fencing", mode="lexical", top_k=1) == [("handbook", LEASES)]
+    kitchen, handbook = ("kitchen", TEA), ("handbook", LEASES)
+    with Index.open(db_url, settings=load_settings(embedder="hash")) as hashed:
+        assert kitchen in retrieved("green tea steep")  # the owner reads every collection
+        # alice: her collection only, whatever the query or the collections she names; with a
+        # vector list every document she may read is near enough to be found, and only those
+        assert retrieved("green tea steep", reader=alice) == ([] if mode == "lexical" else [handbook])
+        assert retrieved("green tea steep", reader=alice, collections="kitchen") == []
+        assert retrieved("fencing", reader=alice) == [handbook]
+        assert retrieved("fencing", reader=Reader()) == []  # anon: no collection is public
+        assert retrieved("fencing", collections=["kitchen"]) == ([] if mode == "lexical" else [kitchen])
+        assert retrieved("fencing", top_k=1) == [handbook]
 
 
 def test_no_arguments_open_the_configured_database_and_close_it(
