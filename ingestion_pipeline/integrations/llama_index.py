@@ -4,6 +4,7 @@ top-k apply as they do to `ingest search` (docs/integrations.md, "LlamaIndex")."
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from types import TracebackType
 from typing import Self
@@ -49,6 +50,11 @@ class IngestionRetriever(BaseRetriever):
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return [_node(hit, text) for hit, text in self._scope.search(query_bundle.query_str)]
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        """In a thread: the search is psycopg's blocking call, and LlamaIndex's default would
+        run it on the event loop, stalling every other task while the database answers."""
+        return await asyncio.to_thread(self._retrieve, query_bundle)
 
     def close(self) -> None:
         """Close the index this retriever opened (one it was given stays open)."""

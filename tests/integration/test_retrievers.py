@@ -6,6 +6,7 @@ A reader granted one collection retrieves nothing of another, through the app-re
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,14 @@ def test_a_llama_index_query_engine_answers_from_the_index(index: Index) -> None
     assert "page: 1" in answer
     assert "document_id" not in answer and "score" not in answer  # for code, not for the model
     assert source.node.node_id == f"{metadata['document_id']}:{metadata['chunk_ordinal']}"
+
+
+def test_the_async_paths_retrieve_the_same(index: Index) -> None:
+    engine = RetrieverQueryEngine.from_args(li.IngestionRetriever(index=index), llm=MockLLM())
+    response = asyncio.run(engine.aquery("What is fencing for a stale worker?"))
+    assert [source.node.metadata["source_uri"] for source in response.source_nodes] == [LEASES]
+    docs = asyncio.run(lc.IngestionRetriever(index=index).ainvoke("green tea"))
+    assert [doc.metadata["source_uri"] for doc in docs] == [TEA]
 
 
 def test_a_langchain_chain_answers_from_the_index(index: Index) -> None:
