@@ -30,7 +30,7 @@ from ingestion_pipeline.operations.lookup import parse_ref, shown_key
 from ingestion_pipeline.operations.sources import SourceEnqueued, enqueue_bytes
 from ingestion_pipeline.operations.sync import SyncOptions, SyncReport, sync_source
 from ingestion_pipeline.processing import Embedder, embedder_from_settings
-from ingestion_pipeline.search import Hit, Mode, Reader, search
+from ingestion_pipeline.search import Hit, Mode, Reader, hit_passages, search
 from ingestion_pipeline.settings import Settings, load_settings
 from ingestion_pipeline.worker import JobResult, Worker, WorkerReport
 
@@ -243,6 +243,16 @@ class Index:
             return search(
                 conn, query, mode=mode, limit=limit, embedder=embedder, collections=names or None, reader=reader
             )
+
+    def passages(self, hits: Iterable[Hit], *, reader: Reader | None = None) -> list[str]:
+        """The whole text of each hit's best chunk, in order: what a model answers from (a
+        hit's snippet is a few words of it). `reader`: the one the search ran as; a chunk it
+        may not read, or one gone since the search, gives the hit's snippet instead."""
+        chosen = list(hits)
+        if reader is not None:
+            refuse_reader_in_transaction(self._opened.db)
+        with self._call() as db, borrow(db) as conn:
+            return hit_passages(conn, chosen, reader=reader)
 
     def show(self, document: str | Path | UUID, *, collection: str | None = None) -> Document:
         """`ingest show`: a document by id, source key or local path (keys are looked up in

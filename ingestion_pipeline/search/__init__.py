@@ -18,9 +18,10 @@ from ingestion_pipeline.processing.errors import EmbeddingUnavailable
 
 from .index_model import check_query_embedder
 from .model import MODES, Hit, Mode
+from .passages import hit_passages
 from .rpc import Reader, search_documents
 
-__all__ = ["MODES", "Hit", "Mode", "Reader", "default_mode", "search"]
+__all__ = ["MODES", "Hit", "Mode", "Reader", "default_mode", "hit_passages", "search"]
 
 
 def search(

@@ -44,3 +44,12 @@ select coalesce(g.embedder, d.metadata ->> 'embedder') as name,
    and (%(collections)s::text[] is null or d.collection = any(%(collections)s::text[]))
  group by 1, 2, 3, 4
  order by documents desc, name nulls last, dimensions nulls last, version nulls last;
+
+-- name: hit_passages
+-- The whole text of each hit's best chunk (the pairs of `document_ids` and `ordinals`), as the
+-- caller may read it: readable_document_chunks scopes itself, giving no row of a document the
+-- caller may not read, and only its committed generation's chunks.
+select h.document_id, h.chunk_ordinal, c.content
+  from unnest(%(document_ids)s::uuid[], %(ordinals)s::integer[]) as h(document_id, chunk_ordinal)
+  cross join lateral public.readable_document_chunks(h.document_id) c
+ where c.ordinal = h.chunk_ordinal;

@@ -1,0 +1,85 @@
+"""What both retrievers share: an `Index` search in the scope the retriever was given
+(collections, reader, mode, top-k), and the metadata each hit carries as a source.
+
+The text they return is the whole of each hit's best chunk (`Index.passages`; the snippet of
+`ingest search` is a few words of it), read as the same reader; the metadata says where it
+came from, so an answer can cite its sources by `source_uri`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ingestion_pipeline.api import Hit, Index, Reader
+from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.search import MODES, Mode
+
+DEFAULT_TOP_K = 5
+
+# What a model should see of a source beside its text: what to cite and where to look. The
+# ids, the rank and the score are for code (and change with every query or reindex).
+SHOWN_TO_MODELS = ("title", "source_uri", "heading_path", "page")
+
+
+@dataclass
+class Scope:
+    """One retriever's searches: its index (opened on the configured database when none is
+    given, as `ingest` opens it, and then closed with the retriever) and what it asks for."""
+
+    index: Index
+    collections: list[str] | None
+    reader: Reader | None
+    mode: Mode | None
+    top_k: int
+    owns_index: bool = field(default=False)
+
+    def search(self, query: str) -> list[tuple[Hit, str]]:
+        """The hits, best first, each with its passage."""
+        hits = self.index.search(
+            query, mode=self.mode, limit=self.top_k, collections=self.collections, reader=self.reader
+        )
+        return list(zip(hits, self.index.passages(hits, reader=self.reader), strict=True))
+
+    def close(self) -> None:
+        if self.owns_index:
+            self.index.close()
+
+
+def scope_of(
+    index: Index | None,
+    collections: str | Iterable[str] | None,
+    reader: Reader | None,
+    mode: Mode | None,
+    top_k: int,
+) -> Scope:
+    """The arguments checked before any connection is opened: a typo fails at construction."""
+    if mode is not None and mode not in MODES:
+        raise IngestError(f"unknown search mode {mode!r}; choose one of: {', '.join(MODES)}")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 1000:
+        raise IngestError(f"top_k must be a whole number from 1 to 1000, not {top_k!r}")
+    names = [collections] if isinstance(collections, str) else list(collections or []) or None
+    if index is None:
+        return Scope(Index.open(), names, reader, mode, top_k, owns_index=True)
+    return Scope(index, names, reader, mode, top_k)
+
+
+def source_id(hit: Hit) -> str:
+    """The same id for the same passage of the same document from one query to the next."""
+    return f"{hit.document_id}:{hit.chunk_ordinal}"
+
+
+def source_metadata(hit: Hit) -> dict[str, Any]:
+    """A hit's source as flat metadata (strings, numbers, None): what vector stores, tracing
+    and the frameworks' serialisation take."""
+    return {
+        "source_uri": hit.source_uri,
+        "title": hit.title,
+        "heading_path": hit.heading_path or hit.heading,
+        "page": hit.page,
+        "score": hit.score,
+        "source_name": hit.source_name,
+        "collection": hit.collection,
+        "document_id": str(hit.document_id),
+        "chunk_ordinal": hit.chunk_ordinal,
+    }

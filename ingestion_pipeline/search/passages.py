@@ -1,0 +1,33 @@
+"""The whole passage of each hit: a hit's snippet is a few words around the query's terms
+(at most 30), its best chunk is what a model needs to answer from (up to INGEST_CHUNK_CHARS).
+
+Read through `readable_document_chunks`, the RPC apps read chunks with, as the same reader
+the search ran as: a passage is never more than the reader may read."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from ingestion_pipeline.db.queries import query
+
+from .model import Hit
+from .rpc import Reader
+
+
+def hit_passages(conn: psycopg.Connection[Any], hits: Sequence[Hit], *, reader: Reader | None = None) -> list[str]:
+    """Each hit's best chunk, in the order of `hits`. A chunk that is gone (its document
+    deleted since the search, or its reader may no longer read it) gives the hit's snippet;
+    a document reindexed since gives the same ordinal's chunk of its new build."""
+    if not hits:
+        return []
+    params = {"document_ids": [hit.document_id for hit in hits], "ordinals": [hit.chunk_ordinal for hit in hits]}
+    with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+        if reader is not None:
+            cur.execute(query("act_as_reader"), {"role": reader.role, "claims": reader.claims()})
+        rows = cur.execute(query("hit_passages"), params).fetchall()
+    found = {(row["document_id"], row["chunk_ordinal"]): row["content"] for row in rows}
+    return [found.get((hit.document_id, hit.chunk_ordinal), hit.snippet) for hit in hits]
