@@ -18,9 +18,20 @@ from ingestion_pipeline.processing.errors import EmbeddingUnavailable
 
 from .index_model import check_query_embedder
 from .model import MODES, Hit, Mode
+from .reading import Section, readable_collections, readable_sections
 from .rpc import Reader, search_documents
 
-__all__ = ["MODES", "Hit", "Mode", "Reader", "default_mode", "search"]
+__all__ = [
+    "MODES",
+    "Hit",
+    "Mode",
+    "Reader",
+    "Section",
+    "default_mode",
+    "readable_collections",
+    "readable_sections",
+    "search",
+]
 
 
 def search(

@@ -1,0 +1,7 @@
+"""Thin layers over the Python API (`Index`) for the tools RAG code and agents already use:
+`integrations.mcp_server`, the MCP server of `ingest mcp` (docs/mcp.md), needing its extra
+(`pip install 'ingestion-pipeline[mcp]'`).
+
+This package imports no framework itself: each lives in its own module, imported only by
+code that asks for it, so `import ingestion_pipeline` and `ingest` never load one
+(tests/unit/test_optional_extras.py)."""
