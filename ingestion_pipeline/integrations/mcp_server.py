@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
 from typing import Annotated, Any, Literal, TypeVar
+from uuid import UUID
 
 import anyio
 import psycopg
@@ -30,7 +31,9 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from ingestion_pipeline.api import Document, DocumentNotFound, Hit, Index, IngestError, Reader, Section
+from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
 from ingestion_pipeline.errors import first_line
+from ingestion_pipeline.operations.lookup import parse_ref
 from ingestion_pipeline.search import Mode
 
 # What one call may return: sized for a model's context window.
@@ -178,12 +181,19 @@ class Tools:
         if collection is not None:
             self._served([collection])
         where = collection or (self.scope.collections[0] if len(self.scope.collections) == 1 else None)
-        # What the reader may not read is not found, in the words used for what does not exist.
+        # What the reader may not read is not found, in the same words as what does not exist.
+        by_key = not isinstance(parse_ref(document), UUID)
+        missing = DocumentNotFound(
+            f"no document {document!r}" + (f" in collection {where or DEFAULT_COLLECTION!r}" if by_key else "")
+        )
         if where is not None and not self._may_read(where):
-            raise DocumentNotFound(f"no document {document!r} in collection {where!r}")
-        found = self.index.show(document, collection=where)
+            raise missing
+        try:
+            found = self.index.show(document, collection=where)
+        except DocumentNotFound:
+            raise missing from None
         if not self._may_read(found.summary.collection):
-            raise DocumentNotFound(f"no document {document!r}")
+            raise missing
         text = _text(self.index.sections(found.document_id, reader=self.scope.reader))
         return _document(found, text, offset, max_chars)
 

@@ -1,0 +1,126 @@
+"""Issue 49's integrations are optional extras: `pip install ingestion-pipeline` (or `pip
+install .`) without them pulls none of their libraries, and neither `import
+ingestion_pipeline` nor `ingest --help` imports one, even where they are installed (here:
+the `test` extra installs them all). Each extra pulls only its framework's core package.
+
+Another integration adds its extra's row to EXTRAS."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+ROOT = Path(__file__).resolve().parents[2]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+DISTRIBUTION = PYPROJECT["project"]["name"]
+
+# extra -> the one distribution it pulls, and the top-level module that distribution installs
+EXTRAS = {
+    "mcp": ("mcp", "mcp"),
+}
+# what the package imports only when asked: the extras' modules, and their frameworks' others
+MODULES = (*(module for _, module in EXTRAS.values()), "langchain", "mcp", "prometheus_client", "opentelemetry")
+# the distributions that must not come with a plain install: the extras' and their umbrellas
+FORBIDDEN = {canonicalize_name(name) for name in (*(dist for dist, _ in EXTRAS.values()), "llama-index", "langchain")}
+# what `ingest mcp` says where its extra is not installed (the SDK hidden from the import system)
+WITHOUT_THE_SDK = """
+import sys
+sys.modules["mcp"] = None  # `import mcp` raises ImportError, as where the extra is not installed
+from ingestion_pipeline.cli import main
+sys.exit(main(["mcp", "--database-url", "postgresql://postgres@127.0.0.1:1/nope"]))
+"""
+
+
+def requirement_names(requirements: list[str]) -> set[str]:
+    return {canonicalize_name(Requirement(text).name) for text in requirements}
+
+
+def test_the_base_dependencies_list_no_integration() -> None:
+    base = requirement_names(PYPROJECT["project"]["dependencies"])
+    assert base & FORBIDDEN == set()
+
+
+@pytest.mark.parametrize(("extra", "package"), [(extra, dist) for extra, (dist, _) in EXTRAS.items()])
+def test_each_extra_pulls_only_its_core_package_and_the_tests_install_it(extra: str, package: str) -> None:
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    assert requirement_names(extras[extra]) == {canonicalize_name(package)}
+    assert canonicalize_name(package) in requirement_names(extras["test"])  # `make test` runs its tests
+
+
+def base_closure(name: str, extras: frozenset[str] = frozenset()) -> set[str]:
+    """Every distribution a plain install of `name` (with `extras`) brings, transitively, as
+    the installed distributions' metadata says (each requirement's markers evaluated here)."""
+    seen: set[str] = set()
+    todo = [(canonicalize_name(name), extras)]
+    while todo:
+        current, wanted = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        try:
+            requires = metadata.distribution(current).requires or []
+        except metadata.PackageNotFoundError:
+            continue  # a requirement of another platform or Python: not installed, not pulled
+        for text in requires:
+            req = Requirement(text)
+            if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in {"", *wanted}):
+                todo.append((canonicalize_name(req.name), frozenset(req.extras)))
+    return seen
+
+
+def test_a_plain_install_pulls_none_of_them_transitively() -> None:
+    """`pip install .`: the package's requirements without an extra, and theirs, recursively."""
+    pulled = base_closure(DISTRIBUTION)
+    assert {"dagster", "psycopg", "wordllama"} <= pulled  # the walk reached the dependencies
+    assert pulled & FORBIDDEN == set()
+    # the walk sees an extra's packages when the extra is asked for
+    assert canonicalize_name("mcp") in base_closure(DISTRIBUTION, frozenset({"mcp"}))
+
+
+LOADED = f"""
+import sys
+frameworks = {MODULES!r}
+print(sorted({{name.split(".")[0] for name in sys.modules}} & set(frameworks)))
+"""
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import ingestion_pipeline, ingestion_pipeline.api, ingestion_pipeline.integrations",
+        "from ingestion_pipeline import Index",
+        "import ingestion_pipeline.cli",
+    ],
+)
+def test_importing_the_package_imports_no_framework(code: str) -> None:
+    for _, module in EXTRAS.values():  # installed here (the test extra): their absence would prove nothing
+        assert subprocess.run([sys.executable, "-c", f"import {module}"], check=False).returncode == 0
+    ran = subprocess.run([sys.executable, "-c", code + "\n" + LOADED], capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "[]"
+
+
+def test_ingest_help_imports_no_framework() -> None:
+    """The installed `ingest` script, run as users run it, with Python's import log."""
+    script = Path(sys.executable).with_name("ingest")
+    ran = subprocess.run(
+        [sys.executable, "-X", "importtime", str(script), "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "usage: ingest" in ran.stdout
+    imported = {line.rsplit("|", 1)[-1].strip() for line in ran.stderr.splitlines() if line.startswith("import time:")}
+    assert "ingestion_pipeline.cli" in imported  # the log is read
+    assert {name for name in imported if name.split(".")[0] in MODULES} == set()
+
+
+def test_ingest_mcp_without_its_extra_says_how_to_install_it() -> None:
+    ran = subprocess.run([sys.executable, "-c", WITHOUT_THE_SDK], capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 1 and ran.stdout == ""
+    assert ran.stderr == "ingest: error: ingest mcp needs the MCP SDK: pip install 'ingestion-pipeline[mcp]'\n"
