@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -27,8 +29,12 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
 from ingestion_pipeline.api import Index
+from ingestion_pipeline.cli import build_parser
 
 INGEST = Path(sys.executable).parent / "ingest"
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = ROOT / "samples"
+DOCS = ROOT / "docs" / "mcp.md"
 TOOLS = {"search", "show_document", "status"}
 
 LIGHTHOUSE = """# Lighthouse keepers
@@ -72,8 +78,9 @@ def indexed(pg_server, templates, tmp_path_factory) -> Iterator[Indexed]:
     folder = tmp_path_factory.mktemp("mcp-docs")
     (folder / "lighthouse.md").write_text(LIGHTHOUSE)
     (folder / "otters.md").write_text(OTTERS)
+    shutil.copy(SAMPLES / "postgres-leases.md", folder)  # what docs/mcp.md's example searches
     ingest(folder, url, "enqueue", "lighthouse.md", "--collection", "handbook")
-    ingest(folder, url, "enqueue", "otters.md")
+    ingest(folder, url, "enqueue", "otters.md", "postgres-leases.md")
     ingest(folder, url, "work", "--drain")
     ingest(folder, url, "collection", "add", "handbook", "--public")
     yield Indexed(url, folder, (folder / "lighthouse.md").as_uri(), (folder / "otters.md").as_uri())
@@ -206,7 +213,7 @@ async def lists_the_tools_and_answers_from_the_index(client: ClientSession, inde
     status = result(await client.call_tool("status", {}))
     [everything] = status["collections"]
     assert everything["collection"] is None and everything["failures"] == []
-    assert sum(batch["completed"] for batch in everything["batches"]) == 2
+    assert sum(batch["completed"] for batch in everything["batches"]) == 3
 
 
 async def refuses_bad_arguments(client: ClientSession, indexed: Indexed) -> None:
@@ -353,3 +360,38 @@ def test_a_port_in_use_or_an_unknown_collection_is_one_line(indexed):
             )
             assert done.returncode == 1 and done.stdout == ""
             assert done.stderr.startswith(f"ingest: error: {words}") and len(done.stderr.splitlines()) == 1
+
+
+def blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.DOTALL)
+
+
+def test_the_docs_python_example_runs(indexed):
+    """docs/mcp.md's script, as its reader runs it: `ingest` on PATH, the database in the
+    environment."""
+    env = environment(indexed.url, indexed.folder)
+    env["PATH"] = f"{INGEST.parent}{os.pathsep}{env.get('PATH', '')}"
+    done = subprocess.run(
+        [sys.executable, "-c", blocks("python")[0]],
+        cwd=indexed.folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "['search', 'show_document', 'status']"
+    assert lines[1].endswith(
+        f"Leases and fencing in a PostgreSQL job queue  ({indexed.folder.as_uri()}/postgres-leases.md)"
+    )
+    assert "# Leases and fencing in a PostgreSQL job queue\n\nA worker claims a job" in done.stdout
+    assert lines[-1].startswith("True Error executing tool search: 1 validation error")
+
+
+def test_the_docs_client_configuration_is_a_command_ingest_takes():
+    [config] = [json.loads(block) for block in blocks("json")]
+    server = config["mcpServers"]["documents"]
+    assert Path(server["command"]).name == "ingest" and set(server["env"]) == {"DATABASE_URL"}
+    args = build_parser().parse_args(server["args"])
+    assert args.command == "mcp" and args.collections == ["handbook"] and args.port is None
