@@ -58,7 +58,7 @@ def register(commands: Commands) -> None:
 
 def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
     try:
-        from ingestion_pipeline.integrations import mcp_server
+        from ingestion_pipeline.integrations import mcp_server, mcp_transports
     except ImportError as exc:
         if exc.name is None or exc.name.split(".")[0] not in ("mcp", "uvicorn"):
             raise
@@ -70,11 +70,11 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
             index.status(collection=name, limit=1)
         server = mcp_server.build_server(index, scope)
         if args.port is None:
-            mcp_server.serve_stdio(server)
+            mcp_transports.serve_stdio(server)
         else:
-            sock = mcp_server.listen(args.port)
+            sock = mcp_transports.listen(args.port)
             host, port = sock.getsockname()[:2]
             print(f"ingest mcp: serving http://{host}:{port}/mcp", file=sys.stderr, flush=True)
-            mcp_server.serve_http(server, sock)
+            mcp_transports.serve_http(server, sock)
     print("ingest mcp: stopped", file=sys.stderr)
     return 0
