@@ -37,6 +37,7 @@ SNIPPET_CHARS = 400
 DEFAULT_TEXT_CHARS = 6_000
 MAX_TEXT_CHARS = 20_000
 MAX_QUERY_CHARS = 1_000
+STATUS_COLLECTIONS = 10
 STATUS_BATCHES = 10
 STATUS_FAILURES = 10
 MESSAGE_CHARS = 300
@@ -126,6 +127,9 @@ class CollectionStatus(BaseModel):
 
 class StatusResult(BaseModel):
     collections: list[CollectionStatus]
+    collections_not_shown: list[str] = Field(
+        description=f"collections past the first {STATUS_COLLECTIONS}: ask for one by name"
+    )
 
 
 # The tools' arguments: the SDK validates them against these before a tool runs.
@@ -197,7 +201,11 @@ class Tools:
         else:
             allowed = self._readable()
             scopes = [None] if allowed is None else list(allowed)
-        return StatusResult(collections=[self._status_of(name) for name in scopes])
+        shown, rest = scopes[:STATUS_COLLECTIONS], scopes[STATUS_COLLECTIONS:]
+        return StatusResult(
+            collections=[self._status_of(name) for name in shown],
+            collections_not_shown=[name for name in rest if name is not None],
+        )
 
     def _status_of(self, collection: str | None) -> CollectionStatus:
         report = self.index.status(limit=STATUS_BATCHES, collection=collection)

@@ -212,6 +212,7 @@ async def lists_the_tools_and_answers_from_the_index(client: ClientSession, inde
 
     status = result(await client.call_tool("status", {}))
     [everything] = status["collections"]
+    assert status["collections_not_shown"] == []
     assert everything["collection"] is None and everything["failures"] == []
     assert sum(batch["completed"] for batch in everything["batches"]) == 3
 
