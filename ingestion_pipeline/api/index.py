@@ -30,7 +30,16 @@ from ingestion_pipeline.operations.lookup import parse_ref, shown_key
 from ingestion_pipeline.operations.sources import SourceEnqueued, enqueue_bytes
 from ingestion_pipeline.operations.sync import SyncOptions, SyncReport, sync_source
 from ingestion_pipeline.processing import Embedder, embedder_from_settings
-from ingestion_pipeline.search import Hit, Mode, Reader, hit_passages, search
+from ingestion_pipeline.search import (
+    Hit,
+    Mode,
+    Reader,
+    Section,
+    hit_passages,
+    readable_collections,
+    readable_sections,
+    search,
+)
 from ingestion_pipeline.settings import Settings, load_settings
 from ingestion_pipeline.worker import JobResult, Worker, WorkerReport
 
@@ -270,6 +279,23 @@ class Index:
             found = history.document.document_id
             kept, notes = rpc.kept_versions(found), rpc.document_notes(found)
         return Document(history.document, history.versions, sorted(kept), notes)
+
+    def sections(self, document: UUID, *, reader: Reader | None = None) -> list[Section]:
+        """The text of a document's indexed version, section by section, as `reader` would
+        read it (readable_document_sections): none when it may not read the document, or no
+        version is indexed. Without `reader`, as this connection's role (all, for an owner)."""
+        if reader is not None:
+            refuse_reader_in_transaction(self._opened.db)
+        with self._call() as db, borrow(db) as conn:
+            return readable_sections(conn, document, reader)
+
+    def readable_collections(self, *, reader: Reader | None = None) -> list[str] | None:
+        """The collections `reader` may read (public ones, and those its user is a member
+        of); None: every collection (an owner's connection, without `reader`)."""
+        if reader is not None:
+            refuse_reader_in_transaction(self._opened.db)
+        with self._call() as db, borrow(db) as conn:
+            return readable_collections(conn, reader)
 
     def status(self, *, batch: UUID | str | None = None, limit: int = 20, collection: str | None = None) -> BatchReport:
         """`ingest status`: the latest batches (or one) with their job counts, and the

@@ -15,6 +15,7 @@ from ingestion_pipeline.cli import (
     db,
     documents,
     lifecycle,
+    mcp,
     operations,
     reindex,
     search,
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         work,
         operations,
         dagster_ui,
+        mcp,
     ):
         module.register(commands)
     return parser

@@ -1,9 +1,9 @@
 """Load named SQL from the package's `.sql` files (one place for SQL, not Python strings).
 
 `query(name)` looks the name up in the application's query files: queries.sql (migrator,
-documents), search.sql (the search RPC), vector_search.sql (the vector path and its index)
-and one file per part of the RPC client (leases, generations, acks, batches, documents,
-lifecycle, sources, collections).
+documents), search.sql (the search RPC), reading.sql (documents as a reader reads them),
+vector_search.sql (the vector path and its index) and one file per part of the RPC client
+(leases, generations, acks, batches, documents, lifecycle, sources, collections).
 A name defined twice, in one file or across them, is an error.
 """
 
@@ -18,6 +18,7 @@ _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 QUERY_FILES = (
     "queries.sql",
     "search.sql",
+    "reading.sql",
     "vector_search.sql",
     "leases.sql",
     "generations.sql",

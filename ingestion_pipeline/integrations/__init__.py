@@ -1,7 +1,8 @@
-"""Thin layers over the Python API (`Index`) for the tools RAG code and agents already use
-(docs/integrations.md): `integrations.llama_index` and `integrations.langchain`, retrievers
-over the search RPC, each needing its extra (`pip install 'ingestion-pipeline[llama-index]'`,
-`[langchain]`).
+"""Thin layers over the Python API (`Index`) for the tools RAG code and agents already use:
+`integrations.llama_index` and `integrations.langchain`, retrievers over the search RPC
+(docs/integrations.md), and `integrations.mcp_server`, the MCP server of `ingest mcp`
+(docs/mcp.md); each needs its extra (`pip install 'ingestion-pipeline[llama-index]'`,
+`[langchain]`, `[mcp]`).
 
 This package imports no framework itself: each lives in its own module, imported only by
 code that asks for it, so `import ingestion_pipeline` and `ingest` never load one

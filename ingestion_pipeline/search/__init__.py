@@ -19,9 +19,21 @@ from ingestion_pipeline.processing.errors import EmbeddingUnavailable
 from .index_model import check_query_embedder
 from .model import MODES, Hit, Mode
 from .passages import hit_passages
+from .reading import Section, readable_collections, readable_sections
 from .rpc import Reader, search_documents
 
-__all__ = ["MODES", "Hit", "Mode", "Reader", "default_mode", "hit_passages", "search"]
+__all__ = [
+    "MODES",
+    "Hit",
+    "Mode",
+    "Reader",
+    "Section",
+    "default_mode",
+    "hit_passages",
+    "readable_collections",
+    "readable_sections",
+    "search",
+]
 
 
 def search(

@@ -5,6 +5,7 @@ caller's, a URL, nothing; and its errors, one line each. Real databases througho
 from __future__ import annotations
 
 from pathlib import Path
+from uuid import uuid4
 
 import psycopg
 import pytest
@@ -23,6 +24,7 @@ from ingestion_pipeline.api import (
     SchemaTooOld,
     UnknownCollection,
 )
+from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.operations.enqueue import source_key_of
 from ingestion_pipeline.settings import load_settings
 
@@ -191,3 +193,31 @@ def test_sync_on_a_plain_connection_mirrors_a_folder(db_url: str, tmp_path: Path
         assert (second.counts["unchanged"], second.counts["deleted"]) == (1, 1)
         assert live_documents(db_url) == 1
         assert conn.info.transaction_status == TransactionStatus.IDLE
+
+
+def test_sections_and_readable_collections_as_a_reader(db_url: str, tmp_path: Path) -> None:
+    """A document's text as the readers' RPC gives it: all of it to the owner, a public
+    collection's to an anonymous reader, nothing of a private one's."""
+    otters = tmp_path / "otters.md"
+    otters.write_text("# River otters\n\nThey hold paws while they sleep.\n")
+    with Index.open(db_url) as index:
+        index.enqueue(LEASES, collection="handbook")
+        index.enqueue(otters)
+        index.work(drain=True, parse_processes=0)
+        with psycopg.connect(db_url) as conn:
+            IngestionRpc(conn).add_collection("handbook", public=True)
+        leases = index.show(LEASES, collection="handbook").document_id
+        private = index.show(otters).document_id
+
+        sections = index.sections(leases)
+        assert sections[0].heading == LEASES_TITLE and sections[0].page == 1
+        assert [s.heading for s in sections[1:]] == ["Why fencing matters", "Index generations"]
+        assert "FOR UPDATE SKIP LOCKED" in sections[0].content
+        assert index.sections(private)[0].content.startswith("River otters")
+
+        anon = Reader()
+        assert index.sections(leases, reader=anon) == sections
+        assert index.sections(private, reader=anon) == []
+        assert index.readable_collections() is None  # the owner reads every collection
+        assert index.readable_collections(reader=anon) == ["handbook"]
+        assert index.readable_collections(reader=Reader(uuid4())) == ["handbook"]

@@ -25,11 +25,19 @@ DISTRIBUTION = PYPROJECT["project"]["name"]
 EXTRAS = {
     "llama-index": ("llama-index-core", "llama_index"),
     "langchain": ("langchain-core", "langchain_core"),
+    "mcp": ("mcp", "mcp"),
 }
 # what the package imports only when asked: the extras' modules, and their frameworks' others
 MODULES = (*(module for _, module in EXTRAS.values()), "langchain", "mcp", "prometheus_client", "opentelemetry")
 # the distributions that must not come with a plain install: the extras' and their umbrellas
 FORBIDDEN = {canonicalize_name(name) for name in (*(dist for dist, _ in EXTRAS.values()), "llama-index", "langchain")}
+# what `ingest mcp` says where its extra is not installed (the SDK hidden from the import system)
+WITHOUT_THE_SDK = """
+import sys
+sys.modules["mcp"] = None  # `import mcp` raises ImportError, as where the extra is not installed
+from ingestion_pipeline.cli import main
+sys.exit(main(["mcp", "--database-url", "postgresql://postgres@127.0.0.1:1/nope"]))
+"""
 
 
 def requirement_names(requirements: list[str]) -> set[str]:
@@ -76,6 +84,7 @@ def test_a_plain_install_pulls_none_of_them_transitively() -> None:
     assert pulled & FORBIDDEN == set()
     # the walk sees an extra's packages when the extra is asked for
     assert canonicalize_name("llama-index-core") in base_closure(DISTRIBUTION, frozenset({"llama-index"}))
+    assert canonicalize_name("mcp") in base_closure(DISTRIBUTION, frozenset({"mcp"}))
 
 
 LOADED = f"""
@@ -112,3 +121,9 @@ def test_ingest_help_imports_no_framework() -> None:
     imported = {line.rsplit("|", 1)[-1].strip() for line in ran.stderr.splitlines() if line.startswith("import time:")}
     assert "ingestion_pipeline.cli" in imported  # the log is read
     assert {name for name in imported if name.split(".")[0] in MODULES} == set()
+
+
+def test_ingest_mcp_without_its_extra_says_how_to_install_it() -> None:
+    ran = subprocess.run([sys.executable, "-c", WITHOUT_THE_SDK], capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 1 and ran.stdout == ""
+    assert ran.stderr == "ingest: error: ingest mcp needs the MCP SDK: pip install 'ingestion-pipeline[mcp]'\n"

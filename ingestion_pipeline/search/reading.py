@@ -1,0 +1,51 @@
+"""Reading a document as an app's reader would: the collections it may read, and the text of a
+document's committed build, through the readers' functions (`readable_collections()`,
+`readable_document_sections(id)`, docs/search.md), as the role and claims `reader` names, or as
+the connecting role without one. What a reader may not read comes back empty, never refused."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg.rows import class_row, dict_row
+
+from ingestion_pipeline.db.queries import query
+
+from .rpc import Reader
+
+
+@dataclass(frozen=True)
+class Section:
+    """A section of a document's committed build: its heading (None before the first one),
+    heading level, page (from 1; None for a format without pages) and text."""
+
+    ordinal: int
+    heading: str | None
+    level: int | None
+    page: int | None
+    content: str
+
+
+def readable_collections(conn: psycopg.Connection[Any], reader: Reader | None = None) -> list[str] | None:
+    """The collections `reader` (without one: the connecting role) may read; None: every one."""
+    with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+        _act_as(cur, reader)
+        row = cur.execute(query("readable_collections")).fetchone()
+    names = row["names"] if row else []
+    return None if names is None else list(names)
+
+
+def readable_sections(conn: psycopg.Connection[Any], document_id: UUID, reader: Reader | None = None) -> list[Section]:
+    """The sections of the document's committed build, in order: none when `reader` may not
+    read it, it is deleted, or no build of it has committed."""
+    with conn.transaction(), conn.cursor(row_factory=class_row(Section)) as cur:
+        _act_as(cur, reader)
+        return cur.execute(query("readable_sections"), {"document_id": document_id}).fetchall()
+
+
+def _act_as(cur: psycopg.Cursor[Any], reader: Reader | None) -> None:
+    if reader is not None:  # for this transaction only (set_config(..., true))
+        cur.execute(query("act_as_reader"), {"role": reader.role, "claims": reader.claims()})
