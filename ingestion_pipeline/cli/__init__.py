@@ -15,6 +15,7 @@ from ingestion_pipeline.cli import (
     db,
     documents,
     lifecycle,
+    metrics,
     operations,
     reindex,
     search,
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         reindex,
         work,
         operations,
+        metrics,
         dagster_ui,
     ):
         module.register(commands)
