@@ -16,13 +16,19 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from psycopg import sql
 
 from ingestion_pipeline import Index
 from ingestion_pipeline.cli import main as ingest
+from ingestion_pipeline.db.connection import make_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.metrics.queue import queue_registry
 from ingestion_pipeline.metrics.searches import SEARCH_LATENCY, serve_search_metrics
+from ingestion_pipeline.settings import load_settings
 from tests.helpers import make_lease_stale, seed_job
 
 INGEST = Path(sys.executable).parent / "ingest"
@@ -162,3 +168,37 @@ def test_a_process_that_searches_exports_its_own_latency_histogram(db_url, work_
         served.stop()
     assert value(samples, f"{SEARCH_LATENCY}_count", mode="lexical") == 3
     assert value(samples, f"{SEARCH_LATENCY}_bucket", mode="lexical", le="+Inf") == 3
+
+
+def test_a_scrape_while_the_database_refuses_connections_says_so_and_recovers(db_url, pg_server):
+    """No failed scrape (Prometheus would lose every series): `ingest_database_up 0` and no
+    queue series, then 1 again once connections are accepted."""
+    settings = load_settings(database_url=db_url, connect_timeout_seconds=1)
+    name = psycopg.conninfo.conninfo_to_dict(db_url)["dbname"]
+    with make_pool(db_url, settings) as pool, psycopg.connect(pg_server.admin_url, autocommit=True) as admin:
+        registry, stop = queue_registry(IngestionRpc(pool))
+        try:
+            assert read(registry)[("ingest_database_up", ())] == 1
+            admin.execute(sql.SQL("alter database {} allow_connections false").format(sql.Identifier(name)))
+            try:
+                admin.execute("select pg_terminate_backend(pid) from pg_stat_activity where datname = %s", (name,))
+                down = read(registry)
+            finally:
+                admin.execute(sql.SQL("alter database {} allow_connections true").format(sql.Identifier(name)))
+            assert down[("ingest_database_up", ())] == 0
+            assert not any(sample_name.startswith("ingest_jobs") for sample_name, _ in down)
+            # The pool reconnects in the background, with its own backoff (psycopg_pool): a later
+            # scrape reads again. Each read waits for a connection up to the connect timeout
+            # (1 s), so this is no sleep; 60 reads bound it where the backoff is seconds.
+            assert any(read(registry)[("ingest_database_up", ())] == 1 for _ in range(60))
+        finally:
+            stop()
+
+
+def read(registry) -> Samples:
+    text = generate_latest(registry).decode()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
