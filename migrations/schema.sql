@@ -1765,6 +1765,41 @@ CREATE FUNCTION public.ingestion_queue_health(p_stale_after_seconds integer DEFA
     );
 $$;
 
+CREATE FUNCTION public.ingestion_queue_metrics() RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select jsonb_build_object(
+        'ok', true,
+        'jobs_by_status', (select coalesce(jsonb_object_agg(status, n), '{}')
+                             from (select status, count(*) as n from public.ingestion_jobs group by status) s),
+        'retry_waiting', j.retry_waiting,
+        'claims', j.claims,
+        'completed', j.completed,
+        'dead_lettered', j.dead_lettered,
+        'stale_leases', j.stale_leases,
+        'oldest_pending_seconds', coalesce(extract(epoch from now() - j.oldest_pending), 0),
+        'completed_last_minute', j.completed_last_minute,
+        'failed_by_format', (select coalesce(jsonb_object_agg(format, n), '{}')
+                               from (select coalesce(v.mime_type, d.mime_type, '') as format, count(*) as n
+                                       from public.ingestion_jobs f
+                                       join public.documents d on d.id = f.document_id
+                                       left join public.document_versions v
+                                              on v.document_id = f.document_id and v.version = f.document_version
+                                      where f.status = 'failed'
+                                      group by 1) s)
+    )
+      from (select count(*) filter (where status = 'pending' and next_run_at > now()) as retry_waiting,
+                   coalesce(sum(lease_token), 0) as claims,
+                   count(*) filter (where status = 'completed') as completed,
+                   count(*) filter (where status = 'failed' and stage = 'dead_letter') as dead_lettered,
+                   count(*) filter (where status = 'processing' and lease_expires_at < now()) as stale_leases,
+                   min(created_at) filter (where status = 'pending') as oldest_pending,
+                   count(*) filter (where status = 'completed'
+                                      and completed_at >= now() - interval '60 seconds') as completed_last_minute
+              from public.ingestion_jobs) j;
+$$;
+
 CREATE FUNCTION public.ingestion_sensor_state(p_stale_after_seconds integer DEFAULT 300, p_limit integer DEFAULT 100) RETURNS jsonb
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -4091,6 +4126,9 @@ GRANT ALL ON FUNCTION public.ingestion_index_totals() TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.ingestion_queue_health(p_stale_after_seconds integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.ingestion_queue_health(p_stale_after_seconds integer) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.ingestion_queue_metrics() FROM PUBLIC;
+GRANT ALL ON FUNCTION public.ingestion_queue_metrics() TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.ingestion_sensor_state(p_stale_after_seconds integer, p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.ingestion_sensor_state(p_stale_after_seconds integer, p_limit integer) TO ingestion_worker;

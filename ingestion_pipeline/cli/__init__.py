@@ -16,6 +16,7 @@ from ingestion_pipeline.cli import (
     documents,
     lifecycle,
     mcp,
+    metrics,
     operations,
     reindex,
     search,
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         reindex,
         work,
         operations,
+        metrics,
         dagster_ui,
         mcp,
     ):

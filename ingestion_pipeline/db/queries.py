@@ -3,7 +3,7 @@
 `query(name)` looks the name up in the application's query files: queries.sql (migrator,
 documents), search.sql (the search RPC), reading.sql (documents as a reader reads them),
 vector_search.sql (the vector path and its index) and one file per part of the RPC client
-(leases, generations, acks, batches, documents, lifecycle, sources, collections).
+(leases, generations, acks, batches, documents, lifecycle, sources, collections, metrics).
 A name defined twice, in one file or across them, is an error.
 """
 
@@ -28,6 +28,7 @@ QUERY_FILES = (
     "lifecycle.sql",
     "sources.sql",
     "collections.sql",
+    "metrics.sql",
 )
 
 

@@ -8,6 +8,7 @@ The query's vector, for vector and hybrid modes, comes from the embedder here.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import psycopg
@@ -21,6 +22,7 @@ from .model import MODES, Hit, Mode
 from .passages import hit_passages
 from .reading import Section, readable_collections, readable_sections
 from .rpc import Reader, search_documents
+from .timing import observe_searches, report
 
 __all__ = [
     "MODES",
@@ -30,6 +32,7 @@ __all__ = [
     "Section",
     "default_mode",
     "hit_passages",
+    "observe_searches",
     "readable_collections",
     "readable_sections",
     "search",
@@ -48,7 +51,9 @@ def search(
 ) -> list[Hit]:
     """One hit per document, best first, of `collections` only (None or empty: of all the
     caller may read). `reader`: search as that app reader would (rpc.Reader). `mode` None:
-    hybrid when `embedder` makes vectors, else lexical (`default_mode`)."""
+    hybrid when `embedder` makes vectors, else lexical (`default_mode`). Its latency goes to
+    the observers of timing.py (the metrics' histogram)."""
+    began = time.monotonic()
     if not text.strip():
         raise IngestError("the search query is empty")
     mode = mode or default_mode(embedder)
@@ -58,9 +63,11 @@ def search(
     if mode != "lexical":
         check_query_embedder(conn, embedder, mode, collections)
         vector = _query_vector(text, embedder, mode)
-    return search_documents(
+    hits = search_documents(
         conn, text, mode=mode, limit=limit, embedding=vector, collections=collections, reader=reader
     )
+    report(mode, time.monotonic() - began)
+    return hits
 
 
 def default_mode(embedder: Embedder | None) -> Mode:

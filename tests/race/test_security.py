@@ -90,6 +90,8 @@ WORKER_RPCS = {
     "remove_collection",
     # what the index holds, for `ingest status` and the Dagster asset (20261206000100)
     "ingestion_index_totals",
+    # the queue's metrics, read at each scrape of `ingest metrics` (20261206000300)
+    "ingestion_queue_metrics",
 }
 # Internal helpers (called by the RPCs or the trigger as their owner): granted to no one.
 INTERNAL = {

@@ -26,6 +26,7 @@ EXTRAS = {
     "llama-index": ("llama-index-core", "llama_index"),
     "langchain": ("langchain-core", "langchain_core"),
     "mcp": ("mcp", "mcp"),
+    "metrics": ("prometheus-client", "prometheus_client"),
 }
 # what the package imports only when asked: the extras' modules, and their frameworks' others
 MODULES = (*(module for _, module in EXTRAS.values()), "langchain", "mcp", "prometheus_client", "opentelemetry")
@@ -100,6 +101,7 @@ print(sorted({{name.split(".")[0] for name in sys.modules}} & set(frameworks)))
         "import ingestion_pipeline, ingestion_pipeline.api, ingestion_pipeline.integrations",
         "from ingestion_pipeline import Index",
         "import ingestion_pipeline.cli",
+        "from ingestion_pipeline.cli import main\ntry:\n    main(['metrics', '--help'])\nexcept SystemExit:\n    pass",
     ],
 )
 def test_importing_the_package_imports_no_framework(code: str) -> None:
@@ -127,3 +129,16 @@ def test_ingest_mcp_without_its_extra_says_how_to_install_it() -> None:
     ran = subprocess.run([sys.executable, "-c", WITHOUT_THE_SDK], capture_output=True, text=True, timeout=120)
     assert ran.returncode == 1 and ran.stdout == ""
     assert ran.stderr == "ingest: error: ingest mcp needs the MCP SDK: pip install 'ingestion-pipeline[mcp]'\n"
+
+
+def test_ingest_metrics_without_its_extra_says_how_to_get_it() -> None:
+    """As if prometheus_client were not installed (None in sys.modules: its import fails)."""
+    code = (
+        "import sys\nsys.modules['prometheus_client'] = None\nfrom ingestion_pipeline.cli import main\n"
+        "sys.exit(main(['metrics', '--database-url', 'postgresql://postgres@127.0.0.1:1/nope']))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "ingest: error: `ingest metrics` needs the metrics extra: pip install 'ingestion-pipeline[metrics]'"
+    ]

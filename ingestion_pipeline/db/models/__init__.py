@@ -4,9 +4,9 @@
 Split by concern, one module per part of the client (db/rpc/): refusals (`Refusal` and
 `RpcResult`, the base of every result), batches, generations, jobs (claims, leases and
 acknowledgements), items (what the bulk RPCs take), documents (versions, keys, known sources,
-history), lifecycle (deletes, cancels, retries), sources (registered sync sources) and
-collections (collections and their members). Every name is re-exported here: import from
-`ingestion_pipeline.db.models`.
+history), lifecycle (deletes, cancels, retries), sources (registered sync sources),
+collections (collections and their members) and metrics (the queue's, for `ingest metrics`).
+Every name is re-exported here: import from `ingestion_pipeline.db.models`.
 """
 
 from ingestion_pipeline.db.models.batches import (
@@ -64,10 +64,12 @@ from ingestion_pipeline.db.models.lifecycle import (
     LiveDocument,
     RetryRefusal,
 )
+from ingestion_pipeline.db.models.metrics import JOB_STATUSES, QueueMetrics
 from ingestion_pipeline.db.models.refusals import Refusal, RpcResult
 from ingestion_pipeline.db.models.sources import SourceLease, SyncSource
 
 __all__ = [
+    "JOB_STATUSES",
     "BatchCancelled",
     "BatchCreated",
     "BatchReport",
@@ -108,6 +110,7 @@ __all__ = [
     "LeaseRef",
     "LiveDocument",
     "QueueHealth",
+    "QueueMetrics",
     "Refusal",
     "RetryRefusal",
     "RpcResult",
