@@ -63,7 +63,13 @@ def run_process_group(
     # `command` is an argument list built by the caller (`ingest ui`: our own `dg dev`), never a shell string.
     proc = subprocess.Popen(command, env=env, cwd=cwd, start_new_session=True)  # noqa: S603
     requested = threading.Event()
-    previous = {signum: signal.signal(signum, lambda *_: requested.set()) for signum in FORWARDED}
+    requested_at: list[float] = []
+
+    def request(*_: object) -> None:
+        requested_at.append(time.monotonic())
+        requested.set()
+
+    previous = {signum: signal.signal(signum, request) for signum in FORWARDED}
     try:
         while proc.poll() is None and not requested.wait(0.5):
             pass
@@ -72,6 +78,9 @@ def run_process_group(
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     code = proc.wait()
+    if requested_at:  # how much of the bound the processes took (bench/ui_stop.py reads it)
+        seconds = time.monotonic() - requested_at[0]
+        print(f"{Path(command[0]).name}: every process stopped {seconds:.1f} s after the signal", flush=True)
     return 128 - code if code < 0 else code  # killed by a signal: the shell's convention
 
 
