@@ -60,8 +60,6 @@ def run_process_group(
 ) -> int:
     """Run `command` until it exits or we are asked to stop; its exit status. `before_interrupt`
     is called with the group's id once, before the group is interrupted (if any of it is left)."""
-    # `command` is an argument list built by the caller (`ingest ui`: our own `dg dev`), never a shell string.
-    proc = subprocess.Popen(command, env=env, cwd=cwd, start_new_session=True)  # noqa: S603
     requested = threading.Event()
     requested_at: list[float] = []
 
@@ -69,12 +67,20 @@ def run_process_group(
         requested_at.append(time.monotonic())
         requested.set()
 
+    # Our handlers go in before the command starts: a caught signal is reset to its default in
+    # the child, but an ignored one stays ignored, and `nohup ingest ui &` (or any background
+    # job of a script) starts us with SIGINT ignored: `dg dev` would then ignore our SIGINT,
+    # and every stop would end in the escalation.
     previous = {signum: signal.signal(signum, request) for signum in FORWARDED}
     try:
-        while proc.poll() is None and not requested.wait(0.5):
-            pass
+        # `command` is an argument list built by the caller (`ingest ui`: our own `dg dev`), never a shell string.
+        proc = subprocess.Popen(command, env=env, cwd=cwd, start_new_session=True)  # noqa: S603
+        try:
+            while proc.poll() is None and not requested.wait(0.5):
+                pass
+        finally:
+            stop_group(proc, grace_seconds, before_interrupt)
     finally:
-        stop_group(proc, grace_seconds, before_interrupt)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     code = proc.wait()
@@ -103,6 +109,9 @@ def stop_group(
         (signal.SIGKILL, KILL_SECONDS),
     )
     for signum, wait in steps:
+        if signum != signal.SIGINT:  # an escalation: say what outlived the grace, so that it can be found
+            left = ", ".join(describe(process) for process in group_members(pgid))
+            print(f"still running: {left}; {signum.name} to them", file=sys.stderr, flush=True)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signum)
         if _wait_empty(leader, wait):
@@ -120,6 +129,20 @@ def group_members(pgid: int) -> list[psutil.Process]:
         except (ProcessLookupError, psutil.Error):
             continue
     return members
+
+
+def describe(process: psutil.Process) -> str:
+    """A process in a few words: its pid and what it runs (`python -m dagster_webserver`:
+    dagster_webserver; a script: its name)."""
+    try:
+        argv = process.cmdline()
+    except psutil.Error:
+        return str(process.pid)
+    words = argv[1:] if argv and Path(argv[0]).name.startswith("python") else argv
+    if words[:1] == ["-m"]:
+        words = words[1:]
+    name = " ".join(Path(word).name for word in words[:2] if not word.startswith("-"))
+    return f"{process.pid} ({name or '?'})"
 
 
 def command_lines(pgid: int) -> list[list[str]]:

@@ -62,6 +62,21 @@ NOTING_TREE = textwrap.dedent("""
     time.sleep(600)
 """)
 
+# A leader and a child with Python's own Ctrl-C handling only (KeyboardInterrupt), each exiting
+# 0 on it, as `dg dev` and its services do.
+DEFAULT_TREE = textwrap.dedent("""
+    import os, subprocess, sys, time
+    ready = sys.argv[1]
+    try:
+        child = subprocess.Popen([sys.executable, __file__, ready, "child"]) if len(sys.argv) == 2 else None
+        open(os.path.join(ready, str(os.getpid())), "w").close()
+        time.sleep(600)
+    except KeyboardInterrupt:
+        if child:
+            child.wait()
+        sys.exit(0)
+""")
+
 # argv: the grace period, then the leader's script and its arguments. The hook notes the group's
 # id and how many of its processes were alive when it was called (before the interrupt), and
 # fails with HOOK_RAISES set.
@@ -104,7 +119,7 @@ def alive(pid: int) -> bool:
 
 
 def start_runner(
-    tmp_path: Path, script: str, grace: float, *leader_args: str
+    tmp_path: Path, script: str, grace: float, *leader_args: str, sigint_ignored: bool = False
 ) -> tuple[subprocess.Popen[str], list[int]]:
     """The runner (a process of its own, as `ingest ui` is) and the pids of the tree, once started."""
     (tmp_path / "tree.py").write_text(script)
@@ -116,6 +131,8 @@ def start_runner(
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        # as `nohup … &` or a script's background job starts a command
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None,
     )
     return runner, wait_for_files(ready, 2)
 
@@ -203,4 +220,16 @@ def test_a_hook_that_fails_does_not_keep_the_group_from_stopping(tmp_path, monke
 
     assert status(out) == "0"
     assert "could not prepare the stop (the database is gone); stopping anyway" in err
+    assert [pid for pid in tree if alive(pid)] == []
+
+
+def test_started_with_sigint_ignored_the_group_still_stops_on_our_sigint(tmp_path):
+    """An ignored signal stays ignored across exec, a caught one does not: the runner, started
+    the way `nohup ingest ui &` starts it, must not hand that on to the group."""
+    runner, tree = start_runner(tmp_path, DEFAULT_TREE, GRACE_SECONDS, sigint_ignored=True)
+
+    runner.send_signal(signal.SIGTERM)
+    out, err = runner.communicate(timeout=60)
+
+    assert status(out) == "0", err  # 143: the tree ignored SIGINT and the stop was escalated
     assert [pid for pid in tree if alive(pid)] == []
