@@ -6,11 +6,13 @@ For each signal (SIGINT, SIGTERM), --cycles starts of `ingest ui` on one scratch
 signal to its pid once the code location has loaded and the import sensor has ticked (the
 daemon is up). With --with-run, as many more cycles per signal with a run in flight at the
 stop: a refresh_batch_status run blocked on a batch row that this script keeps locked
-through the stop (tests/orchestration/ui_stop_cases.py), so only its interruption ends it.
+through the stop (ingest_testing/ui_stop.py), so only its interruption ends it.
 
+`ingest ui` runs as bench/dagster_ui.py starts it, with nothing set but INGEST_DATA_DIR.
 Per cycle: seconds from the signal to `ingest ui`'s exit ("group s": to the moment no process of
 its `dg dev` group was left, as `ingest ui` prints it), its exit status (0: `dg dev`
-stopped by itself; 143/137: the stop was escalated to SIGTERM/SIGKILL), its processes left,
+stopped by itself; 143/137: the stop was escalated to SIGTERM/SIGKILL), the escalations it
+printed (a process other than `dg dev` may be the one escalated, with exit 0), its processes left,
 `.tmp_dagster_home_*` folders in the checkout afterwards, temporary homes `dg dev` said it
 made, the run's status afterwards, and the load average when the signal was sent (the
 machine may be shared). Then per signal and case: min / median / max, and the counts; and
@@ -21,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import signal
 import statistics
 import tempfile
@@ -29,62 +30,73 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from common import command_line, print_table
+import psutil
+from common import ROOT, command_line, print_table
+from dagster_ui import DagsterUI
 
-from ingestion_pipeline.db import embedded
-from tests.orchestration.live_dagster import BIN, LiveDagster, clean_env
-from tests.orchestration.ui_stop_cases import (
+from ingest_testing.ui_stop import (
     BlockedRun,
     checkout_leftovers,
+    escalations,
+    group_seconds,
     run_statuses,
-    stop,
     temporary_homes,
 )
+from ingestion_pipeline.db import embedded
 
 BOUND_SECONDS = 10.0
-GROUP_STOPPED = re.compile(r"every process stopped ([0-9.]+) s after the signal")
-SENSOR_TICKS = """{ sensorOrError(sensorSelector: {repositoryName: "__repository__", repositoryLocationName:
-  "ingestion_pipeline", sensorName: "import_batch_sensor"}) { ... on Sensor { sensorState { ticks(limit: 1)
-  { status } } } } }"""
 
 
-def wait_for_daemon(live: LiveDagster) -> None:
-    live.wait_for(
-        "the import sensor's first tick",
-        lambda: live.graphql(SENSOR_TICKS)["sensorOrError"]["sensorState"]["ticks"],
-        timeout=240,
-        every=0.5,
-    )
+def clean_env(data: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("INGEST_", "DAGSTER_")) and k != "DATABASE_URL"}
+    return {**env, "INGEST_DATA_DIR": str(data)}
+
+
+def left_alive(processes: list[psutil.Process], timeout: float = 10) -> int:
+    """How many of these are still alive (zombies count as gone) after up to `timeout`."""
+
+    def alive(process: psutil.Process) -> bool:
+        try:
+            return process.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + timeout
+    while any(alive(p) for p in processes) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return sum(alive(p) for p in processes)
 
 
 def cycle(data: Path, logs: Path, signum: signal.Signals, with_run: bool, number: int) -> dict:
     log = logs / f"{signum.name}-{'run' if with_run else 'idle'}-{number}.log"
-    live = LiveDagster.start([str(BIN / "ingest"), "ui"], env=clean_env(data), log_path=log, timeout=300)
+    ui = DagsterUI(clean_env(data), log)
     run = None
     try:
-        wait_for_daemon(live)
+        ui.wait_ready()
         if with_run:
-            run = BlockedRun(live, embedded.start(data))
-            run.wait_in_flight(live)
+            run = BlockedRun(ui.graphql, embedded.start(data))
+            run.wait_in_flight()
+        family = psutil.Process(ui.proc.pid).children(recursive=True)
         load = os.getloadavg()[0]
-        stopped = stop(live, signum, deadline=60)
+        started = time.monotonic()
+        ui.proc.send_signal(signum)
+        code = ui.proc.wait(timeout=60)  # a hang: six times the bound
+        seconds = time.monotonic() - started
         status = run.status() if run else "-"
     finally:
         if run:
             run.release()
-        if live.proc.poll() is None:
-            live.kill_everything()
+        ui.stop()  # nothing left to stop, unless this cycle failed
     output = log.read_text(errors="replace")
-    group = GROUP_STOPPED.findall(output)
     return {
         "signal": signum.name,
-        "group": float(group[-1]) if group else None,
         "case": "run in flight" if with_run else "idle",
-        "seconds": stopped.seconds,
-        "code": stopped.code,
-        "left": len(stopped.left),
-        "leftovers": len(checkout_leftovers()),
-        "temporary homes": len(temporary_homes(output)),
+        "seconds": seconds,
+        "group": group_seconds(output),
+        "code": code,
+        "escalated": " ".join(escalations(output)) or "-",
+        "left": left_alive(family),
+        "leftovers": len(checkout_leftovers(ROOT)) + len(temporary_homes(output)),
         "run": status,
         "load": load,
     }
@@ -104,7 +116,8 @@ def summary(results: list[dict]) -> list[list[object]]:
                 f"{max(seconds):.1f}",
                 sum(s <= BOUND_SECONDS for s in seconds),
                 sum(r["code"] == 0 for r in group),
-                sum(r["left"] + r["leftovers"] + r["temporary homes"] for r in group),
+                sum(r["escalated"] == "-" for r in group),
+                sum(r["left"] + r["leftovers"] for r in group),
                 " ".join(f"{status} {n}" for status, n in Counter(r["run"] for r in group).items()),
             ]
         )
@@ -116,8 +129,8 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=10, help="starts per signal and case (default 10)")
     parser.add_argument("--with-run", action="store_true", help="also cycles with a run in flight at the stop")
     args = parser.parse_args()
-    if checkout_leftovers():
-        raise SystemExit(f"remove the checkout's {', '.join(checkout_leftovers())} first: they would be counted")
+    if checkout_leftovers(ROOT):
+        raise SystemExit(f"remove the checkout's {', '.join(checkout_leftovers(ROOT))} first: they would be counted")
 
     print(command_line())
     print(f"machine: nproc={os.cpu_count()}, load average at the start {os.getloadavg()[0]:.1f}")
@@ -129,8 +142,8 @@ def main() -> None:
             for with_run in (False, True) if args.with_run else (False,):
                 for signum in (signal.SIGINT, signal.SIGTERM):
                     for number in range(args.cycles):
-                        results.append(cycle(data, logs, signum, with_run, number))
-                        r = results[-1]
+                        r = cycle(data, logs, signum, with_run, number)
+                        results.append(r)
                         print(
                             f"{r['signal']} {r['case']} #{number + 1}: {r['seconds']:.1f} s, exit {r['code']}, "
                             f"run {r['run']}, load {r['load']:.1f}",
@@ -142,7 +155,7 @@ def main() -> None:
 
     print_table(
         "each stop",
-        ["signal", "case", "stop s", "group s", "exit", "processes left", ".tmp_dagster_home_*", "run after", "load"],
+        ["signal", "case", "stop s", "group s", "exit", "escalated", "left", "tmp homes", "run after", "load"],
         [
             [
                 r["signal"],
@@ -150,8 +163,9 @@ def main() -> None:
                 f"{r['seconds']:.1f}",
                 "-" if r["group"] is None else f"{r['group']:.1f}",
                 r["code"],
+                r["escalated"],
                 r["left"],
-                r["leftovers"] + r["temporary homes"],
+                r["leftovers"],
                 r["run"],
                 f"{r['load']:.1f}",
             ]
@@ -160,7 +174,7 @@ def main() -> None:
     )
     print_table(
         f"per signal and case (stop: seconds from the signal to the exit; bound {BOUND_SECONDS:.0f} s)",
-        ["signal", "case", "cycles", "min", "median", "max", "≤ 10 s", "exit 0", "left behind", "run after"],
+        ["signal", "case", "cycles", "min", "median", "max", "≤ 10 s", "exit 0", "no escalation", "left", "run after"],
         summary(results),
     )
     print_table("runs in Dagster's storage at the end", ["status", "runs"], sorted(statuses.items()))

@@ -98,7 +98,12 @@ def cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
             code = run_process_group(command, env=env, cwd=root, before_interrupt=cancel_in_flight)
             for run_id, status in ui_runs.finish_canceled(instance, canceling).items():
                 print(f"run {run_id[:8]} interrupted by the stop: {status}", flush=True)
-    return code
+    # Nothing is left to do, but the interpreter's teardown of all that Dagster imported took
+    # 0.3 s on idle cores and 1.2 s on busy ones, out of the stop's 10 s (process_group.py):
+    # skip it, as a process that has flushed its output and closed what it opened may.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 @contextlib.contextmanager

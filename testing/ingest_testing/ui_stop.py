@@ -1,4 +1,4 @@
-"""`ingest ui` stopped the way users stop it, with or without a run in flight: shared by
+"""`ingest ui` stopped with a run in flight, and what to look at afterwards: shared by
 tests/orchestration/test_ui_stop.py and bench/ui_stop.py.
 
 The run in flight is a `refresh_batch_status` run that cannot finish by itself: it refreshes
@@ -11,22 +11,25 @@ sees one snapshot of pg_stat_activity)."""
 from __future__ import annotations
 
 import re
-import signal
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
-import psutil
 import psycopg
 from psycopg.rows import dict_row
 
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.orchestration.instance import DAGSTER_DATABASE
-from tests.orchestration.live_dagster import ROOT, LiveDagster, gone, port_open
 
 REFRESH = """mutation ($config: RunConfigData) { launchRun(executionParams: {selector: {repositoryLocationName:
   "ingestion_pipeline", repositoryName: "__repository__", jobName: "refresh_batch_status"}, runConfigData: $config})
   { __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }"""
 TEMPORARY_HOME = re.compile(r"Using temporary directory (\S+) for storage")
+GROUP_STOPPED = re.compile(r"every process stopped ([0-9.]+) s after the signal")
+
+# GraphQL on the running webserver: (query, variables) -> the answer's data
+GraphQL = Callable[[str, dict[str, Any]], dict[str, Any]]
 
 
 def run_statuses(pipeline_url: str) -> dict[str, str]:
@@ -35,39 +38,38 @@ def run_statuses(pipeline_url: str) -> dict[str, str]:
         return dict(conn.execute("select run_id, status from runs").fetchall())
 
 
-def temporary_homes(log_text: str) -> list[str]:
+def temporary_homes(output: str) -> list[str]:
     """The temporary Dagster homes `dg dev` says it made (it makes one when DAGSTER_HOME is unset)."""
-    return TEMPORARY_HOME.findall(log_text)
+    return TEMPORARY_HOME.findall(output)
 
 
-def checkout_leftovers() -> list[str]:
-    return sorted(path.name for path in ROOT.glob(".tmp_dagster_home_*"))
+def group_seconds(output: str) -> float | None:
+    """How long `ingest ui` says its processes took to stop after the signal."""
+    found = GROUP_STOPPED.findall(output)
+    return float(found[-1]) if found else None
 
 
-@dataclass
-class Stopped:
-    code: int
-    seconds: float
-    left: list[int]  # pids of `ingest ui`'s processes still alive afterwards
-    port_open: bool
+def escalations(output: str) -> list[str]:
+    """The signals `ingest ui` escalated to (SIGTERM, SIGKILL), as it says on stderr."""
+    return re.findall(r"^still running: .*; (SIG[A-Z]+) to them$", output, re.MULTILINE)
 
 
-def stop(live: LiveDagster, signum: signal.Signals, deadline: float = 30) -> Stopped:
-    """`signum` to `ingest ui`'s pid (a terminal's Ctrl-C, `kill`, a service manager), and its
-    exit. `deadline` only catches a hang: it is three times the stop's bound."""
-    family = psutil.Process(live.proc.pid).children(recursive=True)
-    started = time.monotonic()
-    live.proc.send_signal(signum)
-    code = live.proc.wait(timeout=deadline)
-    seconds = time.monotonic() - started
-    return Stopped(code, seconds, gone(family), port_open(live.port))
+def checkout_leftovers(checkout: Path) -> list[str]:
+    return sorted(path.name for path in checkout.glob(".tmp_dagster_home_*"))
+
+
+def poll(what: str, probe: Callable[[], object], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not probe():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.2)
 
 
 class BlockedRun:
-    """A `refresh_batch_status` run of `live`'s Dagster, blocked on a batch row held locked
-    here until `release()`."""
+    """A `refresh_batch_status` run, blocked on a batch row held locked here until `release()`."""
 
-    def __init__(self, live: LiveDagster, pipeline_url: str):
+    def __init__(self, graphql: GraphQL, pipeline_url: str):
         self.pipeline_url = pipeline_url
         self.holder = psycopg.connect(pipeline_url, autocommit=True, row_factory=dict_row)
         self.observer = psycopg.connect(pipeline_url, autocommit=True, row_factory=dict_row)
@@ -76,23 +78,24 @@ class BlockedRun:
         self.holder.execute("begin")
         self.holder.execute("select 1 from import_batches where id = %s for update", (self.batch_id,))
         config = {"ops": {"refresh_batches": {"config": {"batch_ids": [self.batch_id]}}}}
-        launched = live.graphql(REFRESH, {"config": config})["launchRun"]
-        assert launched["__typename"] == "LaunchRunSuccess", launched
+        launched = graphql(REFRESH, {"config": config})["launchRun"]
+        if launched["__typename"] != "LaunchRunSuccess":
+            raise RuntimeError(f"could not launch the run: {launched}")
         self.run_id: str = launched["run"]["runId"]
 
     def status(self) -> str | None:
         return run_statuses(self.pipeline_url).get(self.run_id)
 
-    def wait_in_flight(self, live: LiveDagster, timeout: float = 180) -> None:
-        live.wait_for("the run to start", lambda: self.status() == "STARTED", timeout=timeout, every=0.2)
-        holder_pid = self.holder.info.backend_pid
+    def wait_in_flight(self, timeout: float = 180) -> None:
+        poll("the run to start", lambda: self.status() == "STARTED", timeout)
         blocked = "select count(*) as n from pg_stat_activity where %s = any(pg_blocking_pids(pid))"
-        live.wait_for(
-            "the run to wait for the locked batch",
-            lambda: self.observer.execute(blocked, (holder_pid,)).fetchone()["n"],
-            timeout=timeout,
-            every=0.2,
-        )
+        holder = self.holder.info.backend_pid
+
+        def waits_for_us() -> bool:
+            row = self.observer.execute(blocked, (holder,)).fetchone()
+            return bool(row and row["n"])
+
+        poll("the run to wait for the locked batch", waits_for_us, timeout)
 
     def release(self) -> None:
         self.holder.close()  # ends the transaction: the lock goes with it
