@@ -98,10 +98,10 @@ class DagsterUI:
             start_new_session=True,
         )
 
-    def graphql(self, query: str) -> dict:
+    def graphql(self, query: str, variables: dict | None = None) -> dict:
         request = urllib.request.Request(
             f"http://127.0.0.1:{self.port}/graphql",
-            data=json.dumps({"query": query}).encode(),
+            data=json.dumps({"query": query, "variables": variables or {}}).encode(),
             headers={"Content-Type": "application/json"},
         )
         with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - http://127.0.0.1, our own server

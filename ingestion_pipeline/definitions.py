@@ -41,7 +41,14 @@ def make_definitions(
         resources={
             "database": database or DatabaseResource(),
             "processing": processing or ProcessingResource(),
+            # Op outputs (the janitor's counts) stay in the run's memory: the fs default would
+            # write a file per op and run under Dagster's home, kept now, never cleaned.
+            "io_manager": dg.mem_io_manager,
         },
+        # Every job's ops run in its run worker: they are short database calls, and the
+        # multiprocess default started a Python process per op (seconds each on busy cores)
+        # that a stop of `ingest ui` then had to wait for.
+        executor=dg.in_process_executor,
     )
 
 

@@ -9,6 +9,8 @@ database-backed test runs on that server too: the `pg_server` fixture is paramet
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -98,6 +100,23 @@ def user_data_home(tmp_path_factory) -> Iterator[Path]:
         os.environ.pop("XDG_DATA_HOME", None)
     else:
         os.environ["XDG_DATA_HOME"] = previous
+
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+
+
+@pytest.fixture
+def artifacts(request, tmp_path) -> Iterator[Path]:
+    """A folder for what a test keeps for people to look at (a browser test's screenshots):
+    under the test's tmp path, and copied when the test ends, passed or failed, to
+    test-artifacts/<test id> at the checkout's root (ignored by git; docs/testing.md)."""
+    folder = tmp_path / "artifacts"
+    folder.mkdir()
+    yield folder
+    if any(folder.iterdir()):
+        target = ARTIFACTS / re.sub(r"[^\w.-]+", "_", request.node.nodeid)
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(folder, target)
 
 
 # Databases this process made on each server and has not dropped yet: at the end of the

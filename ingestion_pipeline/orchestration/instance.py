@@ -28,6 +28,7 @@ from psycopg import sql
 
 from ingestion_pipeline.db.connection import connect, direct_database_url, through_pooler
 from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.orchestration.home import dagster_home
 from ingestion_pipeline.settings import load_settings
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ class PipelineComputeLogManager(LocalComputeLogManager):
 
 
 def compute_log_dir() -> Path:
-    return load_settings().data_dir.resolve() / "dagster" / "compute_logs"
+    return dagster_home(load_settings().data_dir) / "compute_logs"
 
 
 def dagster_storage_url() -> str:

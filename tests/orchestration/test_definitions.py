@@ -68,3 +68,13 @@ def test_a_drain_run_is_one_process_with_a_runtime_limit():
     settings = get_settings()
     assert job.tags["ingestion/drain"] == "true"
     assert job.tags["dagster/max_runtime"] == str(int(settings.drain_run_seconds + settings.stale_after_seconds))
+
+
+def test_every_job_runs_its_ops_in_its_run_worker_and_keeps_their_outputs_in_memory():
+    """One process per run (a Python start per op made stopping `ingest ui` wait), and no
+    output files left under Dagster's home, which `ingest ui` keeps from one session to the next."""
+    import dagster as dg
+
+    for job in defs.resolve_all_job_defs():
+        assert job.executor_def is dg.in_process_executor, job.name
+        assert job.resource_defs["io_manager"] is dg.mem_io_manager, job.name

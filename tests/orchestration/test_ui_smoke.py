@@ -52,9 +52,9 @@ def test_plain_dagster_dev_in_the_checkout_loads_the_location(tmp_path):
     assert ".tmp_dagster_home_" in home and not Path(home).exists()
 
 
-# `ingest ui` escalates SIGINT (8 s) -> SIGTERM (1 s) -> SIGKILL to Dagster's process group
-# (cli/process_group.py): the escalation bounds the stop, whatever Dagster does; the wait below
-# is a deadline three times that bound (a hang), not a measure of it.
+# `ingest ui` sends SIGINT to Dagster's process group, and escalates to SIGTERM and SIGKILL what
+# is left after 8.5 s (cli/process_group.py): the escalation bounds the stop, whatever Dagster
+# does; the wait below is a deadline three times that bound (a hang), not a measure of it.
 STOP_DEADLINE_SECONDS = 30
 
 

@@ -46,13 +46,59 @@ SLOW_LEADER = textwrap.dedent("""
     child.wait()
 """)
 
-# argv: the grace period, then the leader's script and its arguments.
+# A leader and a child that each note which signal reached them (a file named after their pid
+# and the signal) and exit 0 on SIGINT, as Dagster's processes stop on Ctrl-C.
+NOTING_TREE = textwrap.dedent("""
+    import os, signal, subprocess, sys, time
+    ready = sys.argv[1]
+    def note(signum, frame):
+        open(os.path.join(ready, f"{os.getpid()}.{signal.Signals(signum).name}"), "w").close()
+        sys.exit(0)
+    signal.signal(signal.SIGINT, note)
+    signal.signal(signal.SIGTERM, note)
+    if len(sys.argv) == 2:
+        subprocess.Popen([sys.executable, __file__, ready, "child"])
+    open(os.path.join(ready, str(os.getpid())), "w").close()
+    time.sleep(600)
+""")
+
+# A leader and a child with Python's own Ctrl-C handling only (KeyboardInterrupt), each exiting
+# 0 on it, as `dg dev` and its services do.
+DEFAULT_TREE = textwrap.dedent("""
+    import os, subprocess, sys, time
+    ready = sys.argv[1]
+    try:
+        child = subprocess.Popen([sys.executable, __file__, ready, "child"]) if len(sys.argv) == 2 else None
+        open(os.path.join(ready, str(os.getpid())), "w").close()
+        time.sleep(600)
+    except KeyboardInterrupt:
+        if child:
+            child.wait()
+        sys.exit(0)
+""")
+
+# argv: the grace period, then the leader's script and its arguments. The hook notes the group's
+# id and how many of its processes were alive when it was called (before the interrupt), and
+# fails with HOOK_RAISES set.
 RUNNER = textwrap.dedent("""
-    import sys
-    from ingestion_pipeline.cli.process_group import run_process_group
-    code = run_process_group([sys.executable, *sys.argv[2:]], env=None, cwd=None, grace_seconds=float(sys.argv[1]))
+    import os, sys
+    from ingestion_pipeline.cli.process_group import group_members, run_process_group
+    def before_interrupt(pgid):
+        print(f"hook {pgid} {len(group_members(pgid))}", flush=True)
+        if os.environ.get("HOOK_RAISES"):
+            raise RuntimeError("the database is gone")
+    code = run_process_group(
+        [sys.executable, *sys.argv[2:]], env=None, cwd=None, grace_seconds=float(sys.argv[1]),
+        before_interrupt=before_interrupt,
+    )
     print(code)
 """)
+
+
+def status(out: str) -> str:
+    """The runner's last line: run_process_group's result."""
+    return out.strip().splitlines()[-1]
+
 
 FORMER_GRACE_SECONDS = 4.0  # cut a clean `dagster dev` shutdown short on loaded CI cores
 
@@ -73,7 +119,7 @@ def alive(pid: int) -> bool:
 
 
 def start_runner(
-    tmp_path: Path, script: str, grace: float, *leader_args: str
+    tmp_path: Path, script: str, grace: float, *leader_args: str, sigint_ignored: bool = False
 ) -> tuple[subprocess.Popen[str], list[int]]:
     """The runner (a process of its own, as `ingest ui` is) and the pids of the tree, once started."""
     (tmp_path / "tree.py").write_text(script)
@@ -82,8 +128,11 @@ def start_runner(
     runner = subprocess.Popen(
         [sys.executable, "-c", RUNNER, str(grace), str(tmp_path / "tree.py"), str(ready), *leader_args],
         stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        # as `nohup … &` or a script's background job starts a command
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None,
     )
     return runner, wait_for_files(ready, 2)
 
@@ -95,7 +144,7 @@ def test_a_signal_to_the_runner_stops_a_tree_that_ignores_polite_signals(tmp_pat
     runner.send_signal(signum)
     out, _ = runner.communicate(timeout=60)
 
-    assert out.strip() == str(128 + signal.SIGKILL)  # the leader ignored SIGINT and SIGTERM
+    assert status(out) == str(128 + signal.SIGKILL)  # the leader ignored SIGINT and SIGTERM
     assert [pid for pid in tree if alive(pid)] == []
 
 
@@ -111,7 +160,7 @@ def test_when_the_leader_exits_by_itself_its_children_are_stopped(tmp_path):
         text=True,
         timeout=60,
     )
-    assert done.stdout.strip() == "0"
+    assert status(done.stdout) == "0"
     tree = wait_for_files(ready, 2)
     assert [pid for pid in tree if alive(pid)] == []
 
@@ -124,7 +173,7 @@ def test_with_the_default_grace_a_tree_that_ignores_polite_signals_is_gone_withi
     out, _ = runner.communicate(timeout=60)
     elapsed = time.monotonic() - started
 
-    assert out.strip() == str(128 + signal.SIGKILL)
+    assert status(out) == str(128 + signal.SIGKILL)
     assert [pid for pid in tree if alive(pid)] == []
     assert GRACE_SECONDS <= elapsed < STOP_SECONDS, elapsed  # it waited the grace out, and no longer than the bound
 
@@ -140,6 +189,47 @@ def test_a_clean_shutdown_slower_than_the_former_grace_is_not_escalated(tmp_path
     out, _ = runner.communicate(timeout=60)
     elapsed = time.monotonic() - started
 
-    assert out.strip() == "0"  # the leader exited by itself: no SIGTERM (143), no SIGKILL (137)
+    assert status(out) == "0"  # the leader exited by itself: no SIGTERM (143), no SIGKILL (137)
     assert [pid for pid in tree if alive(pid)] == []
     assert seconds <= elapsed < GRACE_SECONDS, elapsed
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_the_hook_runs_first_then_sigint_reaches_every_process_of_the_group(tmp_path, signum):
+    """A terminal's Ctrl-C interrupts every process of `dg dev` at once, and so do we: each
+    starts its own shutdown (a run worker ends its run) instead of waiting its turn."""
+    runner, tree = start_runner(tmp_path, NOTING_TREE, GRACE_SECONDS)
+
+    runner.send_signal(signum)
+    out, _ = runner.communicate(timeout=60)
+
+    assert status(out) == "0"  # both stopped by themselves: nothing escalated
+    [hook] = [line for line in out.splitlines() if line.startswith("hook ")]
+    _, pgid, alive_then = hook.split()
+    assert int(pgid) in tree and alive_then == "2"  # called with the group's id, before anything was stopped
+    assert sorted(path.name for path in (tmp_path / "ready").glob("*.*")) == sorted(f"{pid}.SIGINT" for pid in tree)
+    assert "every process stopped" in out
+
+
+def test_a_hook_that_fails_does_not_keep_the_group_from_stopping(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOOK_RAISES", "1")
+    runner, tree = start_runner(tmp_path, NOTING_TREE, GRACE_SECONDS)
+
+    runner.send_signal(signal.SIGTERM)
+    out, err = runner.communicate(timeout=60)
+
+    assert status(out) == "0"
+    assert "could not prepare the stop (the database is gone); stopping anyway" in err
+    assert [pid for pid in tree if alive(pid)] == []
+
+
+def test_started_with_sigint_ignored_the_group_still_stops_on_our_sigint(tmp_path):
+    """An ignored signal stays ignored across exec, a caught one does not: the runner, started
+    the way `nohup ingest ui &` starts it, must not hand that on to the group."""
+    runner, tree = start_runner(tmp_path, DEFAULT_TREE, GRACE_SECONDS, sigint_ignored=True)
+
+    runner.send_signal(signal.SIGTERM)
+    out, err = runner.communicate(timeout=60)
+
+    assert status(out) == "0", err  # 143: the tree ignored SIGINT and the stop was escalated
+    assert [pid for pid in tree if alive(pid)] == []
