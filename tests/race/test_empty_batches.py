@@ -34,10 +34,16 @@ def test_a_batch_of_duplicates_completes(token_schema, new_conn, tmp_path):
     with make_pool(token_schema.url, settings) as pool:
         report = enqueue_files(pool, [tmp_path], max_bytes=1 << 20)
     assert [(f.outcome, f.document_id) for f in report.files] == [("unchanged", indexed)]
+    batch_id = report.batch_id
+    if batch_id is None:
+        # Today's enqueue writes no batch when no file gets a job (issue 48); a batch can still
+        # be left with none (the race enqueue_paths describes, or one made through the RPC).
+        assert token_schema.hardened
+        batch_id = rpc.create_batch("every file a duplicate").batch_id
 
     # Refreshed here whatever the enqueue itself does at the end.
-    refreshed = rpc.refresh_batch(report.batch_id)
-    stored = batch(conn, report.batch_id)
+    refreshed = rpc.refresh_batch(batch_id)
+    stored = batch(conn, batch_id)
 
     if not token_schema.hardened:
         assert (refreshed.status, stored["status"], stored["completed_at"]) == ("pending", "pending", None)
