@@ -25,3 +25,17 @@ def test_rows_load_back_exactly(conn):
 
 def test_no_rows_is_an_empty_copy():
     assert with_leading_columns(encode_rows([]), uuid4()) == b""
+
+
+def test_float4_vectors_load_back_bit_for_bit(conn):
+    """Nine significant digits: every float4 (the column's type, and pgvector's) survives."""
+    import numpy as np
+
+    bits = np.random.default_rng(7).integers(0, 2**32, 4096, dtype=np.uint32)
+    values = bits.view(np.float32)
+    values = values[np.isfinite(values)][:2048].reshape(8, 256)
+    conn.execute("create temp table v (n int, v real[])")
+    with conn.cursor() as cur, cur.copy("copy v (n, v) from stdin") as copy:
+        copy.write(encode_rows((n, row.tolist()) for n, row in enumerate(values)) + b"\n")
+    back = np.array([r["v"] for r in conn.execute("select v from v order by n").fetchall()], dtype=np.float32)
+    assert back.view(np.uint32).tolist() == values.view(np.uint32).tolist()
