@@ -27,8 +27,9 @@ _BATCH = 256  # texts per embed() call unless the embedder says (`batch_size`): 
 class Embedder(Protocol):
     """Optional attributes, read with getattr: `runs_in_child` (default True: the worker may
     embed in its parsing children, under their time limit; False for an embedder that waits
-    on the network), `batch_size` (texts per embed() call), and what the index records of
-    it (`embedder_record`): `model_id` (default: `name`) and `version`."""
+    on the network), `batch_size` (texts per embed() call), `child_modules` (modules the
+    worker's fork server imports once for every parsing child), and what the index records
+    of it (`embedder_record`): `model_id` (default: `name`) and `version`."""
 
     name: str
     dimensions: int | None
@@ -135,7 +136,7 @@ def embed_chunks(chunks: list[Chunk], embedder: Embedder, document: ParsedDocume
             return list(chunks)
         if len(vectors) != len(batch):
             raise ValueError(f"embedder {embedder.name!r} returned {len(vectors)} vectors for {len(batch)} texts")
-        embedded.extend(replace(c, embedding=[float(x) for x in v]) for c, v in zip(batch, vectors, strict=True))
+        embedded.extend(replace(c, embedding=list(map(float, v))) for c, v in zip(batch, vectors, strict=True))
     return embedded
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ingestion_pipeline.errors import ConfigError
+from ingestion_pipeline.processing.word_pieces import WordPieces, word_pieces
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,8 +37,15 @@ if TYPE_CHECKING:
 _WEIGHTS = ("model.safetensors", "embeddings.safetensors")
 # Loaded models, per process: every task sends the parsing child a new (unpickled) embedder,
 # and the child loads its model once, when it starts (`warm`, from worker/isolation.py).
-_LOADED: dict[StaticModel, tuple[np.ndarray[Any, Any], Tokenizer]] = {}
+_LOADED: dict[StaticModel, Loaded] = {}
 _TENSORS = ("embeddings", "embedding.weight")
+
+
+@dataclass(frozen=True)
+class Loaded:
+    matrix: np.ndarray[Any, Any]
+    tokenizer: Tokenizer
+    words: WordPieces | None  # word-at-a-time ids, for the tokenizers that allow it
 
 
 @dataclass(frozen=True)
@@ -94,6 +102,8 @@ class StaticEmbedder:
 
     runs_in_child = True  # CPU work: the parsing children have the cores
     batch_size = 256
+    # Imported by the fork server, so not by each parsing child (0.4 s of CPU apiece)
+    child_modules = ("numpy", "safetensors", "tokenizers", "tokenizers.models")
 
     def __init__(self, model: StaticModel) -> None:
         self.model = model
@@ -107,11 +117,11 @@ class StaticEmbedder:
     def embed(self, texts: list[str]) -> list[list[float]] | None:
         import numpy as np
 
-        matrix, tokenizer = self._load()
+        loaded = self._load()
+        matrix = loaded.matrix
         vectors = np.zeros((len(texts), matrix.shape[1]), dtype=np.float32)
-        # encode_batch_fast: the same ids without the character offsets (a quarter of the time)
-        for row, encoding in enumerate(tokenizer.encode_batch_fast(texts, add_special_tokens=False)):
-            ids = np.asarray(encoding.ids, dtype=np.int64)
+        for row, token_ids in enumerate(_token_ids(texts, loaded)):
+            ids = np.asarray(token_ids, dtype=np.int64)
             if ids.size:
                 vectors[row] = matrix[np.clip(ids, 0, matrix.shape[0] - 1)].mean(axis=0)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -122,13 +132,26 @@ class StaticEmbedder:
         """Load the model now (a parsing child, before it takes a task: not on a parse's clock)."""
         self._load()
 
-    def _load(self) -> tuple[np.ndarray[Any, Any], Tokenizer]:
+    def _load(self) -> Loaded:
         if self.model not in _LOADED:
             _LOADED[self.model] = _read_model(self.model)
         return _LOADED[self.model]
 
 
-def _read_model(model: StaticModel) -> tuple[np.ndarray[Any, Any], Tokenizer]:
+def _token_ids(texts: list[str], loaded: Loaded) -> list[list[int]]:
+    """Each text's ids without special tokens: word at a time where the tokenizer allows it
+    (processing/word_pieces.py: 5.4 -> 1.3 ms for a job's 23 chunks), else the tokenizer's."""
+    found = [None if loaded.words is None else loaded.words.ids(text) for text in texts]
+    rest = [at for at, ids in enumerate(found) if ids is None]
+    if rest:
+        # encode_batch_fast: the same ids without the character offsets (a quarter of the time)
+        encodings = loaded.tokenizer.encode_batch_fast([texts[at] for at in rest], add_special_tokens=False)
+        for at, encoding in zip(rest, encodings, strict=True):
+            found[at] = encoding.ids
+    return [ids or [] for ids in found]
+
+
+def _read_model(model: StaticModel) -> Loaded:
     import numpy as np
     from tokenizers import Tokenizer
 
@@ -136,7 +159,7 @@ def _read_model(model: StaticModel) -> tuple[np.ndarray[Any, Any], Tokenizer]:
     tokenizer = Tokenizer.from_file(str(model.tokenizer))
     tokenizer.no_padding()
     tokenizer.no_truncation()
-    return matrix, tokenizer
+    return Loaded(matrix, tokenizer, word_pieces(tokenizer))
 
 
 def _read_matrix(path: Path) -> np.ndarray[Any, Any]:

@@ -214,10 +214,13 @@ class ParsePool:
             if self._pool is None:
                 context = multiprocessing.get_context("forkserver")
                 # The fork server imports the parsers, and the worker's main module (which
-                # every child would import again otherwise), once; every child it forks has
-                # them, so replacing a child (after its tasks, a timeout, a crash) costs a
-                # fork, not the imports (half a second of CPU each).
-                context.set_forkserver_preload(["__main__", "ingestion_pipeline.worker.isolation", *PARSER_MODULES])
+                # every child would import again otherwise), and the embedder's libraries,
+                # once; every child it forks has them, so replacing a child (after its tasks,
+                # a timeout, a crash) costs a fork, not the imports (half a second of CPU each).
+                embedder_modules = list(getattr(self._warm, "child_modules", ()))
+                context.set_forkserver_preload(
+                    ["__main__", "ingestion_pipeline.worker.isolation", *PARSER_MODULES, *embedder_modules]
+                )
                 self._pool = pebble.ProcessPool(
                     max_workers=self.limits.processes,
                     max_tasks=self.limits.tasks_per_child,

@@ -65,16 +65,72 @@ def test_our_vectors_are_the_packages_own():
         "print(json.dumps(out.tolist()))\n"
     )
     model = wordllama_model()
+    # a word at a time, and (holding "<s>", which the tokenizer matches whole) by the tokenizer
+    texts = [*TEXTS[:3], _word_salad(1, 300), "The <s> and </s> of a chunk"]
     theirs = json.loads(
         subprocess.run(
-            [sys.executable, "-c", script, str(model.weights), str(model.tokenizer), json.dumps(TEXTS[:3])],
+            [sys.executable, "-c", script, str(model.weights), str(model.tokenizer), json.dumps(texts)],
             check=True,
             capture_output=True,
             text=True,
         ).stdout
     )
-    ours = StaticEmbedder(model).embed(TEXTS[:3]) or []
+    ours = StaticEmbedder(model).embed(texts) or []
     assert max(abs(a - b) for x, y in zip(ours, theirs, strict=True) for a, b in zip(x, y, strict=True)) < 1e-5
+
+
+def _word_salad(seed: int, words: int) -> str:
+    """Text with what a tokenizer trips on: runs of spaces, tabs and newlines, accents,
+    scripts without spaces, emoji (byte fallback), a "▁", a zero-width space."""
+    import random
+
+    rng = random.Random(seed)
+    vocabulary = [
+        *"the index of a document page section chunk PostgreSQL's ORDER BY tsvector".split(),
+        "naïve",
+        "café",
+        "日本語の文書",
+        "Привет",
+        "🎉",
+        "x\u200by",
+        "<s",
+        "/s>",
+        "▁",
+        "1234567",
+        "e.g.,",
+    ]
+    spaces = [" ", " ", " ", "  ", "   ", "\n", "\n\n", "\t", " \n ", ""]
+    return "".join(rng.choice(vocabulary) + rng.choice(spaces) for _ in range(words))
+
+
+def test_word_at_a_time_ids_are_the_tokenizers():
+    """The default model's ids come a word at a time (processing/word_pieces.py): they must be
+    the ids of the tokenizer as the package ships it, text for text."""
+    from tokenizers import Tokenizer
+
+    from ingestion_pipeline.processing.word_pieces import word_pieces
+
+    shipped = Tokenizer.from_file(str(wordllama_model().tokenizer))
+    words = word_pieces(shipped)
+    assert words is not None
+    texts = [*TEXTS, " leading", "trailing  ", "   ", "\n", "▁", *(_word_salad(seed, 400) for seed in range(50))]
+    for text in texts:
+        assert words.ids(text) == shipped.encode(text, add_special_tokens=False).ids, text
+    assert words.ids("a <s> b") is None  # an added token's spelling: the tokenizer's to read
+
+
+@pytest.mark.parametrize(("vocabulary", "cut"), [(["▁", "a", "▁a"], True), (["▁", "a", "a▁"], False)])
+def test_words_are_cut_only_where_no_token_spans_a_word_start(vocabulary, cut):
+    """A token with "▁" after another character could join two words: then the tokenizer reads."""
+    from tokenizers import Tokenizer, normalizers
+    from tokenizers.models import BPE
+
+    from ingestion_pipeline.processing.word_pieces import word_pieces
+
+    merges = [("▁", "a")] if cut else [("a", "▁")]
+    tokenizer = Tokenizer(BPE({t: i for i, t in enumerate(vocabulary)}, merges))
+    tokenizer.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    assert (word_pieces(tokenizer) is not None) is cut
 
 
 def test_pickling_sends_the_paths_not_the_matrix():
