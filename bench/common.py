@@ -6,6 +6,7 @@ Bench-only code: it writes queue tables directly to seed them (the package never
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import shutil
@@ -52,6 +53,26 @@ def embedded_server(keep: bool = False, data_dir: Path | None = None) -> Iterato
             print(f"kept {folder}", file=sys.stderr)
         elif data_dir is None:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def server_cpu_seconds(uri: str) -> float:
+    """CPU the server's processes have used so far (a local server): the postmaster's own and
+    its reaped children's (backends that ended), plus every live child's. Deltas of this
+    around a drain are the database's share of it."""
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def stat(pid: int) -> list[str]:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+    with psycopg.connect(uri) as conn:
+        backend = conn.execute("select pg_backend_pid()").fetchone()[0]
+        postmaster = int(stat(backend)[1])  # field 4 of stat: the parent
+    total = sum(int(x) for x in stat(postmaster)[11:15])  # utime, stime, cutime, cstime
+    for child in Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text().split():
+        # ended meanwhile: counted in the postmaster's cutime at the next reading
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            total += sum(int(x) for x in stat(int(child))[11:13])
+    return total / ticks
 
 
 def db_uri(server_uri: str, dbname: str) -> str:

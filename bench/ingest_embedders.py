@@ -7,12 +7,15 @@ parsing children): issue 47's bar, the default at >= 0.8x the docs/s of none."""
 from __future__ import annotations
 
 import argparse
+import resource
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import connect, create_database, drop_database, median, print_table
+import psutil
+from common import connect, create_database, drop_database, median, print_table, server_cpu_seconds
 from ingest_runs import Run, cell, ingest
+from mixed_corpus import cpu_seconds, reap_orphans, subreaper
 
 
 def embedder_configurations(server_url: str, key: str, model: str, args: argparse.Namespace) -> list[tuple]:
@@ -48,6 +51,8 @@ class EmbedRun:
     run: Run
     requests: int  # answered by the local server during the drain, faults included
     server_cpu: float  # this process's CPU during the drain: the local server answering
+    worker_cpu: float  # `ingest work`'s whole tree: the worker, its fork server, the parsing children
+    database_cpu: float  # the PostgreSQL server's processes
 
 
 def compare_embedders(server_uri: str, folder: Path, args: argparse.Namespace) -> None:
@@ -65,22 +70,30 @@ def compare_embedders(server_uri: str, folder: Path, args: argparse.Namespace) -
                 with connect(uri) as conn:
                     conn.execute("checkpoint")
                 requests, cpu = server.requests, time.process_time()
-                run = ingest(
-                    uri,
-                    folder,
-                    argparse.Namespace(
-                        **{
-                            **vars(args),
-                            "via": "cli",
-                            "processes": 1,
-                            "parse_processes": None,
-                            "concurrency": None,
-                            "env": env,
-                        }
-                    ),
-                )
+                database, children = server_cpu_seconds(uri), cpu_seconds(resource.getrusage(resource.RUSAGE_CHILDREN))
+                known = {child.pid for child in psutil.Process().children()}
+                with subreaper():  # the fork server outlives `ingest work`: reaped (and counted) here
+                    run = ingest(
+                        uri,
+                        folder,
+                        argparse.Namespace(
+                            **{
+                                **vars(args),
+                                "via": "cli",
+                                "processes": 1,
+                                "parse_processes": None,
+                                "concurrency": None,
+                                "env": env,
+                            }
+                        ),
+                    )
+                    reap_orphans(known)
+                worker_cpu = cpu_seconds(resource.getrusage(resource.RUSAGE_CHILDREN)) - children
+                database_cpu = server_cpu_seconds(uri) - database
                 drop_database(server_uri, "bench_ingest_embedders")
-                runs[label].append(EmbedRun(run, server.requests - requests, time.process_time() - cpu))
+                runs[label].append(
+                    EmbedRun(run, server.requests - requests, time.process_time() - cpu, worker_cpu, database_cpu)
+                )
                 print(
                     f"round {number}, {label}: {run.report['completed']}/{run.files} docs in {run.seconds:.2f}s, "
                     f"{run.docs_per_s:.1f} docs/s, {server.requests - requests} requests",
@@ -104,6 +117,8 @@ def print_embedders(runs: dict[str, list[EmbedRun]], args: argparse.Namespace) -
             median([e.requests for e in done]),
             cell("{:.2f}", median([e.run.stage("embed", "p50") * 1000 for e in done])),
             f"{median([e.server_cpu for e in done]):.2f}",
+            f"{median([e.worker_cpu for e in done]):.2f}",
+            f"{median([e.database_cpu for e in done]):.2f}",
             f"{docs_per_s / base:.2f}",
         ]
 
@@ -119,6 +134,8 @@ def print_embedders(runs: dict[str, list[EmbedRun]], args: argparse.Namespace) -
             "requests",
             "embed p50 ms",
             "server CPU s",
+            "worker CPU s",
+            "database CPU s",
             "vs no embedder",
         ],
         [row(label, done) for label, done in runs.items()],
@@ -126,6 +143,8 @@ def print_embedders(runs: dict[str, list[EmbedRun]], args: argparse.Namespace) -
     print(
         "\ndrain s: from the start of `ingest work` to its exit (start-up included). embed p50: the embed "
         "stage of a job (openai: in the job's thread, requests of INGEST_OPENAI_BATCH_SIZE=32 chunks; hash: in "
-        "the parsing children). server CPU: this process's CPU during the drain, i.e. the local server. "
+        "the parsing children). server CPU: this process's CPU during the drain, i.e. the local server. worker CPU: "
+        "`ingest work`'s whole tree (the worker, its fork server, the parsing children). database CPU: the "
+        "PostgreSQL server's processes. "
         f"openai vectors as {args.embed_encoding}"
     )
