@@ -39,6 +39,7 @@ _WEIGHTS = ("model.safetensors", "embeddings.safetensors")
 # and the child loads its model once, when it starts (`warm`, from worker/isolation.py).
 _LOADED: dict[StaticModel, Loaded] = {}
 _TENSORS = ("embeddings", "embedding.weight")
+DEFAULT_MODEL_NAME = "wordllama-l2-supercat-256"
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def wordllama_model() -> StaticModel:
         raise ConfigError("bad setting INGEST_EMBEDDER: wordllama is not installed (pip install wordllama)")
     root = Path(next(iter(spec.submodule_search_locations)))
     model = StaticModel(
-        name="wordllama-l2-supercat-256",
+        name=DEFAULT_MODEL_NAME,
         weights=root / "weights" / "l2_supercat_256.safetensors",
         tokenizer=root / "tokenizers" / "l2_supercat_tokenizer_config.json",
         version=_package_version("wordllama"),
@@ -102,13 +103,22 @@ class StaticEmbedder:
 
     runs_in_child = True  # CPU work: the parsing children have the cores
     batch_size = 256
-    # Imported by the fork server, so not by each parsing child (0.4 s of CPU apiece)
-    child_modules = ("numpy", "safetensors", "tokenizers", "tokenizers.models")
 
     def __init__(self, model: StaticModel) -> None:
         self.model = model
         self.name = model.name
         self.dimensions: int | None = _read_dimensions(model.weights)
+
+    @property
+    def child_modules(self) -> tuple[str, ...]:
+        """What the worker's fork server imports for every parsing child: the libraries (0.4 s
+        of CPU a child otherwise), and for the default model the model itself
+        (processing/default_model.py), which each child would load again (0.2 s of CPU, and
+        a child is replaced every INGEST_PARSE_TASKS_PER_CHILD tasks)."""
+        libraries = ("numpy", "safetensors", "tokenizers", "tokenizers.models")
+        if self.model.name == DEFAULT_MODEL_NAME:
+            return (*libraries, "ingestion_pipeline.processing.default_model")
+        return libraries
 
     @property
     def version(self) -> str:
@@ -129,7 +139,8 @@ class StaticEmbedder:
         return vectors.tolist()  # type: ignore[no-any-return]
 
     def warm(self) -> None:
-        """Load the model now (a parsing child, before it takes a task: not on a parse's clock)."""
+        """Load the model now (a parsing child, before it takes a task: not on a parse's clock;
+        or the fork server, for the children it forks)."""
         self._load()
 
     def _load(self) -> Loaded:

@@ -133,6 +133,23 @@ def test_words_are_cut_only_where_no_token_spans_a_word_start(vocabulary, cut):
     assert (word_pieces(tokenizer) is not None) is cut
 
 
+def test_the_fork_server_loads_the_default_model_once_for_every_child(tmp_path):
+    """The worker's fork server imports an embedder's child_modules before it forks the
+    parsing children: for the default model, one of them loads it."""
+    modules = StaticEmbedder(wordllama_model()).child_modules
+    assert "ingestion_pipeline.processing.default_model" in modules
+    script = (
+        "import importlib, sys\n"
+        "for name in sys.argv[1:]: importlib.import_module(name)\n"
+        "from ingestion_pipeline.processing.static_embedder import _LOADED\n"
+        "print([model.name for model in _LOADED])\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script, *modules], check=True, capture_output=True, text=True)
+    assert json.loads(run.stdout.replace("'", '"')) == ["wordllama-l2-supercat-256"]
+    other = StaticEmbedder(folder_model(_model2vec_folder(tmp_path)))
+    assert "ingestion_pipeline.processing.default_model" not in other.child_modules  # its children load it
+
+
 def test_pickling_sends_the_paths_not_the_matrix():
     embedder = StaticEmbedder(wordllama_model())
     before = embedder.embed(TEXTS[:1])
