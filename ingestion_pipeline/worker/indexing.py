@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
+from ingestion_pipeline.db.chunk_table import ChunkTable
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.processing import ProcessingError, chunk_sections, embed_chunks, embedder_record, parse
 from ingestion_pipeline.worker.artifacts import EncodedArtifacts, encode_artifacts, write_encoded
@@ -26,11 +27,11 @@ def index_document(run: JobRun) -> Built:
         if row is None:
             raise ProcessingError("the document's uploaded bytes are missing")
     # Looked up once per worker, and before a connection is taken (the look-up takes one).
-    with_headings = ctx.rpc.chunks_have_headings
+    table = ctx.rpc.chunk_table
     if ctx.parse_pool is None:
-        artifacts = _process_in_thread(run, bytes(row["content"]), with_headings)
+        artifacts = _process_in_thread(run, bytes(row["content"]), table)
     else:
-        artifacts = _process_in_child(run, ctx.parse_pool, bytes(row["content"]), with_headings)
+        artifacts = _process_in_child(run, ctx.parse_pool, bytes(row["content"]), table)
     with run.stage("write", 80, chunks=artifacts.chunk_count):
         begun = run.fenced(
             ctx.rpc.begin_generation(job.job_id, job.document_id, ctx.worker_id, lease_token=job.lease_token)
@@ -50,7 +51,7 @@ def index_document(run: JobRun) -> Built:
     return Built(begun.generation_id, metadata, artifacts.chunk_count, embedder_record(ctx.embedder).as_json())
 
 
-def _process_in_thread(run: JobRun, content: bytes, with_headings: bool) -> EncodedArtifacts:
+def _process_in_thread(run: JobRun, content: bytes, table: ChunkTable) -> EncodedArtifacts:
     job, ctx = run.job, run.ctx
     with run.stage("parse", 20):
         parsed = parse(content, job.source_name, max_bytes=ctx.max_bytes, ocr=ctx.ocr)
@@ -58,10 +59,10 @@ def _process_in_thread(run: JobRun, content: bytes, with_headings: bool) -> Enco
         chunks = chunk_sections(parsed.sections, ctx.chunking)
     with run.stage("embed", 60, embedder=ctx.embedder.name):
         chunks = embed_chunks(chunks, ctx.embedder, parsed)
-    return encode_artifacts(parsed, chunks, with_headings=with_headings)
+    return encode_artifacts(parsed, chunks, table=table)
 
 
-def _process_in_child(run: JobRun, pool: ParsePool, content: bytes, with_headings: bool) -> EncodedArtifacts:
+def _process_in_child(run: JobRun, pool: ParsePool, content: bytes, table: ChunkTable) -> EncodedArtifacts:
     """Parse, chunk, embed and encode the rows in one task of the worker's parsing children
     (within their time and memory limits); the stage log keeps the three stages, timed in
     the child. An embedder that cannot be sent to a child embeds here, in the job's thread."""
@@ -76,7 +77,7 @@ def _process_in_child(run: JobRun, pool: ParsePool, content: bytes, with_heading
             ctx.chunking,
             ctx.embedder if in_child else None,
             embed_here=in_child,
-            with_headings=with_headings,
+            table=table,
             ocr=ctx.ocr,
         )
     run.record_stage("chunk", processed.seconds["chunk"], isolated=True)
@@ -87,7 +88,7 @@ def _process_in_child(run: JobRun, pool: ParsePool, content: bytes, with_heading
         raise RuntimeError("the parsing child answered with neither rows nor a parsed document")
     with run.stage("embed", 60, embedder=ctx.embedder.name):
         chunks = embed_chunks(processed.chunks, ctx.embedder, processed.document)
-    return encode_artifacts(processed.document, chunks, with_headings=with_headings)
+    return encode_artifacts(processed.document, chunks, table=table)
 
 
 def _write(run: JobRun, generation_id: UUID, artifacts: EncodedArtifacts) -> None:

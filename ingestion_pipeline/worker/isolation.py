@@ -44,6 +44,7 @@ from typing import Any
 
 import pebble
 
+from ingestion_pipeline.db.chunk_table import DEFAULT_CHUNK_TABLE, ChunkTable
 from ingestion_pipeline.processing import (
     DEFAULT_OCR,
     Chunk,
@@ -107,7 +108,7 @@ def process_document_in_child(
     embedder: Embedder | None,
     *,
     embed_here: bool = True,
-    with_headings: bool = True,
+    table: ChunkTable = DEFAULT_CHUNK_TABLE,
     ocr: OcrOptions = DEFAULT_OCR,
 ) -> Processed:
     """What a child runs (module level: the fork server's children import it by name).
@@ -125,7 +126,7 @@ def process_document_in_child(
         began = time.perf_counter()
         chunks = embed_chunks(chunks, embedder, document)
         seconds["embed"] = time.perf_counter() - began
-    return Processed(seconds, encoded=encode_artifacts(document, chunks, with_headings=with_headings))
+    return Processed(seconds, encoded=encode_artifacts(document, chunks, table=table))
 
 
 def can_run_in_child(embedder: Embedder) -> bool:

@@ -39,3 +39,70 @@ def test_float4_vectors_load_back_bit_for_bit(conn):
         copy.write(encode_rows((n, row.tolist()) for n, row in enumerate(values)) + b"\n")
     back = np.array([r["v"] for r in conn.execute("select v from v order by n").fetchall()], dtype=np.float32)
     assert back.view(np.uint32).tolist() == values.view(np.uint32).tolist()
+
+
+CHUNK_COLUMNS = "id uuid, g uuid, n int, s int, p int, body text, tokens int, title text, heading text"
+
+
+def _chunk_rows() -> list[tuple]:
+    import numpy as np
+
+    vectors = np.random.default_rng(3).standard_normal((len(TRICKY), 5)).astype(np.float32)
+    return [
+        (
+            n,
+            None if n % 2 else n * 10,
+            n if n % 3 else None,
+            text,
+            len(text),
+            None if n % 4 == 1 else text,
+            None,
+            None if n == 2 else vectors[n].tolist(),
+        )
+        for n, text in enumerate(TRICKY)
+    ]
+
+
+@pytest.mark.parametrize("pgvector", [False, True], ids=["real[]", "pgvector"])
+def test_binary_chunk_rows_load_back_exactly(conn, pgvector):
+    """The chunks' binary rows (worker/copy_rows.py) through a real binary COPY: ints, NULLs,
+    unicode and tricky text, the two leading ids, and vectors bit for bit."""
+    import numpy as np
+
+    from ingestion_pipeline.worker.copy_rows import binary_row, vector_field, with_leading_fields
+
+    if pgvector:
+        schema = conn.execute(
+            "select n.nspname as s from pg_catalog.pg_type t join pg_catalog.pg_namespace n on n.oid = t.typnamespace"
+            " where t.typname = 'vector'"
+        ).fetchone()
+        if schema is None:
+            pytest.skip("pgvector is not installed in this database")
+        vector_type = f'"{schema["s"]}".vector'
+    else:
+        vector_type = "real[]"
+    conn.execute(f"create temp table t ({CHUNK_COLUMNS}, v {vector_type})")
+    rows = _chunk_rows()
+    encoded = [binary_row(r[:7], vector_field(r[7], pgvector=pgvector)) for r in rows]
+    ident, generation = uuid4(), uuid4()
+    with conn.cursor() as cur, cur.copy("copy t from stdin (format binary)") as copy:
+        copy.write(with_leading_fields(encoded, 8, ident, generation))
+    back = conn.execute(
+        "select id, g, n, s, p, body, tokens, title, heading, v::real[] as v from t order by n"
+    ).fetchall()
+    assert {(r["id"], r["g"]) for r in back} == {(ident, generation)}
+    assert [(r["n"], r["s"], r["p"], r["body"], r["tokens"], r["title"], r["heading"]) for r in back] == [
+        r[:7] for r in rows
+    ]
+    for got, row in zip(back, rows, strict=True):
+        expected = row[7]
+        if expected is None:
+            assert got["v"] is None
+        else:
+            assert np.array(got["v"], dtype=np.float32).tobytes() == np.array(expected, dtype=np.float32).tobytes()
+
+
+def test_no_chunk_rows_is_an_empty_binary_copy():
+    from ingestion_pipeline.worker.copy_rows import with_leading_fields
+
+    assert with_leading_fields((), 8, uuid4(), uuid4()) == b""

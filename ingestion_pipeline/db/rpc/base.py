@@ -22,7 +22,8 @@ from typing import Any, TypeVar
 import psycopg
 
 from ingestion_pipeline.db import schema_level
-from ingestion_pipeline.db.connection import Database, borrow, execute_as_dicts, one_row
+from ingestion_pipeline.db.chunk_table import ChunkTable, chunk_table
+from ingestion_pipeline.db.connection import Database, borrow, execute_as_dicts
 from ingestion_pipeline.db.models import RpcResult
 from ingestion_pipeline.db.queries import query
 
@@ -35,7 +36,7 @@ class RpcBase:
         self._db = db
         self.stale_after_seconds = stale_after_seconds
         self._schema_level: schema_level.SchemaLevel | None = None
-        self._chunk_headings: bool | None = None
+        self._chunk_table: ChunkTable | None = None
         # Set once `release_ingestion_job` was found missing (the previous release's schema).
         self._release_missing = False
 
@@ -76,13 +77,13 @@ class RpcBase:
         _ = self.schema_level
 
     @property
-    def chunks_have_headings(self) -> bool:
-        """Whether chunks carry their title and heading path (migration weighted_search): an
-        older database gets its chunks without them. Looked up once, like the schema level."""
-        if self._chunk_headings is None:
+    def chunk_table(self) -> ChunkTable:
+        """What the database's chunks take (db/chunk_table.py). Looked up once, like the
+        schema level."""
+        if self._chunk_table is None:
             with self._connection() as conn:
-                self._chunk_headings = bool(one_row(execute_as_dicts(conn, query("chunks_have_headings")))["present"])
-        return self._chunk_headings
+                self._chunk_table = chunk_table(conn)
+        return self._chunk_table
 
     def _state_call(self, model: type[R], name: str, params: dict[str, Any]) -> R:
         """A state-machine call (`name`: its named query), after the schema check."""

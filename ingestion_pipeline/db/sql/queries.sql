@@ -52,10 +52,18 @@ select pg_current_xact_id();
 -- The schema level the RPC client talks to (db/schema_level.py); the RPCs themselves are
 -- named in leases.sql, generations.sql, acks.sql and batches.sql.
 
--- name: chunks_have_headings
+-- name: chunk_columns
+-- What document_chunks takes (db/chunk_table.py): title and heading (migration weighted_search),
+-- and pgvector's embedding_vector (migration pgvector; only ever after those two columns).
 select exists (select 1 from pg_catalog.pg_attribute
                where attrelid = to_regclass('document_chunks') and attname = 'heading' and not attisdropped
-) as present;
+) as headings,
+       exists (select 1 from pg_catalog.pg_attribute
+               where attrelid = to_regclass('document_chunks') and attname = 'embedding_vector'
+                 and not attisdropped)
+   and exists (select 1 from pg_catalog.pg_attribute
+               where attrelid = to_regclass('document_chunks') and attname = 'heading' and not attisdropped
+) as pgvector;
 
 -- name: rpc_schema_level
 -- 6: this release (document versions); 5: the previous release (stage rows in acks); 0: older.
@@ -130,15 +138,23 @@ copy document_sections (document_id, index_generation_id, ordinal, heading, leve
 from stdin;
 
 -- name: copy_chunks
+-- Binary (worker/copy_rows.py), the vector last: a real[] that the trigger of migration pgvector
+-- moves to embedding_vector where that column is.
 copy document_chunks (document_id, index_generation_id, ordinal, section_ordinal, page_ordinal, content,
-                      token_count, embedding, title, heading)
-from stdin;
+                      token_count, title, heading, embedding)
+from stdin (format binary);
+
+-- name: copy_chunk_vectors
+-- Binary, the vector straight into pgvector's column (no trigger, no real[] on the way).
+copy document_chunks (document_id, index_generation_id, ordinal, section_ordinal, page_ordinal, content,
+                      token_count, title, heading, embedding_vector)
+from stdin (format binary);
 
 -- name: copy_chunks_without_headings
--- A database older than migration weighted_search (no title or heading column).
+-- A database older than migration weighted_search (no title or heading column). Binary.
 copy document_chunks (document_id, index_generation_id, ordinal, section_ordinal, page_ordinal, content,
                       token_count, embedding)
-from stdin;
+from stdin (format binary);
 
 -- name: index_validity
 -- The index `index` on table `table` (resolved as the migration resolved it): is it valid.
