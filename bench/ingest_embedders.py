@@ -19,7 +19,8 @@ from mixed_corpus import cpu_seconds, reap_orphans, subreaper
 
 
 def embedder_configurations(server_url: str, key: str, model: str, args: argparse.Namespace) -> list[tuple]:
-    """(label, environment of `ingest work`, the local server's added latency per request)."""
+    """(label, environment of `ingest work`, the local server's added latency per request,
+    the dimension of an HNSW index built before the drain or None)."""
 
     def openai(dimensions: int) -> dict:
         return {
@@ -33,16 +34,18 @@ def embedder_configurations(server_url: str, key: str, model: str, args: argpars
 
     if args.embedder == "default":
         return [
-            ("no embedder", {"INGEST_EMBEDDER": "none"}, 0.0),
-            ("wordllama (256, the default), in the parsing children", {"INGEST_EMBEDDER": "wordllama"}, 0.0),
+            ("no embedder", {"INGEST_EMBEDDER": "none"}, 0.0, None),
+            ("wordllama (256, the default), in the parsing children", {"INGEST_EMBEDDER": "wordllama"}, 0.0, None),
+            # what a user's database has: `ingest db migrate` builds the index of the configured dimension
+            ("wordllama, and its HNSW index (ingest db migrate)", {"INGEST_EMBEDDER": "wordllama"}, 0.0, 256),
         ]
     size, latency = args.embed_dimensions, args.embed_latency_ms
     return [
-        ("no embedder", {"INGEST_EMBEDDER": "none"}, 0.0),
-        ("hash (64), in the parsing children", {"INGEST_EMBEDDER": "hash"}, 0.0),
-        ("openai (64), local server", openai(64), 0.0),
-        (f"openai ({size}), local server", openai(size), 0.0),
-        (f"openai ({size}), local server +{latency:g} ms/request", openai(size), latency / 1000),
+        ("no embedder", {"INGEST_EMBEDDER": "none"}, 0.0, None),
+        ("hash (64), in the parsing children", {"INGEST_EMBEDDER": "hash"}, 0.0, None),
+        ("openai (64), local server", openai(64), 0.0, None),
+        (f"openai ({size}), local server", openai(size), 0.0, None),
+        (f"openai ({size}), local server +{latency:g} ms/request", openai(size), latency / 1000, None),
     ]
 
 
@@ -62,11 +65,15 @@ def compare_embedders(server_uri: str, folder: Path, args: argparse.Namespace) -
 
     with OpenAIServer(api_key="bench-key") as server:
         configurations = embedder_configurations(server.url, server.api_key, server.model, args)
-        runs: dict[str, list[EmbedRun]] = {label: [] for label, _, _ in configurations}
+        runs: dict[str, list[EmbedRun]] = {label: [] for label, _, _, _ in configurations}
         for number in range(1, args.rounds + 1):
-            for label, env, latency in configurations:
+            for label, env, latency, hnsw in configurations:
                 server.latency_seconds = latency
                 uri = create_database(server_uri, "bench_ingest_embedders", migrate=True)
+                if hnsw is not None:
+                    from ingestion_pipeline.db.vector_index import ensure_hnsw_index
+
+                    ensure_hnsw_index(uri, hnsw)
                 with connect(uri) as conn:
                     conn.execute("checkpoint")
                 requests, cpu = server.requests, time.process_time()
