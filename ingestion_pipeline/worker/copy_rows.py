@@ -1,4 +1,5 @@
-"""Artifact rows in COPY's text format, built where the document was parsed.
+"""Artifact rows in COPY's formats, built where the document was parsed: pages and sections
+in text, chunks (with their vectors) in binary.
 
 A parsing child returns its pages, sections and chunks as three COPY payloads instead of
 lists of objects: the worker then neither unpickles sixty objects per document nor formats
@@ -7,7 +8,7 @@ bench/results/ingest_corpus.md, "After the children return COPY-ready rows"); it
 each row with the two ids it learns only later (the document's and the generation's) and
 sends the bytes.
 
-Text format: columns separated by tabs, rows by newlines, NULL as \\N, and backslash,
+Text format (pages and sections): columns separated by tabs, rows by newlines, NULL as \\N, and backslash,
 tab, newline and carriage return escaped (PostgreSQL's COPY ... FROM STDIN, text format).
 """
 
@@ -22,24 +23,13 @@ NULL = "\\N"
 
 
 def copy_text(value: object) -> str:
-    """One value as a COPY text field: str, int, None, or a list of floats (real[])."""
+    """One value as a COPY text field: str, int or None (vectors go in binary rows)."""
     if value is None:
         return NULL
     if isinstance(value, str):
         # Four C-level passes: str.translate with a table is ten times slower on long text.
         return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
-    if isinstance(value, (list, tuple)):  # an embedding: real[] literal, no quoting needed
-        return "{" + _vector_format(len(value)) % tuple(value) + "}"
     return str(value)
-
-
-@functools.cache
-def _vector_format(length: int) -> str:
-    """One C-level format for a whole vector. Nine significant digits: exactly what a real
-    (float4, the column's and pgvector's type) needs to come back bit for bit; a third
-    fewer bytes than repr's seventeen, and formatting three times faster (3.3 -> 1.1 ms for
-    a job's 23 vectors of 256 numbers)."""
-    return ",".join(["%.9g"] * length)
 
 
 def encode_rows(rows: Iterable[Sequence[object]]) -> bytes:
