@@ -40,4 +40,7 @@ DEFAULT_CHUNK_TABLE = ChunkTable()  # this release's schema without pgvector
 
 def chunk_table(conn: psycopg.Connection[DictRow]) -> ChunkTable:
     row = one_row(execute_as_dicts(conn, query("chunk_columns")))
-    return ChunkTable(headings=bool(row["headings"]), pgvector=bool(row["pgvector"]))
+    headings = bool(row["headings"])
+    # The pgvector migration comes after the headings one: without headings, the real[] path
+    # (copy_chunks_without_headings) is the only one there is.
+    return ChunkTable(headings=headings, pgvector=headings and bool(row["embedding_vector"]))

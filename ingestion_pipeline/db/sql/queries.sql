@@ -54,16 +54,14 @@ select pg_current_xact_id();
 
 -- name: chunk_columns
 -- What document_chunks takes (db/chunk_table.py): title and heading (migration weighted_search),
--- and pgvector's embedding_vector (migration pgvector; only ever after those two columns).
+-- and pgvector's embedding_vector (migration pgvector).
 select exists (select 1 from pg_catalog.pg_attribute
                where attrelid = to_regclass('document_chunks') and attname = 'heading' and not attisdropped
 ) as headings,
        exists (select 1 from pg_catalog.pg_attribute
                where attrelid = to_regclass('document_chunks') and attname = 'embedding_vector'
-                 and not attisdropped)
-   and exists (select 1 from pg_catalog.pg_attribute
-               where attrelid = to_regclass('document_chunks') and attname = 'heading' and not attisdropped
-) as pgvector;
+                 and not attisdropped
+) as embedding_vector;
 
 -- name: rpc_schema_level
 -- 6: this release (document versions); 5: the previous release (stage rows in acks); 0: older.
