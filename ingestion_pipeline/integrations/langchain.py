@@ -4,8 +4,7 @@ top-k apply as they do to `ingest search` (docs/integrations.md, "LangChain").""
 
 from __future__ import annotations
 
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
@@ -15,12 +14,12 @@ from pydantic import ConfigDict, PrivateAttr
 from ingestion_pipeline.api import Hit, Index, Reader
 from ingestion_pipeline.search import Mode
 
-from .retrieval import DEFAULT_TOP_K, Scope, scope_of, source_id, source_metadata
+from .retrieval import DEFAULT_TOP_K, ClosesItsScope, Scope, scope_of, source_id, source_metadata
 
 __all__ = ["IngestionRetriever"]
 
 
-class IngestionRetriever(BaseRetriever):
+class IngestionRetriever(ClosesItsScope, BaseRetriever):
     """`Document`s of what `ingest` indexed, best first: one per document (its best passage),
     its source in `metadata` (source_uri, title, heading_path, page, score, …).
 
@@ -45,18 +44,6 @@ class IngestionRetriever(BaseRetriever):
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
         return [_document(hit, text) for hit, text in self._scope.search(query)]
-
-    def close(self) -> None:
-        """Close the index this retriever opened (one it was given stays open)."""
-        self._scope.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
 
 def _document(hit: Hit, text: str) -> Document:

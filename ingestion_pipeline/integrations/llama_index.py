@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from types import TracebackType
-from typing import Self
 
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.retrievers import BaseRetriever
@@ -16,12 +14,12 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from ingestion_pipeline.api import Hit, Index, Reader
 from ingestion_pipeline.search import Mode
 
-from .retrieval import DEFAULT_TOP_K, SHOWN_TO_MODELS, scope_of, source_id, source_metadata
+from .retrieval import DEFAULT_TOP_K, SHOWN_TO_MODELS, ClosesItsScope, scope_of, source_id, source_metadata
 
 __all__ = ["IngestionRetriever"]
 
 
-class IngestionRetriever(BaseRetriever):
+class IngestionRetriever(ClosesItsScope, BaseRetriever):
     """Nodes of the documents `ingest` indexed, best first: one per document (its best
     passage), its source in `metadata` (source_uri, title, heading_path, page, score, …).
 
@@ -55,18 +53,6 @@ class IngestionRetriever(BaseRetriever):
         """In a thread: the search is psycopg's blocking call, and LlamaIndex's default would
         run it on the event loop, stalling every other task while the database answers."""
         return await asyncio.to_thread(self._retrieve, query_bundle)
-
-    def close(self) -> None:
-        """Close the index this retriever opened (one it was given stays open)."""
-        self._scope.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
 
 def _node(hit: Hit, text: str) -> NodeWithScore:

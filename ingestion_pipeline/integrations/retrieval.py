@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 from ingestion_pipeline.api import Hit, Index, Reader
 from ingestion_pipeline.errors import IngestError
@@ -44,6 +45,24 @@ class Scope:
     def close(self) -> None:
         if self.owns_index:
             self.index.close()
+
+
+class ClosesItsScope:
+    """What both retrievers do with the `Scope` they hold (`_scope`): `close()`, and `with`."""
+
+    _scope: Scope
+
+    def close(self) -> None:
+        """Close the index this retriever opened (one it was given stays open)."""
+        self._scope.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
 
 
 def scope_of(
