@@ -3155,15 +3155,14 @@ declare
     v_scope text[] := public.search_scope(p_collections);
     v_dimensions integer := cardinality(p_embedding);
     -- A scope of at most this many documents is scored exactly, each by its mean; a larger one
-    -- through the chunks' HNSW index. `ingest.vector_exact_at_most` lowers it for a session
+    -- through the HNSW index of the means. `ingest.vector_exact_at_most` lowers it for a session
     -- (the tests take the HNSW path on a small corpus with 0).
     v_exact_at_most constant integer := coalesce(nullif(pg_catalog.current_setting('ingest.vector_exact_at_most', true), '')::integer, 2000);
     v_norm float8;
     v_scope_documents bigint;
     v_schema name;
     v_iterative boolean;
-    v_most integer;
-    v_candidates integer;
+    v_width integer;
     v_fetched bigint;
     v_statement text;
     v_ef_search text;
@@ -3233,54 +3232,46 @@ begin
            into v_documents, v_generations, v_scores, v_ordinals
            using p_embedding, null::integer, v_scope, v_norm, p_limit;
     else
-        -- The documents of the nearest chunks through the HNSW index (the scope and the
-        -- committed generation checked inside the ordered scan), fetching more until p_limit
-        -- documents or the most the index returns; each scored by its mean.
+        -- The nearest documents through the HNSW index of the committed generations' means
+        -- (index_generations_mean_hnsw_<n>, inner product: the score itself, so the index's
+        -- order is the ranking's), the scope and the live generation checked inside the
+        -- ordered scan. pgvector 0.8's iterative scan goes on until p_limit documents pass
+        -- them; before 0.8 a scan returns at most ef_search rows, so it is widened until they
+        -- do or it reaches pgvector's most, 1,000.
         perform pg_catalog.set_config('search_path', 'pg_catalog, ' || quote_ident(v_schema) || ', pg_temp', true);
         v_ef_search := pg_catalog.current_setting('hnsw.ef_search', true);
         v_iterative_scan := pg_catalog.current_setting('hnsw.iterative_scan', true);
-        v_most := case when v_iterative then 20000 else 1000 end;
-        v_candidates := least(greatest(p_limit, 1) * 10, v_most);
+        v_width := least(greatest(p_limit * 2, 40), 1000);
         v_statement := format($q$
-            with candidates as materialized (
-                select c.document_id, c.index_generation_id, c.ordinal,
-                       c.embedding_vector::vector(%1$s) <=> $1::vector(%1$s) as distance
-                  from public.document_chunks c
-                 where vector_dims(c.embedding_vector) = %1$s
+            with nearest as materialized (
+                select g.document_id, g.id as index_generation_id,
+                       g.mean_embedding::vector(%1$s) <#> $1::vector(%1$s) as distance
+                  from public.index_generations g
+                 where g.status = 'committed' and cardinality(g.mean_embedding) = %1$s
                    and exists (select 1 from public.documents d
-                                where d.id = c.document_id and d.index_generation_id = c.index_generation_id
+                                where d.id = g.document_id and d.index_generation_id = g.id
                                   and d.deleted_at is null and ($3::text[] is null or d.collection = any ($3::text[])))
-                 order by c.embedding_vector::vector(%1$s) <=> $1::vector(%1$s)
+                 order by g.mean_embedding::vector(%1$s) <#> $1::vector(%1$s)
                  limit $2
-            ), docs as (  -- each document's nearest candidate chunk: its most similar one
-                select distinct on (k.document_id) k.document_id, k.index_generation_id, k.ordinal
-                  from candidates k where k.distance <> 'NaN'
-                 order by k.document_id, k.distance, k.ordinal
-            ), scored as (
-                select k.document_id, k.index_generation_id, k.ordinal, %2$s as score
-                  from docs k
-                 cross join lateral (select g.mean_embedding from public.index_generations g
-                                      where g.id = k.index_generation_id offset 0) g
-                 where cardinality(g.mean_embedding) = %1$s
             ), best as (
-                select s.* from scored s where s.score <> 'NaN' order by s.score desc, s.document_id limit $5
+                select n.document_id, n.index_generation_id, -n.distance / $4 as score
+                  from nearest n where n.distance <> 'NaN'
             )
-            select (select count(*) from candidates),
+            select count(*),
                    array_agg(b.document_id order by b.score desc, b.document_id),
                    array_agg(b.index_generation_id order by b.score desc, b.document_id),
                    array_agg(b.score order by b.score desc, b.document_id),
-                   array_agg(b.ordinal order by b.score desc, b.document_id)
-              from best b$q$, v_dimensions, v_doc_score);
+                   array_agg(null::integer)
+              from best b$q$, v_dimensions);
         loop
-            perform pg_catalog.set_config('hnsw.ef_search', least(greatest(v_candidates, 40), 1000)::text, true);
+            perform pg_catalog.set_config('hnsw.ef_search', v_width::text, true);
             if v_iterative then
                 perform pg_catalog.set_config('hnsw.iterative_scan', 'strict_order', true);
             end if;
             execute v_statement into v_fetched, v_documents, v_generations, v_scores, v_ordinals
-                using p_embedding, v_candidates, v_scope, v_norm, p_limit;
-            exit when coalesce(cardinality(v_documents), 0) >= p_limit or v_fetched < v_candidates
-                      or v_candidates >= v_most;
-            v_candidates := least(v_candidates * 2, v_most);
+                using p_embedding, p_limit, v_scope, v_norm;
+            exit when v_fetched >= p_limit or v_iterative or v_width >= 1000;
+            v_width := least(v_width * 2, 1000);
         end loop;
         perform pg_catalog.set_config('hnsw.ef_search', coalesce(v_ef_search, '40'), true);
         if v_iterative then

@@ -1,15 +1,20 @@
-"""Which vector search a database supports, and the HNSW index of chunk vectors.
+"""Which vector search a database supports, and the HNSW index of documents' mean vectors.
 
 Migration pgvector adds `document_chunks.embedding_vector vector` where the server has the
-extension; pgvector indexes only a fixed dimension, and the column holds the embedder's,
-whatever it is. So each dimension gets its own partial expression index,
+extension. Vector search ranks documents by the query's inner product with their mean chunk
+vector (`index_generations.mean_embedding real[]`, set when a generation is committed), and
+finds a large scope's nearest documents through an HNSW index of those means. pgvector
+indexes only a fixed dimension, and the means have the embedder's, whatever it is. So each
+dimension gets its own partial expression index on index_generations,
 
-    ((embedding_vector::vector(n)) vector_cosine_ops) WHERE vector_dims(embedding_vector) = n
+    ((mean_embedding::vector(n)) vector_ip_ops) WHERE status = 'committed' AND cardinality(mean_embedding) = n
 
 built here, with CREATE INDEX CONCURRENTLY (a plain build, inside a migration, would block
-the workers' inserts for as long as it runs), by `ingest db migrate` for the configured
-embedder's dimension. The search query (db/sql/vector_search.sql) repeats the same
-expression and predicate, which is how the planner finds the index.
+the workers' commits for as long as it runs), by `ingest db migrate` for the configured
+embedder's dimension. The search function (search_vector_ranked, migration
+20261206000400) repeats the same expression and predicate, which is how the planner finds the
+index. One insert per committed document: the index of every chunk vector that releases
+before it built cost a drain ~1.9 ms of database CPU per chunk, and is dropped here.
 """
 
 from __future__ import annotations
@@ -49,7 +54,11 @@ def vector_column(conn: psycopg.Connection[DictRow]) -> VectorColumn | None:
 
 
 def index_name(dimensions: int) -> str:
-    return f"document_chunks_embedding_hnsw_{dimensions}"
+    return f"index_generations_mean_hnsw_{dimensions}"
+
+
+# The table of the chunks' HNSW indexes that releases before migration 20261206000400 built.
+CHUNK_INDEX_TABLE = "document_chunks"
 
 
 def ensure_hnsw_index(url: str, dimensions: int) -> str:
@@ -68,10 +77,11 @@ def ensure_hnsw_index(url: str, dimensions: int) -> str:
         if not one_row(conn.execute(query("hnsw_access_method")))["present"]:
             return f"vector index: none (pgvector {column.version} has no HNSW; 0.5.0 or later does)"
         name = index_name(dimensions)
-        state = conn.execute(query("hnsw_index_state"), {"index": f"public.{name}"}).fetchone()
-        if state and state["valid"]:
-            return f"vector index: {name} present (HNSW, cosine, {dimensions} dimensions)"
         try:
+            dropped = _drop_chunk_indexes(conn)
+            state = conn.execute(query("hnsw_index_state"), {"index": f"public.{name}"}).fetchone()
+            if state and state["valid"]:
+                return f"vector index: {name} present ({_described(dimensions)}){dropped}"
             if state:  # left INVALID by an interrupted build; IF NOT EXISTS would skip it
                 conn.execute(_formatted("drop_index_concurrently", index=sql.Identifier("public", name)))
             conn.execute(_create_statement(column, name, dimensions))
@@ -81,7 +91,20 @@ def ensure_hnsw_index(url: str, dimensions: int) -> str:
                 f"could not build the vector index {name}: {message}; the migrations are "
                 "applied, run `ingest db migrate` again to retry the index"
             ) from None
-        return f"vector index: {name} built (HNSW, cosine, {dimensions} dimensions)"
+        return f"vector index: {name} built ({_described(dimensions)}){dropped}"
+
+
+def _described(dimensions: int) -> str:
+    return f"HNSW of the documents' mean vectors, inner product, {dimensions} dimensions"
+
+
+def _drop_chunk_indexes(conn: psycopg.Connection[DictRow]) -> str:
+    """Drop the chunks' HNSW indexes (nothing searches them since migration 20261206000400,
+    and each chunk written pays an insert into them); what was dropped, for the line."""
+    names = [row["name"] for row in hnsw_indexes(conn) if row["table_name"] == CHUNK_INDEX_TABLE]
+    for name in names:
+        conn.execute(_formatted("drop_index_concurrently", index=sql.Identifier("public", name)))
+    return f"; dropped the chunk vectors' {', '.join(names)} (unused)" if names else ""
 
 
 def _create_statement(column: VectorColumn, name: str, dimensions: int) -> sql.Composed:
@@ -89,8 +112,7 @@ def _create_statement(column: VectorColumn, name: str, dimensions: int) -> sql.C
         "create_hnsw_index",
         index=sql.Identifier(name),
         vector=sql.Identifier(column.schema, "vector"),
-        opclass=sql.Identifier(column.schema, "vector_cosine_ops"),
-        vector_dims=sql.Identifier(column.schema, "vector_dims"),
+        opclass=sql.Identifier(column.schema, "vector_ip_ops"),
         dimensions=sql.Literal(dimensions),
     )
 
@@ -100,7 +122,8 @@ def _formatted(name: str, **parts: sql.Composable) -> sql.Composed:
 
 
 def hnsw_indexes(conn: psycopg.Connection[DictRow]) -> list[dict[str, Any]]:
-    """The HNSW indexes on chunk vectors: name and validity."""
+    """The HNSW indexes of vector search, and any left on chunk vectors: name, table_name
+    and validity."""
     return conn.execute(query("hnsw_indexes")).fetchall()
 
 

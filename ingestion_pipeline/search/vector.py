@@ -3,13 +3,13 @@ the search RPC's vector mode (search_vector_hits, in SQL).
 
 Two paths, chosen by the schema (docs/vector-search.md):
 - "pgvector": the database has `document_chunks.embedding_vector` (migration pgvector ran
-  where the extension is available). The nearest chunks come from the HNSW index of the
-  query's dimension, over-fetched (a document may own several of them), then grouped;
-  fetched again, twice as many, while long documents crowd out the rest.
-- "exact": vectors stay in `embedding real[]`; cosine similarity is computed in SQL for
-  every committed chunk of the query's dimension. Exact, and linear in the chunks.
-Either way: committed generations of non-deleted documents only, one hit per document (its
-best chunk), best first, and the score is the cosine similarity of that chunk.
+  where the extension is available). A scope of at most 2,000 documents is scored exactly; a
+  larger one finds its nearest documents through the HNSW index of the documents' mean
+  vectors of the query's dimension.
+- "exact": vectors stay in `embedding real[]`; each live document of the scope is scored in SQL.
+Either way: committed generations of non-deleted documents only, one hit per document, best
+first, scored by the query's inner product with the document's mean chunk vector over the
+query's norm (the mean cosine of its chunks, for unit vectors), and shown by its most similar chunk.
 """
 
 from __future__ import annotations

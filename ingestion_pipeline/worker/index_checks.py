@@ -37,8 +37,8 @@ DESCRIPTIONS = {
     "vectors_present": "Every live indexed document has vectors when INGEST_EMBEDDER makes them.",
     "one_embedder": "The live documents' vectors were made by one embedder (name and dimensions), "
     "the one INGEST_EMBEDDER configures.",
-    "vector_index_present": "Where pgvector is installed, the HNSW index of the configured embedder's "
-    "dimension exists and is valid.",
+    "vector_index_present": "Where pgvector is installed, the HNSW index of the documents' mean vectors "
+    "for the configured embedder's dimension exists and is valid.",
 }
 
 

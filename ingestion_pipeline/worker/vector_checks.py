@@ -89,7 +89,7 @@ def _vector_index(record: EmbedderRecord, pgvector: bool, valid: dict[str, bool]
             "vector_index_present",
             True,
             f"no vector index for {dimensions} dimensions (HNSW indexes at most {HNSW_MAX_DIMENSIONS}): "
-            "vector search scans every vector",
+            "vector search scans every document's mean vector",
         )
     name = index_name(dimensions)
     if valid.get(name):
@@ -98,7 +98,8 @@ def _vector_index(record: EmbedderRecord, pgvector: bool, valid: dict[str, bool]
     return IndexCheck(
         "vector_index_present",
         False,
-        f"vector index {state}: {name} (HNSW, {dimensions} dimensions) is {state}, so vector search scans every "
-        "vector: `ingest db migrate` builds it for the configured embedder's dimension",
+        f"vector index {state}: {name} (HNSW, {dimensions} dimensions) is {state}, so vector search over more than "
+        "2,000 documents scans every document's mean vector: `ingest db migrate` builds it for the configured "
+        "embedder's dimension",
         {"index": name},
     )

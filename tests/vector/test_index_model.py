@@ -183,8 +183,9 @@ def test_health_says_vectors_missing_mixed_and_index_absent(pgvector_db, tmp_pat
     index_folder(url, write_corpus(tmp_path / "new", NAMES[:2], paragraphs=1), embedder=NEW)
     code, checks, lines = _health(url, capsys)
     assert code == 1 and lines == [
-        "needs action: vector index absent: document_chunks_embedding_hnsw_64 (HNSW, 64 dimensions) is absent, "
-        "so vector search scans every vector: `ingest db migrate` builds it for the configured embedder's dimension"
+        "needs action: vector index absent: index_generations_mean_hnsw_64 (HNSW, 64 dimensions) is absent, so "
+        "vector search over more than 2,000 documents scans every document's mean vector: `ingest db migrate` "
+        "builds it for the configured embedder's dimension"
     ]
     assert checks["vectors_present"]["passed"] and checks["one_embedder"]["passed"]
     ensure_hnsw_index(url, 64)

@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from ingestion_pipeline.cli import main as ingest
-from ingestion_pipeline.db import drift
+from ingestion_pipeline.db import drift, vector_index
 from ingestion_pipeline.db import migrate as migrator
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.db.vector_index import ensure_hnsw_index, index_name
@@ -71,8 +71,8 @@ def test_drift_catches_pgvector_drift(pgvector_db):
         conn.execute("drop trigger document_chunks_embedding_vector on document_chunks")
         # Named like a dimension index but built differently (L2 distance): not configuration.
         conn.execute(
-            f"create index {index_name(32)} on document_chunks using hnsw "
-            "((embedding_vector::vector(32)) vector_l2_ops) where vector_dims(embedding_vector) = 32"
+            f"create index {index_name(32)} on index_generations using hnsw "
+            "((mean_embedding::vector(32)) vector_l2_ops) where cardinality(mean_embedding) = 32"
         )
     lines = drift_lines(pgvector_db.url)
     assert "missing trigger document_chunks.document_chunks_embedding_vector" in lines
@@ -105,10 +105,34 @@ def test_cli_migrate_builds_the_index_and_status_names_the_path(any_db, monkeypa
     assert ingest(["db", "status", "--database-url", any_db.url]) == 0
     status = capsys.readouterr().out.splitlines()[-1]
     if any_db.path == "pgvector":
-        assert f"vector index: {index_name(DIMENSIONS)} built (HNSW, cosine, 64 dimensions)" in migrated
+        assert (
+            f"vector index: {index_name(DIMENSIONS)} built (HNSW of the documents' mean vectors, inner product, "
+            "64 dimensions)\n" in migrated
+        )
         assert status.startswith("vector search: pgvector 0.") and index_name(DIMENSIONS) in status
     else:
         assert status.startswith("vector search: exact"), status
+
+
+def test_migrate_drops_the_chunk_vectors_index_of_earlier_releases(pgvector_db, monkeypatch, capsys):
+    """Releases before migration 20261206000400 indexed every chunk vector; nothing searches
+    that index now, and each chunk written paid an insert into it: `ingest db migrate` drops it
+    (CONCURRENTLY) beside building the means' index, and the database then matches the manifest."""
+    with connect(pgvector_db.url) as conn:  # as those releases built it
+        conn.execute(
+            "create index document_chunks_embedding_hnsw_64 on document_chunks using hnsw "
+            "((embedding_vector::vector(64)) vector_cosine_ops) where vector_dims(embedding_vector) = 64"
+        )
+    assert any(
+        line.startswith("unexpected index document_chunks_embedding_hnsw_64") for line in drift_lines(pgvector_db.url)
+    )
+    monkeypatch.setenv("INGEST_EMBEDDER", "hash")
+    capsys.readouterr()
+    assert ingest(["db", "migrate", "--database-url", pgvector_db.url]) == 0
+    assert "; dropped the chunk vectors' document_chunks_embedding_hnsw_64 (unused)\n" in capsys.readouterr().out
+    with connect(pgvector_db.url) as conn:
+        assert [row["name"] for row in vector_index.hnsw_indexes(conn)] == [index_name(DIMENSIONS)]
+    assert drift_lines(pgvector_db.url) == []
 
 
 def test_vectors_embedded_before_the_migration_move_into_the_vector_column(vector_server, tmp_path):

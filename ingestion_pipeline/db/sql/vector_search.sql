@@ -26,18 +26,26 @@ from pg_catalog.pg_index i
 where i.indexrelid = pg_catalog.to_regclass(%(index)s);
 
 -- name: create_hnsw_index
-create index concurrently if not exists {index} on public.document_chunks
-using hnsw ((embedding_vector::{vector}({dimensions})) {opclass})
-where {vector_dims}(embedding_vector) = {dimensions};
+-- Over the committed generations' mean chunk vectors (index_generations.mean_embedding), with
+-- inner-product operators: search_vector_ranked scores a document by the query's inner
+-- product with its mean (migration 20261206000400), and one insert per committed document
+-- costs a drain far less than one per chunk.
+create index concurrently if not exists {index} on public.index_generations
+using hnsw ((mean_embedding::{vector}({dimensions})) {opclass})
+where status = 'committed' and cardinality(mean_embedding) = {dimensions};
 
 -- name: drop_index_concurrently
 drop index concurrently if exists {index};
 
 -- name: hnsw_indexes
--- The HNSW indexes of chunk vectors, one per dimension (for `ingest db status`).
-select c.relname as name, i.indisvalid as valid
+-- The HNSW indexes of vector search, one per dimension (for `ingest db status`), and those of
+-- chunk vectors that releases before migration 20261206000400 built (dropped by
+-- `ingest db migrate`): name, table and validity.
+select c.relname as name, t.relname as table_name, i.indisvalid as valid
 from pg_catalog.pg_index i
 join pg_catalog.pg_class c on c.oid = i.indexrelid
+join pg_catalog.pg_class t on t.oid = i.indrelid
 join pg_catalog.pg_am am on am.oid = c.relam
-where i.indrelid = pg_catalog.to_regclass('public.document_chunks') and am.amname = 'hnsw'
-order by 1;
+where i.indrelid in (pg_catalog.to_regclass('public.index_generations'), pg_catalog.to_regclass('public.document_chunks'))
+  and am.amname = 'hnsw'
+order by 2 desc, 1;
