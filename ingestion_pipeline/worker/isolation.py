@@ -219,8 +219,15 @@ class ParsePool:
                 # once; every child it forks has them, so replacing a child (after its tasks,
                 # a timeout, a crash) costs a fork, not the imports (half a second of CPU each).
                 embedder_modules = list(getattr(self._warm, "child_modules", ()))
+                # worker.fork_server: a child started as its pool ends exits quietly.
                 context.set_forkserver_preload(
-                    ["__main__", "ingestion_pipeline.worker.isolation", *PARSER_MODULES, *embedder_modules]
+                    [
+                        "__main__",
+                        "ingestion_pipeline.worker.fork_server",
+                        "ingestion_pipeline.worker.isolation",
+                        *PARSER_MODULES,
+                        *embedder_modules,
+                    ]
                 )
                 self._pool = pebble.ProcessPool(
                     max_workers=self.limits.processes,
