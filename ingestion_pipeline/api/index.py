@@ -11,14 +11,13 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 from uuid import UUID
 
 import psycopg
 from psycopg.rows import DictRow
 from psycopg_pool import ConnectionPool
 
+from ingestion_pipeline.api.closing import ClosesOnExit
 from ingestion_pipeline.db.connection import Database, borrow
 from ingestion_pipeline.db.models import BatchReport
 from ingestion_pipeline.db.ready import open_migrated_pool
@@ -58,7 +57,7 @@ from .results import Document, DocumentNotFound, RunReport
 PathsArgument = str | Path | Iterable[str | Path]
 
 
-class Index:
+class Index(ClosesOnExit):
     """The index in one database: enqueue, sync, work (drain the queue in this process),
     search, show, status. Open it with `Index.open(...)`; as a context manager it closes
     what it opened (its own pool), never a connection or pool it was given."""
@@ -91,14 +90,6 @@ class Index:
         self._closed = True
         if self._opened.own_pool is not None:
             self._opened.own_pool.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<Index {describe(self._opened)}{' (closed)' if self._closed else ''}>"

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from ingestion_pipeline.api import Hit, Index, Reader
+from ingestion_pipeline.api.closing import ClosesOnExit
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.search import MODES, Mode
 
@@ -47,7 +47,7 @@ class Scope:
             self.index.close()
 
 
-class ClosesItsScope:
+class ClosesItsScope(ClosesOnExit):
     """What both retrievers do with the `Scope` they hold (`_scope`): `close()`, and `with`."""
 
     _scope: Scope
@@ -55,14 +55,6 @@ class ClosesItsScope:
     def close(self) -> None:
         """Close the index this retriever opened (one it was given stays open)."""
         self._scope.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
 
 def scope_of(
