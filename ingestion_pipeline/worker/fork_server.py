@@ -6,8 +6,8 @@ tasks just as the worker stops, or a broken pool being replaced) can find the po
 semaphores gone: multiprocessing unlinks a lock's named semaphore when the last reference to
 it goes, and when the worker exits. The child then fails before it runs anything
 (FileNotFoundError, rebuilding the semaphore it was sent), and the fork server prints that
-as a traceback on the worker's stderr: a scary end to a clean `ingest work` stop (stop 57's
-CI met one in tests/faults/test_final_attempt_and_restart.py). Such a child has no pool to
+as a traceback on the worker's stderr: a scary end to a clean `ingest work` stop (a
+fresh-clone test run met one in tests/faults/test_final_attempt_and_restart.py). Such a child has no pool to
 serve; it exits with status 1, quietly. Any other failure of a child's start prints as before.
 """
 

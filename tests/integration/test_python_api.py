@@ -104,8 +104,8 @@ def test_a_url_opens_a_pool_of_its_own_and_closing_closes_it(db_url: str) -> Non
         assert index.url == db_url
         assert index.run([LEASES]).worked.counts["completed"] == 1
         assert connections_of_the_index() >= 1
-    # A closed connection's backend ends after the client has gone, not with it (stop 57's CI
-    # counted one still there): its end is awaited; a pool left open would keep them forever.
+    # A closed connection's backend ends after the client has gone, not with it (a fresh-clone
+    # run counted one still there): its end is awaited; a pool left open would keep them forever.
     deadline = time.monotonic() + 30
     while connections_of_the_index() and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -38,17 +38,17 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def run(tmp_path, *preload: str) -> subprocess.CompletedProcess[str]:
+def run(tmp_path, source: str, *arguments: str) -> subprocess.CompletedProcess[str]:
     script = tmp_path / "start_a_child.py"
-    script.write_text(SCRIPT)
+    script.write_text(source)
     return subprocess.run(
-        [sys.executable, str(script), *preload], capture_output=True, text=True, timeout=60, check=True
+        [sys.executable, str(script), *arguments], capture_output=True, text=True, timeout=60, check=True
     )
 
 
 @pytest.mark.parametrize("preload", [[], ["ingestion_pipeline.worker.fork_server"]], ids=["plain", "fork_server"])
 def test_a_child_whose_pool_is_gone_exits_1_and_only_the_plain_fork_server_prints_a_traceback(tmp_path, preload):
-    result = run(tmp_path, *preload)
+    result = run(tmp_path, SCRIPT, *preload)
     assert result.stdout.strip() == "1"  # the child failed before running anything, either way
     if preload:
         assert result.stderr == ""
@@ -59,27 +59,24 @@ def test_a_child_whose_pool_is_gone_exits_1_and_only_the_plain_fork_server_print
 def test_any_other_failure_of_a_child_still_prints(tmp_path):
     """The hook keeps quiet only about the missing semaphore: a child that fails otherwise as
     it unpickles what it was sent (here a division by zero) still shows why."""
-    script = tmp_path / "start_a_child.py"
-    script.write_text(
-        textwrap.dedent(
-            """
-            import multiprocessing
-            import operator
+    failing = textwrap.dedent(
+        """
+        import multiprocessing
+        import operator
 
-            class FailsInTheChild:
-                def __reduce__(self):
-                    return (operator.truediv, (1, 0))
+        class FailsInTheChild:
+            def __reduce__(self):
+                return (operator.truediv, (1, 0))
 
-            if __name__ == "__main__":
-                context = multiprocessing.get_context("forkserver")
-                context.set_forkserver_preload(["ingestion_pipeline.worker.fork_server"])
-                process = context.Process(target=print, args=(FailsInTheChild(),))
-                process.start()
-                process.join()
-                print(process.exitcode)
-            """
-        )
+        if __name__ == "__main__":
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(["ingestion_pipeline.worker.fork_server"])
+            process = context.Process(target=print, args=(FailsInTheChild(),))
+            process.start()
+            process.join()
+            print(process.exitcode)
+        """
     )
-    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=True)
+    result = run(tmp_path, failing)
     assert result.stdout.strip() == "1"
     assert "Traceback" in result.stderr and "ZeroDivisionError" in result.stderr, result.stderr
