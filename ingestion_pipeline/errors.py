@@ -21,14 +21,18 @@ class ConfigError(IngestError):
 
 class UnknownCollection(IngestError):
     """A command or call named a collection that does not exist (a typo, most often): one
-    message wherever a collection is read (`ingest collection grant`, `search`, `status`, …)."""
+    message wherever a collection is read (`ingest collection grant`, `search`, `status`, …).
+    To an app's reader (`to_reader`) it names a collection the reader may not read, whether it
+    exists or not, in words that do not say which: `no collection 'x'`, without the owner's hint."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, *, to_reader: bool = False):
         self.name = name
-        super().__init__(
-            f"no collection {name!r}: `ingest collection add {shlex.quote(name)}` creates it "
-            "(`ingest collection list` shows them)"
+        hint = (
+            ""
+            if to_reader
+            else f": `ingest collection add {shlex.quote(name)}` creates it (`ingest collection list` shows them)"
         )
+        super().__init__(f"no collection {name!r}{hint}")
 
 
 class DatabaseUnavailable(IngestError):

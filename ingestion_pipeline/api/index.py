@@ -39,6 +39,7 @@ from ingestion_pipeline.search import (
     readable_sections,
     search,
 )
+from ingestion_pipeline.search.reading import require_readable
 from ingestion_pipeline.settings import Settings, load_settings
 from ingestion_pipeline.worker import JobResult, Worker, WorkerReport
 
@@ -232,14 +233,16 @@ class Index(ClosesOnExit):
         """`ingest search`: one hit per document, best first, over committed generations.
         `mode`: lexical, vector or hybrid (default: hybrid, lexical with
         INGEST_EMBEDDER=none). `collections`: only these (default: every one the caller may
-        read). `reader`: as an app's reader would (Reader(user_id); Reader() is anonymous)."""
+        read). `reader`: as an app's reader would (Reader(user_id); Reader() is anonymous).
+        UnknownCollection for a named collection that does not exist, or, with `reader`, that
+        the reader may not read: to it both are `no collection 'x'`, one answer."""
         names = [collections] if isinstance(collections, str) else list(collections or [])
         embedder = self._default_embedder() if mode != "lexical" else None
         if reader is not None:
             refuse_reader_in_transaction(self._opened.db)
         with self._call() as db, borrow(db) as conn:
-            if reader is not None:  # the search does not tell an app's reader; the caller is told
-                IngestionRpc(conn).require_collections(names)
+            if reader is not None:  # checked as the reader: a private name and an absent one look alike
+                require_readable(conn, names, reader)
             return search(
                 conn, query, mode=mode, limit=limit, embedder=embedder, collections=names or None, reader=reader
             )

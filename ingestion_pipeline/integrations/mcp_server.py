@@ -1,11 +1,12 @@
 """The MCP server of `ingest mcp` (docs/mcp.md): three read-only tools over an `Index`,
 `search`, `show_document` and `status`, for an agent, on the official MCP Python SDK
 (its `MCPServer`, once called FastMCP); mcp_transports.py runs it over stdio or streamable
-HTTP on 127.0.0.1.
+HTTP on 127.0.0.1, and mcp_status.py makes the `status` tool's result.
 
 What a tool sees is what the server was started with: the collections it serves (none named:
 every one) and the reader it reads as (`Reader`: an app user, or anonymous; none: the
-connecting role), the same scoping `ingest search --as-user` applies. Results are sized for a
+connecting role), the same scoping `ingest search --as-user` applies; to a reader a collection
+it may not read is one that does not exist, in the same words. Results are sized for a
 model's context: a few hits with short snippets, a document's text a page at a time, the
 latest batches and failures, each cut marked as such. A refused argument or a failed call is
 an MCP error result carrying one line (IngestError's), never a traceback.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Literal, TypeVar
 from uuid import UUID
 
 import psycopg
@@ -26,9 +27,11 @@ from pydantic import BaseModel, Field
 
 from ingestion_pipeline.api import Document, DocumentNotFound, Hit, Index, IngestError, Reader, Section
 from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
-from ingestion_pipeline.errors import first_line
+from ingestion_pipeline.errors import UnknownCollection, first_line
 from ingestion_pipeline.operations.lookup import parse_ref
 from ingestion_pipeline.search import Mode
+
+from .mcp_status import MESSAGE_CHARS, STATUS_COLLECTIONS, StatusResult, collection_status, cut
 
 # What one call may return: sized for a model's context window.
 DEFAULT_RESULTS = 5
@@ -37,10 +40,6 @@ SNIPPET_CHARS = 400
 DEFAULT_TEXT_CHARS = 6_000
 MAX_TEXT_CHARS = 20_000
 MAX_QUERY_CHARS = 1_000
-STATUS_COLLECTIONS = 10
-STATUS_BATCHES = 10
-STATUS_FAILURES = 10
-MESSAGE_CHARS = 300
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
@@ -94,44 +93,6 @@ class DocumentText(BaseModel):
     next_offset: int | None
 
 
-class BatchLine(BaseModel):
-    name: str
-    status: str
-    jobs: int
-    pending: int
-    processing: int
-    completed: int
-    failed: int
-    cancelled: int
-    oldest_pending_age_seconds: int | None
-
-
-class FailureLine(BaseModel):
-    source_name: str
-    source_uri: str | None
-    collection: str | None
-    version: int | None
-    indexed_version: int | None = Field(description="what search still returns for it; null: nothing")
-    stage: str | None
-    error: str | None
-    attempts: int
-    failed_at: str | None
-
-
-class CollectionStatus(BaseModel):
-    collection: str | None = Field(description="null: every collection")
-    batches: list[BatchLine] = Field(description=f"the latest {STATUS_BATCHES} batches, newest first")
-    failures: list[FailureLine] = Field(description=f"at most {STATUS_FAILURES} failed jobs")
-    truncated: bool = Field(description="true when there were more failures than shown")
-
-
-class StatusResult(BaseModel):
-    collections: list[CollectionStatus]
-    collections_not_shown: list[str] = Field(
-        description=f"collections past the first {STATUS_COLLECTIONS}: ask for one by name"
-    )
-
-
 # The tools' arguments: the SDK validates them against these before a tool runs.
 
 Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description='words, "phrases", -excluded')]
@@ -164,7 +125,13 @@ class Tools:
         self.scope = scope
 
     def search(self, query: str, mode: Mode | None, limit: int, collections: list[str] | None) -> SearchResult:
+        # A named collection the reader may not read is refused as an absent one is (Index.search);
+        # none named: the served ones it may read (a served one it may not read refuses nothing).
         names = self._served(collections)
+        if not collections and names and self.scope.reader is not None:
+            names = self._readable()
+            if not names:
+                return SearchResult(query=query, mode=mode, collections=[], results=[], may_have_more=False)
         hits = self.index.search(query, mode=mode, limit=limit, collections=names, reader=self.scope.reader)
         return SearchResult(
             query=query,
@@ -197,24 +164,16 @@ class Tools:
     def status(self, collection: str | None) -> StatusResult:
         if collection is not None:
             self._served([collection])
-            scopes: list[str | None] = [collection] if self._may_read(collection) else []
+            if not self._may_read(collection):  # a reader's: in the words used for one that does not exist
+                raise UnknownCollection(collection, to_reader=True)
+            scopes: list[str | None] = [collection]
         else:
             allowed = self._readable()
             scopes = [None] if allowed is None else list(allowed)
         shown, rest = scopes[:STATUS_COLLECTIONS], scopes[STATUS_COLLECTIONS:]
         return StatusResult(
-            collections=[self._status_of(name) for name in shown],
+            collections=[collection_status(self.index, name, reader=self.scope.reader is not None) for name in shown],
             collections_not_shown=[name for name in rest if name is not None],
-        )
-
-    def _status_of(self, collection: str | None) -> CollectionStatus:
-        report = self.index.status(limit=STATUS_BATCHES, collection=collection)
-        failures = report.failures[:STATUS_FAILURES]
-        return CollectionStatus(
-            collection=collection,
-            batches=[BatchLine.model_validate(batch.model_dump()) for batch in report.batches[:STATUS_BATCHES]],
-            failures=[_failure(failure.model_dump()) for failure in failures],
-            truncated=len(report.failures) > len(failures),
         )
 
     def _served(self, names: list[str] | None) -> list[str] | None:
@@ -254,7 +213,7 @@ def _hit(rank: int, hit: Hit) -> SearchHit:
         heading_path=hit.heading_path or hit.heading,
         page=hit.page,
         score=round(hit.score, 4),
-        snippet=_cut(snippet, SNIPPET_CHARS),
+        snippet=cut(snippet, SNIPPET_CHARS),
         snippet_truncated=len(snippet) > SNIPPET_CHARS,
         document_id=str(hit.document_id),
     )
@@ -286,32 +245,13 @@ def _document(found: Document, text: str, offset: int, max_chars: int) -> Docume
         status=summary.status,
         latest_version=summary.version,
         indexed_version=summary.indexed_version,
-        error_message=_cut(latest.error_message, MESSAGE_CHARS) if latest and latest.error_message else None,
+        error_message=cut(latest.error_message, MESSAGE_CHARS) if latest and latest.error_message else None,
         text=shown,
         offset=offset,
         total_chars=len(text),
         truncated=end < len(text),
         next_offset=end if end < len(text) else None,
     )
-
-
-def _failure(row: dict[str, Any]) -> FailureLine:
-    failed_at = row.get("failed_at")
-    return FailureLine(
-        source_name=row["source_name"],
-        source_uri=row.get("source_key"),
-        collection=row.get("collection"),
-        version=row.get("version"),
-        indexed_version=row.get("indexed_version"),
-        stage=row.get("stage"),
-        error=_cut(row["error_message"], MESSAGE_CHARS) if row.get("error_message") else None,
-        attempts=row["attempt_count"],
-        failed_at=failed_at.isoformat() if failed_at else None,
-    )
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 # The server: the tools registered with their schemas, errors as one line.

@@ -1,10 +1,12 @@
 """Reading a document as an app's reader would: the collections it may read, and the text of a
 document's committed build, through the readers' functions (`readable_collections()`,
 `readable_document_sections(id)`, docs/search.md), as the role and claims `reader` names, or as
-the connecting role without one. What a reader may not read comes back empty, never refused."""
+the connecting role without one. What a reader may not read comes back empty, never refused;
+`require_readable` refuses a named collection it may not read as one that does not exist."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -13,6 +15,7 @@ import psycopg
 from psycopg.rows import class_row, dict_row
 
 from ingestion_pipeline.db.queries import query
+from ingestion_pipeline.errors import UnknownCollection
 
 from .rpc import Reader
 
@@ -36,6 +39,22 @@ def readable_collections(conn: psycopg.Connection[Any], reader: Reader | None = 
         row = cur.execute(query("readable_collections")).fetchone()
     names = row["names"] if row else []
     return None if names is None else list(names)
+
+
+def require_readable(conn: psycopg.Connection[Any], names: Iterable[str], reader: Reader) -> None:
+    """UnknownCollection for the first of `names` that `reader` may not read, in the same words
+    whether it exists or not (`to_reader`): checked against what the reader may read, never
+    against the collections the connecting role sees, so that a reader cannot tell a private
+    collection from one that does not exist (SPEC §10). None named: nothing to check."""
+    named = list(dict.fromkeys(names))
+    if not named:
+        return
+    readable = readable_collections(conn, reader)
+    if readable is None:  # every collection: never an app reader's answer
+        return
+    unreadable = [name for name in named if name not in readable]
+    if unreadable:
+        raise UnknownCollection(unreadable[0], to_reader=True)
 
 
 def readable_sections(conn: psycopg.Connection[Any], document_id: UUID, reader: Reader | None = None) -> list[Section]:

@@ -22,14 +22,17 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
+import psycopg
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
+from psycopg.rows import dict_row
 
 from ingestion_pipeline.api import Index
 from ingestion_pipeline.cli import build_parser
+from ingestion_pipeline.db.rpc import IngestionRpc
 
 INGEST = Path(sys.executable).parent / "ingest"
 ROOT = Path(__file__).resolve().parents[2]
@@ -285,9 +288,13 @@ def test_an_anonymous_reader_reads_the_public_collections_only(indexed, http_ser
     async def session(client: ClientSession) -> None:
         found = result(await client.call_tool("search", {"query": "keepers otters"}))
         assert [hit["source_uri"] for hit in found["results"]] == [indexed.lighthouse_key]
-        assert (
-            result(await client.call_tool("search", {"query": "otters", "collections": ["default"]}))["results"] == []
-        )
+        # a private collection named is refused as one that does not exist is, in the same words
+        for name in ("default", "nosuch"):
+            for tool, arguments in (
+                ("search", {"query": "otters", "collections": [name]}),
+                ("status", {"collection": name}),
+            ):
+                assert error_line(await client.call_tool(tool, arguments)) == f"no collection {name!r}"
         lighthouse = result(await client.call_tool("show_document", {"document": found["results"][0]["document_id"]}))
         assert "bell" in lighthouse["text"]
         # the private document: not found, by key or by id, in the words used for one that does not exist
@@ -297,9 +304,43 @@ def test_an_anonymous_reader_reads_the_public_collections_only(indexed, http_ser
         assert by_id == f"no document {otters_id!r}"
         [public] = result(await client.call_tool("status", {}))["collections"]
         assert public["collection"] == "handbook"
-        assert result(await client.call_tool("status", {"collection": "default"}))["collections"] == []
 
     over_http(server, session)
+
+
+def test_a_reader_sees_no_trace_of_a_private_collections_failure(db_url, tmp_path):
+    """Issue 58, defect 4: one batch rebuilds a public collection's document and a private one's,
+    and the private one fails. To an anonymous reader, `status` shows the public collection's
+    jobs in that batch and a status made of them alone (`completed`, not the batch's
+    `completed_with_errors`), and nothing of the private document; the owner sees the batch."""
+    (tmp_path / "lighthouse.md").write_text(LIGHTHOUSE)
+    (tmp_path / "ledger.pdf").write_bytes(b"%PDF-1.4 not really")
+    with Index.open(db_url) as index:
+        index.enqueue(tmp_path / "lighthouse.md", collection="handbook")
+        index.enqueue(tmp_path / "ledger.pdf", collection="secret")
+        index.work(drain=True, parse_processes=0)
+        with psycopg.connect(db_url, row_factory=dict_row) as conn:
+            rpc = IngestionRpc(conn)
+            rpc.add_collection("handbook", public=True)
+            batch_id = rpc.create_batch("nightly rebuild").batch_id
+            for path, collection in (("lighthouse.md", "handbook"), ("ledger.pdf", "secret")):
+                document_id = index.show(tmp_path / path, collection=collection).document_id
+                assert rpc.enqueue(document_id, batch_id=batch_id, kind="reindex").ok
+        index.work(drain=True, parse_processes=0)
+        [owners] = index.status(batch=batch_id).batches
+        assert (owners.status, owners.completed, owners.failed) == ("completed_with_errors", 1, 1)
+
+    async def session(client: ClientSession) -> None:
+        status = result(await client.call_tool("status", {}))
+        [public] = status["collections"]
+        assert public["collection"] == "handbook" and public["failures"] == []
+        nightly = next(batch for batch in public["batches"] if batch["name"] == "nightly rebuild")
+        assert (nightly["status"], nightly["jobs"], nightly["completed"], nightly["failed"]) == ("completed", 1, 1, 0)
+        assert all(batch["status"] == "completed" for batch in public["batches"])
+        assert "secret" not in json.dumps(status) and "ledger" not in json.dumps(status)
+        assert result(await client.call_tool("status", {"collection": "handbook"})) == status
+
+    over_stdio(Indexed(db_url, tmp_path, (tmp_path / "lighthouse.md").as_uri(), ""), session, "--as-anon")
 
 
 def stdio_server(indexed: Indexed) -> subprocess.Popen[bytes]:

@@ -227,3 +227,39 @@ def test_sections_and_readable_collections_as_a_reader(db_url: str, tmp_path: Pa
         assert index.readable_collections() is None  # the owner reads every collection
         assert index.readable_collections(reader=anon) == ["handbook"]
         assert index.readable_collections(reader=Reader(uuid4())) == ["handbook"]
+
+
+def test_a_reader_gets_one_answer_for_a_private_collection_and_an_absent_one(db_url: str, tmp_path: Path) -> None:
+    """Issue 58, defect 4: `Index.search(reader=...)` checks the names it is given as that
+    reader, so a name it may not read and a name that does not exist get the same one line,
+    with no hint that the private one exists; the owner is still told of a typo."""
+    otters = tmp_path / "otters.md"
+    otters.write_text("# River otters\n\nThey hold paws while they sleep.\n")
+    member = uuid4()
+    with Index.open(db_url) as index:
+        index.enqueue(LEASES, collection="handbook")
+        index.enqueue(otters, collection="secret")
+        index.work(drain=True, parse_processes=0)
+        with psycopg.connect(db_url) as conn:
+            rpc = IngestionRpc(conn)
+            rpc.add_collection("handbook", public=True)
+            assert rpc.grant_collection("secret", member).ok
+
+        for reader in (Reader(), Reader(uuid4())):
+            answers = {}
+            for name in ("secret", "nosuch"):
+                with pytest.raises(UnknownCollection) as refused:
+                    index.search("otters", mode="lexical", collections=[name], reader=reader)
+                answers[name] = str(refused.value)
+            assert answers == {"secret": "no collection 'secret'", "nosuch": "no collection 'nosuch'"}
+            with pytest.raises(UnknownCollection, match=r"^no collection 'secret'$"):  # beside a readable one too
+                index.search("otters", mode="lexical", collections=["handbook", "secret"], reader=reader)
+            hits = index.search("fencing", mode="lexical", collections="handbook", reader=reader)
+            assert [hit.collection for hit in hits] == ["handbook"]
+
+        # a member reads its private collection by name; the owner reads it, and is told of a typo
+        member_hits = index.search("otters", mode="lexical", collections="secret", reader=Reader(member))
+        owner_hits = index.search("otters", mode="lexical", collections="secret")
+        assert [hit.collection for hit in member_hits + owner_hits] == ["secret", "secret"]
+        with pytest.raises(UnknownCollection, match="`ingest collection add nosuch` creates it"):
+            index.search("otters", mode="lexical", collections="nosuch")

@@ -127,10 +127,14 @@ def test_a_reader_granted_one_collection_retrieves_nothing_of_another(db_url: st
     kitchen, handbook = ("kitchen", TEA), ("handbook", LEASES)
     with Index.open(db_url, settings=load_settings(embedder="hash")) as hashed:
         assert kitchen in retrieved("green tea steep")  # the owner reads every collection
-        # alice: her collection only, whatever the query or the collections she names; with a
-        # vector list every document she may read is near enough to be found, and only those
+        # alice: her collection only, whatever the query; with a vector list every document she
+        # may read is near enough to be found, and only those
         assert retrieved("green tea steep", reader=alice) == ([] if mode == "lexical" else [handbook])
-        assert retrieved("green tea steep", reader=alice, collections="kitchen") == []
+        # a collection she may not read is refused in the words for one that does not exist
+        for name in ("kitchen", "nosuch"):
+            with pytest.raises(IngestError) as refused:
+                retrieved("green tea steep", reader=alice, collections=name)
+            assert str(refused.value) == f"no collection {name!r}"
         assert retrieved("fencing", reader=alice) == [handbook]
         assert retrieved("fencing", reader=Reader()) == []  # anon: no collection is public
         assert retrieved("fencing", collections=["kitchen"]) == ([] if mode == "lexical" else [kitchen])
