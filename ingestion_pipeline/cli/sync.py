@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -72,9 +73,10 @@ def run_sync(
     """Run `sync` (given the pool and a callback per listed file) with a progress bar on a
     terminal, then print its report (`ingest sync`, `ingest source sync`); a collection the
     sync created (`collection_of` names the one it syncs into) is said on stderr. Exit
-    status 1 when an entry failed. The bar counts files and what became of them, with no
-    total or ETA: the listing is read as the pass goes, so its length is known only at
-    the end (listing it first would cost a second pass over a bucket)."""
+    status 1 when an entry failed, said on stderr in one line (failure_line). The bar
+    counts files and what became of them, with no total or ETA: the listing is read as the
+    pass goes, so its length is known only at the end (listing it first would cost a second
+    pass over a bucket)."""
     with migrated_pool(settings) as pool, _announcing(pool, collection_of(pool)):
         progress = bar("sync", "file", draw=drawn(as_json))
 
@@ -88,7 +90,26 @@ def run_sync(
         print_json(report.as_dict())
     else:
         print_report(report)
-    return 1 if report.failures else 0  # the rest of the pass is done; a script still hears of it
+    if not report.failures:
+        return 0
+    print(failure_line(report, as_json), file=sys.stderr)
+    return 1  # the rest of the pass is done; a script still hears of it
+
+
+def failure_line(report: SyncReport, as_json: bool) -> str:
+    """Why the sync exits 1, in one line: how many entries failed, the first with its reason,
+    and where the others are listed (the table shows ROWS_LISTED)."""
+    count = len(report.failures)
+    key, reason = report.failures[0]
+    reason = " ".join(reason.split())  # one line, whatever the reason held
+    if as_json:
+        where = 'the JSON\'s "failures" lists ' + ("it" if count == 1 else "them")
+    elif count <= ROWS_LISTED:
+        where = "the table lists " + ("it" if count == 1 else "them")
+    else:
+        where = "--json lists them all"
+    entries = "1 entry" if count == 1 else f"{count} entries"
+    return f"ingest: {entries} failed, the rest of the pass is done (first: {shown_key(key)}: {reason}); {where}"
 
 
 def _announcing(pool: Pool, collection: str | None) -> AbstractContextManager[None]:

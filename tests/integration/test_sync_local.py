@@ -260,3 +260,22 @@ def test_a_file_url_with_a_host_is_refused(pool, folder):
     with pytest.raises(ListingFailed, match="not a host"):
         sync_source(pool, f"file://server{folder}", SyncOptions(collection="share", max_bytes=100))
     assert counts(sync_source(pool, folder.as_uri(), SyncOptions(collection="share", max_bytes=100_000))) == {"new": 3}
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_sync_with_a_failed_entry_says_why_it_exits_1_in_one_stderr_line(db_url, folder, tmp_path, capsys, as_json):
+    """Exit 1 means an entry failed and the rest of the pass is done: one line on stderr says
+    so, with the first entry and its reason, also under --json (whose stdout stays JSON)."""
+    command = ["sync", str(folder), "--collection", "share", "--database-url", db_url, *(["--json"] if as_json else [])]
+    assert ingest(command) == 0  # the collection exists: no line saying it was created
+    (folder / "dangling.txt").symlink_to(tmp_path / "nowhere.txt")
+    capsys.readouterr()
+    assert ingest(command) == 1
+    out, err = capsys.readouterr()
+    where = 'the JSON\'s "failures" lists it' if as_json else "the table lists it"
+    assert err.splitlines() == [
+        f"ingest: 1 entry failed, the rest of the pass is done (first: {(folder / 'dangling.txt').as_uri()}: "
+        f"a link to nothing ({tmp_path / 'nowhere.txt'})); {where}"
+    ]
+    if as_json:
+        assert [f["source_key"] for f in json.loads(out)["failures"]] == [(folder / "dangling.txt").as_uri()]
