@@ -1,12 +1,15 @@
 """A folder that keeps changing while it is synced (tests/faults/test_sync_churn.py): a writer
 process adds, rewrites and deletes files at random, in place (no atomic rename: a sync may
-read a file half-written), until a stop file appears.
+read a file half-written), until a stop file appears. With a LOG file, each action is
+appended to it as one line (`unlink PATH`, `write PATH`) before it begins, so a reader can
+tell which files were touched while it ran (tests/faults/sync_loop.py).
 
-Run as `python -m tests.faults.churn FOLDER STOP_FILE SEED`.
+Run as `python -m tests.faults.churn FOLDER STOP_FILE SEED [LOG]`.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 import time
@@ -42,12 +45,15 @@ def seed(folder: Path, rng: random.Random) -> None:
         cold_path(folder, n).write_text(text(rng, n))
 
 
-def churn(folder: Path, stop: Path, rng: random.Random) -> None:
+def churn(folder: Path, stop: Path, rng: random.Random, log: Path | None = None) -> None:
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND) if log is not None else None
     while not stop.exists():
         cold = rng.randrange(COLD_EVERY) == 0
         path = cold_path(folder, rng.randrange(COLD)) if cold else path_of(folder, rng.randrange(FILES))
-        action = rng.random()
-        if action < 0.25 and path.exists() and not cold:
+        remove = rng.random() < 0.25 and path.exists() and not cold
+        if fd is not None:  # one write per line: a reader never sees half of one
+            os.write(fd, f"{'unlink' if remove else 'write'} {path}\n".encode())
+        if remove:
             path.unlink()
         else:  # written in two parts, so a read may come between them
             with path.open("w") as out:
@@ -60,4 +66,5 @@ def churn(folder: Path, stop: Path, rng: random.Random) -> None:
 
 
 if __name__ == "__main__":
-    churn(Path(sys.argv[1]), Path(sys.argv[2]), random.Random(int(sys.argv[3])))
+    log = Path(sys.argv[4]) if len(sys.argv) > 4 else None
+    churn(Path(sys.argv[1]), Path(sys.argv[2]), random.Random(int(sys.argv[3])), log)

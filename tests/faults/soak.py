@@ -256,11 +256,11 @@ def main() -> int:
 def _sync_rows(sync: SyncStats | None) -> list[tuple[str, object]]:
     if sync is None:
         return []
-    outcomes = ("ok", "killed", "database_unavailable", "batch_cancelled", "unexpected")
+    outcomes = ("ok", "killed", "database_unavailable", "batch_cancelled", "churned_mid_read", "unexpected")
     changes = ("new", "changed", "unchanged", "requeued", "deleted", "failed")
     return [
         (
-            "sync passes: ok / killed / db unavailable / batch cancelled / unexpected",
+            "sync passes: ok / killed / db unavailable / batch cancelled / files churned mid-read / unexpected",
             " / ".join(str(sync.passes[outcome]) for outcome in outcomes),
         ),
         ("sync files: " + " / ".join(changes), " / ".join(str(sync.counts[change]) for change in changes)),
