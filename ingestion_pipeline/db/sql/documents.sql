@@ -36,13 +36,18 @@ select k.source_key, k.document_id, k.version, k.byte_size, k.source_modified_at
 -- version (what a delete carries). The prefix is a range in byte order (`prefix_end`: the
 -- prefix with its last character's successor), which documents_collection_key_c (…_sync_
 -- deletes_under_the_listing_and_lease.sql) walks; before it, the same range is a scan.
+-- Each listed document's version is looked up by primary key as the walk reaches it (a scalar
+-- subquery in the filter, which the planner never turns into a join), so the listing reads
+-- about as many rows as the source holds keys, up to `limit`: a join here was planned, with an
+-- estimate of a few hundred keys, as a hash join over a scan of every version (issue 58, 7).
 select d.id as document_id, d.source_key, d.version
   from documents d
-  join document_versions v on v.document_id = d.id and v.version = d.version
  where d.collection = %(collection)s and d.deleted_at is null
    and d.source_key collate "C" >= %(prefix)s and d.source_key collate "C" < %(prefix_end)s
    and d.source_key collate "C" > %(after)s
-   and v.enqueued_at < %(before)s
+   and (select v.enqueued_at
+          from document_versions v
+         where v.document_id = d.id and v.version = d.version) < %(before)s
  order by d.source_key collate "C"
  limit %(limit)s;
 
