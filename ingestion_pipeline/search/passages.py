@@ -15,7 +15,7 @@ from psycopg.rows import dict_row
 from ingestion_pipeline.db.queries import query
 
 from .model import Hit
-from .rpc import Reader
+from .rpc import Reader, as_reader
 
 
 def hit_passages(conn: psycopg.Connection[Any], hits: Sequence[Hit], *, reader: Reader | None = None) -> list[str]:
@@ -25,9 +25,7 @@ def hit_passages(conn: psycopg.Connection[Any], hits: Sequence[Hit], *, reader: 
     if not hits:
         return []
     params = {"document_ids": [hit.document_id for hit in hits], "ordinals": [hit.chunk_ordinal for hit in hits]}
-    with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
-        if reader is not None:
-            cur.execute(query("act_as_reader"), {"role": reader.role, "claims": reader.claims()})
+    with as_reader(conn, reader), conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(query("hit_passages"), params).fetchall()
     found = {(row["document_id"], row["chunk_ordinal"]): row["content"] for row in rows}
     return [found.get((hit.document_id, hit.chunk_ordinal), hit.snippet) for hit in hits]

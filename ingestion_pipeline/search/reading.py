@@ -17,7 +17,7 @@ from psycopg.rows import class_row, dict_row
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.errors import UnknownCollection
 
-from .rpc import Reader
+from .rpc import Reader, as_reader
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,7 @@ class Section:
 
 def readable_collections(conn: psycopg.Connection[Any], reader: Reader | None = None) -> list[str] | None:
     """The collections `reader` (without one: the connecting role) may read; None: every one."""
-    with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
-        _act_as(cur, reader)
+    with as_reader(conn, reader), conn.cursor(row_factory=dict_row) as cur:
         row = cur.execute(query("readable_collections")).fetchone()
     names = row["names"] if row else []
     return None if names is None else list(names)
@@ -60,11 +59,5 @@ def require_readable(conn: psycopg.Connection[Any], names: Iterable[str], reader
 def readable_sections(conn: psycopg.Connection[Any], document_id: UUID, reader: Reader | None = None) -> list[Section]:
     """The sections of the document's committed build, in order: none when `reader` may not
     read it, it is deleted, or no build of it has committed."""
-    with conn.transaction(), conn.cursor(row_factory=class_row(Section)) as cur:
-        _act_as(cur, reader)
+    with as_reader(conn, reader), conn.cursor(row_factory=class_row(Section)) as cur:
         return cur.execute(query("readable_sections"), {"document_id": document_id}).fetchall()
-
-
-def _act_as(cur: psycopg.Cursor[Any], reader: Reader | None) -> None:
-    if reader is not None:  # for this transaction only (set_config(..., true))
-        cur.execute(query("act_as_reader"), {"role": reader.role, "claims": reader.claims()})

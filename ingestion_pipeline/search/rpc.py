@@ -3,7 +3,8 @@
 
 A search may run as an app's reader would (`reader`): as role `anon`, or as
 `authenticated` with the claims of a user, set for this transaction only, the way
-PostgREST runs a request; row-level security then scopes it as it scopes the app. The
+PostgREST runs a request; row-level security then scopes it as it scopes the app, and the
+role's statement_timeout bounds it as PostgREST's requests are bounded (`as_reader`). The
 connecting role must be allowed to SET ROLE to it (a superuser, the owner on Supabase, or
 a member of the role, like PostgREST's authenticator).
 """
@@ -11,12 +12,14 @@ a member of the role, like PostgREST's authenticator).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 import psycopg
-from psycopg.rows import class_row
+from psycopg.rows import class_row, tuple_row
 
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc.collections import missing_collections
@@ -44,6 +47,27 @@ class Reader:
         return json.dumps(claims)
 
 
+@contextmanager
+def as_reader(conn: psycopg.Connection[Any], reader: Reader | None) -> Iterator[None]:
+    """A transaction as `reader` (without one: as the connecting role): its role and claims, and
+    its role's statement_timeout, for this transaction only (act_as_reader). A statement the
+    timeout cancels is an IngestError of one line, as an app's request would be refused."""
+    if reader is None:
+        with conn.transaction():
+            yield
+        return
+    timeout = "?"
+    try:
+        with conn.transaction():
+            with conn.cursor(row_factory=tuple_row) as cur:
+                row = cur.execute(query("act_as_reader"), {"role": reader.role, "claims": reader.claims()}).fetchone()
+                timeout = row[0] if row else timeout
+            yield
+    except psycopg.errors.QueryCanceled as exc:
+        message = exc.diag.message_primary or str(exc)
+        raise IngestError(f"{message} (as {reader.role}, statement_timeout {timeout})") from None
+
+
 def search_documents(
     conn: psycopg.Connection[Any],
     text: str | None,
@@ -66,9 +90,7 @@ def search_documents(
         "embedding": embedding,
     }
     try:
-        with conn.transaction(), conn.cursor(row_factory=class_row(Hit)) as cur:
-            if reader is not None:
-                cur.execute(query("act_as_reader"), {"role": reader.role, "claims": reader.claims()})
+        with as_reader(conn, reader), conn.cursor(row_factory=class_row(Hit)) as cur:
             return cur.execute(query("search_documents"), params).fetchall()
     except psycopg.errors.InvalidParameterValue as exc:
         message = (exc.diag.message_primary or str(exc)).removeprefix(_PREFIX)

@@ -9,9 +9,25 @@ select document_id, collection, source_uri, source_name, title, heading, heading
 from public.search_documents(%(query)s, %(collections)s::text[], %(mode)s, %(limit)s, %(embedding)s::real[]);
 
 -- name: act_as_reader
--- For this transaction only, as PostgREST runs a request: the role (anon, authenticated)
--- and the JWT claims the database's policies read (request_user_id()).
-select pg_catalog.set_config('role', %(role)s, true), pg_catalog.set_config('request.jwt.claims', %(claims)s, true);
+-- For this transaction only, as PostgREST runs a request: the role (anon, authenticated), the
+-- JWT claims the database's policies read (request_user_id()), and the role's statement_timeout,
+-- which PostgREST applies when it switches to the role (a SET ROLE does not): the role's setting
+-- in this database, else its setting everywhere (ALTER ROLE … [IN DATABASE …] SET); a role with
+-- none keeps the timeout in force. `statement_timeout`: the timeout the reader now runs under.
+-- The setting is read first (pg_db_role_setting, readable by every role), then the role taken.
+select pg_catalog.set_config('statement_timeout', coalesce(
+           (select pg_catalog.substr(c.setting, pg_catalog.strpos(c.setting, '=') + 1)
+              from pg_catalog.pg_db_role_setting s
+             cross join lateral pg_catalog.unnest(s.setconfig) as c(setting)
+             where s.setrole = (select r.oid from pg_catalog.pg_roles r where r.rolname = %(role)s)
+               and s.setdatabase in (0, (select d.oid from pg_catalog.pg_database d
+                                          where d.datname = pg_catalog.current_database()))
+               and pg_catalog.split_part(c.setting, '=', 1) = 'statement_timeout'
+             order by s.setdatabase desc  -- this database's (its oid) before every database's (0)
+             limit 1),
+           pg_catalog.current_setting('statement_timeout')), true) as statement_timeout,
+       pg_catalog.set_config('role', %(role)s, true) as role,
+       pg_catalog.set_config('request.jwt.claims', %(claims)s, true) as claims;
 
 -- name: index_has_embedder
 -- Whether a live document of `collections` (null: of every one) has a committed generation
