@@ -424,6 +424,13 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.collection_lock_key(p_name text) RETURNS bigint
+    LANGUAGE sql IMMUTABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select pg_catalog.hashtextextended('ingest.collection:' || p_name, 0);
+$$;
+
 CREATE FUNCTION public.commit_and_complete_ingestion_job(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_lease_token bigint, p_metadata jsonb DEFAULT '{}'::jsonb, p_batch_id uuid DEFAULT NULL::uuid, p_stage text DEFAULT 'indexed'::text, p_embedder jsonb DEFAULT NULL::jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2253,6 +2260,10 @@ CREATE FUNCTION public.register_document_collections() RETURNS trigger
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 begin
+    -- Shared: enqueues into one collection do not wait for each other, a removal of it waits
+    -- for them to end (and they for it), in the names' order so two statements cannot cross.
+    perform pg_catalog.pg_advisory_xact_lock_shared(public.collection_lock_key(c.collection))
+       from (select distinct n.collection from new_rows n order by n.collection) c;
     insert into public.collections (name)
     select distinct n.collection from new_rows n
      where not exists (select 1 from public.collections c where c.name = n.collection)
@@ -2325,6 +2336,9 @@ declare
     v_documents bigint;
     v_members bigint;
 begin
+    -- Every enqueue into this collection that is open has ended once this is granted, and none
+    -- writes into it until this transaction ends: the count below sees them all.
+    perform pg_catalog.pg_advisory_xact_lock(public.collection_lock_key(p_name));
     perform 1 from public.collections where name = p_name for update;
     if not found then
         return jsonb_build_object('ok', false, 'reason', 'unknown_collection', 'collection', p_name);
@@ -2333,7 +2347,6 @@ begin
     if v_sources is not null then
         return jsonb_build_object('ok', false, 'reason', 'has_sources', 'collection', p_name, 'sources', v_sources);
     end if;
-    lock table public.documents in share mode;
     select count(*) into v_documents from public.documents d where d.collection = p_name and d.deleted_at is null;
     if v_documents > 0 then
         return jsonb_build_object('ok', false, 'reason', 'not_empty', 'collection', p_name, 'documents', v_documents);
@@ -2593,7 +2606,7 @@ CREATE FUNCTION public.search_committed_terms() RETURNS TABLE(collection text, l
      group by d.collection, t.lexeme;
 $$;
 
-CREATE FUNCTION public.search_documents(p_query text, p_collections text[] DEFAULT NULL::text[], p_mode text DEFAULT 'lexical'::text, p_limit integer DEFAULT 10, p_query_embedding real[] DEFAULT NULL::real[]) RETURNS TABLE(document_id uuid, collection text, source_uri text, source_name text, title text, heading text, heading_path text, page integer, chunk_ordinal integer, snippet text, score double precision)
+CREATE FUNCTION public.search_documents(p_query text, p_collections text[] DEFAULT NULL::text[], p_mode text DEFAULT 'lexical'::text, p_limit integer DEFAULT 10, p_query_embedding real[] DEFAULT NULL::real[], p_embedder text DEFAULT NULL::text) RETURNS TABLE(document_id uuid, collection text, source_uri text, source_name text, title text, heading text, heading_path text, page integer, chunk_ordinal integer, snippet text, score double precision)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_custom_plan'
@@ -2631,6 +2644,10 @@ begin
             raise exception 'search_documents: % search needs p_query_embedding, the query''s vector from the '
                             'embedder the documents were indexed with', p_mode using errcode = '22023';
         end if;
+        if coalesce(btrim(p_embedder), '') = '' then
+            raise exception 'search_documents: % search needs p_embedder, the name of the model that made '
+                            'p_query_embedding as the index records it (e.g. wordllama)', p_mode using errcode = '22023';
+        end if;
         if cardinality(p_query_embedding) > 16000 then
             raise exception 'search_documents: p_query_embedding has % dimensions; at most 16000',
                 cardinality(p_query_embedding) using errcode = '22023';
@@ -2657,12 +2674,12 @@ begin
         union all
         select 'vector'::text, h.document_id, h.n, h.score, null::uuid, h.collection, h.source_uri, h.source_name,
                h.title, h.heading, h.heading_path, h.page_ordinal, h.chunk_ordinal, h.snippet
-          from public.search_vector_hits(p_query_embedding, p_collections, v_depth) h
+          from public.search_vector_hits(p_query_embedding, p_collections, v_depth, btrim(p_embedder)) h
          where p_mode = 'vector'
         union all
         select 'vector'::text, r.document_id, r.n, r.score, r.index_generation_id, null, null, null, null, null, null,
                null, r.chunk_ordinal, null
-          from public.search_vector_ranked(p_query_embedding, p_collections, v_depth) r
+          from public.search_vector_ranked(p_query_embedding, p_collections, v_depth, btrim(p_embedder)) r
          where p_mode = 'hybrid'
     ), tops as (  -- each list's best score, to put the lexical scores on the cosine's 0..1 scale
         select l.list, max(l.score) as top from lists l group by l.list
@@ -3029,7 +3046,14 @@ CREATE FUNCTION public.search_query_refusal(p_query text) RETURNS text
             then format('the search query is %s characters long; at most 4096', pg_catalog.length(p_query))
         when (select count(distinct pg_catalog.lower(t.term)) from public.search_query_terms(p_query) t) > 64
             then 'the search query has more than 64 distinct terms'
-    end;
+        when l.lexemes > 64
+            then format('the search query has %s distinct words once its identifiers are split; at most 64',
+                        l.lexemes)
+    end
+      from (select count(distinct w.lexeme) as lexemes
+              from public.search_query_terms(p_query) t
+             cross join lateral unnest(tsvector_to_array(to_tsvector(
+                       'english', public.search_identifier_text(pg_catalog.btrim(t.term, '"'))))) as w (lexeme)) l;
 $$;
 
 CREATE FUNCTION public.search_query_terms(p_query text) RETURNS TABLE(n integer, term text, excluded boolean)
@@ -3112,7 +3136,7 @@ CREATE FUNCTION public.search_term_count_drift(p_limit integer DEFAULT 100) RETU
      limit p_limit;
 $$;
 
-CREATE FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer) RETURNS TABLE(document_id uuid, collection text, source_uri text, source_name text, title text, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading text, heading_path text, score double precision, snippet text, n integer)
+CREATE FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer, p_embedder text) RETURNS TABLE(document_id uuid, collection text, source_uri text, source_name text, title text, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading text, heading_path text, score double precision, snippet text, n integer)
     LANGUAGE plpgsql STABLE SECURITY DEFINER ROWS 10
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_custom_plan'
@@ -3133,13 +3157,13 @@ begin
     select array_agg(r.document_id order by r.n), array_agg(r.index_generation_id order by r.n),
            array_agg(r.score order by r.n), array_agg(r.chunk_ordinal order by r.n)
       into v_documents, v_generations, v_scores, v_ordinals
-      from public.search_vector_ranked(p_embedding, p_collections, p_limit) r;
+      from public.search_vector_ranked(p_embedding, p_collections, p_limit, p_embedder) r;
     return query
         select h.* from public.search_vector_shown(p_embedding, v_documents, v_generations, v_scores, v_ordinals) h;
 end;
 $$;
 
-CREATE FUNCTION public.search_vector_ranked(p_embedding real[], p_collections text[], p_limit integer) RETURNS TABLE(document_id uuid, index_generation_id uuid, score double precision, n integer, chunk_ordinal integer)
+CREATE FUNCTION public.search_vector_ranked(p_embedding real[], p_collections text[], p_limit integer, p_embedder text) RETURNS TABLE(document_id uuid, index_generation_id uuid, score double precision, n integer, chunk_ordinal integer)
     LANGUAGE plpgsql STABLE SECURITY DEFINER ROWS 10
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_custom_plan'
@@ -3154,12 +3178,13 @@ CREATE FUNCTION public.search_vector_ranked(p_embedding real[], p_collections te
 declare
     v_scope text[] := public.search_scope(p_collections);
     v_dimensions integer := cardinality(p_embedding);
-    -- A scope of at most this many documents is scored exactly, each by its mean; a larger one
-    -- through the HNSW index of the means. `ingest.vector_exact_at_most` lowers it for a session
-    -- (the tests take the HNSW path on a small corpus with 0).
+    -- A caller who reads every collection, over more than this many documents, finds them
+    -- through the HNSW index of the means; `ingest.vector_exact_at_most` lowers it for a
+    -- session (the tests take the HNSW path on a small corpus with 0). A reader's scope is
+    -- always scored exactly.
     v_exact_at_most constant integer := coalesce(nullif(pg_catalog.current_setting('ingest.vector_exact_at_most', true), '')::integer, 2000);
     v_norm float8;
-    v_scope_documents bigint;
+    v_all_documents bigint;
     v_schema name;
     v_iterative boolean;
     v_width integer;
@@ -3170,8 +3195,8 @@ declare
     v_documents uuid[];
     v_generations uuid[];
     v_scores float8[];
-    v_doc_score text;  -- SQL: a document's score from its generation's mean (g.mean_embedding)
     v_ordinals integer[];
+    v_doc_score text;  -- SQL: a document's score from its generation's mean (g.mean_embedding)
 begin
     if p_limit is null or p_limit < 1 or p_limit > 5000 then
         raise exception 'search_vector_hits: p_limit must be between 1 and 5000' using errcode = '22023';
@@ -3180,16 +3205,14 @@ begin
         raise exception 'search_vector_hits: p_embedding has % dimensions; at most 16000', v_dimensions
             using errcode = '22023';
     end if;
-    if v_dimensions is null or v_dimensions = 0 or (v_scope is not null and cardinality(v_scope) = 0) then
+    if v_dimensions is null or v_dimensions = 0 or coalesce(p_embedder, '') = ''
+       or (v_scope is not null and cardinality(v_scope) = 0) then
         return;
     end if;
     select sqrt(sum(x::float8 * x)) into v_norm from unnest(p_embedding) as x;
     if v_norm is null or v_norm = 0 then
         return;
     end if;
-    select coalesce(sum(s.documents), 0) into v_scope_documents
-      from public.search_term_counts s
-     where s.lexeme = '' and (v_scope is null or s.collection = any (v_scope));
     select ns.nspname, coalesce(string_to_array(e.extversion, '.')::int[] >= array[0, 8], false)
       into v_schema, v_iterative
       from pg_catalog.pg_attribute a
@@ -3198,46 +3221,20 @@ begin
       left join pg_catalog.pg_extension e on e.extname = 'vector'
      where a.attrelid = 'public.document_chunks'::regclass and a.attname = 'embedding_vector'
        and not a.attisdropped;
+    if v_scope is null and v_schema is not null then
+        -- Every collection is the caller's: the index holds nothing it may not read.
+        select coalesce(sum(s.documents), 0) into v_all_documents
+          from public.search_term_counts s
+         where s.lexeme = '';
+    end if;
 
-    v_doc_score := case when v_schema is null
-        then '(select sum(a::float8 * b) from unnest(g.mean_embedding, $1) as u (a, b)) / $4'
-        else format('-(g.mean_embedding::%1$I.vector(%2$s) operator(%1$I.<#>) $1::%1$I.vector(%2$s)) / $4',
-                    v_schema, v_dimensions) end;  -- pgvector's operator, qualified (Supabase: `extensions`)
-
-    if v_schema is null or v_scope_documents <= v_exact_at_most then
-        -- Every live document of the scope (by documents_live_by_collection; the owner's
-        -- unscoped search: every live document), its committed generation's mean by primary key.
-        execute format($q$
-            with scored as (
-                select d.id, d.index_generation_id, %1$s as score
-                  from (select d.id, d.index_generation_id from public.documents d
-                         where $3::text[] is null and d.deleted_at is null
-                         union all
-                        select d.id, d.index_generation_id
-                          from unnest($3::text[]) as c (collection)
-                         cross join lateral (  -- in the order of the index's keys: read through it, no sort
-                               select d.id, d.index_generation_id from public.documents d
-                                where d.collection = c.collection and d.deleted_at is null
-                                order by d.collection, coalesce(d.source_key, ''), d.id
-                               offset 0) d) d
-                 cross join lateral (select g.mean_embedding from public.index_generations g
-                                      where g.id = d.index_generation_id offset 0) g
-                 where cardinality(g.mean_embedding) = %2$s
-            ), best as (
-                select s.* from scored s where s.score <> 'NaN' order by s.score desc, s.id limit $5
-            )
-            select array_agg(b.id order by b.score desc, b.id), array_agg(b.index_generation_id order by b.score desc, b.id),
-                   array_agg(b.score order by b.score desc, b.id), array_agg(null::integer)
-              from best b$q$, v_doc_score, v_dimensions)
-           into v_documents, v_generations, v_scores, v_ordinals
-           using p_embedding, null::integer, v_scope, v_norm, p_limit;
-    else
+    if v_all_documents > v_exact_at_most then
         -- The nearest documents through the HNSW index of the committed generations' means
         -- (index_generations_mean_hnsw_<n>, inner product: the score itself, so the index's
-        -- order is the ranking's), the scope and the live generation checked inside the
+        -- order is the ranking's), the model and the live generation checked inside the
         -- ordered scan. pgvector 0.8's iterative scan goes on until p_limit documents pass
-        -- them; before 0.8 a scan returns at most ef_search rows, so it is widened until they
-        -- do or it reaches pgvector's most, 1,000.
+        -- them (or hnsw.max_scan_tuples); before 0.8 a scan returns at most ef_search rows,
+        -- so it is widened until they do or it reaches pgvector's most, 1,000.
         perform pg_catalog.set_config('search_path', 'pg_catalog, ' || quote_ident(v_schema) || ', pg_temp', true);
         v_ef_search := pg_catalog.current_setting('hnsw.ef_search', true);
         v_iterative_scan := pg_catalog.current_setting('hnsw.iterative_scan', true);
@@ -3247,10 +3244,10 @@ begin
                 select g.document_id, g.id as index_generation_id,
                        g.mean_embedding::vector(%1$s) <#> $1::vector(%1$s) as distance
                   from public.index_generations g
-                 where g.status = 'committed' and cardinality(g.mean_embedding) = %1$s
+                 where g.status = 'committed' and cardinality(g.mean_embedding) = %1$s and g.embedder = $3
                    and exists (select 1 from public.documents d
                                 where d.id = g.document_id and d.index_generation_id = g.id
-                                  and d.deleted_at is null and ($3::text[] is null or d.collection = any ($3::text[])))
+                                  and d.deleted_at is null)
                  order by g.mean_embedding::vector(%1$s) <#> $1::vector(%1$s)
                  limit $2
             ), best as (
@@ -3269,7 +3266,7 @@ begin
                 perform pg_catalog.set_config('hnsw.iterative_scan', 'strict_order', true);
             end if;
             execute v_statement into v_fetched, v_documents, v_generations, v_scores, v_ordinals
-                using p_embedding, p_limit, v_scope, v_norm;
+                using p_embedding, p_limit, p_embedder, v_norm;
             exit when v_fetched >= p_limit or v_iterative or v_width >= 1000;
             v_width := least(v_width * 2, 1000);
         end loop;
@@ -3278,7 +3275,49 @@ begin
             perform pg_catalog.set_config('hnsw.iterative_scan', coalesce(v_iterative_scan, 'off'), true);
         end if;
         perform pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+        if v_fetched >= p_limit then
+            return query
+                select x.document_id, x.index_generation_id, x.score, x.n::integer, x.ordinal
+                  from unnest(v_documents, v_generations, v_scores, v_ordinals) with ordinality
+                       as x (document_id, index_generation_id, score, ordinal, n)
+                 order by x.n;
+            return;
+        end if;
+        -- Fewer than p_limit: the scan stopped at its limit (dead tuples of deleted documents,
+        -- another model's means) or the index lacks some; the exact path below is complete.
     end if;
+
+    v_doc_score := case when v_schema is null
+        then '(select sum(a::float8 * b) from unnest(g.mean_embedding, $1) as u (a, b)) / $4'
+        else format('-(g.mean_embedding::%1$I.vector(%2$s) operator(%1$I.<#>) $1::%1$I.vector(%2$s)) / $4',
+                    v_schema, v_dimensions) end;  -- pgvector's operator, qualified (Supabase: `extensions`)
+    -- Every live document of the scope (by documents_live_by_collection; a caller who reads
+    -- every collection: every live document), its committed generation's mean by primary key,
+    -- if the query's model made it.
+    execute format($q$
+        with scored as (
+            select d.id, d.index_generation_id, %1$s as score
+              from (select d.id, d.index_generation_id from public.documents d
+                     where $3::text[] is null and d.deleted_at is null
+                     union all
+                    select d.id, d.index_generation_id
+                      from unnest($3::text[]) as c (collection)
+                     cross join lateral (  -- in the order of the index's keys: read through it, no sort
+                           select d.id, d.index_generation_id from public.documents d
+                            where d.collection = c.collection and d.deleted_at is null
+                            order by d.collection, coalesce(d.source_key, ''), d.id
+                           offset 0) d) d
+             cross join lateral (select g.mean_embedding from public.index_generations g
+                                  where g.id = d.index_generation_id and g.embedder = $2 offset 0) g
+             where cardinality(g.mean_embedding) = %2$s
+        ), best as (
+            select s.* from scored s where s.score <> 'NaN' order by s.score desc, s.id limit $5
+        )
+        select array_agg(b.id order by b.score desc, b.id), array_agg(b.index_generation_id order by b.score desc, b.id),
+               array_agg(b.score order by b.score desc, b.id), array_agg(null::integer)
+          from best b$q$, v_doc_score, v_dimensions)
+       into v_documents, v_generations, v_scores, v_ordinals
+       using p_embedding, p_embedder, v_scope, v_norm, p_limit;
     if v_documents is null then
         return;
     end if;
@@ -4027,6 +4066,8 @@ GRANT ALL ON FUNCTION public.cleanup_abandoned_document_index_generations(p_docu
 REVOKE ALL ON FUNCTION public.cleanup_kept_version_bytes(p_keep_versions integer, p_limit integer, p_dry_run boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.cleanup_kept_version_bytes(p_keep_versions integer, p_limit integer, p_dry_run boolean) TO ingestion_worker;
 
+REVOKE ALL ON FUNCTION public.collection_lock_key(p_name text) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION public.commit_and_complete_ingestion_job(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_lease_token bigint, p_metadata jsonb, p_batch_id uuid, p_stage text, p_embedder jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.commit_and_complete_ingestion_job(p_job_id uuid, p_document_id uuid, p_generation_id uuid, p_lease_token bigint, p_metadata jsonb, p_batch_id uuid, p_stage text, p_embedder jsonb) TO ingestion_worker;
 
@@ -4228,10 +4269,10 @@ REVOKE ALL ON FUNCTION public.search_collection_lexeme(p_collection text) FROM P
 
 REVOKE ALL ON FUNCTION public.search_committed_terms() FROM PUBLIC;
 
-REVOKE ALL ON FUNCTION public.search_documents(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.search_documents(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[]) TO anon;
-GRANT ALL ON FUNCTION public.search_documents(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[]) TO authenticated;
-GRANT ALL ON FUNCTION public.search_documents(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[]) TO ingestion_worker;
+REVOKE ALL ON FUNCTION public.search_documents(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[], p_embedder text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.search_documents(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[], p_embedder text) TO ingestion_worker;
+GRANT ALL ON FUNCTION public.search_documents(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[], p_embedder text) TO anon;
+GRANT ALL ON FUNCTION public.search_documents(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[], p_embedder text) TO authenticated;
 
 REVOKE ALL ON FUNCTION public.search_field_vector(p_text text, p_keep_stop_words boolean) FROM PUBLIC;
 
@@ -4261,10 +4302,10 @@ REVOKE ALL ON FUNCTION public.search_stop_words(p_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION public.search_term_count_drift(p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.search_term_count_drift(p_limit integer) TO ingestion_worker;
 
-REVOKE ALL ON FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer) TO ingestion_worker;
+REVOKE ALL ON FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer, p_embedder text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer, p_embedder text) TO ingestion_worker;
 
-REVOKE ALL ON FUNCTION public.search_vector_ranked(p_embedding real[], p_collections text[], p_limit integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION public.search_vector_ranked(p_embedding real[], p_collections text[], p_limit integer, p_embedder text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.search_vector_shown(p_embedding real[], p_documents uuid[], p_generations uuid[], p_scores double precision[], p_ordinals integer[]) FROM PUBLIC;
 

@@ -60,6 +60,9 @@ SYNC_DELETES_NAME = "sync_deletes_under_the_listing_and_lease"
 UPGRADE_WINDOW_NAME = "idle_janitor_passes_and_upgrade_window"
 RELEASE_NAME = "release_worker_faults"
 SEARCH_WORDS_NAME = "identifiers_options_and_stable_order"
+VECTOR_SCOPE_NAME = "vector_search_in_scope_and_model"
+LEXEME_CAP_NAME = "query_lexeme_cap"
+COLLECTION_LOCK_NAME = "remove_collection_locks_its_name"
 
 
 def version_before(name: str) -> str:
@@ -439,6 +442,24 @@ lock_order_schema = before_and_head(
     "…_one_lock_order.sql): before it, where each test observes its defect, and at head, where it must pass.",
 )
 
+vector_scope_schema = before_and_head(
+    VECTOR_SCOPE_NAME,
+    "pre_vector_scope",
+    "The fifth review's vector defects (migration …_vector_search_in_scope_and_model.sql: the HNSW scan's "
+    "budget spent on other tenants' means, a query compared with another model's vectors): before it, where "
+    "each test observes its defect, and at head, where it must pass.",
+)
+lexeme_cap_schema = before_and_head(
+    LEXEME_CAP_NAME,
+    "pre_lexeme_cap",
+    "The query cap before it counted lexemes (migration …_query_lexeme_cap.sql), and at head.",
+)
+collection_lock_schema = before_and_head(
+    COLLECTION_LOCK_NAME,
+    "pre_collection_lock",
+    "remove_collection before it locked only its name (migration …_remove_collection_locks_its_name.sql: a SHARE "
+    "lock on documents), and at head.",
+)
 sync_deletes_schema = before_and_head(
     SYNC_DELETES_NAME,
     "pre_sync_deletes",

@@ -285,8 +285,8 @@ def search_hits(conn: psycopg.Connection, text: str, limit: int = 100) -> list:
 
     from ingestion_pipeline.search import search
 
-    rpc = "search_documents(text, text[], text, integer, real[])"
-    if conn.execute("select to_regprocedure(%s) is not null as present", (rpc,)).fetchone()["present"]:
+    present = "select exists (select from pg_proc where proname = 'search_documents') as present"
+    if conn.execute(present).fetchone()["present"]:
         return search(conn, text, limit=min(limit, 1000))
     rows = conn.execute(
         "select distinct document_id from committed_document_chunks "

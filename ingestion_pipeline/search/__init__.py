@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 
 from ingestion_pipeline.errors import IngestError
-from ingestion_pipeline.processing import Embedder, ProcessingError
+from ingestion_pipeline.processing import Embedder, ProcessingError, embedder_record
 from ingestion_pipeline.processing.errors import EmbeddingUnavailable
 
 from .index_model import check_query_embedder
@@ -59,15 +59,32 @@ def search(
     mode = mode or default_mode(embedder)
     if mode not in MODES:
         raise IngestError(f"unknown search mode {mode!r}; choose one of: {', '.join(MODES)}")
-    vector = None
+    vector = model = None
     if mode != "lexical":
-        check_query_embedder(conn, embedder, mode, collections)
+        checked = _checked_scope(conn, collections, reader)
+        if checked != []:  # a reader who may read none of them: no vector to compare, no check
+            check_query_embedder(conn, embedder, mode, checked)
         vector = _query_vector(text, embedder, mode)
+        model = embedder_record(embedder, with_version=False).name if embedder is not None else None
     hits = search_documents(
-        conn, text, mode=mode, limit=limit, embedding=vector, collections=collections, reader=reader
+        conn, text, mode=mode, limit=limit, embedding=vector, embedder=model, collections=collections, reader=reader
     )
     report(mode, time.monotonic() - began)
     return hits
+
+
+def _checked_scope(
+    conn: psycopg.Connection[Any], collections: list[str] | None, reader: Reader | None
+) -> list[str] | None:
+    """The collections whose models a vector query's embedder is checked against: for an app's
+    reader, only those it may read (the models of another tenant's collections are not its to
+    learn from a refusal); None: every collection."""
+    if reader is None:
+        return collections
+    readable = readable_collections(conn, reader)
+    if readable is None:
+        return collections
+    return [name for name in (collections or readable) if name in readable]
 
 
 def default_mode(embedder: Embedder | None) -> Mode:

@@ -24,11 +24,12 @@ from psycopg.rows import class_row, tuple_row
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc.collections import missing_collections
 from ingestion_pipeline.db.schema_level import probe, require_current
-from ingestion_pipeline.errors import IngestError, UnknownCollection
+from ingestion_pipeline.errors import IngestError, SchemaTooOld, UnknownCollection
 
 from .model import Hit, Mode
 
 _PREFIX = "search_documents: "
+_MODEL_MIGRATION = "20261206000500_vector_search_in_scope_and_model"
 
 
 @dataclass(frozen=True)
@@ -75,10 +76,13 @@ def search_documents(
     mode: Mode = "lexical",
     limit: int = 10,
     embedding: list[float] | None = None,
+    embedder: str | None = None,
     collections: list[str] | None = None,
     reader: Reader | None = None,
 ) -> list[Hit]:
-    """The RPC's hits: `embedding` is the query's vector (vector and hybrid modes)."""
+    """The RPC's hits: `embedding` is the query's vector (vector and hybrid modes), and
+    `embedder` the name of the model that made it, as generations record it: the search
+    compares it only with vectors of that model."""
     require_current(probe(conn), "search")
     if reader is None and collections:
         _require_collections(conn, collections)
@@ -88,6 +92,7 @@ def search_documents(
         "mode": mode,
         "limit": limit,
         "embedding": embedding,
+        "embedder": embedder,
     }
     try:
         with as_reader(conn, reader), conn.cursor(row_factory=class_row(Hit)) as cur:
@@ -99,6 +104,8 @@ def search_documents(
         if reader is None:
             raise
         raise IngestError(f"cannot search as {reader.role}: {exc.diag.message_primary}") from None
+    except psycopg.errors.UndefinedFunction:  # the six-argument RPC: the query names its model
+        raise SchemaTooOld(f"search needs migration {_MODEL_MIGRATION}: run `ingest db migrate`") from None
 
 
 def _require_collections(conn: psycopg.Connection[Any], names: list[str]) -> None:

@@ -159,6 +159,8 @@ INTERNAL = {
     "search_query_is_question",
     "search_vector_ranked",
     "search_vector_shown",
+    # issue 58 (20261206000700): the advisory lock key of a collection's name
+    "collection_lock_key",
 }
 # Created only where the server has pgvector.
 OPTIONAL = {"document_chunks_embedding_vector"}

@@ -10,70 +10,15 @@ tenants' data lands, and every call must answer and read exactly as before."""
 
 from __future__ import annotations
 
-import json
 import random
-from pathlib import Path
-from uuid import UUID
-
-import psycopg
 
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.db.rpc import IngestionRpc
-from tests.old_enqueue import index_files
-from tests.reads import rows_read
-from tests.vector.corpus import EMBEDDER
+from tests.search.tenants_corpus import ALICE, answer, index, page, queries
 
-ALICE = UUID("00000000-0000-4000-8000-00000000a11c")
-VOCABULARY = [
-    "granite", "harbour", "lantern", "meadow", "orchard", "pebble", "quarry", "saddle", "thistle", "walrus",
-    "beacon", "cobalt", "dune", "ember", "fjord", "glacier", "heron", "juniper", "kelp", "lichen",
-]  # fmt: skip
 SCOPES = [None, ["r1"], ["r2"], ["r1", "vault"]]
 QUERIES = 12
 PRIVATE_CHUNKS = 10_000
-
-
-def page(rng: random.Random, title: str, sections: int) -> str:
-    parts = [f"# {title}\n\n"]
-    for n in range(sections):
-        words = " ".join(rng.choice(VOCABULARY) for _ in range(rng.randint(6, 14)))
-        parts.append(f"## {rng.choice(VOCABULARY).title()} {n}\n\nThe {words} by the shore.\n\n")
-    return "".join(parts)
-
-
-def index(url: str, folder: Path, files: dict[str, str], collection: str) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (folder / name).write_text(text)
-    _, drained = index_files(url, [folder], collection=collection, embedder=EMBEDDER)
-    assert drained.counts["failed"] == 0, drained.counts
-
-
-def queries(rng: random.Random) -> list[str]:
-    made = []
-    for n in range(QUERIES):
-        words = rng.sample(VOCABULARY, rng.randint(1, 3))
-        if n % 4 == 1:
-            words.append(f'"{rng.choice(VOCABULARY)} {rng.choice(VOCABULARY)}"')
-        if n % 4 == 2:
-            words.append(f"-{rng.choice(VOCABULARY)}")
-        made.append(" ".join(words))
-    return made
-
-
-def answer(conn: psycopg.Connection, text: str, mode: str, scope: list[str] | None) -> tuple[list, dict]:
-    """Alice's hits (without the document ids' randomness: by source key) and the rows read."""
-    with conn.transaction():
-        before = rows_read(conn)
-        conn.execute("select set_config('role', 'authenticated', true)")
-        conn.execute("select set_config('request.jwt.claims', %s, true)", (json.dumps({"sub": str(ALICE)}),))
-        hits = conn.execute(
-            "select source_uri, heading, chunk_ordinal, snippet, score "
-            "from search_documents(%s, %s, %s, 10, %s::real[])",
-            (text, scope, mode, None if mode == "lexical" else EMBEDDER.embed([text])[0]),
-        ).fetchall()
-        conn.execute("reset role")
-        return [tuple(hit.values()) for hit in hits], rows_read(conn, since=before)
 
 
 def answers(url: str, calls: list[tuple[str, str, list[str] | None]]) -> list[tuple[list, dict]]:
@@ -99,7 +44,7 @@ def test_a_readers_results_and_reads_do_not_depend_on_other_tenants(db_url, tmp_
 
     calls = [
         (text, mode, SCOPES[(n + k) % len(SCOPES)])
-        for n, text in enumerate(queries(rng))
+        for n, text in enumerate(queries(rng, QUERIES))
         for k, mode in enumerate(("lexical", "vector", "hybrid"))
     ]
     alone = answers(db_url, calls)

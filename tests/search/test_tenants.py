@@ -166,7 +166,7 @@ def test_the_search_functions_scope_themselves_when_called_directly(tenants):
     they would still return nothing of beta: they scope themselves by the calling role."""
     with connect(tenants) as conn, conn.transaction():
         conn.execute("grant execute on function search_lexical_hits(text, text[], integer) to authenticated")
-        conn.execute("grant execute on function search_vector_hits(real[], text[], integer) to authenticated")
+        conn.execute("grant execute on function search_vector_hits(real[], text[], integer, text) to authenticated")
         alice(conn)
         for named in (None, ["beta"], ["alpha", "beta"]):
             rows = conn.execute("select document_id from search_lexical_hits(%s, %s, 50)", (SECRET, named)).fetchall()
@@ -175,7 +175,7 @@ def test_the_search_functions_scope_themselves_when_called_directly(tenants):
             ids = [
                 r["document_id"]
                 for r in conn.execute(
-                    "select document_id from search_vector_hits(%s::real[], %s, 50)", (vector, named)
+                    "select document_id from search_vector_hits(%s::real[], %s, 50, 'hash')", (vector, named)
                 ).fetchall()
             ]
             assert bool(ids) == (named != ["beta"]), named  # nearest: whatever alice may read
@@ -198,7 +198,7 @@ def test_no_write_and_no_look_at_who_reads_what(tenants):
         "select * from searchable_chunks",
         "select * from search_term_counts",
         "select * from search_lexical_hits('otter', null, 10)",
-        "select * from search_vector_hits(array[1, 0]::real[], null, 10)",
+        "select * from search_vector_hits(array[1, 0]::real[], null, 10, 'hash')",
         "select count(*) from documents where collection = 'beta'",
         "explain analyze select 1 from documents where title ^@ 'Beta'",
         "select document_is_readable(gen_random_uuid())",

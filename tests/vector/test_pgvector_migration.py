@@ -160,6 +160,6 @@ def test_vectors_embedded_before_the_migration_move_into_the_vector_column(vecto
             for row in moved:
                 assert row["embedding"] is None
                 assert row["vector"] == pytest.approx(old[(row["document_id"], row["ordinal"])], abs=1e-7)
-            assert vector_hits(conn, embed("otter river"), 1)[0].source_name == "otters.txt"
+            assert vector_hits(conn, embed("otter river"), 1, embedder="hash")[0].source_name == "otters.txt"
     finally:
         vector_server.drop(name)

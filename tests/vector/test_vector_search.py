@@ -79,7 +79,7 @@ def test_nearest_documents_on_every_path(any_db, tmp_path):
     with connect(any_db.url) as conn:
         for text, document in QUERIES.items():
             vector = embed(text)
-            hits = vector_hits(conn, vector, 5)
+            hits = vector_hits(conn, vector, 5, embedder="hash")
             assert hits[0].source_name == document, (text, hits)
             assert_nearest(hits, expected_ranking(any_db.url, vector), 5)
             content = conn.execute(
@@ -100,10 +100,10 @@ def test_pgvector_and_exact_paths_agree_on_the_same_documents(fresh_db, tmp_path
     with connect(with_index.url) as a, connect(exact.url) as b:
         for text in QUERIES:
             vector = embed(text)
-            scan = vector_hits(b, vector, 12)
+            scan = vector_hits(b, vector, 12, embedder="hash")
             for hnsw_path in (False, True):  # pgvector: the documents scored directly, then via HNSW
                 with exact_bound(a, 0 if hnsw_path else None):
-                    hnsw = vector_hits(a, vector, 12)
+                    hnsw = vector_hits(a, vector, 12, embedder="hash")
                 assert hnsw[0].source_name == scan[0].source_name, text
                 assert {h.source_name: round(h.score, 3) for h in hnsw} == {
                     h.source_name: round(h.score, 3) for h in scan
@@ -147,7 +147,7 @@ def test_twenty_calls_of_the_search_rpc_each_use_the_hnsw_index(pgvector_db, tmp
             bound = 0 if collections is None else None
             text = texts[n % len(texts)]
             with exact_bound(conn, bound):
-                assert vector_hits(conn, embed(text), 10, collections=collections)
+                assert vector_hits(conn, embed(text), 10, embedder="hash", collections=collections)
             scans = scans_of(plans, "document_chunks")
             if collections is None:
                 means = scans_of(plans, "index_generations")
@@ -173,7 +173,7 @@ def test_long_documents_do_not_crowd_out_the_rest(pgvector_db, tmp_path):
     ensure_hnsw_index(pgvector_db.url, DIMENSIONS)
     vector = embed("otter swims in the river stream")
     with connect(pgvector_db.url) as conn, exact_bound(conn, 0):
-        hits = vector_hits(conn, vector, 6)
+        hits = vector_hits(conn, vector, 6, embedder="hash")
     assert hits[0].source_name == "otters.txt"
     assert_nearest(hits, expected_ranking(pgvector_db.url, vector), 6)
 
@@ -201,7 +201,7 @@ def test_deleted_documents_and_uncommitted_generations_never_appear(any_db, tmp_
         assert left > 0, "the deleted document's rows must still be there for this test to mean anything"
 
         for vector in (planted, embed("lava from the volcano crater")):
-            hits = vector_hits(conn, vector, 10)
+            hits = vector_hits(conn, vector, 10, embedder="hash")
             assert {hit.source_name for hit in hits} <= {"otters.txt", "tea.txt"}
             assert all(hit.score < 0.99 for hit in hits), hits
 
@@ -216,11 +216,11 @@ def plant(conn, document_id, generation_id, vector: list[float]) -> None:
 
 def test_other_dimensions_and_empty_databases_give_no_hits(any_db, tmp_path):
     with connect(any_db.url) as conn:
-        assert vector_hits(conn, embed("otter"), 5) == []
+        assert vector_hits(conn, embed("otter"), 5, embedder="hash") == []
     index_folder(any_db.url, write_corpus(tmp_path / "corpus", ["otters.txt"]))
     with connect(any_db.url) as conn:
-        assert vector_hits(conn, EMBEDDER.embed(["otter"])[0][:32], 5) == []
-        assert [hit.source_name for hit in vector_hits(conn, embed("otter"), 5)] == ["otters.txt"]
+        assert vector_hits(conn, EMBEDDER.embed(["otter"])[0][:32], 5, embedder="hash") == []
+        assert [hit.source_name for hit in vector_hits(conn, embed("otter"), 5, embedder="hash")] == ["otters.txt"]
 
 
 @pytest.mark.parametrize(
@@ -233,7 +233,7 @@ def test_other_dimensions_and_empty_databases_give_no_hits(any_db, tmp_path):
 )
 def test_bad_queries_are_refused_with_a_reason(pgvector_db, vector, limit, message):
     with connect(pgvector_db.url) as conn, pytest.raises(ValueError, match=message):
-        vector_hits(conn, vector, limit)
+        vector_hits(conn, vector, limit, embedder="hash")
 
 
 def test_hybrid_search_returns_results_on_both_paths(any_db, tmp_path):

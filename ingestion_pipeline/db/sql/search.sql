@@ -3,10 +3,12 @@
 
 -- name: search_documents
 -- One hit per document, best first, of `collections` only (null: every one the caller may
--- read). `embedding`: the query's vector (vector and hybrid modes), else null.
+-- read). `embedding`: the query's vector (vector and hybrid modes), else null; `embedder`: the
+-- name of the model that made it, as generations record it (only its vectors are compared).
 select document_id, collection, source_uri, source_name, title, heading, heading_path, page, chunk_ordinal,
        snippet, score
-from public.search_documents(%(query)s, %(collections)s::text[], %(mode)s, %(limit)s, %(embedding)s::real[]);
+from public.search_documents(%(query)s, %(collections)s::text[], %(mode)s, %(limit)s, %(embedding)s::real[],
+                             %(embedder)s::text);
 
 -- name: act_as_reader
 -- For this transaction only, as PostgREST runs a request: the role (anon, authenticated), the
