@@ -3046,14 +3046,20 @@ CREATE FUNCTION public.search_query_refusal(p_query text) RETURNS text
             then format('the search query is %s characters long; at most 4096', pg_catalog.length(p_query))
         when (select count(distinct pg_catalog.lower(t.term)) from public.search_query_terms(p_query) t) > 64
             then 'the search query has more than 64 distinct terms'
-        when l.lexemes > 64
-            then format('the search query has %s distinct words once its identifiers are split; at most 64',
-                        l.lexemes)
+        when w.words + p.words > 64
+            then format('the search query has %s words once its identifiers are split (a phrase''s words '
+                        'each counted); at most 64', w.words + p.words)
     end
-      from (select count(distinct w.lexeme) as lexemes
+      from (select count(distinct l.lexeme) as words
               from public.search_query_terms(p_query) t
              cross join lateral unnest(tsvector_to_array(to_tsvector(
-                       'english', public.search_identifier_text(pg_catalog.btrim(t.term, '"'))))) as w (lexeme)) l;
+                       'english', public.search_identifier_text(t.term)))) as l (lexeme)
+             where t.term not like '"%') w,
+           (select coalesce(sum((pg_catalog.numnode(q.query) + 1) / 2), 0) as words
+              from public.search_query_terms(p_query) t
+             cross join lateral (select websearch_to_tsquery(
+                       'english', public.search_identifier_text(pg_catalog.btrim(t.term, '"'))) as query) q
+             where t.term like '"%') p;
 $$;
 
 CREATE FUNCTION public.search_query_terms(p_query text) RETURNS TABLE(n integer, term text, excluded boolean)

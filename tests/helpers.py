@@ -279,15 +279,21 @@ def document_rows(conn: psycopg.Connection, document_id: UUID) -> dict[str, int]
 
 def search_hits(conn: psycopg.Connection, text: str, limit: int = 100) -> list:
     """What `ingest search` answers (lexical mode, committed generations only; the search
-    RPC answers at most 1,000). On a schema before the RPC (the race tests' older
-    migrations), the documents whose committed chunks match, which is what it answered."""
+    RPC answers at most 1,000): its document ids. On a schema before the RPC (the race tests'
+    older migrations), the documents whose committed chunks match, which is what it answered."""
     from types import SimpleNamespace
 
     from ingestion_pipeline.search import search
 
-    present = "select exists (select from pg_proc where proname = 'search_documents') as present"
-    if conn.execute(present).fetchone()["present"]:
+    rpcs = "select pronargs from pg_proc where proname = 'search_documents'"
+    arities = {row["pronargs"] for row in conn.execute(rpcs).fetchall()}
+    if 6 in arities:  # this release's RPC: the query names its model
         return search(conn, text, limit=min(limit, 1000))
+    if arities:  # the RPC before …_vector_search_in_scope_and_model.sql, as that release called it
+        rows = conn.execute(
+            "select document_id from search_documents(%s, null, 'lexical', %s)", (text, min(limit, 1000))
+        ).fetchall()
+        return [SimpleNamespace(document_id=row["document_id"]) for row in rows]
     rows = conn.execute(
         "select distinct document_id from committed_document_chunks "
         "where content_tsv @@ websearch_to_tsquery('english', %s) limit %s",
