@@ -2,8 +2,9 @@
 admitted to an anonymous search costs more than 2x the costliest query of 64 plain words).
 
 The caps (migrations 20261204000100 and 20261206000600_query_lexeme_cap.sql): at most 4,096
-characters, 64 distinct terms and 64 distinct lexemes once identifiers are split (`a.b`,
-`a_b`, `a::b`, `a->b` count as the whole and each part).
+characters, 64 distinct terms and 64 words once identifiers are split (`a.b`, `a_b`, `a::b`,
+`a->b` count as the whole and each part): outside phrases the distinct lexemes, inside a
+"phrase" every word position, repeats included.
 
 The database: the PostgreSQL 15 manual (bench/corpora.py; every HTML page) indexed by
 `ingest enqueue` and `ingest work --drain --embedder hash` (hybrid then has vectors to score),
@@ -18,15 +19,18 @@ documents they are in):
              largest posting lists): a dotted and a snake_case identifier of as many parts
              as it admits, a phrase of 64 words, hyphenated pairs, quoted pairs,
              exclusions, identifiers and phrases mixed, a question, one word or one phrase
-             repeated to 4,096 characters
-  refused    an identifier of 64 parts, 32 hyphenated pairs, and the fifth review's dotted
-             identifier of 4,078 characters (446 lexemes)
+             repeated to 4,096 characters, a phrase of one word or two in turn as long
+             as the cap admits
+  refused    an identifier of 64 parts, 32 hyphenated pairs, the fifth review's dotted
+             identifier of 4,078 characters (446 lexemes), and phrases longer than 64 words
+             (one word repeated 65 and 256 times and to 4,096 characters; 2, 3 and 64 words
+             in turn to 4,096 characters)
 
 Each is searched as the anonymous reader (in one transaction: set_config('role', 'anon')
 and the claims, as PostgREST does) with search_documents(q, null, mode, 10[, vector,
 'hash']), lexical and hybrid, one untimed run then --runs timed ones (default 3); a query's
-cost is the minimum, timed at the client. Printed per query: its distinct lexemes,
-characters, ms per mode and the ratio to the costliest baseline query of that mode (the
+cost is the minimum, timed at the client. Printed per query: its distinct lexemes, its
+words as the cap counts them, characters, ms per mode and the ratio to the costliest baseline query of that mode (the
 bar: <= 2), and the rows one lexical search reads (pg_stat_xact_user_tables).
 """
 
@@ -55,6 +59,17 @@ select count(distinct w.lexeme) as n
  cross join lateral unnest(tsvector_to_array(to_tsvector('english',
        search_identifier_text(btrim(t.term, '"'))))) as w (lexeme)
 """
+WORDS_SQL = """
+select (select count(distinct l.lexeme)
+          from search_query_terms(%(q)s) t
+         cross join lateral unnest(tsvector_to_array(to_tsvector('english',
+               search_identifier_text(t.term)))) as l (lexeme)
+         where t.term not like '"%%')
+     + (select coalesce(sum((numnode(websearch_to_tsquery('english',
+               search_identifier_text(btrim(t.term, '"')))) + 1) / 2), 0)
+          from search_query_terms(%(q)s) t
+         where t.term like '"%%') as n
+"""  # the cap's count (migration 20261206000600's search_query_refusal)
 EMBEDDER = HashEmbedder()
 MODES = ("lexical", "hybrid")
 
@@ -122,12 +137,17 @@ def pick_queries(conn: psycopg.Connection, words: list[str], draws: int, seed: i
         ("admitted", "question: how do i + common words", largest(conn, lambda n: "how do i " + " ".join(top[:n]))),
         ("admitted", "the most common word to 4,096 characters", to_length(top[0] + " ")),
         ("admitted", "a phrase of it 64 times", f'"{" ".join([top[0]] * 64)}"'),
-        ("admitted", "a phrase of it 256 times", f'"{" ".join([top[0]] * 256)}"'),
-        ("admitted", "a phrase of it to 4,096 characters", f'"{to_length(top[0] + " ", 4094)}"'),
-        ("admitted", "a phrase of 2 words in turn, 4,096 characters", f'"{to_length(f"{top[0]} {top[1]} ", 4094)}"'),
-        ("admitted", "a phrase of 3 words in turn, 4,096 characters", f'"{to_length(" ".join(top[:3]) + " ", 4094)}"'),
-        ("admitted", "the 64 words' phrase over and over, 4,096 chars", f'"{to_length(" ".join(top) + " ", 4094)}"'),
+        ("admitted", "a phrase of it, the most words admitted", largest(
+            conn, lambda n: f'"{" ".join([top[0]] * n)}"', 256)),
+        ("admitted", "a phrase of 2 words in turn, the most admitted", largest(
+            conn, lambda n: f'"{" ".join((top[0], top[1]) * n)}"', 128)),
         ("admitted", "its dotted identifier, 4,096 characters", to_length(top[0] + ".")),
+        ("refused", "a phrase of it 65 times", f'"{" ".join([top[0]] * 65)}"'),
+        ("refused", "a phrase of it 256 times", f'"{" ".join([top[0]] * 256)}"'),
+        ("refused", "a phrase of it to 4,096 characters", f'"{to_length(top[0] + " ", 4094)}"'),
+        ("refused", "a phrase of 2 words in turn, 4,096 characters", f'"{to_length(f"{top[0]} {top[1]} ", 4094)}"'),
+        ("refused", "a phrase of 3 words in turn, 4,096 characters", f'"{to_length(" ".join(top[:3]) + " ", 4094)}"'),
+        ("refused", "the 64 words' phrase over and over, 4,096 chars", f'"{to_length(" ".join(top) + " ", 4094)}"'),
         ("refused", "dotted identifier of the 64 most common words", ".".join(top)),
         ("refused", "32 hyphenated pairs (64 words)", pairs("-", 32)),
         ("refused", "the review's: dotted, 4,078 characters", ".".join(words[:1000])[:4078].rstrip(".")),
@@ -157,6 +177,7 @@ def measure(conn: psycopg.Connection, queries: list[tuple[str, str, str]], runs:
     for group, label, text in queries:
         row = {"group": group, "label": label, "text": text, "chars": len(text), "seconds": {}}
         row["lexemes"] = conn.execute(LEXEMES_SQL, (text,)).fetchone()["n"]
+        row["words"] = conn.execute(WORDS_SQL, {"q": text}).fetchone()["n"]
         for mode in MODES:
             try:
                 row[f"{mode} read"] = search(conn, text, mode)[1]
@@ -180,14 +201,25 @@ def report(results: list[dict]) -> None:
     worst = {m: max(r[m] for r in results if r["group"] == "baseline") for m in MODES}
     table = []
     for r in results:
-        cells = [r["group"], r["label"], r["lexemes"], f"{r['chars']:,}"]
+        cells = [r["group"], r["label"], r["lexemes"], r["words"], f"{r['chars']:,}"]
         for mode in MODES:
             cells += ["refused", "-"] if r[mode] is None else [f"{r[mode] * 1000:.1f}", f"{r[mode] / worst[mode]:.2f}"]
         cells.append("-" if r["lexical"] is None else f"{r['lexical read']:,}")
         table.append(cells)
     print_table(
         "anonymous search, min of the runs; ratio to the costliest 64-plain-word query of the mode",
-        ["group", "query", "lexemes", "chars", "lexical ms", "ratio", "hybrid ms", "ratio", "rows read (lexical)"],
+        [
+            "group",
+            "query",
+            "lexemes",
+            "words",
+            "chars",
+            "lexical ms",
+            "ratio",
+            "hybrid ms",
+            "ratio",
+            "rows read (lexical)",
+        ],
         table,
     )
     for mode in MODES:
