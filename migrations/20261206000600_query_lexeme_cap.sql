@@ -11,7 +11,7 @@
 -- Now also at most 64 words, counted as the search works on them, from the identifier-split
 -- text the English configuration makes lexemes of: outside phrases, the distinct lexemes (a
 -- lexeme is looked up once, however often it is written); inside a "phrase", every word, repeats
--- included (a phrase is matched position by position: one common word quoted 819 times was one
+-- included (a phrase is matched position by position: one common word quoted to 4,096 characters was one
 -- term and one lexeme, and cost 4.2x the costliest query of 64 plain words). A query of 64
 -- plain words is at most 64 lexemes, so whatever the term cap admitted in words is still
 -- admitted; an identifier or a phrase pays for each of its parts.
