@@ -20,7 +20,7 @@ from ingestion_pipeline.processing.errors import EmbeddingUnavailable
 from .index_model import check_query_embedder
 from .model import MODES, Hit, Mode
 from .passages import hit_passages
-from .reading import Section, readable_collections, readable_sections
+from .reading import Section, readable_among, readable_collections, readable_sections
 from .rpc import Reader, search_documents
 from .timing import observe_searches, report
 
@@ -81,10 +81,8 @@ def _checked_scope(
     learn from a refusal); None: every collection."""
     if reader is None:
         return collections
-    readable = readable_collections(conn, reader)
-    if readable is None:
-        return collections
-    return [name for name in (collections or readable) if name in readable]
+    readable = readable_among(conn, collections or [], reader)
+    return collections if readable is None else readable
 
 
 def default_mode(embedder: Embedder | None) -> Mode:

@@ -40,6 +40,16 @@ def readable_collections(conn: psycopg.Connection[Any], reader: Reader | None = 
     return None if names is None else list(names)
 
 
+def readable_among(conn: psycopg.Connection[Any], names: Iterable[str], reader: Reader) -> list[str] | None:
+    """Of `names` (none: every collection), those `reader` may read, in order; None when it
+    reads every collection (never an app reader's answer)."""
+    readable = readable_collections(conn, reader)
+    if readable is None:
+        return None
+    named = list(dict.fromkeys(names))
+    return [name for name in named if name in readable] if named else readable
+
+
 def require_readable(conn: psycopg.Connection[Any], names: Iterable[str], reader: Reader) -> None:
     """UnknownCollection for the first of `names` that `reader` may not read, in the same words
     whether it exists or not (`to_reader`): checked against what the reader may read, never
@@ -48,10 +58,8 @@ def require_readable(conn: psycopg.Connection[Any], names: Iterable[str], reader
     named = list(dict.fromkeys(names))
     if not named:
         return
-    readable = readable_collections(conn, reader)
-    if readable is None:  # every collection: never an app reader's answer
-        return
-    unreadable = [name for name in named if name not in readable]
+    readable = readable_among(conn, named, reader)
+    unreadable = [] if readable is None else [name for name in named if name not in readable]
     if unreadable:
         raise UnknownCollection(unreadable[0], to_reader=True)
 
