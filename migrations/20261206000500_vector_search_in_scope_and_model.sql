@@ -169,49 +169,46 @@ begin
             perform pg_catalog.set_config('hnsw.iterative_scan', coalesce(v_iterative_scan, 'off'), true);
         end if;
         perform pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
-        if v_fetched >= p_limit then
-            return query
-                select x.document_id, x.index_generation_id, x.score, x.n::integer, x.ordinal
-                  from unnest(v_documents, v_generations, v_scores, v_ordinals) with ordinality
-                       as x (document_id, index_generation_id, score, ordinal, n)
-                 order by x.n;
-            return;
+        if v_fetched < p_limit then
+            -- The scan stopped at its limit (dead tuples of deleted documents, another model's
+            -- means) or the index lacks some: the exact path below is complete.
+            v_documents := null;
         end if;
-        -- Fewer than p_limit: the scan stopped at its limit (dead tuples of deleted documents,
-        -- another model's means) or the index lacks some; the exact path below is complete.
     end if;
 
-    v_doc_score := case when v_schema is null
-        then '(select sum(a::float8 * b) from unnest(g.mean_embedding, $1) as u (a, b)) / $4'
-        else format('-(g.mean_embedding::%1$I.vector(%2$s) operator(%1$I.<#>) $1::%1$I.vector(%2$s)) / $4',
-                    v_schema, v_dimensions) end;  -- pgvector's operator, qualified (Supabase: `extensions`)
-    -- Every live document of the scope (by documents_live_by_collection; a caller who reads
-    -- every collection: every live document), its committed generation's mean by primary key,
-    -- if the query's model made it.
-    execute format($q$
-        with scored as (
-            select d.id, d.index_generation_id, %1$s as score
-              from (select d.id, d.index_generation_id from public.documents d
-                     where $3::text[] is null and d.deleted_at is null
-                     union all
-                    select d.id, d.index_generation_id
-                      from unnest($3::text[]) as c (collection)
-                     cross join lateral (  -- in the order of the index's keys: read through it, no sort
-                           select d.id, d.index_generation_id from public.documents d
-                            where d.collection = c.collection and d.deleted_at is null
-                            order by d.collection, coalesce(d.source_key, ''), d.id
-                           offset 0) d) d
-             cross join lateral (select g.mean_embedding from public.index_generations g
-                                  where g.id = d.index_generation_id and g.embedder = $2 offset 0) g
-             where cardinality(g.mean_embedding) = %2$s
-        ), best as (
-            select s.* from scored s where s.score <> 'NaN' order by s.score desc, s.id limit $5
-        )
-        select array_agg(b.id order by b.score desc, b.id), array_agg(b.index_generation_id order by b.score desc, b.id),
-               array_agg(b.score order by b.score desc, b.id), array_agg(null::integer)
-          from best b$q$, v_doc_score, v_dimensions)
-       into v_documents, v_generations, v_scores, v_ordinals
-       using p_embedding, p_embedder, v_scope, v_norm, p_limit;
+    if v_documents is null then  -- the index did not answer: the exact path
+        v_doc_score := case when v_schema is null
+            then '(select sum(a::float8 * b) from unnest(g.mean_embedding, $1) as u (a, b)) / $4'
+            else format('-(g.mean_embedding::%1$I.vector(%2$s) operator(%1$I.<#>) $1::%1$I.vector(%2$s)) / $4',
+                        v_schema, v_dimensions) end;  -- pgvector's operator, qualified (Supabase: `extensions`)
+        -- Every live document of the scope (by documents_live_by_collection; a caller who reads
+        -- every collection: every live document), its committed generation's mean by primary key,
+        -- if the query's model made it.
+        execute format($q$
+            with scored as (
+                select d.id, d.index_generation_id, %1$s as score
+                  from (select d.id, d.index_generation_id from public.documents d
+                         where $3::text[] is null and d.deleted_at is null
+                         union all
+                        select d.id, d.index_generation_id
+                          from unnest($3::text[]) as c (collection)
+                         cross join lateral (  -- in the order of the index's keys: read through it, no sort
+                               select d.id, d.index_generation_id from public.documents d
+                                where d.collection = c.collection and d.deleted_at is null
+                                order by d.collection, coalesce(d.source_key, ''), d.id
+                               offset 0) d) d
+                 cross join lateral (select g.mean_embedding from public.index_generations g
+                                      where g.id = d.index_generation_id and g.embedder = $2 offset 0) g
+                 where cardinality(g.mean_embedding) = %2$s
+            ), best as (
+                select s.* from scored s where s.score <> 'NaN' order by s.score desc, s.id limit $5
+            )
+            select array_agg(b.id order by b.score desc, b.id), array_agg(b.index_generation_id order by b.score desc, b.id),
+                   array_agg(b.score order by b.score desc, b.id), array_agg(null::integer)
+              from best b$q$, v_doc_score, v_dimensions)
+           into v_documents, v_generations, v_scores, v_ordinals
+           using p_embedding, p_embedder, v_scope, v_norm, p_limit;
+    end if;
     if v_documents is null then
         return;
     end if;
