@@ -28,8 +28,12 @@ def assemble(
     title: str | None,
     title_from_first_line: bool = True,
     notes: list[str] | tuple[str, ...] = (),
+    keep_empty_pages: bool = False,
+    page_labels: list[str] | tuple[str, ...] = (),
 ) -> ParsedDocument:
-    out_pages, page_ordinals = _pages(pages)
+    """`keep_empty_pages`: every page keeps its ordinal (a PDF's page numbers are its pages'
+    names); otherwise empty pages are dropped and the rest numbered densely."""
+    out_pages, page_ordinals = _pages(pages, keep_empty_pages)
     out_sections: list[Section] = []
     for draft in sections:
         text = normalize(draft.text)
@@ -39,18 +43,26 @@ def assemble(
         heading = clean_title(draft.heading)
         out_sections.append(Section(len(out_sections), heading, draft.level, page, text))
     title = clean_title(title)
-    if title is None and title_from_first_line and out_pages:
-        title = first_short_line(out_pages[0].text)
-    return ParsedDocument(title=title, mime_type=mime_type, pages=out_pages, sections=out_sections, notes=tuple(notes))
+    first_page = next((page.text for page in out_pages if page.text), None)
+    if title is None and title_from_first_line and first_page:
+        title = first_short_line(first_page)
+    return ParsedDocument(
+        title=title,
+        mime_type=mime_type,
+        pages=out_pages,
+        sections=out_sections,
+        notes=tuple(notes),
+        page_labels=tuple(page_labels),
+    )
 
 
-def _pages(raw_pages: list[str]) -> tuple[list[Page], dict[int, int]]:
+def _pages(raw_pages: list[str], keep_empty: bool) -> tuple[list[Page], dict[int, int]]:
     """Surviving pages renumbered 0..n-1, and raw index -> new ordinal for sections."""
     pages: list[Page] = []
     ordinals: dict[int, int] = {}
     for index, raw in enumerate(raw_pages):
         text = normalize(raw)
-        if text:
+        if text or keep_empty:
             ordinals[index] = len(pages)
             pages.append(Page(len(pages), text))
     return pages, ordinals

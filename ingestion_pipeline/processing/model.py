@@ -45,6 +45,9 @@ class ParsedDocument:
     # What the reader should know about how the document was read (OCR stopped early, an
     # attachment not indexed): kept in the document's metadata.
     notes: tuple[str, ...] = ()
+    # Each page's label where the format names pages otherwise than 1, 2, 3 (a PDF's "iv",
+    # "A-1"), by ordinal; empty when page numbers are the names.
+    page_labels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ class EncodedArtifacts:
     chunk_count: int
     table: ChunkTable
     notes: tuple[str, ...] = ()  # ParsedDocument.notes: kept in the document's metadata
+    page_labels: tuple[str, ...] = ()  # ParsedDocument.page_labels: likewise
 
 
 def encode_artifacts(parsed: ParsedDocument, chunks: list[Chunk], *, table: ChunkTable) -> EncodedArtifacts:
@@ -57,7 +58,15 @@ def encode_artifacts(parsed: ParsedDocument, chunks: list[Chunk], *, table: Chun
         for c in chunks
     )
     return EncodedArtifacts(
-        parsed.title, parsed.mime_type, pages, sections, chunk_rows, len(chunks), table, parsed.notes
+        parsed.title,
+        parsed.mime_type,
+        pages,
+        sections,
+        chunk_rows,
+        len(chunks),
+        table,
+        parsed.notes,
+        parsed.page_labels,
     )
 
 

@@ -47,6 +47,8 @@ def index_document(run: JobRun) -> Built:
     metadata = {k: v for k, v in metadata.items() if v}
     # Always written, so a new version's build clears the notes of the one before.
     metadata["notes"] = list(artifacts.notes)
+    # A PDF's page labels ("iv", "A-3") by page ordinal, where they are not the numbers.
+    metadata["page_labels"] = list(artifacts.page_labels)
     # After embedding: an endpoint's dimensions are known from its first answer.
     return Built(begun.generation_id, metadata, artifacts.chunk_count, embedder_record(ctx.embedder).as_json())
 

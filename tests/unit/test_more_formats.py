@@ -161,7 +161,7 @@ def test_ocr_off_fails_images_and_notes_skipped_pdf_pages():
     with pytest.raises(ProcessingError, match=r"INGEST_OCR=off"):
         parse(page_image(["words"]), "scan.png", max_bytes=MAX, ocr=off)
     document = parse(make_pdf(["A page with a text layer.", ""]), "mixed.pdf", max_bytes=MAX, ocr=off)
-    assert [p.text for p in document.pages] == ["A page with a text layer."]
+    assert [p.text for p in document.pages] == ["A page with a text layer.", ""]
     assert document.notes == ("1 page without a text layer not read: INGEST_OCR=off",)
 
 

@@ -1,0 +1,127 @@
+"""The lines of a PDF page as PDFium lays them out: text in content order (PDFium puts a
+space where glyphs stand apart and a line break where the baseline moves), with where each
+line stands and in what type it is set.
+
+PDFium (pypdfium2) over pypdf and pdfminer.six: on the benchmark's toolchains it separates
+words that pypdf runs together (TeX's kerned spaces, groff's one-word text objects), joins
+TeX's line-end hyphenation itself (it marks the hyphen U+FFFE), and reads 10-20 times
+faster (bench/pdf_quality.py). A line's geometry and type come from a few of its characters,
+not all of them: a per-character loop in Python would cost more than PDFium's own reading.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from dataclasses import dataclass
+
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
+
+# PDFium's generated line break; its mark for a hyphen it joined at a line end.
+_BREAK = "\r\n"
+_HYPHENATION = "\ufffe"
+# Bold by the font's name where the weight is not set (TeX's Computer Modern Bold Extended
+# CMBX reports 545): the usual name parts of bold and semibold cuts.
+_BOLD_NAME = re.compile(r"bold|black|heavy|demi|semibold|CMBX|SFBX|CMB\d|-Medi", re.IGNORECASE)
+_MONO_NAME = re.compile(r"mono|courier|CMTT|SFTT|typewriter|consol|code", re.IGNORECASE)
+_BOLD_WEIGHT = 600
+_FIXED_PITCH = 1  # bit 1 of a font descriptor's /Flags
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of a page. Coordinates in points, y upwards from the page's bottom."""
+
+    text: str
+    left: float
+    right: float
+    baseline: float
+    last_baseline: float  # lower than `baseline` where PDFium joined a hyphenated line
+    size: float  # the font size of the line's middle character, in points
+    bold: bool  # every sampled character is bold: a heading's line, not a bold word
+    mono: bool  # set in a fixed-pitch font: code, whose line breaks are kept
+
+
+@dataclass(frozen=True)
+class Page:
+    index: int  # 0-based, the PDF's own page order
+    width: float
+    height: float
+    lines: tuple[Line, ...]
+
+
+class _Style:
+    """Reads a character's font: name, flags and weight through one reused buffer."""
+
+    def __init__(self, textpage: pdfium_c.FPDF_TEXTPAGE) -> None:
+        self._textpage = textpage
+        self._name = ctypes.create_string_buffer(128)
+        self._flags = ctypes.c_int()
+
+    def bold_mono(self, index: int) -> tuple[bool, bool]:
+        pdfium_c.FPDFText_GetFontInfo(self._textpage, index, self._name, len(self._name), self._flags)
+        name = self._name.value.decode("latin-1").partition("+")[2] or self._name.value.decode("latin-1")
+        weight = pdfium_c.FPDFText_GetFontWeight(self._textpage, index)
+        bold = weight >= _BOLD_WEIGHT or bool(_BOLD_NAME.search(name))
+        mono = bool(self._flags.value & _FIXED_PITCH) or bool(_MONO_NAME.search(name))
+        return bold, mono
+
+
+def read_page(document: pdfium.PdfDocument, index: int) -> Page:
+    page = document[index]
+    try:
+        width, height = page.get_size()
+        textpage = page.get_textpage()
+        try:
+            lines = _lines(textpage)
+        finally:
+            textpage.close()
+    finally:
+        page.close()
+    return Page(index, width, height, tuple(lines))
+
+
+def _lines(textpage: pdfium.PdfTextPage) -> list[Line]:
+    count = textpage.count_chars()
+    if count <= 0:
+        return []
+    text = textpage.get_text_range(0, count)
+    raw = textpage.raw
+    # The text's offsets are the characters' indexes unless PDFium left some out (rare):
+    # then each sampled offset is translated.
+    aligned = len(text) == count
+    style = _Style(raw)
+    lines: list[Line] = []
+    start = 0
+    for part in text.split(_BREAK):
+        line = _line(raw, style, part, start, aligned)
+        if line is not None:
+            lines.append(line)
+        start += len(part) + len(_BREAK)
+    return lines
+
+
+def _line(raw: pdfium_c.FPDF_TEXTPAGE, style: _Style, part: str, start: int, aligned: bool) -> Line | None:
+    text = part.replace(_HYPHENATION, "").replace("\x02", "")
+    stripped = text.strip()
+    if not stripped:
+        return None
+    first = start + (len(part) - len(part.lstrip()))
+    last = start + len(part.rstrip()) - 1
+    middle = (first + last) // 2
+    if not aligned:
+        first, middle, last = (pdfium_c.FPDFText_GetCharIndexFromTextIndex(raw, i) for i in (first, middle, last))
+    x, y = ctypes.c_double(), ctypes.c_double()
+    pdfium_c.FPDFText_GetCharOrigin(raw, first, x, y)
+    left, baseline = x.value, y.value
+    pdfium_c.FPDFText_GetCharOrigin(raw, last, x, y)
+    last_baseline = min(y.value, baseline) if abs(y.value - baseline) > 1 else baseline
+    box = [ctypes.c_double() for _ in range(4)]
+    pdfium_c.FPDFText_GetCharBox(raw, last, *box)  # left, right, bottom, top
+    right = max(box[1].value, left)
+    size = pdfium_c.FPDFText_GetFontSize(raw, middle)
+    samples = [style.bold_mono(i) for i in {first, middle, last}]
+    bold = all(b for b, _ in samples)
+    mono = all(m for _, m in samples)
+    return Line(" ".join(stripped.split()), left, right, baseline, last_baseline, size, bold, mono)
