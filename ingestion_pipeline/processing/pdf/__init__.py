@@ -27,7 +27,7 @@ def parse_pdf(content: bytes, ocr: OcrOptions = DEFAULT_OCR) -> ParsedDocument:
     scanned = [page.index for page in read.pages if not page.lines]
     ocr_texts, notes = read_scans(content, scanned, len(read.pages), ocr) if scanned else ({}, [])
     texts, drafts = sections(read.pages, headings, skip, ocr_texts)
-    title = title_line(read.pages, body)
+    title = title_line(read.pages, body, skip)
     return assemble(
         "application/pdf",
         texts,

@@ -5,7 +5,7 @@ A line is furniture when it is at the top or the bottom of its page and the same
 masked: "Chapter 2: Overview 5" and "Chapter 2: Overview 6" are one header) stands at the
 same height on three pages or more; or it sits in a band where such lines were found (a
 chapter's header seen on two pages only); or it is a bare page number there; or it is the
-same text at the same place on half of the pages or more (a watermark, "DRAFT").
+same short text at the same place on half of the pages or more (a watermark, "DRAFT").
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from .lines import Line, Page
 
-_EDGE_LINES = 2  # lines at each end of a page that may be furniture
+_SET_APART = 1.5  # sizes: the gap between a second furniture line and the text
 _REPEATS = 3  # pages a header must repeat on
 _BAND = 2.0  # points: the same height within this
 _BAND_MAX_CHARS = 120  # a header in a furniture band is short
@@ -27,27 +27,34 @@ _PAGE_NUMBER = re.compile(
 )
 _WATERMARK_SHARE = 0.5
 _WATERMARK_MIN_PAGES = 4
+_WATERMARK_MAX_CHARS = 60  # "DRAFT", "Confidential: do not distribute"; not a line of prose
 _MIN_LETTERS = 3
 
 
 def find_furniture(pages: Sequence[Page], heading_size: float) -> set[tuple[int, int]]:
     """(page index, line index) of every furniture line. Lines at least `heading_size`
     tall are headings, never furniture: a chapter's first line may stand where other pages
-    carry their header."""
-    edges = {page.index: _edge_lines(page) for page in pages}
-    repeated = _repeated(pages, edges)
+    carry their header. The second line from an edge is furniture only below (or above) a
+    first that is: a header of two lines, never a page's first sentence."""
+    ends = [(page.index, end) for page in pages for end in _edge_lines(page)]
+    found = _among(pages, [(index, end[0]) for index, end in ends if end], heading_size)
+    inner = [(index, end[1]) for index, end in ends if len(end) > 1 and (index, end[0]) in found]
+    found |= _among(pages, inner, heading_size)
+    return {key for key in found if pages_line(pages, key).size < heading_size} | _watermarks(pages)
+
+
+def _among(pages: Sequence[Page], candidates: list[tuple[int, int]], heading_size: float) -> set[tuple[int, int]]:
+    repeated = _repeated(pages, candidates)
     bands = {_band(pages_line(pages, key).baseline) for key in repeated}
-    found: set[tuple[int, int]] = set(repeated)
-    for page in pages:
-        for number in edges[page.index]:
-            line = page.lines[number]
-            if line.size >= heading_size:
-                continue
-            at_band = any(_band(line.baseline) + step in bands for step in (-1, 0, 1))
-            if _PAGE_NUMBER.match(line.text) or (at_band and len(line.text) <= _BAND_MAX_CHARS):
-                found.add((page.index, number))
-    found |= _watermarks(pages)
-    return {key for key in found if pages_line(pages, key).size < heading_size}
+    found = set(repeated)
+    for key in candidates:
+        line = pages_line(pages, key)
+        if line.size >= heading_size:
+            continue
+        at_band = any(_band(line.baseline) + step in bands for step in (-1, 0, 1))
+        if _PAGE_NUMBER.match(line.text) or (at_band and len(line.text) <= _BAND_MAX_CHARS):
+            found.add(key)
+    return found
 
 
 def pages_line(pages: Sequence[Page], key: tuple[int, int]) -> Line:
@@ -56,11 +63,23 @@ def pages_line(pages: Sequence[Page], key: tuple[int, int]) -> Line:
     return pages[index].lines[number]
 
 
-def _edge_lines(page: Page) -> list[int]:
-    """The top and bottom lines by height: furniture is drawn first or last, but where it
-    stands, not where it comes in the content stream, is what makes it furniture."""
+def _edge_lines(page: Page) -> list[list[int]]:
+    """The top and the bottom lines by height, outermost first: furniture is drawn first or
+    last, but where it stands, not where it comes in the content stream, makes it furniture.
+    A line counts only when a gap sets it apart from the text inside it, as furniture is;
+    the second only below (above) a first that does."""
     order = sorted(range(len(page.lines)), key=lambda number: -page.lines[number].baseline)
-    return sorted(set(order[:_EDGE_LINES] + order[-_EDGE_LINES:]))
+    ends: list[list[int]] = []
+    for end in (order, order[::-1]):
+        lines: list[int] = []
+        for at in range(min(2, len(end))):
+            inside = page.lines[end[at + 1]] if at + 1 < len(end) else None
+            line = page.lines[end[at]]
+            if inside is not None and abs(line.baseline - inside.baseline) < _SET_APART * line.size:
+                break
+            lines.append(end[at])
+        ends.append(lines)
+    return ends
 
 
 def _mask(text: str) -> str:
@@ -71,12 +90,11 @@ def _band(baseline: float) -> int:
     return round(baseline / _BAND)
 
 
-def _repeated(pages: Sequence[Page], edges: dict[int, list[int]]) -> set[tuple[int, int]]:
+def _repeated(pages: Sequence[Page], candidates: list[tuple[int, int]]) -> set[tuple[int, int]]:
     seen: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
-    for page in pages:
-        for number in edges[page.index]:
-            line = page.lines[number]
-            seen[(_mask(line.text), _band(line.baseline))].append((page.index, number))
+    for key in candidates:
+        line = pages_line(pages, key)
+        seen[(_mask(line.text), _band(line.baseline))].append(key)
     # Heights within one band of each other are the same place (rounding splits them).
     merged: dict[tuple[str, int], set[tuple[int, int]]] = defaultdict(set)
     for (mask, band), keys in seen.items():
@@ -94,7 +112,7 @@ def _watermarks(pages: Sequence[Page]) -> set[tuple[int, int]]:
     where: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
     for page in pages:
         for number, line in enumerate(page.lines):
-            if sum(ch.isalpha() for ch in line.text) < _MIN_LETTERS:
+            if not _lone_short(page, number):
                 continue
             key = (_mask(line.text), _band(line.baseline))
             if not where[key] or where[key][-1][0] != page.index:
@@ -102,3 +120,15 @@ def _watermarks(pages: Sequence[Page]) -> set[tuple[int, int]]:
             where[key].append((page.index, number))
     threshold = max(_WATERMARK_MIN_PAGES, _WATERMARK_SHARE * len(pages))
     return {found for key, count in places.items() if count >= threshold for found in where[key]}
+
+
+def _lone_short(page: Page, number: int) -> bool:
+    """A watermark is a few words with no text a line's height above or below it."""
+    line = page.lines[number]
+    if sum(ch.isalpha() for ch in line.text) < _MIN_LETTERS or len(line.text) > _WATERMARK_MAX_CHARS:
+        return False
+    return all(
+        abs(other.baseline - line.baseline) >= _SET_APART * min(line.size, other.size)
+        for at, other in enumerate(page.lines)
+        if at != number and other.right > line.left and other.left < line.right
+    )

@@ -69,7 +69,7 @@ def find_headings(
     # the title is a heading.
     start = min((entry.page for entry in outline), default=0)
     found.update({key: h for key, h in typographic.items() if key not in taken and key[0] >= start})
-    title = title_line(pages, body)
+    title = title_line(pages, body, skip)
     if title is not None and not any(
         i == title[0] and n <= title[1] < n + max(h.lines, 1) for (i, n), h in found.items()
     ):
@@ -81,12 +81,13 @@ def _covers(key: tuple[int, int], heading: Heading, line: tuple[int, int]) -> bo
     return key[0] == line[0] and key[1] <= line[1] < key[1] + max(heading.lines, 1)
 
 
-def title_line(pages: Sequence[Page], body: float) -> tuple[int, int] | None:
+def title_line(pages: Sequence[Page], body: float, skip: set[tuple[int, int]]) -> tuple[int, int] | None:
     """The largest line of the first page with text, when it is larger than the body."""
     page = next((page for page in pages if page.lines), None)
-    if page is None:
+    kept = [n for n in range(len(page.lines)) if (page.index, n) not in skip] if page else []
+    if page is None or not kept:
         return None
-    number = max(range(len(page.lines)), key=lambda n: page.lines[n].size)
+    number = max(kept, key=lambda n: page.lines[n].size)
     line = page.lines[number]
     return (page.index, number) if line.size >= body * LARGER and _could_head(line, body) else None
 

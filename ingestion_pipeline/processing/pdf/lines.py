@@ -102,6 +102,16 @@ def _lines(textpage: pdfium.PdfTextPage) -> list[Line]:
     return lines
 
 
+def _solid_near(part: str, offset: int) -> int:
+    """The offset of a character near `offset` that is not a space: a space PDFium put
+    between words has no font (its size reads 1.0)."""
+    for step in range(len(part)):
+        for at in (offset - step, offset + step):
+            if 0 <= at < len(part) and not part[at].isspace():
+                return at
+    return offset
+
+
 def _line(raw: pdfium_c.FPDF_TEXTPAGE, style: _Style, part: str, start: int, aligned: bool) -> Line | None:
     text = part.replace(_HYPHENATION, "").replace("\x02", "")
     stripped = text.strip()
@@ -109,7 +119,7 @@ def _line(raw: pdfium_c.FPDF_TEXTPAGE, style: _Style, part: str, start: int, ali
         return None
     first = start + (len(part) - len(part.lstrip()))
     last = start + len(part.rstrip()) - 1
-    middle = (first + last) // 2
+    middle = start + _solid_near(part, (first + last) // 2 - start)
     if not aligned:
         first, middle, last = (pdfium_c.FPDFText_GetCharIndexFromTextIndex(raw, i) for i in (first, middle, last))
     x, y = ctypes.c_double(), ctypes.c_double()

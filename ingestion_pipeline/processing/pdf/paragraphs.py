@@ -19,6 +19,7 @@ from .lines import Line, Page
 _PARAGRAPH_GAP = 1.45  # baseline to baseline, in sizes: more is a new paragraph
 _SIZE_CHANGE = 0.1
 _CHAR_WIDTH = 0.55  # an average character's width, in sizes
+_FEW = 10  # lines: fewer do not show a column's right edge
 _LIST_MARKER = re.compile(r"^(?:[•◦▪‣∙·*–—-]|\(?\d{1,3}[.)]|\(?[a-z][.)])\s")
 
 
@@ -41,19 +42,21 @@ def sections(
         if page.index in extra:
             parts.append(extra[page.index])
         number = 0
-        while number < len(page.lines):
+        while number <= len(page.lines):  # an outline entry may point below the last line
             starts = headings.get((page.index, number))
             if starts is not None:
                 _flush(drafts, heading, page.index, parts, page_parts)
                 heading, parts, previous = starts, [starts.text], None
-                number += starts.lines
-                continue
+                if starts.lines:  # else the title is the outline's, and this line is text
+                    number += starts.lines
+                    continue
+            if number == len(page.lines):
+                break
             line = page.lines[number]
+            if (page.index, number) not in skip:
+                parts.append(_separator(previous, line, edges) + line.text if parts else line.text)
+                previous = line
             number += 1
-            if (page.index, number - 1) in skip:
-                continue
-            parts.append(_separator(previous, line, edges) + line.text if parts else line.text)
-            previous = line
         _flush(drafts, heading, page.index, parts, page_parts)
         texts.append("\n\n".join(page_parts))
     return texts, drafts
@@ -103,11 +106,15 @@ def _right_edges(page: Page, skip: set[tuple[int, int]]) -> tuple[float, float, 
     for number, line in enumerate(page.lines):
         if (page.index, number) not in skip:
             (left if line.right <= middle + line.size else rest).append(line.right)
-    return middle, _edge(left, middle), _edge(rest, page.width)
+    # Few lines do not show where the text's right edge is: margins are usually even.
+    mirrored = page.width - min((line.left for line in page.lines), default=0.0)
+    if not rest:  # one column of short lines, not a left column
+        return middle, max(_edge(left, middle), mirrored), mirrored
+    return middle, _edge(left, middle), max(_edge(rest, page.width), mirrored if len(rest) < _FEW else 0.0)
 
 
 def _edge(rights: list[float], default: float) -> float:
     if not rights:
         return default
     rights.sort()
-    return rights[int(len(rights) * 0.9)] if len(rights) >= 10 else rights[-1]
+    return rights[int(len(rights) * 0.9)] if len(rights) >= _FEW else rights[-1]
