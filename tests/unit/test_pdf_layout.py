@@ -10,7 +10,7 @@ import pytest
 from ingestion_pipeline.processing import ProcessingError, parse
 from ingestion_pipeline.processing.headings import heading_paths
 from ingestion_pipeline.processing.pdf import reading
-from tests.fixtures.pdf_layout import Line, OutlineEntry, make_layout_pdf, paragraph_lines
+from tests.fixtures.pdf_layout import Line, OutlineEntry, make_layout_pdf, paragraph_lines, table_lines
 
 MAX = 10 * 1024 * 1024
 LOREM = (
@@ -163,3 +163,24 @@ def test_a_pdf_claiming_too_many_pages_fails_alone_in_one_line(monkeypatch):
     monkeypatch.setattr(reading, "MAX_PAGES", 3)
     with pytest.raises(ProcessingError, match=r"^a PDF of 4 pages: more than the 3 a document may have$"):
         parse(make_layout_pdf([body("x", 700)] * 4), "bomb.pdf", max_bytes=MAX)
+
+
+def test_a_table_becomes_markdown_rows_under_its_header():
+    rows = [
+        ["Attribute", "Type", "Meaning"],
+        ["name", "text", "the name of the thing"],
+        ["size", "", "bytes on disk"],  # an empty cell keeps its column
+        ["mtime", "timestamp", "last change"],
+    ]
+    lines = [
+        *body("The attributes of a file follow in the table below.", 700),
+        *table_lines(rows, top=660, xs=[72, 200, 300], bold_header=True),
+        *body("Prose goes on after the table.", 580),
+    ]
+    document = parse(make_layout_pdf([lines]), "table.pdf", max_bytes=MAX)
+    assert document.pages[0].text == (
+        "The attributes of a file follow in the table below.\n\n"
+        "| Attribute | Type | Meaning |\n| --- | --- | --- |\n| name | text | the name of the thing |\n"
+        "| size | | bytes on disk |\n| mtime | timestamp | last change |\n\n"
+        "Prose goes on after the table."
+    )

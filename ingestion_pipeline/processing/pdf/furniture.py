@@ -11,7 +11,7 @@ same short text at the same place on half of the pages or more (a watermark, "DR
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Sequence
 
 from .lines import Line, Page
@@ -108,24 +108,23 @@ def _repeated(pages: Sequence[Page], candidates: list[tuple[int, int]]) -> set[t
 
 
 def _watermarks(pages: Sequence[Page]) -> set[tuple[int, int]]:
-    places: Counter[tuple[str, int]] = Counter()
     where: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
     for page in pages:
         for number, line in enumerate(page.lines):
-            if not _lone_short(page, number):
-                continue
-            key = (_mask(line.text), _band(line.baseline))
-            if not where[key] or where[key][-1][0] != page.index:
-                places[key] += 1
-            where[key].append((page.index, number))
+            if len(line.text) <= _WATERMARK_MAX_CHARS:
+                where[(_mask(line.text), _band(line.baseline))].append((page.index, number))
     threshold = max(_WATERMARK_MIN_PAGES, _WATERMARK_SHARE * len(pages))
-    return {found for key, count in places.items() if count >= threshold for found in where[key]}
+    found: set[tuple[int, int]] = set()
+    for keys in where.values():
+        if len({index for index, _ in keys}) >= threshold:
+            found |= {(index, number) for index, number in keys if _lone(pages[index], number)}
+    return found
 
 
-def _lone_short(page: Page, number: int) -> bool:
+def _lone(page: Page, number: int) -> bool:
     """A watermark is a few words with no text a line's height above or below it."""
     line = page.lines[number]
-    if sum(ch.isalpha() for ch in line.text) < _MIN_LETTERS or len(line.text) > _WATERMARK_MAX_CHARS:
+    if sum(ch.isalpha() for ch in line.text) < _MIN_LETTERS:
         return False
     return all(
         abs(other.baseline - line.baseline) >= _SET_APART * min(line.size, other.size)

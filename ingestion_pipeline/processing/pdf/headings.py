@@ -196,9 +196,9 @@ def _heading_lines(page: Page, number: int, skip: set[tuple[int, int]], body: fl
     """How many lines from `number` form a typographic heading (0: none)."""
     lines = page.lines
     first = lines[number]
-    if (page.index, number) in skip or not _could_head(first, body):
-        return 0
     if not (first.size >= body * LARGER or _bold_heading(lines, number, body)):
+        return 0
+    if (page.index, number) in skip or not _could_head(first, body):
         return 0
     count = 1
     while (
@@ -217,11 +217,12 @@ def _heading_lines(page: Page, number: int, skip: set[tuple[int, int]], body: fl
 def _could_head(line: Line, body: float) -> bool:
     text = line.text
     return (
-        not line.mono
+        line.size >= body * 0.95
+        and not line.mono
+        and not line.cells  # a table's row, bold as header rows are
         and len(text) <= _MAX_HEADING_CHARS
-        and sum(ch.isalpha() for ch in text) >= 2
         and not text.endswith((",", ";"))
-        and line.size >= body * 0.95
+        and sum(ch.isalpha() for ch in text) >= 2
     )
 
 

@@ -26,6 +26,9 @@ _HYPHENATION = "\ufffe"
 _BOLD_NAME = re.compile(r"bold|black|heavy|demi|semibold|CMBX|SFBX|CMB\d|-Medi", re.IGNORECASE)
 _MONO_NAME = re.compile(r"mono|courier|CMTT|SFTT|typewriter|consol|code", re.IGNORECASE)
 _BOLD_WEIGHT = 600
+_CELL_GAP = 1.0  # sizes: a gap this wide between runs of text on a line parts table cells
+_WIDE_CHAR = 0.55  # sizes: wider than most characters' advance in a proportional font
+_MAX_RECTS = 64  # runs on a line looked at for cells: more is running text set word by word
 _FIXED_PITCH = 1  # bit 1 of a font descriptor's /Flags
 
 
@@ -41,6 +44,10 @@ class Line:
     size: float  # the font size of the line's middle character, in points
     bold: bool  # every sampled character is bold: a heading's line, not a bold word
     mono: bool  # set in a fixed-pitch font: code, whose line breaks are kept
+    # Where the line is runs of text set apart by more than a word's space (a table's row):
+    # each run's text and left edge; empty for a line of running text.
+    cells: tuple[str, ...] = ()
+    cell_lefts: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -134,4 +141,43 @@ def _line(raw: pdfium_c.FPDF_TEXTPAGE, style: _Style, part: str, start: int, ali
     samples = [style.bold_mono(i) for i in {first, middle, last}]
     bold = all(b for b, _ in samples)
     mono = all(m for _, m in samples)
-    return Line(" ".join(stripped.split()), left, right, baseline, last_baseline, size, bold, mono)
+    # Only a line wider than its characters need (a wide gap in it) is looked at for cells:
+    # reading the runs of every line would cost a third of the reading.
+    spread = right - left > (len(stripped) * _WIDE_CHAR + _CELL_GAP) * size
+    cells, lefts = _cells(raw, first, last - first + 1, size) if spread else ((), ())
+    return Line(" ".join(stripped.split()), left, right, baseline, last_baseline, size, bold, mono, cells, lefts)
+
+
+def _cells(
+    raw: pdfium_c.FPDF_TEXTPAGE, first: int, count: int, size: float
+) -> tuple[tuple[str, ...], tuple[float, ...]]:
+    """The line's cells: PDFium's text rectangles (one per text object) merged where they
+    stand closer than a cell gap. One cell: running text, nothing returned."""
+    rects = pdfium_c.FPDFText_CountRects(raw, first, count)
+    if rects < 2 or rects > _MAX_RECTS:
+        return (), ()
+    box = [ctypes.c_double() for _ in range(4)]
+    groups: list[list[float]] = []  # left, top, right, bottom
+    for index in range(rects):
+        pdfium_c.FPDFText_GetRect(raw, index, *box)
+        left, top, right, bottom = (value.value for value in box)
+        if groups and groups[-1][2] - 1 <= left < groups[-1][2] + _CELL_GAP * size:
+            group = groups[-1]
+            group[1], group[2], group[3] = max(group[1], top), max(group[2], right), min(group[3], bottom)
+        else:
+            groups.append([left, top, right, bottom])
+    if len(groups) < 2:
+        return (), ()
+    texts = tuple(" ".join(_bounded(raw, group).split()) for group in groups)
+    return texts, tuple(group[0] for group in groups)
+
+
+def _bounded(raw: pdfium_c.FPDF_TEXTPAGE, rect: list[float]) -> str:
+    left, top, right, bottom = rect
+    args = (raw, left - 0.5, top, right + 0.5, bottom)
+    length = pdfium_c.FPDFText_GetBoundedText(*args, None, 0)
+    if length <= 0:
+        return ""
+    buffer = (ctypes.c_ushort * length)()
+    pdfium_c.FPDFText_GetBoundedText(*args, buffer, length)
+    return bytes(buffer).decode("utf-16-le", errors="ignore").replace(_HYPHENATION, "")

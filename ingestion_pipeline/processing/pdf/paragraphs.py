@@ -13,12 +13,17 @@ import re
 from collections.abc import Mapping, Sequence
 
 from ..document import DraftSection
+from ..tables import markdown_table
 from .headings import Heading
 from .lines import Line, Page
 
 _PARAGRAPH_GAP = 1.45  # baseline to baseline, in sizes: more is a new paragraph
 _SIZE_CHANGE = 0.1
 _CHAR_WIDTH = 0.55  # an average character's width, in sizes
+_MIN_ROWS = 2  # lines of cells that make a table
+_ROW_GAP = 2.5  # sizes, baseline to baseline: rows further apart are not one table
+_COLUMN = 4.0  # points: cells whose left edges are this close are in one column
+_LEADER = re.compile(r"^[.·…\s]*$")  # a table of contents' dot leaders
 _FEW = 10  # lines: fewer do not show a column's right edge
 _LIST_MARKER = re.compile(r"^(?:[•◦▪‣∙·*–—-]|\(?\d{1,3}[.)]|\(?[a-z][.)])\s")
 
@@ -52,6 +57,11 @@ def sections(
                     continue
             if number == len(page.lines):
                 break
+            rows = _table_rows(page, number, headings, skip)
+            if len(rows) >= _MIN_ROWS:
+                parts.append(("\n\n" if parts else "") + _table(page.lines[number : number + len(rows)]))
+                previous, number = None, number + len(rows)
+                continue
             line = page.lines[number]
             if (page.index, number) not in skip:
                 parts.append(_separator(previous, line, edges) + line.text if parts else line.text)
@@ -118,3 +128,37 @@ def _edge(rights: list[float], default: float) -> float:
         return default
     rights.sort()
     return rights[int(len(rights) * 0.9)] if len(rights) >= _FEW else rights[-1]
+
+
+def _table_rows(
+    page: Page, number: int, headings: Mapping[tuple[int, int], Heading], skip: set[tuple[int, int]]
+) -> list[Line]:
+    """The lines of cells from `number` on, one below the other: a table's rows."""
+    rows: list[Line] = []
+    for at in range(number, len(page.lines)):
+        line = page.lines[at]
+        if not line.cells or (page.index, at) in skip or (at > number and (page.index, at) in headings):
+            break
+        if rows and not 0 < rows[-1].baseline - line.baseline <= _ROW_GAP * line.size:
+            break
+        rows.append(line)
+    return rows
+
+
+def _table(rows: Sequence[Line]) -> str:
+    """The rows as a Markdown table, each cell in the column its left edge stands in."""
+    columns: list[float] = []
+    for left in sorted(left for row in rows for left in row.cell_lefts):
+        if not columns or left - columns[-1] > _COLUMN:
+            columns.append(left)
+    table: list[list[str]] = []
+    for row in rows:
+        cells = [""] * len(columns)
+        for text, left in zip(row.cells, row.cell_lefts, strict=True):
+            if _LEADER.match(text):
+                continue
+            column = max(i for i, start in enumerate(columns) if start <= left + _COLUMN)
+            cells[column] = f"{cells[column]} {text}".strip()
+        table.append(cells)
+    used = [i for i in range(len(columns)) if any(row[i] for row in table)]
+    return markdown_table([[row[i] for i in used] for row in table])
