@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -262,10 +262,16 @@ class Furniture:
 
 def furniture(pages: Sequence[str], min_pages: int = 3) -> Furniture:
     """A PDF's running lines, from pdftotext's pages: the first and last non-empty line of each
-    page whose normalized text with digits masked repeats on `min_pages` pages or more, and
-    bare page numbers (arabic or roman) there."""
+    page whose normalized text with digits masked repeats on `min_pages` pages or more (each
+    within 2 pages of another), and bare page numbers (arabic or roman) there."""
     texts = [[n for n in map(norm, page.splitlines()) if n] for page in pages]
-    keys = Counter(_DIGITS.sub("#", t[i]) for t in texts if t for i in {0, len(t) - 1})
+    where: dict[str, set[int]] = defaultdict(set)
+    for index, text in enumerate(texts):
+        for edge in {0, len(text) - 1} if text else set():
+            where[_DIGITS.sub("#", text[edge])].add(index)
+    # running: on `min_pages` pages or more, each within 2 pages of another (a chapter's
+    # opening "Chapter" repeats too, but never on pages that near)
+    keys = {k: sum(1 for i in p if {i - 2, i - 1, i + 1, i + 2} & p) for k, p in where.items()}
     lines, numbers, bodies = set(), {}, []
     for index, text in enumerate(texts):
         body = list(text)
@@ -273,7 +279,7 @@ def furniture(pages: Sequence[str], min_pages: int = 3) -> Furniture:
             line = text[edge]
             if line.isdigit() or _ROMAN.match(line):
                 numbers[index, edge == 0] = line
-            elif keys[_DIGITS.sub("#", line)] >= min_pages and re.search(r"[a-z]", line):
+            elif keys.get(_DIGITS.sub("#", line), 0) >= min_pages and re.search(r"[a-z]", line):
                 lines.add(line)
             else:
                 continue
@@ -299,8 +305,8 @@ def furniture_chunks(chunks: Sequence[ChunkText], found: Furniture, truth: Truth
     in the HTML twin's text or in pdftotext's text without the furniture; its occurrences in
     the chunks (each counted once: not again in the next chunk's overlap) past the budget are
     furniture, taken first where f stands on a line of its own in the chunk, then in document
-    order. A bare page number: a chunk that holds it within 12 words after the last 3 words
-    of the page before it, or before the first 3 words of the page after it."""
+    order. A bare page number: a chunk that holds it between the last 3 words of the page
+    before it and the first 3 of the page after it (each at most 12 words away)."""
     flagged: set[int] = set()
     normalized = [(padded(c.fresh), c.text) for c in chunks]
     for line in found.lines:
@@ -319,12 +325,11 @@ def furniture_chunks(chunks: Sequence[ChunkText], found: Furniture, truth: Truth
             excess -= counts[i]
     whole = [padded(c.text) for c in chunks]
     for tail, number, head in found.breaks:
-        after = re.compile(f" {re.escape(tail)} (?:\\S+ ){{0,12}}{number} ") if tail else None
-        before = re.compile(f" {number} (?:\\S+ ){{0,12}}{re.escape(head)} ") if head else None
+        if not tail or not head:
+            continue
+        between = re.compile(f" {re.escape(tail)} (?:\\S+ ){{0,12}}{number} (?:\\S+ ){{0,12}}{re.escape(head)} ")
         for i, text in enumerate(whole):
-            if (after and f" {tail} " in text and after.search(text)) or (
-                before and f" {head} " in text and before.search(text)
-            ):
+            if f" {tail} " in text and f" {head} " in text and between.search(text):
                 flagged.add(i)
     return flagged
 
