@@ -35,7 +35,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
 # (texinfo's nav-panel, DocBook's navheader, Sphinx's related bar), tables of contents.
 _SKIP_TAGS = {"nav", "header", "footer", "script", "style", "pre", "table"}
 _SKIP_CLASS = re.compile(
-    r"nav|header|footer|sidebar|related|breadcrumb|\btoc\b|contents|menu|headerlink|footnote|printindex|index-|letters",
+    r"nav|header|footer|sidebar|related|breadcrumb|\btoc\b|menu|headerlink|footnote|printindex|index-|letters",
     re.I,
 )
 GAP = 200  # characters allowed between two pieces of a paragraph (a link's text, a URL, a mark)

@@ -194,7 +194,7 @@ def main_table(report: Report, documents, scores: Scores, readings, answers, que
 def document_tables(report: Report, documents, scores: Scores, readings, answers, queries_of) -> None:
     rows = []
     for d in documents:
-        fid = [share(*_pair(scores.fidelity[(d.name, r)])) for r in READERS]
+        fid = [share(scores.fidelity[(d.name, r)].found, scores.fidelity[(d.name, r)].total) for r in READERS]
         late = scores.fidelity[(d.name, OURS)].out_of_order
         q = queries_of.get(d.name, [])
         ours, bm = _answers_of(answers.get(OURS), q), _answers_of(answers.get("pdftotext"), q)
@@ -248,10 +248,6 @@ def document_tables(report: Report, documents, scores: Scores, readings, answers
     )
 
 
-def _pair(f: m.Fidelity) -> tuple[int, int]:
-    return f.found, f.total
-
-
 def _frac(found: int, total: int) -> str:
     return f"{found}/{total}"
 
@@ -301,9 +297,12 @@ def search_run(args, documents, truths, readings, report: Report) -> tuple[dict,
             queries.append(query)
     answers: dict[str, pdf_search.Answers] = {}
     for reader in ANCHORS:
-        pages = {d.name: _pages(readings[(reader, str(d.pdf))]) for d in documents}
+        pages = {
+            d.name: (readings[(reader, str(d.pdf))].pages, readings[(reader, str(d.pdf))].page_numbers)
+            for d in documents
+        }
         answers[reader] = pdf_search.bm25s_answers(f"bm25s over {reader}", pages, queries)
-    ours = {d.name: _pages(readings[(OURS, str(d.pdf))]) for d in documents}
+    ours = {d.name: (readings[(OURS, str(d.pdf))].pages, readings[(OURS, str(d.pdf))].page_numbers) for d in documents}
     answers["ours-bm25s"] = pdf_search.bm25s_answers("bm25s over this project's pages", ours, queries)
     if not args.no_search:
         began = time.monotonic()
@@ -314,10 +313,6 @@ def search_run(args, documents, truths, readings, report: Report) -> tuple[dict,
             answers[OURS] = pdf_search.project_answers(server, files, queries, args.keep)
         report.line(f"indexed and searched in {time.monotonic() - began:.0f} s")
     return answers, {"queries": queries, "of": queries_of}
-
-
-def _pages(reading: Reading) -> tuple[list[str], list[int]]:
-    return reading.pages, reading.page_numbers
 
 
 def big_run(report: Report, documents: list[pdf_corpus.Document], pages: int) -> None:
