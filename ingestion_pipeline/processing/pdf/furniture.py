@@ -111,8 +111,8 @@ def _watermarks(pages: Sequence[Page]) -> set[tuple[int, int]]:
     where: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
     for page in pages:
         for number, line in enumerate(page.lines):
-            if len(line.text) <= _WATERMARK_MAX_CHARS:
-                where[(_mask(line.text), _band(line.baseline))].append((page.index, number))
+            if len(line.text) <= _WATERMARK_MAX_CHARS:  # the same words: no masking
+                where[(line.text, _band(line.baseline))].append((page.index, number))
     threshold = max(_WATERMARK_MIN_PAGES, _WATERMARK_SHARE * len(pages))
     found: set[tuple[int, int]] = set()
     for keys in where.values():

@@ -59,20 +59,36 @@ class Page:
 
 
 class _Style:
-    """Reads a character's font: name, flags and weight through one reused buffer."""
+    """Reads characters' places and fonts through buffers reused for the whole page: a line
+    costs a few calls into PDFium, and a font's name is parsed once."""
 
     def __init__(self, textpage: pdfium_c.FPDF_TEXTPAGE) -> None:
         self._textpage = textpage
         self._name = ctypes.create_string_buffer(128)
         self._flags = ctypes.c_int()
+        self._fonts: dict[tuple[bytes, int], tuple[bool, bool]] = {}
+        self.x, self.y = ctypes.c_double(), ctypes.c_double()
+        self.box = [ctypes.c_double() for _ in range(4)]
+
+    def origin(self, index: int) -> tuple[float, float]:
+        pdfium_c.FPDFText_GetCharOrigin(self._textpage, index, self.x, self.y)
+        return self.x.value, self.y.value
+
+    def right(self, index: int) -> float:
+        pdfium_c.FPDFText_GetCharBox(self._textpage, index, *self.box)  # left, right, bottom, top
+        return float(self.box[1].value)
 
     def bold_mono(self, index: int) -> tuple[bool, bool]:
         pdfium_c.FPDFText_GetFontInfo(self._textpage, index, self._name, len(self._name), self._flags)
-        name = self._name.value.decode("latin-1").partition("+")[2] or self._name.value.decode("latin-1")
-        weight = pdfium_c.FPDFText_GetFontWeight(self._textpage, index)
-        bold = weight >= _BOLD_WEIGHT or bool(_BOLD_NAME.search(name))
-        mono = bool(self._flags.value & _FIXED_PITCH) or bool(_MONO_NAME.search(name))
-        return bold, mono
+        key = (self._name.value, self._flags.value)
+        font = self._fonts.get(key)
+        if font is None:
+            name = key[0].decode("latin-1")
+            name = name.partition("+")[2] or name  # a subset's prefix: ABCDEF+CMBX12
+            font = bool(_BOLD_NAME.search(name)), bool(key[1] & _FIXED_PITCH) or bool(_MONO_NAME.search(name))
+            self._fonts[key] = font
+        bold = font[0] or pdfium_c.FPDFText_GetFontWeight(self._textpage, index) >= _BOLD_WEIGHT
+        return bold, font[1]
 
 
 def read_page(document: pdfium.PdfDocument, index: int) -> Page:
@@ -129,18 +145,15 @@ def _line(raw: pdfium_c.FPDF_TEXTPAGE, style: _Style, part: str, start: int, ali
     middle = start + _solid_near(part, (first + last) // 2 - start)
     if not aligned:
         first, middle, last = (pdfium_c.FPDFText_GetCharIndexFromTextIndex(raw, i) for i in (first, middle, last))
-    x, y = ctypes.c_double(), ctypes.c_double()
-    pdfium_c.FPDFText_GetCharOrigin(raw, first, x, y)
-    left, baseline = x.value, y.value
-    pdfium_c.FPDFText_GetCharOrigin(raw, last, x, y)
-    last_baseline = min(y.value, baseline) if abs(y.value - baseline) > 1 else baseline
-    box = [ctypes.c_double() for _ in range(4)]
-    pdfium_c.FPDFText_GetCharBox(raw, last, *box)  # left, right, bottom, top
-    right = max(box[1].value, left)
+    left, baseline = style.origin(first)
+    last_y = style.origin(last)[1]
+    last_baseline = min(last_y, baseline) if abs(last_y - baseline) > 1 else baseline
+    right = max(style.right(last), left)
     size = pdfium_c.FPDFText_GetFontSize(raw, middle)
-    samples = [style.bold_mono(i) for i in {first, middle, last}]
-    bold = all(b for b, _ in samples)
-    mono = all(m for _, m in samples)
+    # First and last character: a heading's line is bold throughout, a line with a bold
+    # word is not (and a bold word is rarely both a line's first and its last).
+    (bold_first, mono_first), (bold_last, mono_last) = style.bold_mono(first), style.bold_mono(last)
+    bold, mono = bold_first and bold_last, mono_first and mono_last
     # Only a line wider than its characters need (a wide gap in it) is looked at for cells:
     # reading the runs of every line would cost a third of the reading.
     spread = right - left > (len(stripped) * _WIDE_CHAR + _CELL_GAP) * size
