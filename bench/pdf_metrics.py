@@ -1,14 +1,19 @@
-"""What bench/pdf_quality.py measures: the HTML twin's truth (paragraphs, table rows, headings,
-sentences) and the scores of an extracted text against it. The definitions are in
-bench/pdf_quality.py's docstring; this module is their code.
+"""What bench/pdf_quality.py measures (defined in its docstring; this module is their code): the
+HTML twin's truth (paragraphs, table rows, headings, sentences), a text's scores against it.
 
 Every comparison runs on `norm(text)`: NFKC (ligatures, full-width forms, special spaces),
-accents dropped (NFKD, combining marks removed), case folded, soft hyphens and zero-width
-characters removed, every hyphen or dash removed together with the whitespace after it (so a
-line-end hyphen joins both sides, `inter- cept` and `intercept` alike, and `well-known` reads
-`wellknown` on both sides), every other character that is not a letter, digit or whitespace
-made a space, and whitespace collapsed to one space. Matches are of whole words: needle and
-text are padded with a space.
+accents dropped, case folded, soft hyphens and zero-width characters removed, every hyphen or
+dash removed with the whitespace after it (`inter- cept` and `intercept` alike, `well-known`
+reads `wellknown` on both sides), every other character not a letter, digit or whitespace made
+a space, whitespace collapsed. Matches are of whole words: needle and text padded with a space.
+
+Where the twin and the PDF differ and no reader errs, rules alike for every text and the HTML
+keep it from counting: `©`/`®` read `c`/`r` (TeX's circled letters); a 1-2 digit number glued
+after a word is cut off it (`definitions1`: a footnote mark; `x3`: a superscript); the HTML's
+links, superscripts, math and images are gaps (a cross-reference's wording, a formula); a page
+break may interrupt a paragraph with what the PDF prints there (find_paragraph); HTML
+redirection pages are skipped, and paragraphs in no anchor's text are not counted
+(mark_absent). Words run together or split, lost words and reading order still count.
 """
 
 from __future__ import annotations
@@ -25,7 +30,10 @@ from bs4 import BeautifulSoup, Comment, PageElement, Tag
 MIN_PARAGRAPH_WORDS = 8
 MIN_SENTENCE_WORDS = 10
 _INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200b\u200c\u200d\u2060\ufeff"))
+_SIGNS = {ord("\u00a9"): " c ", ord("\u00ae"): " r "}
+_GLUED_NUMBER = re.compile(r"(?<=[^\W\d_])(?=\d{1,2}\b)")
 _HYPHEN = re.compile(r"[-\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d]\s*")
+_PAGE_AFTER_HYPHEN = re.compile(f"(?<={_HYPHEN.pattern[:-3]})\\s*\f")
 _NOT_WORD = re.compile(r"[^\w\s]|_")
 _DIGITS = re.compile(r"\d+")
 _NUMBERING = re.compile(r"^(?:(?:chapter|appendix|section|part)\s+)?(?:[a-z]\s+(?=\d))?(?:\d+\s+)*")
@@ -38,19 +46,27 @@ _SKIP_CLASS = re.compile(
     r"nav|header|footer|sidebar|related|breadcrumb|\btoc\b|menu|headerlink|footnote|printindex|index-|letters",
     re.I,
 )
+_MATH = re.compile(r"\bmath\b|MathJax", re.I)
+SYNC, PAGE, INTERRUPT = 3, "\f", 400  # words matched at once; page break mark; its text's length
 GAP = 200  # characters allowed between two pieces of a paragraph (a link's text, a URL, a mark)
 _BLOCK_TAGS = {"p", "li", "dd", "dl", "ul", "ol", "table", "pre", "div", "blockquote", "h1", "h2", "h3", "h4"}
 
 
 def norm(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text).translate(_INVISIBLE)
+    text = unicodedata.normalize("NFKC", text.translate(_SIGNS)).translate(_INVISIBLE)
     text = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
     text = _HYPHEN.sub("", text.casefold())
-    return " ".join(_NOT_WORD.sub(" ", text).split())
+    return " ".join(_GLUED_NUMBER.sub(" ", _NOT_WORD.sub(" ", text)).split())
 
 
 def padded(text: str) -> str:
     return f" {norm(text)} "
+
+
+def paged(pages: Sequence[str]) -> str:
+    """Pages normalized, padded, joined by a page break mark (not after a line-end hyphen)."""
+    pages = _PAGE_AFTER_HYPHEN.sub("", "\f".join(pages)).split("\f")
+    return f" {f' {PAGE} '.join(n for n in map(norm, pages) if n)} "
 
 
 def strip_numbering(heading: str) -> str:
@@ -70,6 +86,7 @@ class Truth:
     rows: list[list[str]] = field(default_factory=list)  # normalized non-empty cells
     headings: list[str] = field(default_factory=list)  # normalized, unique, in order
     text: str = ""  # the whole twin, normalized and padded (furniture budgets)
+    absent: set[tuple[int, int]] = field(default_factory=set)  # (file, paragraph) not in the PDF
 
     @property
     def paragraphs(self) -> int:
@@ -89,17 +106,18 @@ def _skipped(element: Tag) -> bool:
 
 
 def _pieces(element: Tag) -> tuple[str, ...]:
-    """The paragraph's text outside links and superscripts (footnote marks), normalized, as
-    the pieces those cut it into: a PDF prints a link's URL or a footnote's number there."""
+    """The paragraph's text outside links, superscripts, math and images, normalized, as the
+    pieces those cut it into: a PDF prints a URL or page, a footnote's number, a formula there."""
     pieces, current = [], []
     for node in element.descendants:
         if isinstance(node, Tag):
             if node.name == "br":
                 current.append(" ")
+            elif node.name == "img":  # a formula or logo: the PDF prints text
+                pieces, current = [*pieces, "".join(current)], []
         elif not isinstance(node, Comment):
             if _cut(node, element):
-                pieces.append("".join(current))
-                current = []
+                pieces, current = [*pieces, "".join(current)], []
             else:
                 current.append(str(node))
     pieces.append("".join(current))
@@ -111,6 +129,8 @@ def _cut(node: PageElement, element: Tag) -> bool:
         if parent is element:
             return False
         if parent.name == "sup" or (parent.name == "a" and parent.get("href")):
+            return True
+        if _MATH.search(" ".join(parent.get("class") or [])):  # TeX source or MathML
             return True
     return False
 
@@ -125,6 +145,8 @@ def read_truth(files: Sequence[Path]) -> Truth:
     truth, headings, texts = Truth(), dict.fromkeys([]), []
     for path in files:
         soup = BeautifulSoup(path.read_bytes(), "lxml")
+        if soup.find("meta", attrs={"http-equiv": re.compile("^refresh$", re.I)}):
+            continue  # a redirection page ("The node you are looking for is at ..."), not content
         for link in soup.select("a.headerlink"):
             link.decompose()
         body = soup.body or soup
@@ -172,32 +194,62 @@ class Fidelity:
 
 def find_paragraph(pieces: Sequence[str], text: str, start: int = 0, tries: int = 200) -> tuple[int, int]:
     """(start, end) of the paragraph's pieces in order in `text` from `start`, each whole and
-    at most GAP characters after the previous one; (-1, -1) when they are not there."""
-    first = f" {pieces[0]} "
+    at most GAP characters after the previous one; (-1, -1) when they are not there. Once, and
+    once more per 150 words, INTERRUPT characters holding a page break (of a paged() text: the
+    running lines, page number, footnotes printed there) may stand between two of its words."""
+    words = [piece.split() for piece in pieces]
+    budget = 1 + sum(len(w) for w in words) // 150
+    first = f" {' '.join(words[0][:SYNC])} "
     at = text.find(first, start)
     for _ in range(tries):
         if at < 0:
             break
-        end = at + len(first) - 1
-        for piece in pieces[1:]:
-            found = text.find(f" {piece} ", end, end + GAP + len(piece) + 2)
-            if found < 0:
-                break
-            end = found + len(piece) + 1
-        else:
+        end, left = _run(words[0], text, at, budget)
+        for piece in words[1:]:
+            needle = f" {' '.join(piece[:SYNC])} "
+            found = text.find(needle, end, end + GAP + len(needle)) if end >= 0 else -1
+            end, left = (-1, 0) if found < 0 else _run(piece, text, found, left)
+        if end >= 0:
             return at, end
         at = text.find(first, at + 1)
     return -1, -1
 
 
+def _run(words: Sequence[str], text: str, at: int, budget: int) -> tuple[int, int]:
+    """(end, budget left) of `words` read from `at` (a space before the first), or (-1, 0)."""
+    pos = at
+    for i, word in enumerate(words):
+        if text.startswith(f" {word} ", pos):
+            pos += len(word) + 1
+            continue
+        if budget <= 0 or i == 0:
+            return -1, 0
+        found = text.find(f" {' '.join(words[i : i + SYNC])} ", pos, pos + INTERRUPT)
+        if found < 0 or PAGE not in text[pos:found]:
+            return -1, 0
+        budget -= 1
+        pos = found + len(word) + 1
+    return pos, budget
+
+
+def mark_absent(truth: Truth, texts: Sequence[str]) -> None:
+    """Paragraphs the PDF does not print (only the HTML has them): fewer than half of their
+    3-word runs are in any of `texts`, the anchor readers' (one reader's loss still counts)."""
+    for f, paragraphs in enumerate(truth.files):
+        for index, pieces in enumerate(paragraphs):
+            runs = [" ".join(w[i : i + 3]) for w in (p.split() for p in pieces) for i in range(max(1, len(w) - 2))]
+            if not any(sum(f" {r} " in text for r in runs) * 2 >= len(runs) for text in texts):
+                truth.absent.add((f, index))
+
+
 def fidelity(truth: Truth, text: str) -> Fidelity:
     """`text` normalized and padded. Each HTML file's paragraphs are looked for in order: from
     the end of the previous one found (the file's first from the start); one found only before
-    that is out of order (not counted) and the search goes on from it."""
+    that is out of order (not counted) and the search goes on from it. `truth.absent`: skipped."""
     score = Fidelity()
-    for paragraphs in truth.files:
+    for f, paragraphs in enumerate(truth.files):
         cursor = 0
-        for pieces in paragraphs:
+        for pieces in (p for i, p in enumerate(paragraphs) if (f, i) not in truth.absent):
             score.total += 1
             _at, end = find_paragraph(pieces, text, cursor)
             if end >= 0:

@@ -8,11 +8,13 @@ hyphens and dashes with the whitespace after them, punctuation, whitespace):
 
   text fidelity     the share of the twin's paragraphs (p, li, dd of 8 words or more, not in
                     a table, pre, navigation or table of contents) found whole, in order, in
-                    the reader's text (ours: its sections' texts joined in order). In order:
-                    each is looked for from where the previous one found ended; one found
-                    only before that counts as not found (`out of order`, printed), and the
-                    search goes on from it. Each HTML file of a split twin is in order on its
-                    own (its first paragraph is looked for from the start).
+                    the reader's text (ours: its sections' texts joined in order; anchors:
+                    their pages, a page break where a paragraph may hold the running lines
+                    and footnotes printed there). In order: each is looked for from where the
+                    previous one found ended; one found only before that counts as not found
+                    (`out of order`, printed), and the search goes on from it. Each HTML file
+                    of a split twin is in order on its own. Paragraphs in no anchor's text
+                    (HTML-only content) are not counted (pdf_metrics.fidelity, mark_absent).
   table rows        the twin's table rows with 2 non-empty cells or more (not of a layout
                     table holding tables) whose cells all appear in order within 3x the
                     row's length from where the first cell is found.
@@ -97,9 +99,10 @@ class Scores:
 
 def score_document(doc: pdf_corpus.Document, truth: m.Truth, readings: dict[str, Reading], scores: Scores) -> None:
     reference = readings["pdftotext"]
+    m.mark_absent(truth, [m.paged(readings[r].pages) for r in ANCHORS])
     for reader, reading in readings.items():
         text = f" {m.norm(reading.text)} "
-        scores.fidelity[(doc.name, reader)] = m.fidelity(truth, text)
+        scores.fidelity[(doc.name, reader)] = m.fidelity(truth, text if reader == OURS else m.paged(reading.pages))
         scores.rows[(doc.name, reader)] = m.table_rows(truth, text)
     ours = readings[OURS]
     expected = m.expected_headings(truth, f" {m.norm(reference.text)} ")
@@ -133,21 +136,8 @@ def print_corpus(report: Report, documents: list[pdf_corpus.Document], truths: d
         for d in documents
     ]
     pages = sum(d.pages for d in documents)
-    report.table(
-        f"Corpus: {len(documents)} PDFs, {pages:,} pages",
-        [
-            "document",
-            "source",
-            "pages",
-            "outline",
-            "twin files",
-            "paragraphs",
-            "table rows",
-            "headings",
-            "creator / producer",
-        ],
-        rows,
-    )
+    headers = ["document", "source", "pages", "outline", "twin files", "paragraphs", "table rows", "headings"]
+    report.table(f"Corpus: {len(documents)} PDFs, {pages:,} pages", [*headers, "creator / producer"], rows)
 
 
 def reader_label(reader: str) -> str:
@@ -380,6 +370,8 @@ def main() -> None:
     scores = Scores()
     for d in documents:
         score_document(d, truths[d.name], {r: readings[(r, str(d.pdf))] for r in READERS}, scores)
+    absent = ", ".join(f"{d.name} {len(truths[d.name].absent)}" for d in documents if truths[d.name].absent)
+    report.line(f"paragraphs in no anchor's text (HTML only, not counted): {absent or 'none'}")
     answers, queries = search_run(args, documents, truths, readings, report)
     main_table(report, documents, scores, readings, answers, len(queries["queries"]))
     document_tables(report, documents, scores, readings, answers, queries["of"])
