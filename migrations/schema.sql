@@ -2134,6 +2134,21 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.readable_page_labels(p_document_ids uuid[], p_pages integer[]) RETURNS TABLE(document_id uuid, page integer, page_label text)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET client_min_messages TO 'warning'
+    AS $$
+    select d.id, h.page, d.metadata -> 'page_labels' ->> (h.page - 1)
+      from unnest(p_document_ids, p_pages) as h (document_id, page)
+     cross join lateral (select d.* from public.documents d where d.id = h.document_id offset 0) d
+     where h.page >= 1
+       and cardinality(p_document_ids) <= 1000
+       and jsonb_typeof(d.metadata -> 'page_labels') = 'array'
+       and d.metadata -> 'page_labels' ->> (h.page - 1) <> ''
+       and public.document_is_readable(d.id);
+$$;
+
 CREATE FUNCTION public.record_ingestion_job_stage(p_job_id uuid, p_worker_id text, p_stage text, p_started_at timestamp with time zone, p_finished_at timestamp with time zone DEFAULT now(), p_detail jsonb DEFAULT '{}'::jsonb, p_lease_token bigint DEFAULT NULL::bigint) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -4215,6 +4230,11 @@ REVOKE ALL ON FUNCTION public.readable_documents(p_collections text[], p_limit i
 GRANT ALL ON FUNCTION public.readable_documents(p_collections text[], p_limit integer, p_after_collection text, p_after_source_uri text, p_after_document_id uuid) TO ingestion_worker;
 GRANT ALL ON FUNCTION public.readable_documents(p_collections text[], p_limit integer, p_after_collection text, p_after_source_uri text, p_after_document_id uuid) TO anon;
 GRANT ALL ON FUNCTION public.readable_documents(p_collections text[], p_limit integer, p_after_collection text, p_after_source_uri text, p_after_document_id uuid) TO authenticated;
+
+REVOKE ALL ON FUNCTION public.readable_page_labels(p_document_ids uuid[], p_pages integer[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.readable_page_labels(p_document_ids uuid[], p_pages integer[]) TO ingestion_worker;
+GRANT ALL ON FUNCTION public.readable_page_labels(p_document_ids uuid[], p_pages integer[]) TO anon;
+GRANT ALL ON FUNCTION public.readable_page_labels(p_document_ids uuid[], p_pages integer[]) TO authenticated;
 
 REVOKE ALL ON FUNCTION public.record_ingestion_job_stage(p_job_id uuid, p_worker_id text, p_stage text, p_started_at timestamp with time zone, p_finished_at timestamp with time zone, p_detail jsonb, p_lease_token bigint) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.record_ingestion_job_stage(p_job_id uuid, p_worker_id text, p_stage text, p_started_at timestamp with time zone, p_finished_at timestamp with time zone, p_detail jsonb, p_lease_token bigint) TO ingestion_worker;

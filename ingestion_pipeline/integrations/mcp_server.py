@@ -63,6 +63,9 @@ class SearchHit(BaseModel):
     collection: str
     heading_path: str | None = Field(description="the headings above the best passage, outermost first")
     page: int | None = Field(description="the best passage's page, from 1; null for a format without pages")
+    page_label: str | None = Field(
+        default=None, description="that page's label where the PDF defines labels ('iv'); else null"
+    )
     score: float
     snippet: str = Field(description="words of the best passage around the query's terms")
     snippet_truncated: bool
@@ -212,6 +215,7 @@ def _hit(rank: int, hit: Hit) -> SearchHit:
         collection=hit.collection,
         heading_path=hit.heading_path or hit.heading,
         page=hit.page,
+        page_label=hit.page_label,
         score=round(hit.score, 4),
         snippet=cut(snippet, SNIPPET_CHARS),
         snippet_truncated=len(snippet) > SNIPPET_CHARS,

@@ -20,7 +20,7 @@ DEFAULT_TOP_K = 5
 
 # What a model should see of a source beside its text: what to cite and where to look. The
 # ids, the rank and the score are for code (and change with every query or reindex).
-SHOWN_TO_MODELS = ("title", "source_uri", "heading_path", "page")
+SHOWN_TO_MODELS = ("title", "source_uri", "heading_path", "page", "page_label")
 
 
 @dataclass
@@ -88,6 +88,7 @@ def source_metadata(hit: Hit) -> dict[str, Any]:
         "title": hit.title,
         "heading_path": hit.heading_path or hit.heading,
         "page": hit.page,
+        "page_label": hit.page_label,
         "score": hit.score,
         "source_name": hit.source_name,
         "collection": hit.collection,

@@ -19,7 +19,7 @@ from ingestion_pipeline.processing.errors import EmbeddingUnavailable
 
 from .index_model import check_query_embedder
 from .model import MODES, Hit, Mode
-from .passages import hit_passages
+from .passages import hit_passages, with_page_labels
 from .reading import Section, readable_among, readable_collections, readable_sections
 from .rpc import Reader, search_documents
 from .timing import observe_searches, report
@@ -69,6 +69,7 @@ def search(
     hits = search_documents(
         conn, text, mode=mode, limit=limit, embedding=vector, embedder=model, collections=collections, reader=reader
     )
+    hits = with_page_labels(conn, hits, reader=reader)
     report(mode, time.monotonic() - began)
     return hits
 

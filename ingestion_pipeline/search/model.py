@@ -23,6 +23,7 @@ class Hit:
     collection: str = "default"  # the document's collection
     heading_path: str | None = None  # the headings above the best chunk ("Backups › Recovery")
     page: int | None = None  # the best chunk's page, from 1; None for a format without pages
+    page_label: str | None = None  # its label where the PDF defines labels ("iv"), else None
 
     def as_json(self) -> dict[str, Any]:
         row = asdict(self)

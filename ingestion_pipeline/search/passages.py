@@ -6,6 +6,7 @@ the search ran as: a passage is never more than the reader may read."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,3 +30,16 @@ def hit_passages(conn: psycopg.Connection[Any], hits: Sequence[Hit], *, reader: 
         rows = cur.execute(query("hit_passages"), params).fetchall()
     found = {(row["document_id"], row["chunk_ordinal"]): row["content"] for row in rows}
     return [found.get((hit.document_id, hit.chunk_ordinal), hit.snippet) for hit in hits]
+
+
+def with_page_labels(conn: psycopg.Connection[Any], hits: list[Hit], *, reader: Reader | None = None) -> list[Hit]:
+    """The hits, each with its page's label where its PDF defines labels ("iv" for the fourth
+    page of a preface): a viewer shows the label, and a reader looks for it."""
+    paged = [hit for hit in hits if hit.page is not None]
+    if not paged:
+        return hits
+    params = {"document_ids": [hit.document_id for hit in paged], "pages": [hit.page for hit in paged]}
+    with as_reader(conn, reader), conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(query("hit_page_labels"), params).fetchall()
+    labels = {(row["document_id"], row["page"]): row["page_label"] for row in rows}
+    return [dataclasses.replace(hit, page_label=labels.get((hit.document_id, hit.page))) for hit in hits]

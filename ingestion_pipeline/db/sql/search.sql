@@ -71,3 +71,9 @@ select h.document_id, h.chunk_ordinal, c.content
   from unnest(%(document_ids)s::uuid[], %(ordinals)s::integer[]) as h(document_id, chunk_ordinal)
   cross join lateral public.readable_document_chunks(h.document_id) c
  where c.ordinal = h.chunk_ordinal;
+
+-- name: hit_page_labels
+-- The page label of each (document, page) pair the caller may read, where its PDF defines
+-- labels ("iv"); pairs without one give no row.
+select document_id, page, page_label
+  from public.readable_page_labels(%(document_ids)s::uuid[], %(pages)s::integer[]);
