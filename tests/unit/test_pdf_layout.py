@@ -184,3 +184,15 @@ def test_a_table_becomes_markdown_rows_under_its_header():
         "| size | | bytes on disk |\n| mtime | timestamp | last change |\n\n"
         "Prose goes on after the table."
     )
+
+
+def test_a_bold_numbered_sentence_is_a_list_item_not_a_heading():
+    lines = [
+        Line("Escaping", y=700, size=16, bold=True),
+        *body("To put a backslash in the text, do two things.", 670),
+        Line("1. Double all backslashes.", y=640, bold=True),
+        Line("2.1 Where backslashes go", y=600, bold=True),
+        *body(SECOND, 580),
+    ]
+    document = parse(make_layout_pdf([lines]), "list.pdf", max_bytes=MAX)
+    assert [s.heading for s in document.sections] == ["Escaping", "2.1 Where backslashes go"]

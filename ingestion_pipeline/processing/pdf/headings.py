@@ -230,8 +230,8 @@ def _bold_heading(lines: Sequence[Line], number: int, body: float) -> bool:
     line = lines[number]
     if not line.bold or len(line.text) > _MAX_BOLD_HEADING_CHARS:
         return False
-    if _NUMBER_DEPTH.match(line.text):
-        return True
+    if _NUMBER_DEPTH.match(line.text):  # "2.1 Naming", not the list item "2. Double it."
+        return not line.text.endswith(".")
     above = lines[number - 1] if number else None
     set_apart = (
         above is None or above.baseline - line.baseline >= body * 1.2 * _SET_APART or above.baseline < line.baseline
