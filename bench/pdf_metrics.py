@@ -13,7 +13,8 @@ after a word is cut off it (`definitions1`: a footnote mark; `x3`: a superscript
 links, superscripts, math and images are gaps (a cross-reference's wording, a formula); a page
 break may interrupt a paragraph with what the PDF prints there (find_paragraph); HTML
 redirection pages are skipped, and paragraphs in no anchor's text are not counted
-(mark_absent). Words run together or split, lost words and reading order still count.
+(mark_absent), nor are table rows no anchor prints (pdf_tables.py). Words run together or
+split, lost words and reading order still count.
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ class Truth:
     headings: list[str] = field(default_factory=list)  # normalized, unique, in order
     text: str = ""  # the whole twin, normalized and padded (furniture budgets)
     absent: set[tuple[int, int]] = field(default_factory=set)  # (file, paragraph) not in the PDF
+    unprinted: set[int] = field(default_factory=set)  # rows not in the PDF (pdf_tables.mark_unprinted)
 
     @property
     def paragraphs(self) -> int:
@@ -261,31 +263,6 @@ def fidelity(truth: Truth, text: str) -> Fidelity:
                 score.out_of_order += 1
             cursor = end
     return score
-
-
-def row_found(cells: Sequence[str], text: str, tries: int = 200) -> bool:
-    """The row's cells in order, all within 3x the row's length from the first cell."""
-    window = 3 * sum(len(c) + 1 for c in cells)
-    start = 0
-    for _ in range(tries):
-        first = text.find(f" {cells[0]} ", start)
-        if first < 0:
-            return False
-        pos, ok = first + len(cells[0]) + 1, True
-        for cell in cells[1:]:
-            at = text.find(f" {cell} ", pos, first + window)
-            if at < 0:
-                ok = False
-                break
-            pos = at + len(cell) + 1
-        if ok:
-            return True
-        start = first + 1
-    return False
-
-
-def table_rows(truth: Truth, text: str) -> tuple[int, int]:
-    return sum(row_found(cells, text) for cells in truth.rows), len(truth.rows)
 
 
 def expected_headings(truth: Truth, reference: str) -> list[str]:

@@ -15,9 +15,12 @@ hyphens and dashes with the whitespace after them, punctuation, whitespace):
                     (`out of order`, printed), and the search goes on from it. Each HTML file
                     of a split twin is in order on its own. Paragraphs in no anchor's text
                     (HTML-only content) are not counted (pdf_metrics.fidelity, mark_absent).
-  table rows        the twin's table rows with 2 non-empty cells or more (not of a layout
-                    table holding tables) whose cells all appear in order within 3x the
-                    row's length from where the first cell is found.
+  table rows        the share of the twin's table rows with 2 non-empty cells or more (not
+                    of a layout table holding tables) that the PDF prints whose cells all
+                    appear in order within 3x the row's length from where the first cell is
+                    found. Printed: some anchor has all the row's cells, each whole, in any
+                    order, on one page (or two in a row); rows no anchor prints are not
+                    counted, for any reader (printed per document; bench/pdf_tables.py).
   headings kept     the share of the twin's h1-h4 headings that the PDF prints (found in
                     pdftotext's text) whose text equals, as is or without its numbering
                     ("2.1."), a section heading of this project's document. Anchors: "—".
@@ -52,6 +55,7 @@ import pdf_corpus
 import pdf_metrics as m
 import pdf_search
 import pdf_synthetic
+import pdf_tables
 from common import ROOT, command_line, embedded_server, machine_line, print_table
 from pdf_readers import ANCHORS, OURS, READERS, Reading, read_all
 from search_quality import git_head
@@ -100,10 +104,11 @@ class Scores:
 def score_document(doc: pdf_corpus.Document, truth: m.Truth, readings: dict[str, Reading], scores: Scores) -> None:
     reference = readings["pdftotext"]
     m.mark_absent(truth, [m.paged(readings[r].pages) for r in ANCHORS])
+    pdf_tables.mark_unprinted(truth, [readings[r].pages for r in ANCHORS])
     for reader, reading in readings.items():
         text = f" {m.norm(reading.text)} "
         scores.fidelity[(doc.name, reader)] = m.fidelity(truth, text if reader == OURS else m.paged(reading.pages))
-        scores.rows[(doc.name, reader)] = m.table_rows(truth, text)
+        scores.rows[(doc.name, reader)] = pdf_tables.table_rows(truth, text)
     ours = readings[OURS]
     expected = m.expected_headings(truth, f" {m.norm(reference.text)} ")
     scores.headings[doc.name] = (m.headings_kept(expected, (h for h, _l, _p in ours.sections)), len(expected))
@@ -181,7 +186,7 @@ def main_table(report: Report, documents, scores: Scores, readings, answers, que
     report.table(f"PDF reading: {len(documents)} PDFs, {pages:,} pages, {queries} queries", headers, rows)
 
 
-def document_tables(report: Report, documents, scores: Scores, readings, answers, queries_of) -> None:
+def document_tables(report: Report, documents, truths, scores: Scores, answers, queries_of) -> None:
     rows = []
     for d in documents:
         fid = [share(scores.fidelity[(d.name, r)].found, scores.fidelity[(d.name, r)].total) for r in READERS]
@@ -194,8 +199,6 @@ def document_tables(report: Report, documents, scores: Scores, readings, answers
                 f"{d.pages:,}",
                 *fid,
                 str(late),
-                _frac(*scores.rows[d.name, OURS]),
-                _frac(*scores.rows[d.name, "pypdfium2"]),
                 _frac(*scores.headings[d.name]),
                 _frac(*scores.furniture[d.name]),
                 ours,
@@ -203,7 +206,7 @@ def document_tables(report: Report, documents, scores: Scores, readings, answers
             ]
         )
     headers = ["document", "pages", *(f"fidelity: {r}" for r in READERS), "ours out of order"]
-    headers += ["rows: ours", "rows: pypdfium2", "headings: ours", "furniture chunks: ours"]
+    headers += ["headings: ours", "furniture chunks: ours"]
     headers += ["search doc/page: ours", "bm25s over pdftotext"]
     report.table("Per document (fidelity: in-order share of the twin's paragraphs)", headers, rows)
     lows = [
@@ -229,6 +232,8 @@ def document_tables(report: Report, documents, scores: Scores, readings, answers
     headers = ["source", "PDFs", "pages", *(f"fidelity: {r}" for r in READERS), "rows: ours", "headings: ours"]
     headers += ["furniture: ours", "search doc/page: ours", "bm25s over pdftotext"]
     report.table("Per corpus source", headers, rows)
+    headers, rows = pdf_tables.per_document(documents, truths, scores.rows, READERS)
+    report.table("Table rows per document (found / rows the PDF prints)", headers, rows)
     with_outline = [d.name for d in documents if d.outline]
     without = [d.name for d in documents if not d.outline]
     report.line(
@@ -372,9 +377,11 @@ def main() -> None:
         score_document(d, truths[d.name], {r: readings[(r, str(d.pdf))] for r in READERS}, scores)
     absent = ", ".join(f"{d.name} {len(truths[d.name].absent)}" for d in documents if truths[d.name].absent)
     report.line(f"paragraphs in no anchor's text (HTML only, not counted): {absent or 'none'}")
+    unprinted = ", ".join(f"{d.name} {len(truths[d.name].unprinted)}" for d in documents if truths[d.name].unprinted)
+    report.line(f"table rows no anchor prints (left out, for every reader): {unprinted or 'none'}")
     answers, queries = search_run(args, documents, truths, readings, report)
     main_table(report, documents, scores, readings, answers, len(queries["queries"]))
-    document_tables(report, documents, scores, readings, answers, queries["of"])
+    document_tables(report, documents, truths, scores, answers, queries["of"])
     perf_table(report, documents, readings)
     if args.big:
         big_run(report, [d for d in documents if d.source != "Chromium print"], args.big)
