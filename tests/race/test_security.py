@@ -92,6 +92,8 @@ WORKER_RPCS = {
     "ingestion_index_totals",
     # the queue's metrics, read at each scrape of `ingest metrics` (20261206000300)
     "ingestion_queue_metrics",
+    # a PDF hit's page label, for readers and the worker (20261206000800)
+    "readable_page_labels",
 }
 # Internal helpers (called by the RPCs or the trigger as their owner): granted to no one.
 INTERNAL = {
@@ -245,6 +247,7 @@ QUIET_FUNCTIONS = CUSTOM_PLANS | {
     "readable_document_pages",
     "readable_document_sections",
     "readable_document_chunks",
+    "readable_page_labels",
 }
 # A function that takes a table lock waits for it a bounded time: the writers that queue
 # behind its request stall at most that long (remove_collection's SHARE lock on documents).
@@ -260,6 +263,7 @@ READER_FUNCTIONS = {
     "readable_document_pages",
     "readable_document_sections",
     "readable_document_chunks",
+    "readable_page_labels",
 }
 # Nothing: a reader's filter on a table it may select runs before any policy, and EXPLAIN
 # ANALYZE's row counts then describe rows it may not read (20261204000100 revoked documents.id).
