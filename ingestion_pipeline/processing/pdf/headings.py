@@ -13,6 +13,7 @@ line set apart from the body (larger than the body's size, or bold and numbered 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -92,6 +93,7 @@ def title_line(pages: Sequence[Page], body: float, skip: set[tuple[int, int]]) -
     return (page.index, number) if line.size >= body * LARGER and _could_head(line, body) else None
 
 
+@functools.lru_cache(maxsize=4096)  # the lines near an outline entry are tried by its neighbours too
 def _key(text: str) -> str:
     """Words only, numbering dropped: "2.3. Simple parsing" and "Simple parsing" match."""
     return _WORDS.sub("", _NUMBERING.sub("", text.strip())).lower()

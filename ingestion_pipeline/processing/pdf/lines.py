@@ -27,6 +27,12 @@ _BOLD_NAME = re.compile(r"bold|black|heavy|demi|semibold|CMBX|SFBX|CMB\d|-Medi",
 _MONO_NAME = re.compile(r"mono|courier|CMTT|SFTT|typewriter|consol|code", re.IGNORECASE)
 _BOLD_WEIGHT = 600
 _CELL_GAP = 1.0  # sizes: a gap this wide between runs of text on a line parts table cells
+_LONG_WORD = 9  # letters: a word this long may be two run together
+# Words of letters only (identifiers, paths and numbers are long by nature); a word with an
+# f-ligature in it (PDFium loses the space after one: "roffand"); a word's end punctuation
+# glued to the next word ("Historically,the").
+_WORD = re.compile(rf"[^\W\d_]{{{_LONG_WORD},}}|[^\W\d_]*f[fil][^\W\d_]+|[^\W\d_]{{2,}}[,;:.)][^\W\d_]{{2,}}")
+_SPACE_GAP = 0.2  # of the type's size: an ink gap this wide between two letters is a space
 _WIDE_CHAR = 0.55  # sizes: wider than most characters' advance in a proportional font
 _MAX_RECTS = 64  # runs on a line looked at for cells: more is running text set word by word
 _FIXED_PITCH = 1  # bit 1 of a font descriptor's /Flags
@@ -69,14 +75,30 @@ class _Style:
         self._fonts: dict[tuple[bytes, int], tuple[bool, bool]] = {}
         self.x, self.y = ctypes.c_double(), ctypes.c_double()
         self.box = [ctypes.c_double() for _ in range(4)]
+        self._refs = [ctypes.byref(value) for value in self.box]
 
     def origin(self, index: int) -> tuple[float, float]:
         pdfium_c.FPDFText_GetCharOrigin(self._textpage, index, self.x, self.y)
         return self.x.value, self.y.value
 
     def right(self, index: int) -> float:
+        return self.span(index)[1]
+
+    def span(self, index: int) -> tuple[float, float]:
         pdfium_c.FPDFText_GetCharBox(self._textpage, index, *self.box)  # left, right, bottom, top
-        return float(self.box[1].value)
+        return float(self.box[0].value), float(self.box[1].value)
+
+    def spans(self, first: int, count: int) -> tuple[list[float], list[float]]:
+        """Left and right edges of `count` characters from `first`: the loop the separation of
+        words spends its time in, so the call and its arguments are bound once."""
+        get, textpage, refs = pdfium_c.FPDFText_GetCharBox, self._textpage, self._refs
+        left, right = self.box[0], self.box[1]
+        lefts, rights = [], []
+        for index in range(first, first + count):
+            get(textpage, index, *refs)
+            lefts.append(left.value)
+            rights.append(right.value)
+        return lefts, rights
 
     def bold_mono(self, index: int) -> tuple[bool, bool]:
         pdfium_c.FPDFText_GetFontInfo(self._textpage, index, self._name, len(self._name), self._flags)
@@ -135,6 +157,35 @@ def _solid_near(part: str, offset: int) -> int:
     return offset
 
 
+def _separated(style: _Style, part: str, start: int, size: float) -> str:
+    """`part` with a space wherever a long "word" has a gap as wide as a space inside it.
+
+    PDFium puts a space where text objects stand apart, and where a TJ array moves the pen
+    by about a space; Ghostscript's PDFs of groff output move it by less in justified lines
+    (`rofftype-setting`, `wascalled` with 3 points between the words' letters at 10 points).
+    Only words of _LONG_WORD characters or more are measured: two words run together make
+    one, and measuring every character would cost more than PDFium's own reading."""
+    out: list[str] = []
+    at = 0
+    for word in _WORD.finditer(part):
+        out.append(part[at : word.start()])
+        out.append(_split_at_gaps(style, word.group(), start + word.start(), size))
+        at = word.end()
+    out.append(part[at:])
+    return "".join(out)
+
+
+def _split_at_gaps(style: _Style, word: str, first: int, size: float) -> str:
+    lefts, rights = style.spans(first, len(word))
+    pieces, begin = [], 0
+    for offset in range(1, len(word)):
+        if lefts[offset] - rights[offset - 1] > _SPACE_GAP * size and word[offset - 1] != _HYPHENATION:
+            pieces.append(word[begin:offset])
+            begin = offset
+    pieces.append(word[begin:])
+    return " ".join(pieces)
+
+
 def _line(raw: pdfium_c.FPDF_TEXTPAGE, style: _Style, part: str, start: int, aligned: bool) -> Line | None:
     text = part.replace(_HYPHENATION, "").replace("\x02", "")
     stripped = text.strip()
@@ -158,6 +209,8 @@ def _line(raw: pdfium_c.FPDF_TEXTPAGE, style: _Style, part: str, start: int, ali
     # reading the runs of every line would cost a third of the reading.
     spread = right - left > (len(stripped) * _WIDE_CHAR + _CELL_GAP) * size
     cells, lefts = _cells(raw, first, last - first + 1, size) if spread else ((), ())
+    if aligned and _WORD.search(part):  # measured on `part`: its offsets are the characters'
+        stripped = _separated(style, part, start, size).replace(_HYPHENATION, "").replace("\x02", "")
     return Line(" ".join(stripped.split()), left, right, baseline, last_baseline, size, bold, mono, cells, lefts)
 
 

@@ -1,0 +1,46 @@
+"""A groff man page printed through Ghostscript (groff -Tps | ps2pdf: how Debian's man pages
+become PDFs): PDFium alone runs words together after an f-ligature and in tight justified
+lines ("groffstands", "roffand", "grofflanguage"); the reader separates them by the gap
+between their letters (issue 59). Needs groff and Ghostscript (.ci/run installs them)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pypdfium2 as pdfium
+import pytest
+
+from ingestion_pipeline.processing import parse
+
+PAGE = b""".TH GROFF 7
+.SH DESCRIPTION
+The name groff stands for GNU roff and is the free implementation of the roff type-setting system.
+See roff(7) for a survey and the background of the groff system.
+This document provides only short descriptions of roff language elements.
+So in GNU, the terms roff, troff, and groff language could be used as synonyms.
+"""
+
+
+@pytest.fixture
+def man_page_pdf() -> bytes:
+    missing = [tool for tool in ("groff", "ps2pdf") if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"{' and '.join(missing)} not installed (apt-get install groff ghostscript)")
+    postscript = subprocess.run(["groff", "-man", "-Tps"], input=PAGE, capture_output=True, check=True).stdout
+    return subprocess.run(["ps2pdf", "-", "-"], input=postscript, capture_output=True, check=True).stdout
+
+
+def test_words_pdfium_runs_together_are_separated(man_page_pdf: bytes) -> None:
+    raw = pdfium.PdfDocument(man_page_pdf)[0].get_textpage().get_text_range()
+    assert "groffstands" in raw or "roffand" in raw  # what PDFium alone reads
+    text = " ".join(parse(man_page_pdf, "groff.7.pdf", max_bytes=10**7).pages[0].text.split())
+    for words in (
+        "groff stands",
+        "GNU roff and",
+        "roff type-setting",
+        "groff system",
+        "roff language elements",
+        "groff language could",
+    ):
+        assert words in text
