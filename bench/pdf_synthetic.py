@@ -184,11 +184,20 @@ def _groff(source: Path, target: Path, macros: str, device: str) -> bool:
     return True
 
 
+def _ghostscript(source: Path, target: Path, macros: str) -> bool:
+    """groff's PostScript through Ghostscript's ps2pdf: the groff/Ghostscript toolchain of
+    Debian's man-page PDFs (gropdf, groff's own PDF writer, is another)."""
+    postscript = target.with_suffix(".ps")
+    if shutil.which("ps2pdf") is None or not _groff(source, postscript, macros, "ps"):
+        return False
+    return _run(["ps2pdf", str(postscript), str(target)]) and target.is_file()
+
+
 def made_documents(names: tuple[str, ...] | None = None) -> list[Document]:
     MADE.mkdir(parents=True, exist_ok=True)
     documents = []
     groff = unpacked("groff")
-    if groff is not None and (names is None or {"groff-pic", "groff-man"} & set(names)):
+    if groff is not None and (names is None or {"groff-pic", "groff-man", "groff-pic-gs", "groff-man-gs"} & set(names)):
         base = groff / f"{D}/groff-base"
         pic, man = MADE / "groff-pic.pdf", MADE / "groff-man.pdf"
         twin_html = sorted(base.glob("html/pic*.html"), key=lambda p: int("0" + "".join(filter(str.isdigit, p.stem))))
@@ -200,6 +209,15 @@ def made_documents(names: tuple[str, ...] | None = None) -> list[Document]:
             man_html.is_file() or _groff(page, man_html, "-man", "html")
         ):
             documents.append(Document("groff-man", "groff/gropdf", man, [man_html]))
+        for name, source, twin, macros in (
+            ("groff-pic-gs", base / "pic.ms.gz", twin_html, "-ms"),
+            ("groff-man-gs", page, [man_html], "-man"),
+        ):
+            made = MADE / f"{name}.pdf"
+            if (made.is_file() or _ghostscript(source, made, macros)) and all(p.is_file() for p in twin):
+                documents.append(Document(name, "groff/Ghostscript", made, list(twin)))
+            else:
+                print(f"skipped {name}: groff -Tps | ps2pdf failed (apt-get install groff ghostscript)", flush=True)
         if not documents:
             print("skipped groff-pic, groff-man: `groff -Tpdf` failed (apt-get install groff)", flush=True)
     pam = unpacked("libpam-doc")
