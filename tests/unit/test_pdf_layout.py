@@ -196,3 +196,17 @@ def test_a_bold_numbered_sentence_is_a_list_item_not_a_heading():
     ]
     document = parse(make_layout_pdf([lines]), "list.pdf", max_bytes=MAX)
     assert [s.heading for s in document.sections] == ["Escaping", "2.1 Where backslashes go"]
+
+
+def test_code_and_well_spaced_words_are_not_split():
+    """The letter-gap rule that separates words PDFium runs together leaves code in a
+    fixed-pitch font alone (a '.' stands in a wide cell) and never splits a word set normally."""
+    lines = [
+        Line("see debian/patches/install.patch and /usr/local/bin/configuration", y=700, mono=True),
+        Line("Internationalization configurations notwithstanding, everything worked.", y=680),
+    ]
+    text = parse(make_layout_pdf([lines]), "code.pdf", max_bytes=MAX).pages[0].text
+    assert text == (
+        "see debian/patches/install.patch and /usr/local/bin/configuration\n\n"
+        "Internationalization configurations notwithstanding, everything worked."
+    )

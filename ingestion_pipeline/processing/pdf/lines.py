@@ -24,7 +24,7 @@ _HYPHENATION = "\ufffe"
 # Bold by the font's name where the weight is not set (TeX's Computer Modern Bold Extended
 # CMBX reports 545): the usual name parts of bold and semibold cuts.
 _BOLD_NAME = re.compile(r"bold|black|heavy|demi|semibold|CMBX|SFBX|CMB\d|-Medi", re.IGNORECASE)
-_MONO_NAME = re.compile(r"mono|courier|CMTT|SFTT|typewriter|consol|code", re.IGNORECASE)
+_MONO_NAME = re.compile(r"mono|courier|CMTT|SFTT|xtt|typewriter|consol|code", re.IGNORECASE)
 _BOLD_WEIGHT = 600
 _CELL_GAP = 1.0  # sizes: a gap this wide between runs of text on a line parts table cells
 _LONG_WORD = 9  # letters: a word this long may be two run together
@@ -32,6 +32,9 @@ _LONG_WORD = 9  # letters: a word this long may be two run together
 # f-ligature in it (PDFium loses the space after one: "roffand"); a word's end punctuation
 # glued to the next word ("Historically,the").
 _WORD = re.compile(rf"[^\W\d_]{{{_LONG_WORD},}}|[^\W\d_]*f[fil][^\W\d_]+|[^\W\d_]{{2,}}[,;:.)][^\W\d_]{{2,}}")
+_EVERY_WORD = re.compile(r"\S{4,}")
+_SPLITS_TO_MEASURE_ALL = 3  # words split on a page before every word of it is measured
+_SPACE_GAP_OVER = 0.12
 _SPACE_GAP = 0.2  # of the type's size: an ink gap this wide between two letters is a space
 _WIDE_CHAR = 0.55  # sizes: wider than most characters' advance in a proportional font
 _MAX_RECTS = 64  # runs on a line looked at for cells: more is running text set word by word
@@ -76,6 +79,7 @@ class _Style:
         self.x, self.y = ctypes.c_double(), ctypes.c_double()
         self.box = [ctypes.c_double() for _ in range(4)]
         self._refs = [ctypes.byref(value) for value in self.box]
+        self.splits = 0  # words split at a gap on this page
 
     def origin(self, index: int) -> tuple[float, float]:
         pdfium_c.FPDFText_GetCharOrigin(self._textpage, index, self.x, self.y)
@@ -137,10 +141,22 @@ def _lines(textpage: pdfium.PdfTextPage) -> list[Line]:
     # then each sampled offset is translated.
     aligned = len(text) == count
     style = _Style(raw)
+    lines = _read_lines(raw, style, text, aligned, _WORD)
+    if style.splits >= _SPLITS_TO_MEASURE_ALL:
+        # PDFium runs words together on this page (Ghostscript's groff output: "makea",
+        # "Wesee"): every word of it is measured, short ones too. Pages where it does not
+        # cost nothing more.
+        lines = _read_lines(raw, style, text, aligned, _EVERY_WORD)
+    return lines
+
+
+def _read_lines(
+    raw: pdfium_c.FPDF_TEXTPAGE, style: _Style, text: str, aligned: bool, words: re.Pattern[str]
+) -> list[Line]:
     lines: list[Line] = []
     start = 0
     for part in text.split(_BREAK):
-        line = _line(raw, style, part, start, aligned)
+        line = _line(raw, style, part, start, aligned, words)
         if line is not None:
             lines.append(line)
         start += len(part) + len(_BREAK)
@@ -157,7 +173,7 @@ def _solid_near(part: str, offset: int) -> int:
     return offset
 
 
-def _separated(style: _Style, part: str, start: int, size: float) -> str:
+def _separated(style: _Style, part: str, start: int, size: float, words: re.Pattern[str]) -> str:
     """`part` with a space wherever a long "word" has a gap as wide as a space inside it.
 
     PDFium puts a space where text objects stand apart, and where a TJ array moves the pen
@@ -167,26 +183,45 @@ def _separated(style: _Style, part: str, start: int, size: float) -> str:
     one, and measuring every character would cost more than PDFium's own reading."""
     out: list[str] = []
     at = 0
-    for word in _WORD.finditer(part):
+    for word in words.finditer(part):
         out.append(part[at : word.start()])
-        out.append(_split_at_gaps(style, word.group(), start + word.start(), size))
+        first = start + word.start()
+        # Inline code in a fixed-pitch font: a narrow glyph ('j', ':') stands in a wide cell.
+        mono = style.bold_mono(first)[1]
+        out.append(word.group() if mono else _split_at_gaps(style, word.group(), first, size))
         at = word.end()
     out.append(part[at:])
     return "".join(out)
 
 
 def _split_at_gaps(style: _Style, word: str, first: int, size: float) -> str:
+    """Split where the gap between two characters is a space's: wider than _SPACE_GAP of the
+    size, and wider by _SPACE_GAP_OVER than the word's usual gap (some writers space every
+    letter of a word out: that is no space)."""
     lefts, rights = style.spans(first, len(word))
+    gaps = [lefts[offset] - rights[offset - 1] for offset in range(1, len(word))]
+    usual = sorted(gaps)[len(gaps) // 2] if gaps else 0.0
     pieces, begin = [], 0
-    for offset in range(1, len(word)):
-        if lefts[offset] - rights[offset - 1] > _SPACE_GAP * size and word[offset - 1] != _HYPHENATION:
+    for offset, gap in enumerate(gaps, 1):
+        if gap > _SPACE_GAP * size and gap > usual + _SPACE_GAP_OVER * size and _parts_here(word, offset):
             pieces.append(word[begin:offset])
             begin = offset
     pieces.append(word[begin:])
+    style.splits += len(pieces) - 1
     return " ".join(pieces)
 
 
-def _line(raw: pdfium_c.FPDF_TEXTPAGE, style: _Style, part: str, start: int, aligned: bool) -> Line | None:
+def _parts_here(word: str, offset: int) -> bool:
+    """A gap can be a space between two letters or digits, or after a comma, semicolon or
+    colon before a letter; not beside other punctuation, whose glyphs stand in wider cells
+    in code (`install.patch`, `/usr/bin`, `fix-gentoo`)."""
+    before, after = word[offset - 1], word[offset]
+    return after.isalnum() and (before.isalnum() or before in ",;:")
+
+
+def _line(
+    raw: pdfium_c.FPDF_TEXTPAGE, style: _Style, part: str, start: int, aligned: bool, words: re.Pattern[str]
+) -> Line | None:
     text = part.replace(_HYPHENATION, "").replace("\x02", "")
     stripped = text.strip()
     if not stripped:
@@ -209,8 +244,9 @@ def _line(raw: pdfium_c.FPDF_TEXTPAGE, style: _Style, part: str, start: int, ali
     # reading the runs of every line would cost a third of the reading.
     spread = right - left > (len(stripped) * _WIDE_CHAR + _CELL_GAP) * size
     cells, lefts = _cells(raw, first, last - first + 1, size) if spread else ((), ())
-    if aligned and _WORD.search(part):  # measured on `part`: its offsets are the characters'
-        stripped = _separated(style, part, start, size).replace(_HYPHENATION, "").replace("\x02", "")
+    # Code in a fixed-pitch font is left alone: a narrow glyph ('.', 'l') stands in a wide cell.
+    if aligned and not mono and words.search(part):  # measured on `part`: its offsets are the characters'
+        stripped = _separated(style, part, start, size, words).replace(_HYPHENATION, "").replace("\x02", "")
     return Line(" ".join(stripped.split()), left, right, baseline, last_baseline, size, bold, mono, cells, lefts)
 
 
