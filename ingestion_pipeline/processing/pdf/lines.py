@@ -163,6 +163,11 @@ def _read_lines(
     return lines
 
 
+def _unmarked(text: str) -> str:
+    """Text without PDFium's marks: the hyphen it joined a line at (U+FFFE), and U+0002."""
+    return text.replace(_HYPHENATION, "").replace("\x02", "")
+
+
 def _solid_near(part: str, offset: int) -> int:
     """The offset of a character near `offset` that is not a space: a space PDFium put
     between words has no font (its size reads 1.0)."""
@@ -222,7 +227,7 @@ def _parts_here(word: str, offset: int) -> bool:
 def _line(
     raw: pdfium_c.FPDF_TEXTPAGE, style: _Style, part: str, start: int, aligned: bool, words: re.Pattern[str]
 ) -> Line | None:
-    text = part.replace(_HYPHENATION, "").replace("\x02", "")
+    text = _unmarked(part)
     stripped = text.strip()
     if not stripped:
         return None
@@ -246,7 +251,7 @@ def _line(
     cells, lefts = _cells(raw, first, last - first + 1, size) if spread else ((), ())
     # Code in a fixed-pitch font is left alone: a narrow glyph ('.', 'l') stands in a wide cell.
     if aligned and not mono and words.search(part):  # measured on `part`: its offsets are the characters'
-        stripped = _separated(style, part, start, size, words).replace(_HYPHENATION, "").replace("\x02", "")
+        stripped = _unmarked(_separated(style, part, start, size, words))
     return Line(" ".join(stripped.split()), left, right, baseline, last_baseline, size, bold, mono, cells, lefts)
 
 
@@ -282,4 +287,4 @@ def _bounded(raw: pdfium_c.FPDF_TEXTPAGE, rect: list[float]) -> str:
         return ""
     buffer = (ctypes.c_ushort * length)()
     pdfium_c.FPDFText_GetBoundedText(*args, buffer, length)
-    return bytes(buffer).decode("utf-16-le", errors="ignore").replace(_HYPHENATION, "")
+    return _unmarked(bytes(buffer).decode("utf-16-le", errors="ignore"))
