@@ -135,8 +135,14 @@ def test_after_a_drain_run_its_checks_show_evaluated_on_the_asset_page(live, chr
     (not "Not evaluated" until the janitor's next tick)."""
     run_ids = {run["runId"] for run in live.wait_for("the drain runs to end", lambda: drain_runs_ended(live))}
     executions = check_executions(live)
+    # the janitor's schedule (every 10 minutes) reports the health checks too, for the same
+    # materialization: a tick between the drain and this read is as good as the drain's own
+    run_ids |= {run["runId"] for run in live.graphql(RUNS, {"job": "janitor"})["runsOrError"]["results"]}
     assert set(executions) == {*CHECKS, "no_failed_documents_in_run"}
-    assert all(e and e["runId"] in run_ids and e["status"] == "SUCCEEDED" for e in executions.values()), executions
+    unexpected = {
+        name: e for name, e in executions.items() if not (e and e["runId"] in run_ids and e["status"] == "SUCCEEDED")
+    }
+    assert not unexpected, (unexpected, run_ids)
 
     with Browser() as browser:
         url = f"http://127.0.0.1:{live.port}/assets/document_index?view=checks"
@@ -214,28 +220,12 @@ def test_a_drain_by_ingest_work_shows_its_totals_on_the_asset_page(live, chromiu
     index_totals_sensor reports the totals as a materialization and runs the checks."""
     stop_sensor(live, "import_batch_sensor")
     try:
-        live.wait_for("no drain run to be active", lambda: drain_runs_ended(live))
-        folder = live.folder / "drained-by-ingest-work"
-        folder.mkdir()
-        for n, bird in enumerate(["bittern", "spoonbill", "avocet"]):
-            (folder / f"{bird}.md").write_text(f"# The {bird}\n\nNote {n} on the {bird} and where it feeds.\n")
-        ingest(live, "enqueue", str(folder))
-        done = subprocess.run(
-            [str(BIN / "ingest"), "work", "--drain"],
-            cwd=ROOT,
-            env=live.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        index = ingest(live, "status")["index"]
-
-        def reported():
-            latest = latest_materialization(live)
-            return latest if latest and latest["metadata"].get("jobs_finished") == index["jobs_finished"] else None
-
-        latest = live.wait_for("the sensor to report the drain", reported, timeout=120, every=0.5)
+        # A tick the daemon began before the stop can still see the first folder and launch a
+        # drain run, which then records the totals itself; the second folder is past any
+        # such tick, so its totals can only come from the sensor.
+        index, latest = drain_by_ingest_work(live, "drained-by-ingest-work")
+        if latest["runId"]:
+            index, latest = drain_by_ingest_work(live, "drained-by-ingest-work-again")
         assert latest["runId"] == "" and latest["metadata"]["reported_by"] == "index_totals_sensor"
         shown = latest["metadata"]
         assert shown["documents"] == index["documents"] == sum(index["documents_by_status"].values())
@@ -267,6 +257,29 @@ def test_a_drain_by_ingest_work_shows_its_totals_on_the_asset_page(live, chromiu
         assert (rows["chunks"], rows["collections"]) == (str(index["chunks"]), str(index["collections"]))
     finally:
         start_sensor(live, "import_batch_sensor")
+
+
+def drain_by_ingest_work(live, name: str) -> tuple[dict, dict]:
+    """Enqueue a folder of three notes, drain it with `ingest work`, and wait for a
+    materialization showing that drain: the index's totals and that materialization."""
+    live.wait_for("no drain run to be active", lambda: drain_runs_ended(live))
+    folder = live.folder / name
+    folder.mkdir()
+    for n, bird in enumerate(["bittern", "spoonbill", "avocet"]):
+        (folder / f"{bird}.md").write_text(f"# The {bird}\n\nNote {n} on the {bird} in {name} and where it feeds.\n")
+    ingest(live, "enqueue", str(folder))
+    done = subprocess.run(
+        [str(BIN / "ingest"), "work", "--drain"], cwd=ROOT, env=live.env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    live.wait_for("no drain run to be active", lambda: drain_runs_ended(live))
+    index = ingest(live, "status")["index"]
+
+    def reported():
+        latest = latest_materialization(live)
+        return latest if latest and latest["metadata"].get("jobs_finished") == index["jobs_finished"] else None
+
+    return index, live.wait_for("a materialization to show the drain", reported, timeout=120, every=0.5)
 
 
 def test_the_ui_renders_the_asset_its_checks_and_both_sensors(live, chromium):
