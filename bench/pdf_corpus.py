@@ -158,6 +158,7 @@ def unpacked(package: str, cache: Path = CACHE) -> Path | None:
             print(f"skipped {package}: not on the mirror ({got.stderr.strip()[-160:]})", flush=True)
             return None
     deb = sorted(debs.glob(f"{package}_*.deb"))[-1]
+    folder.parent.mkdir(parents=True, exist_ok=True)  # dpkg-deb -x makes the folder, not its parents
     subprocess.run(["dpkg-deb", "-x", str(deb), str(folder)], check=True)
     return folder
 
