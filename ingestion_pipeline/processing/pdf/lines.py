@@ -12,33 +12,20 @@ not all of them: a per-character loop in Python would cost more than PDFium's ow
 from __future__ import annotations
 
 import ctypes
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
+from .chars import Chars
+from .words import SPLITS_TO_MEASURE_ALL, separated
+
 # PDFium's generated line break; its mark for a hyphen it joined at a line end.
 _BREAK = "\r\n"
 _HYPHENATION = "\ufffe"
-# Bold by the font's name where the weight is not set (TeX's Computer Modern Bold Extended
-# CMBX reports 545): the usual name parts of bold and semibold cuts.
-_BOLD_NAME = re.compile(r"bold|black|heavy|demi|semibold|CMBX|SFBX|CMB\d|-Medi", re.IGNORECASE)
-_MONO_NAME = re.compile(r"mono|courier|CMTT|SFTT|xtt|typewriter|consol|code", re.IGNORECASE)
-_BOLD_WEIGHT = 600
 _CELL_GAP = 1.0  # sizes: a gap this wide between runs of text on a line parts table cells
-_LONG_WORD = 9  # letters: a word this long may be two run together
-# Words of letters only (identifiers, paths and numbers are long by nature); a word with an
-# f-ligature in it (PDFium loses the space after one: "roffand"); a word's end punctuation
-# glued to the next word ("Historically,the").
-_WORD = re.compile(rf"[^\W\d_]{{{_LONG_WORD},}}|[^\W\d_]*f[fil][^\W\d_]+|[^\W\d_]{{2,}}[,;:.)][^\W\d_]{{2,}}")
-_EVERY_WORD = re.compile(r"\S{4,}")
-_SPLITS_TO_MEASURE_ALL = 3  # words split on a page before every word of it is measured
-_SPACE_GAP_OVER = 0.12
-_SPACE_GAP = 0.2  # of the type's size: an ink gap this wide between two letters is a space
 _WIDE_CHAR = 0.55  # sizes: wider than most characters' advance in a proportional font
 _MAX_RECTS = 64  # runs on a line looked at for cells: more is running text set word by word
-_FIXED_PITCH = 1  # bit 1 of a font descriptor's /Flags
 
 
 @dataclass(frozen=True)
@@ -67,99 +54,90 @@ class Page:
     lines: tuple[Line, ...]
 
 
-class _Style:
-    """Reads characters' places and fonts through buffers reused for the whole page: a line
-    costs a few calls into PDFium, and a font's name is parsed once."""
+class Spacing:
+    """What a document's pages read so far showed of PDFium's spaces: on how many of them it
+    ran words together (words.py), and so whether the next page has every word measured."""
 
-    def __init__(self, textpage: pdfium_c.FPDF_TEXTPAGE) -> None:
-        self._textpage = textpage
-        self._name = ctypes.create_string_buffer(128)
-        self._flags = ctypes.c_int()
-        self._fonts: dict[tuple[bytes, int], tuple[bool, bool]] = {}
-        self.x, self.y = ctypes.c_double(), ctypes.c_double()
-        self.box = [ctypes.c_double() for _ in range(4)]
-        self._refs = [ctypes.byref(value) for value in self.box]
-        self.splits = 0  # words split at a gap on this page
+    def __init__(self) -> None:
+        self.pages = 0
+        self.run_together = 0
 
-    def origin(self, index: int) -> tuple[float, float]:
-        pdfium_c.FPDFText_GetCharOrigin(self._textpage, index, self.x, self.y)
-        return self.x.value, self.y.value
-
-    def right(self, index: int) -> float:
-        return self.span(index)[1]
-
-    def span(self, index: int) -> tuple[float, float]:
-        pdfium_c.FPDFText_GetCharBox(self._textpage, index, *self.box)  # left, right, bottom, top
-        return float(self.box[0].value), float(self.box[1].value)
-
-    def spans(self, first: int, count: int) -> tuple[list[float], list[float]]:
-        """Left and right edges of `count` characters from `first`: the loop the separation of
-        words spends its time in, so the call and its arguments are bound once."""
-        get, textpage, refs = pdfium_c.FPDFText_GetCharBox, self._textpage, self._refs
-        left, right = self.box[0], self.box[1]
-        lefts, rights = [], []
-        for index in range(first, first + count):
-            get(textpage, index, *refs)
-            lefts.append(left.value)
-            rights.append(right.value)
-        return lefts, rights
-
-    def bold_mono(self, index: int) -> tuple[bool, bool]:
-        pdfium_c.FPDFText_GetFontInfo(self._textpage, index, self._name, len(self._name), self._flags)
-        key = (self._name.value, self._flags.value)
-        font = self._fonts.get(key)
-        if font is None:
-            name = key[0].decode("latin-1")
-            name = name.partition("+")[2] or name  # a subset's prefix: ABCDEF+CMBX12
-            font = bool(_BOLD_NAME.search(name)), bool(key[1] & _FIXED_PITCH) or bool(_MONO_NAME.search(name))
-            self._fonts[key] = font
-        bold = font[0] or pdfium_c.FPDFText_GetFontWeight(self._textpage, index) >= _BOLD_WEIGHT
-        return bold, font[1]
+    @property
+    def every_word(self) -> bool:
+        return self.run_together > 0 and 2 * self.run_together >= self.pages
 
 
-def read_page(document: pdfium.PdfDocument, index: int) -> Page:
-    page = document[index]
+def read_page(document: pdfium.PdfDocument, index: int, spacing: Spacing | None = None) -> Page:
+    """The page's lines. PDFium's own calls, not pypdfium2's page and text page objects: their
+    bookkeeping costs a fifth of what loading the page does."""
+    page = pdfium_c.FPDF_LoadPage(document.raw, index)
+    if not page:
+        raise pdfium.PdfiumError("Failed to load page.")
     try:
-        width, height = page.get_size()
-        textpage = page.get_textpage()
+        width, height = pdfium_c.FPDF_GetPageWidthF(page), pdfium_c.FPDF_GetPageHeightF(page)
+        textpage = pdfium_c.FPDFText_LoadPage(page)
+        if not textpage:
+            raise pdfium.PdfiumError("Failed to load text page.")
         try:
-            lines = _lines(textpage)
+            lines = _lines(textpage, spacing or Spacing())
         finally:
-            textpage.close()
+            pdfium_c.FPDFText_ClosePage(textpage)
     finally:
-        page.close()
+        pdfium_c.FPDF_ClosePage(page)
     return Page(index, width, height, tuple(lines))
 
 
-def _lines(textpage: pdfium.PdfTextPage) -> list[Line]:
-    count = textpage.count_chars()
+def _text(raw: pdfium_c.FPDF_TEXTPAGE, count: int) -> str:
+    """The page's text, from its first character PDFium puts in its text to its last (as
+    pypdfium2's get_text_range: PDFium reads past a range that ends with one it leaves out)."""
+    first, last = 0, count - 1
+    while first <= last and pdfium_c.FPDFText_GetTextIndexFromCharIndex(raw, first) < 0:
+        first += 1
+    while last >= first and pdfium_c.FPDFText_GetTextIndexFromCharIndex(raw, last) < 0:
+        last -= 1
+    if last < first:
+        return ""
+    size = (
+        pdfium_c.FPDFText_GetTextIndexFromCharIndex(raw, last)
+        + 2
+        - pdfium_c.FPDFText_GetTextIndexFromCharIndex(raw, first)
+    )
+    buffer = (ctypes.c_ushort * size)()
+    written = pdfium_c.FPDFText_GetText(raw, first, last - first + 1, buffer)
+    return bytes(memoryview(buffer)[: max(written - 1, 0)]).decode("utf-16-le", errors="ignore")
+
+
+def _lines(raw: pdfium_c.FPDF_TEXTPAGE, spacing: Spacing) -> list[Line]:
+    count = pdfium_c.FPDFText_CountChars(raw)
     if count <= 0:
         return []
-    text = textpage.get_text_range(0, count)
-    raw = textpage.raw
+    text = _text(raw, count)
     # The text's offsets are the characters' indexes unless PDFium left some out (rare):
-    # then each sampled offset is translated.
+    # then each sampled offset is translated, and words are not measured.
     aligned = len(text) == count
-    style = _Style(raw)
-    lines = _read_lines(raw, style, text, aligned, _WORD)
-    if style.splits >= _SPLITS_TO_MEASURE_ALL:
+    chars = Chars(raw)
+    every = spacing.every_word
+    lines: list[Line] = []
+    measured: list[tuple[int, str, int]] = []  # line, its text and first character's index
+    start = 0
+    for part in text.split(_BREAK):
+        line = _line(raw, chars, part, start, aligned, every)
+        if line is not None:
+            if aligned and not line.mono:
+                measured.append((len(lines), part, start))
+            lines.append(line)
+        start += len(part) + len(_BREAK)
+    spacing.pages += 1
+    if not every and chars.splits >= SPLITS_TO_MEASURE_ALL:
         # PDFium runs words together on this page (Ghostscript's groff output: "makea",
         # "Wesee"): every word of it is measured, short ones too. Pages where it does not
         # cost nothing more.
-        lines = _read_lines(raw, style, text, aligned, _EVERY_WORD)
-    return lines
-
-
-def _read_lines(
-    raw: pdfium_c.FPDF_TEXTPAGE, style: _Style, text: str, aligned: bool, words: re.Pattern[str]
-) -> list[Line]:
-    lines: list[Line] = []
-    start = 0
-    for part in text.split(_BREAK):
-        line = _line(raw, style, part, start, aligned, words)
-        if line is not None:
-            lines.append(line)
-        start += len(part) + len(_BREAK)
+        for number, part, start in measured:
+            line = lines[number]
+            text = _unmarked(separated(chars, part, start, line.size, every=True))
+            lines[number] = replace(line, text=" ".join(text.split()))
+    if every or chars.splits >= SPLITS_TO_MEASURE_ALL:
+        spacing.run_together += 1
     return lines
 
 
@@ -178,55 +156,7 @@ def _solid_near(part: str, offset: int) -> int:
     return offset
 
 
-def _separated(style: _Style, part: str, start: int, size: float, words: re.Pattern[str]) -> str:
-    """`part` with a space wherever a long "word" has a gap as wide as a space inside it.
-
-    PDFium puts a space where text objects stand apart, and where a TJ array moves the pen
-    by about a space; Ghostscript's PDFs of groff output move it by less in justified lines
-    (`rofftype-setting`, `wascalled` with 3 points between the words' letters at 10 points).
-    Only words of _LONG_WORD characters or more are measured: two words run together make
-    one, and measuring every character would cost more than PDFium's own reading."""
-    out: list[str] = []
-    at = 0
-    for word in words.finditer(part):
-        out.append(part[at : word.start()])
-        first = start + word.start()
-        # Inline code in a fixed-pitch font: a narrow glyph ('j', ':') stands in a wide cell.
-        mono = style.bold_mono(first)[1]
-        out.append(word.group() if mono else _split_at_gaps(style, word.group(), first, size))
-        at = word.end()
-    out.append(part[at:])
-    return "".join(out)
-
-
-def _split_at_gaps(style: _Style, word: str, first: int, size: float) -> str:
-    """Split where the gap between two characters is a space's: wider than _SPACE_GAP of the
-    size, and wider by _SPACE_GAP_OVER than the word's usual gap (some writers space every
-    letter of a word out: that is no space)."""
-    lefts, rights = style.spans(first, len(word))
-    gaps = [lefts[offset] - rights[offset - 1] for offset in range(1, len(word))]
-    usual = sorted(gaps)[len(gaps) // 2] if gaps else 0.0
-    pieces, begin = [], 0
-    for offset, gap in enumerate(gaps, 1):
-        if gap > _SPACE_GAP * size and gap > usual + _SPACE_GAP_OVER * size and _parts_here(word, offset):
-            pieces.append(word[begin:offset])
-            begin = offset
-    pieces.append(word[begin:])
-    style.splits += len(pieces) - 1
-    return " ".join(pieces)
-
-
-def _parts_here(word: str, offset: int) -> bool:
-    """A gap can be a space between two letters or digits, or after a comma, semicolon or
-    colon before a letter; not beside other punctuation, whose glyphs stand in wider cells
-    in code (`install.patch`, `/usr/bin`, `fix-gentoo`)."""
-    before, after = word[offset - 1], word[offset]
-    return after.isalnum() and (before.isalnum() or before in ",;:")
-
-
-def _line(
-    raw: pdfium_c.FPDF_TEXTPAGE, style: _Style, part: str, start: int, aligned: bool, words: re.Pattern[str]
-) -> Line | None:
+def _line(raw: pdfium_c.FPDF_TEXTPAGE, chars: Chars, part: str, start: int, aligned: bool, every: bool) -> Line | None:
     text = _unmarked(part)
     stripped = text.strip()
     if not stripped:
@@ -236,22 +166,24 @@ def _line(
     middle = start + _solid_near(part, (first + last) // 2 - start)
     if not aligned:
         first, middle, last = (pdfium_c.FPDFText_GetCharIndexFromTextIndex(raw, i) for i in (first, middle, last))
-    left, baseline = style.origin(first)
-    last_y = style.origin(last)[1]
+    left, baseline = chars.origin(first)
+    last_y = chars.origin(last)[1]
     last_baseline = min(last_y, baseline) if abs(last_y - baseline) > 1 else baseline
-    right = max(style.right(last), left)
-    size = pdfium_c.FPDFText_GetFontSize(raw, middle)
+    right = max(chars.right(last), left)
+    size = chars.size(middle)
     # First and last character: a heading's line is bold throughout, a line with a bold
     # word is not (and a bold word is rarely both a line's first and its last).
-    (bold_first, mono_first), (bold_last, mono_last) = style.bold_mono(first), style.bold_mono(last)
+    (bold_first, mono_first), (bold_last, mono_last) = chars.bold_mono(first), chars.bold_mono(last)
     bold, mono = bold_first and bold_last, mono_first and mono_last
     # Only a line wider than its characters need (a wide gap in it) is looked at for cells:
     # reading the runs of every line would cost a third of the reading.
     spread = right - left > (len(stripped) * _WIDE_CHAR + _CELL_GAP) * size
     cells, lefts = _cells(raw, first, last - first + 1, size) if spread else ((), ())
     # Code in a fixed-pitch font is left alone: a narrow glyph ('.', 'l') stands in a wide cell.
-    if aligned and not mono and words.search(part):  # measured on `part`: its offsets are the characters'
-        stripped = _unmarked(_separated(style, part, start, size, words))
+    if aligned and not mono:  # measured on `part`: its offsets are the characters'
+        spaced = separated(chars, part, start, size, every=every)
+        if spaced is not part:
+            stripped = _unmarked(spaced)
     return Line(" ".join(stripped.split()), left, right, baseline, last_baseline, size, bold, mono, cells, lefts)
 
 

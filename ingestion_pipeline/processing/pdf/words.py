@@ -1,0 +1,98 @@
+"""Words PDFium runs together, separated by the gaps between their letters.
+
+PDFium puts a space where text objects stand apart, and where a TJ array moves the pen by
+about a space; Ghostscript's PDFs of groff output move it by less in justified lines
+(`rofftype-setting`, `wascalled` with 3 points between the words' letters at 10 points), and
+PDFium loses the space after an f-ligature ("roffand"). Measuring every character would
+cost more than PDFium's own reading, so only the words that may be two are measured: long
+words of letters, words with an f-ligature, punctuation glued to a word. A page where three
+such words were two or more has every word of it measured; so has every page of a document
+where most pages read so far were such pages.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .chars import Chars
+
+_LONG_WORD = 9  # letters: a word this long may be two run together
+# Words of letters only (identifiers, paths and numbers are long by nature); a word with an
+# f-ligature in it; a word's end punctuation glued to the next word ("Historically,the").
+# Each starts where a run of letters does (matches never start inside one, and the
+# look-behind spares the search from trying every letter).
+_WORD = re.compile(
+    rf"(?<![^\W\d_])(?:[^\W\d_]{{{_LONG_WORD},}}|[^\W\d_]*f[fil][^\W\d_]+|[^\W\d_]{{2,}}[,;:.)][^\W\d_]{{2,}})"
+)
+# What a line holding a _WORD has, found much faster than _WORD itself: _WORD is looked for
+# only in the space-free stretches of text around these.
+_HINT = re.compile(r"[^ ]{9,}|f[fil]|[,;:.)](?=[^\W\d_])")
+_EVERY_WORD = re.compile(r"\S{4,}")
+SPLITS_TO_MEASURE_ALL = 3  # words split on a page before every word of it is measured
+_SPACE_GAP_OVER = 0.12
+_SPACE_GAP = 0.2  # of the type's size: an ink gap this wide between two letters is a space
+
+
+def separated(chars: Chars, part: str, start: int, size: float, *, every: bool = False) -> str:
+    """`part` (the text of characters `start`...) with a space wherever a word that may be two
+    (`every`: any word) has a gap as wide as a space inside it; `part` itself where none."""
+    out: list[str] = []
+    at = 0
+    for first, word in _candidates(part) if not every else _every(part):
+        split = _split_at_gaps(chars, word, start + first, size)
+        # Inline code in a fixed-pitch font is left alone: a narrow glyph ('j', ':') stands
+        # in a wide cell. (Looked at only where a gap would split: most words have none.)
+        if split is not None and not chars.bold_mono(start + first)[1]:
+            out += (part[at:first], split)
+            at = first + len(word)
+            chars.splits += split.count(" ")
+    if not out:
+        return part
+    out.append(part[at:])
+    return "".join(out)
+
+
+def _candidates(part: str) -> list[tuple[int, str]]:
+    """(offset, word) of each _WORD in `part`."""
+    found: list[tuple[int, str]] = []
+    done = 0
+    for hint in _HINT.finditer(part):
+        if hint.start() < done:
+            continue
+        begin = part.rfind(" ", 0, hint.start()) + 1
+        end = part.find(" ", hint.end())
+        done = end if end >= 0 else len(part)
+        found += ((word.start(), word.group()) for word in _WORD.finditer(part, begin, done))
+    return found
+
+
+def _every(part: str) -> list[tuple[int, str]]:
+    return [(word.start(), word.group()) for word in _EVERY_WORD.finditer(part)]
+
+
+def _split_at_gaps(chars: Chars, word: str, first: int, size: float) -> str | None:
+    """Split where the gap between two characters is a space's: wider than _SPACE_GAP of the
+    size, and wider by _SPACE_GAP_OVER than the word's usual gap (some writers space every
+    letter of a word out: that is no space). None where it has no such gap."""
+    gaps = chars.gaps(first, len(word))
+    space = _SPACE_GAP * size
+    if max(gaps, default=0.0) <= space:
+        return None
+    usual = sorted(gaps)[len(gaps) // 2]
+    pieces, begin = [], 0
+    for offset, gap in enumerate(gaps, 1):
+        if gap > space and gap > usual + _SPACE_GAP_OVER * size and _parts_here(word, offset):
+            pieces.append(word[begin:offset])
+            begin = offset
+    if not pieces:
+        return None
+    pieces.append(word[begin:])
+    return " ".join(pieces)
+
+
+def _parts_here(word: str, offset: int) -> bool:
+    """A gap can be a space between two letters or digits, or after a comma, semicolon or
+    colon before a letter; not beside other punctuation, whose glyphs stand in wider cells
+    in code (`install.patch`, `/usr/bin`, `fix-gentoo`)."""
+    before, after = word[offset - 1], word[offset]
+    return after.isalnum() and (before.isalnum() or before in ",;:")
