@@ -44,3 +44,45 @@ def test_words_pdfium_runs_together_are_separated(man_page_pdf: bytes) -> None:
         "groff language could",
     ):
         assert words in text
+
+
+MORE = b"""Control lines represent commands, optionally with arguments.
+They have the following syntax.
+The registers and strings are defined and written by the user.
+See groff(1) on how to invoke this.
+.bp
+You can give it a list of variable names as arguments.
+This is handled specially by pic since they can deal with text strings.
+"""
+
+
+def _pdf(source: bytes) -> bytes:
+    missing = [tool for tool in ("groff", "ps2pdf") if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"{' and '.join(missing)} not installed (apt-get install groff ghostscript)")
+    postscript = subprocess.run(["groff", "-man", "-Tps"], input=source, capture_output=True, check=True).stdout
+    return subprocess.run(["ps2pdf", "-", "-"], input=postscript, capture_output=True, check=True).stdout
+
+
+def test_a_space_glyph_between_touching_letters_is_no_space() -> None:
+    """Ghostscript sets a space glyph inside a kerned word and moves the pen back over it:
+    PDFium reads "hav e", "inv oke"; on a page where PDFium runs words together, a space
+    between two letters that touch is dropped."""
+    pdf = _pdf(PAGE + MORE)
+    raw = pdfium.PdfDocument(pdf)[0].get_textpage().get_text_range()
+    assert "hav e" in raw and "inv oke" in raw
+    text = " ".join(parse(pdf, "groff.7.pdf", max_bytes=10**7).pages[0].text.split())
+    assert "They have the following syntax" in text
+    assert "how to invoke this" in text
+    assert "groff stands" in text  # and what runs together is still separated
+
+
+def test_pages_after_pages_whose_words_run_together_have_every_word_measured() -> None:
+    """The second page has no long word run together, only short ones ("italist",
+    "theycan"): it is measured letter by letter because most pages before it needed it."""
+    pdf = _pdf(PAGE + MORE)
+    raw = pdfium.PdfDocument(pdf)[1].get_textpage().get_text_range()
+    assert "italist" in raw and "theycan" in raw
+    text = " ".join(parse(pdf, "groff.7.pdf", max_bytes=10**7).pages[1].text.split())
+    assert "give it a list of variable names" in text
+    assert "since they can deal with" in text

@@ -28,7 +28,8 @@ def _unconverted(function: Any, restype: Any = ctypes.c_int) -> Any:
     """PDFium's `function` without argument conversion: its arguments must be what the C
     function takes (the text page as a c_void_p, ints, byref()s, ctypes buffers and numbers)."""
     address = ctypes.cast(function, ctypes.c_void_p).value
-    assert address is not None  # a function of the loaded library
+    if address is None:  # never: a function of the loaded library
+        raise RuntimeError(f"PDFium's {function.__name__} has no address")
     return ctypes.CFUNCTYPE(restype)(address)
 
 
@@ -79,6 +80,17 @@ class Chars:
             gaps.append(left.value - before)
             before = right.value
         return gaps
+
+    def boxes(self, first: int, count: int) -> tuple[list[float], list[float]]:
+        """Left and right edges of `count` characters from `first`."""
+        get, handle, refs = _CHAR_BOX, self.handle, self._box_refs
+        left, right = self._box[0], self._box[1]
+        lefts, rights = [], []
+        for index in range(first, first + count):
+            get(handle, index, *refs)
+            lefts.append(left.value)
+            rights.append(right.value)
+        return lefts, rights
 
     def bold_mono(self, index: int) -> tuple[bool, bool]:
         """Whether the character's font is bold, and fixed-pitch: by the font's name, flags

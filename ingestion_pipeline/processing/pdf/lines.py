@@ -18,7 +18,7 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from .chars import Chars
-from .words import SPLITS_TO_MEASURE_ALL, separated
+from .words import SPLITS_TO_MEASURE_ALL, respaced, separated
 
 # PDFium's generated line break; its mark for a hyphen it joined at a line end.
 _BREAK = "\r\n"
@@ -121,23 +121,21 @@ def _lines(raw: pdfium_c.FPDF_TEXTPAGE, spacing: Spacing) -> list[Line]:
     measured: list[tuple[int, str, int]] = []  # line, its text and first character's index
     start = 0
     for part in text.split(_BREAK):
-        line = _line(raw, chars, part, start, aligned, every)
+        line = _line(raw, chars, part, start, aligned, separate=not every)
         if line is not None:
             if aligned and not line.mono:
                 measured.append((len(lines), part, start))
             lines.append(line)
         start += len(part) + len(_BREAK)
     spacing.pages += 1
-    if not every and chars.splits >= SPLITS_TO_MEASURE_ALL:
+    if every or chars.splits >= SPLITS_TO_MEASURE_ALL:
         # PDFium runs words together on this page (Ghostscript's groff output: "makea",
-        # "Wesee"): every word of it is measured, short ones too. Pages where it does not
-        # cost nothing more.
+        # "Wesee"): its lines are measured letter by letter. Pages where it does not cost
+        # nothing more.
+        spacing.run_together += 1
         for number, part, start in measured:
             line = lines[number]
-            text = _unmarked(separated(chars, part, start, line.size, every=True))
-            lines[number] = replace(line, text=" ".join(text.split()))
-    if every or chars.splits >= SPLITS_TO_MEASURE_ALL:
-        spacing.run_together += 1
+            lines[number] = replace(line, text=" ".join(_unmarked(respaced(chars, part, start, line.size)).split()))
     return lines
 
 
@@ -156,7 +154,9 @@ def _solid_near(part: str, offset: int) -> int:
     return offset
 
 
-def _line(raw: pdfium_c.FPDF_TEXTPAGE, chars: Chars, part: str, start: int, aligned: bool, every: bool) -> Line | None:
+def _line(
+    raw: pdfium_c.FPDF_TEXTPAGE, chars: Chars, part: str, start: int, aligned: bool, *, separate: bool
+) -> Line | None:
     text = _unmarked(part)
     stripped = text.strip()
     if not stripped:
@@ -180,8 +180,8 @@ def _line(raw: pdfium_c.FPDF_TEXTPAGE, chars: Chars, part: str, start: int, alig
     spread = right - left > (len(stripped) * _WIDE_CHAR + _CELL_GAP) * size
     cells, lefts = _cells(raw, first, last - first + 1, size) if spread else ((), ())
     # Code in a fixed-pitch font is left alone: a narrow glyph ('.', 'l') stands in a wide cell.
-    if aligned and not mono:  # measured on `part`: its offsets are the characters'
-        spaced = separated(chars, part, start, size, every=every)
+    if separate and aligned and not mono:  # measured on `part`: its offsets are the characters'
+        spaced = separated(chars, part, start, size)
         if spaced is not part:
             stripped = _unmarked(spaced)
     return Line(" ".join(stripped.split()), left, right, baseline, last_baseline, size, bold, mono, cells, lefts)

@@ -22,7 +22,7 @@ from ..errors import ProcessingError
 from ..images import MAX_IMAGE_PIXELS
 from ..ocr import NO_TESSERACT, OcrOptions, read_pages, tesseract_found
 from .headings import OutlineEntry
-from .lines import Page, read_page
+from .lines import Page, Spacing, read_page
 
 _PDFIUM = threading.Lock()
 _EOF_MARKER = b"%%EOF"
@@ -53,7 +53,8 @@ def open_pdf(content: bytes) -> ReadPdf:
                 raise ProcessingError("corrupt PDF: the document has no pages")
             if count > MAX_PAGES:
                 raise ProcessingError(f"a PDF of {count:,} pages: more than the {MAX_PAGES:,} a document may have")
-            pages = [_read(document, index) for index in range(count)]
+            spacing = Spacing()
+            pages = [_read(document, index, spacing) for index in range(count)]
             return ReadPdf(pages, _outline(document, count), _labels(document, count), _title(document))
         finally:
             document.close()
@@ -70,9 +71,9 @@ def _open(content: bytes) -> pdfium.PdfDocument:
         raise _corrupt(content, "could not read the document structure", exc) from None
 
 
-def _read(document: pdfium.PdfDocument, index: int) -> Page:
+def _read(document: pdfium.PdfDocument, index: int, spacing: Spacing) -> Page:
     try:
-        return read_page(document, index)
+        return read_page(document, index, spacing)
     except pdfium.PdfiumError as exc:
         raise ProcessingError(f"corrupt PDF: could not read page {index + 1} ({_detail(exc)})") from None
 
