@@ -5,11 +5,13 @@ the typography's headings, and pages named by their PDF number and label."""
 
 from __future__ import annotations
 
+import pypdfium2 as pdfium
 import pytest
 
 from ingestion_pipeline.processing import ProcessingError, parse
 from ingestion_pipeline.processing.headings import heading_paths
 from ingestion_pipeline.processing.pdf import reading
+from ingestion_pipeline.processing.pdf.lines import Spacing, read_page
 from tests.fixtures.pdf_layout import Line, OutlineEntry, make_layout_pdf, paragraph_lines, table_lines
 
 MAX = 10 * 1024 * 1024
@@ -210,3 +212,15 @@ def test_code_and_well_spaced_words_are_not_split():
         "see debian/patches/install.patch and /usr/local/bin/configuration\n\n"
         "Internationalization configurations notwithstanding, everything worked."
     )
+
+
+@pytest.mark.parametrize("spacing", ["spaces", "words", "kerning"])
+def test_a_document_spaced_as_usual_is_never_measured_letter_by_letter(spacing):
+    """Only pages where PDFium runs words together are measured letter by letter (and the
+    pages after them, when most pages did): a document whose spaces PDFium reads has none."""
+    pages = [body(LOREM, 700, spacing=spacing) + body(SECOND, 600, spacing=spacing) for _ in range(3)]
+    document = pdfium.PdfDocument(make_layout_pdf(pages))
+    spacing_seen = Spacing()
+    texts = [" ".join(line.text for line in read_page(document, index, spacing_seen).lines) for index in range(3)]
+    assert spacing_seen.pages == 3 and spacing_seen.run_together == 0 and not spacing_seen.every_word
+    assert texts == [f"{LOREM} {SECOND}"] * 3
