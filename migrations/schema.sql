@@ -2603,6 +2603,171 @@ begin
 end;
 $$;
 
+CREATE FUNCTION public.search_arguments_refusal(p_query text, p_mode text, p_limit integer, p_most integer, p_query_embedding real[], p_embedder text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    v_refusal text;
+begin
+    if p_mode is null or p_mode not in ('lexical', 'vector', 'hybrid') then
+        raise exception 'search_documents: unknown mode %; choose lexical, vector or hybrid', coalesce(p_mode, 'null')
+            using errcode = '22023';
+    end if;
+    if p_limit is null or p_limit < 1 or p_limit > p_most then
+        raise exception 'search_documents: p_limit must be between 1 and %, got %', p_most,
+            coalesce(p_limit::text, 'null') using errcode = '22023';
+    end if;
+    v_refusal := public.search_query_refusal(p_query);
+    if v_refusal is not null then
+        raise exception 'search_documents: %', v_refusal using errcode = '22023';
+    end if;
+    if p_mode <> 'vector' and coalesce(btrim(p_query), '') = '' then
+        raise exception 'search_documents: the search query is empty' using errcode = '22023';
+    end if;
+    if p_mode <> 'lexical' then
+        if p_query_embedding is null or cardinality(p_query_embedding) = 0 then
+            raise exception 'search_documents: % search needs p_query_embedding, the query''s vector from the '
+                            'embedder the documents were indexed with', p_mode using errcode = '22023';
+        end if;
+        if coalesce(btrim(p_embedder), '') = '' then
+            raise exception 'search_documents: % search needs p_embedder, the name of the model that made '
+                            'p_query_embedding as the index records it (e.g. wordllama)', p_mode using errcode = '22023';
+        end if;
+        if cardinality(p_query_embedding) > 16000 then
+            raise exception 'search_documents: p_query_embedding has % dimensions; at most 16000',
+                cardinality(p_query_embedding) using errcode = '22023';
+        end if;
+        if exists (select 1 from unnest(p_query_embedding) as x
+                    where x is null or x in ('NaN'::real, 'Infinity'::real, '-Infinity'::real)) then
+            raise exception 'search_documents: p_query_embedding holds a null, NaN or infinite value'
+                using errcode = '22023';
+        end if;
+    end if;
+end;
+$$;
+
+CREATE FUNCTION public.search_chunk_scores(p_query text, p_scope text[], p_embedding real[], p_embedder text, p_documents uuid[]) RETURNS TABLE(document_id uuid, index_generation_id uuid, ordinal integer, section_ordinal integer, page_ordinal integer, heading text, lexical double precision, cosine double precision)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_indexonlyscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET client_min_messages TO 'warning'
+    AS $_$
+#variable_conflict use_column
+declare
+    v_dimensions integer := coalesce(cardinality(p_embedding), 0);
+    v_norm float8;
+    v_schema name;
+    v_chunks float8;
+    v_lexemes text[];
+    v_idf float8[];
+    v_any tsquery;  -- any of the query's words: the chunks scored for them
+    v_cosine text;  -- SQL: a chunk's cosine (c.*), or null
+begin
+    if coalesce(cardinality(p_documents), 0) = 0 or (p_scope is not null and cardinality(p_scope) = 0) then
+        return;
+    end if;
+    select coalesce(sum(s.chunks), 0) into v_chunks
+      from public.search_term_counts s
+     where s.lexeme = '' and (p_scope is null or s.collection = any (p_scope));
+    -- The query's words that some chunk in scope has, each with its IDF over chunks: a word's
+    -- compound (`to-tsvector`) when some chunk has it, else its parts.
+    if coalesce(btrim(p_query), '') <> '' and v_chunks > 0 then
+        with counted as (
+            select q.n, q.lexeme, q.compound, c.chunks
+              from public.search_query_lexemes(p_query) q
+             cross join lateral (
+                   select coalesce(sum(s.chunks), 0) as chunks
+                     from public.search_term_counts s
+                    where s.lexeme = q.lexeme and (p_scope is null or s.collection = any (p_scope))) c
+             where q.kind = 'word'
+        ), terms as (
+            select distinct c.lexeme, c.chunks
+              from counted c
+             where c.chunks > 0
+               and c.compound = exists (select 1 from counted k where k.n = c.n and k.compound and k.chunks > 0)
+        )
+        select array_agg(t.lexeme order by t.lexeme),
+               array_agg(ln(1 + (v_chunks - t.chunks + 0.5) / (t.chunks + 0.5)) order by t.lexeme),
+               string_agg(public.search_lexeme_query(t.lexeme)::text, ' | ')::tsquery
+          into v_lexemes, v_idf, v_any
+          from terms t;
+    end if;
+    if v_dimensions > 0 and coalesce(p_embedder, '') <> '' then
+        select sqrt(sum(x::float8 * x)) into v_norm from unnest(p_embedding) as x;
+        select ns.nspname into v_schema
+          from pg_catalog.pg_attribute a
+          join pg_catalog.pg_type t on t.oid = a.atttypid
+          join pg_catalog.pg_namespace ns on ns.oid = t.typnamespace
+         where a.attrelid = 'public.document_chunks'::regclass and a.attname = 'embedding_vector'
+           and not a.attisdropped;
+    end if;
+    v_cosine := case
+        when coalesce(v_norm, 0) = 0 then 'null::float8'
+        when v_schema is null then format($q$case when cardinality(c.embedding) = %1$s then
+            (select sum(a::float8 * b) / nullif(sqrt(sum(a::float8 * a)), 0) from unnest(c.embedding, $1) as u (a, b)) / $2
+            end$q$, v_dimensions)
+        else format($q$case when %1$I.vector_dims(c.embedding_vector) = %2$s then
+            1 - (c.embedding_vector::%1$I.vector(%2$s) operator(%1$I.<=>) $1::%1$I.vector(%2$s)) end$q$,
+            v_schema, v_dimensions) end;
+    return query execute format($q$
+        with docs as (
+            select d.id, d.index_generation_id, g.embedder = $3 as same_model
+              from unnest($4::uuid[]) as x (id)
+             cross join lateral (select d.* from public.documents d where d.id = x.id offset 0) d
+             cross join lateral (select g.embedder from public.index_generations g
+                                  where g.id = d.index_generation_id offset 0) g
+             where d.deleted_at is null and ($5::text[] is null or d.collection = any ($5::text[]))
+        ), chunks as materialized (
+            select d.id as document_id, d.index_generation_id, c.*
+              from docs d
+             cross join lateral (  -- only the columns used: a chunk's text is never read here
+                   select c.ordinal, c.section_ordinal, c.page_ordinal, c.heading, %2$s as content_tsv,
+                          case when d.same_model then %1$s end as cosine
+                     from public.document_chunks c
+                    where c.document_id = d.id and c.index_generation_id = d.index_generation_id
+                    order by c.ordinal limit 1000 offset 0) c
+        ), lexical as (
+            select c.document_id, c.ordinal,
+                   sum(t.idf * f.tf * 2.2 / (f.tf + 1.2) order by t.lexeme) as score
+              from (select c.* from chunks c where $8::tsquery is not null and c.content_tsv @@ $8::tsquery) c
+             cross join lateral (
+                   select u.lexeme,
+                          2 * least(count(*) filter (where w.weight = 'A'), 1)
+                          + 2 * count(*) filter (where w.weight = 'B')
+                          + count(*) filter (where w.weight not in ('A', 'B')) as tf
+                     from unnest(c.content_tsv) as u
+                    cross join lateral unnest(u.weights) as w (weight)
+                    where u.lexeme = any ($6::text[])
+                    group by u.lexeme) f
+              join unnest($6::text[], $7::float8[]) as t (lexeme, idf) on t.lexeme = f.lexeme
+             group by c.document_id, c.ordinal
+        )
+        select c.document_id, c.index_generation_id, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading,
+               coalesce(l.score, 0)::float8, c.cosine::float8
+          from chunks c
+          left join lexical l on l.document_id = c.document_id and l.ordinal = c.ordinal$q$, v_cosine,
+          case when v_any is null then 'null::tsvector' else 'c.content_tsv' end)
+        using p_embedding, v_norm, p_embedder, p_documents, p_scope, coalesce(v_lexemes, '{}'::text[]),
+              coalesce(v_idf, '{}'::float8[]), v_any;
+end;
+$_$;
+
+CREATE FUNCTION public.search_chunk_snippet(p_content text, p_highlight tsquery, p_has_words boolean) RETURNS text
+    LANGUAGE sql IMMUTABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select case when p_has_words and p_highlight is not null
+                then ts_headline('english', p_content, p_highlight,
+                                 'MaxFragments=1, MinWords=8, MaxWords=30, StartSel=[, StopSel=]')
+                else public.search_vector_snippet(p_content) end;
+$$;
+
 CREATE FUNCTION public.search_collection_lexeme(p_collection text) RETURNS text
     LANGUAGE sql IMMUTABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2634,107 +2799,32 @@ CREATE FUNCTION public.search_documents(p_query text, p_collections text[] DEFAU
     AS $$
 #variable_conflict use_column
 declare
-    v_depth integer;
-    v_lexical_share float8;
-    v_scope text[];
-    v_refusal text;
+    v_highlight tsquery;
 begin
-    if p_mode is null or p_mode not in ('lexical', 'vector', 'hybrid') then
-        raise exception 'search_documents: unknown mode %; choose lexical, vector or hybrid', coalesce(p_mode, 'null')
-            using errcode = '22023';
+    perform public.search_arguments_refusal(p_query, p_mode, p_limit, 1000, p_query_embedding, p_embedder);
+    if p_mode = 'lexical' then
+        return query
+            select h.document_id, h.collection, h.source_uri, h.source_name, h.title, h.heading, h.heading_path,
+                   h.page_ordinal + 1, h.chunk_ordinal, h.snippet, h.score
+              from public.search_lexical_hits(p_query, p_collections, p_limit) h
+             order by h.n;
+        return;
     end if;
-    if p_limit is null or p_limit < 1 or p_limit > 1000 then
-        raise exception 'search_documents: p_limit must be between 1 and 1000, got %', coalesce(p_limit::text, 'null')
-            using errcode = '22023';
-    end if;
-    v_refusal := public.search_query_refusal(p_query);
-    if v_refusal is not null then
-        raise exception 'search_documents: %', v_refusal using errcode = '22023';
-    end if;
-    if p_mode <> 'vector' and coalesce(btrim(p_query), '') = '' then
-        raise exception 'search_documents: the search query is empty' using errcode = '22023';
-    end if;
-    if p_mode <> 'lexical' then
-        if p_query_embedding is null or cardinality(p_query_embedding) = 0 then
-            raise exception 'search_documents: % search needs p_query_embedding, the query''s vector from the '
-                            'embedder the documents were indexed with', p_mode using errcode = '22023';
-        end if;
-        if coalesce(btrim(p_embedder), '') = '' then
-            raise exception 'search_documents: % search needs p_embedder, the name of the model that made '
-                            'p_query_embedding as the index records it (e.g. wordllama)', p_mode using errcode = '22023';
-        end if;
-        if cardinality(p_query_embedding) > 16000 then
-            raise exception 'search_documents: p_query_embedding has % dimensions; at most 16000',
-                cardinality(p_query_embedding) using errcode = '22023';
-        end if;
-        if exists (select 1 from unnest(p_query_embedding) as x
-                    where x is null or x in ('NaN'::real, 'Infinity'::real, '-Infinity'::real)) then
-            raise exception 'search_documents: p_query_embedding holds a null, NaN or infinite value'
-                using errcode = '22023';
-        end if;
-    end if;
-    v_scope := public.search_scope(p_collections);
-    v_depth := case when p_mode = 'hybrid' then p_limit * 5 else p_limit end;
-    v_lexical_share := case when public.search_query_is_question(p_query) then 0.2 else 0.5 end;
-    -- Hybrid ranks the vector list without its chunks (search_vector_ranked) and shows by
-    -- their chunks (search_vector_shown) only the documents it returns that the lexical list
-    -- did not find: the others are shown by their lexical hit.
+    v_highlight := public.search_highlight_query(p_query);
     return query
-    with lists as materialized (
-        select 'lexical'::text as list, h.document_id, h.n, h.score, null::uuid as index_generation_id, h.collection,
-               h.source_uri, h.source_name, h.title, h.heading, h.heading_path, h.page_ordinal, h.chunk_ordinal,
-               h.snippet
-          from public.search_lexical_hits(p_query, p_collections, v_depth) h
-         where p_mode <> 'vector'
-        union all
-        select 'vector'::text, h.document_id, h.n, h.score, null::uuid, h.collection, h.source_uri, h.source_name,
-               h.title, h.heading, h.heading_path, h.page_ordinal, h.chunk_ordinal, h.snippet
-          from public.search_vector_hits(p_query_embedding, p_collections, v_depth, btrim(p_embedder)) h
-         where p_mode = 'vector'
-        union all
-        select 'vector'::text, r.document_id, r.n, r.score, r.index_generation_id, null, null, null, null, null, null,
-               null, r.chunk_ordinal, null
-          from public.search_vector_ranked(p_query_embedding, p_collections, v_depth, btrim(p_embedder)) r
-         where p_mode = 'hybrid'
-    ), tops as (  -- each list's best score, to put the lexical scores on the cosine's 0..1 scale
-        select l.list, max(l.score) as top from lists l group by l.list
-    ), fused as (
-        select l.document_id, min(l.n) as n,
-               case when p_mode <> 'hybrid' then max(l.score)
-                    else sum(case when l.list = 'lexical' then v_lexical_share * l.score / nullif(t.top, 0)
-                                  else (1 - v_lexical_share) * greatest(l.score, 0) end order by l.list) end as score
-          from lists l
-          join tops t on t.list = l.list
-         group by l.document_id
-    ), shown as (
-        select distinct on (l.document_id) l.*
-          from lists l
-         order by l.document_id, l.list <> 'lexical', l.n  -- the lexical row when there is one
-    ), chosen as materialized (
-        select s.*, f.score as fused_score, f.n as fused_n
-          from fused f
-          join shown s on s.document_id = f.document_id
-         cross join lateral (  -- the scope, once more
-               select 1 from public.documents d
-                where d.id = s.document_id and d.deleted_at is null and (v_scope is null or d.collection = any (v_scope))
-               offset 0) d
-         order by case when p_mode = 'hybrid' then -f.score else f.n end, s.document_id::text
-         limit p_limit
-    ), from_vectors as (  -- hybrid's documents shown from the vector list: their chunks now
-        select v.*
-          from (select array_agg(c.document_id) as documents, array_agg(c.index_generation_id) as generations,
-                       array_agg(c.score) as scores, array_agg(c.chunk_ordinal) as ordinals
-                  from chosen c where c.index_generation_id is not null) c
-         cross join lateral public.search_vector_shown(p_query_embedding, c.documents, c.generations, c.scores,
-                                                       c.ordinals) v
-    )
-    select c.document_id, coalesce(v.collection, c.collection), coalesce(v.source_uri, c.source_uri),
-           coalesce(v.source_name, c.source_name), coalesce(v.title, c.title), coalesce(v.heading, c.heading),
-           coalesce(v.heading_path, c.heading_path), coalesce(v.page_ordinal, c.page_ordinal) + 1,
-           coalesce(v.chunk_ordinal, c.chunk_ordinal), coalesce(v.snippet, c.snippet), c.fused_score
-      from chosen c
-      left join lateral (select v.* from from_vectors v where v.document_id = c.document_id) v on true
-     order by case when p_mode = 'hybrid' then -c.fused_score else c.fused_n end, c.document_id::text;
+        select r.document_id, d.collection, d.source_key, d.source_name, coalesce(d.title, d.source_name),
+               sec.heading, c.heading, c.page_ordinal + 1, r.chunk_ordinal,
+               public.search_chunk_snippet(c.content, v_highlight, r.chunk_lexical > 0), r.score
+          from public.search_ranked_documents(p_query, p_collections, p_mode, p_limit, p_query_embedding,
+                                              p_embedder) r
+         cross join lateral (select d.* from public.documents d where d.id = r.document_id offset 0) d
+         cross join lateral (select c.* from public.document_chunks c
+                              where c.document_id = r.document_id and c.index_generation_id = r.index_generation_id
+                                and c.ordinal = r.chunk_ordinal offset 0) c
+          left join lateral (select sec.heading from public.document_sections sec
+                              where sec.document_id = r.document_id and sec.index_generation_id = r.index_generation_id
+                                and sec.ordinal = c.section_ordinal offset 0) sec on true
+         order by r.n;
 end;
 $$;
 
@@ -2760,6 +2850,16 @@ CREATE FUNCTION public.search_generation_terms(p_document_id uuid, p_generation_
     select '', p_sign::bigint, p_sign * count(*)
       from public.document_chunks c
      where c.document_id = p_document_id and c.index_generation_id = p_generation_id;
+$$;
+
+CREATE FUNCTION public.search_highlight_query(p_query text) RETURNS tsquery
+    LANGUAGE sql IMMUTABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select websearch_to_tsquery('english', string_agg(t.term, ' or ' order by t.first))
+      from (select pg_catalog.lower(q.term) as term, min(q.n) as first
+              from public.search_query_terms(p_query) q where not q.excluded
+             group by pg_catalog.lower(q.term)) t;
 $$;
 
 CREATE FUNCTION public.search_identifier_text(p_text text) RETURNS text
@@ -3018,6 +3118,85 @@ begin
 end;
 $_$;
 
+CREATE FUNCTION public.search_passages(p_query text, p_collections text[] DEFAULT NULL::text[], p_mode text DEFAULT 'lexical'::text, p_limit integer DEFAULT 10, p_query_embedding real[] DEFAULT NULL::real[], p_embedder text DEFAULT NULL::text, p_window integer DEFAULT 0) RETURNS TABLE(document_id uuid, collection text, source_uri text, source_name text, title text, heading text, heading_path text, page integer, chunk_ordinal integer, snippet text, score double precision, content text, context text)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_indexonlyscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET client_min_messages TO 'warning'
+    AS $$
+#variable_conflict use_column
+declare
+    v_scope text[] := public.search_scope(p_collections);
+    v_share float8 := case when p_mode = 'vector' then 0 when p_mode = 'lexical' then 1
+                           when public.search_query_is_question(p_query) then 0.2 else 0.5 end;
+    v_floor float8 := public.search_vector_floor(btrim(p_embedder));
+    v_highlight tsquery;
+    v_documents uuid[];
+    v_scores float8[];
+begin
+    perform public.search_arguments_refusal(p_query, p_mode, p_limit, 200, p_query_embedding, p_embedder);
+    if p_window is null or p_window < 0 or p_window > 3 then
+        raise exception 'search_passages: p_window must be between 0 and 3, got %', coalesce(p_window::text, 'null')
+            using errcode = '22023';
+    end if;
+    if p_mode = 'lexical' then
+        select array_agg(h.document_id order by h.n), array_agg(h.score order by h.n) into v_documents, v_scores
+          from public.search_lexical_hits(p_query, p_collections, greatest(p_limit, 20)) h;
+    else
+        select array_agg(r.document_id order by r.n), array_agg(r.score order by r.n) into v_documents, v_scores
+          from public.search_ranked_documents(p_query, p_collections, p_mode, greatest(p_limit, 20),
+                                              p_query_embedding, p_embedder) r;
+    end if;
+    if v_documents is null then
+        return;
+    end if;
+    v_highlight := public.search_highlight_query(p_query);
+    return query
+    with documents as (
+        select x.document_id, x.score / nullif(max(x.score) over (), 0) as share
+          from unnest(v_documents, v_scores) as x (document_id, score)
+    ), chunks as materialized (
+        select s.* from public.search_chunk_scores(case when p_mode <> 'vector' then p_query end, v_scope,
+                                                   case when p_mode <> 'lexical' then p_query_embedding end,
+                                                   btrim(p_embedder), v_documents) s
+    ), top as materialized (
+        select max(c.lexical) as lexical from chunks c
+    ), scored as (
+        select c.*, 0.5 * coalesce(d.share, 0)
+                    + 0.5 * (v_share * coalesce(c.lexical / nullif(t.lexical, 0), 0)
+                             + (1 - v_share) * greatest(coalesce(c.cosine, 0), 0)) as score
+          from chunks c
+          join documents d on d.document_id = c.document_id
+         cross join top t
+         where c.lexical > 0 or (c.cosine is not null and (v_floor is null or c.cosine >= v_floor))
+         order by 9 desc, c.document_id::text, c.ordinal
+         limit p_limit
+    )
+    select s.document_id, d.collection, d.source_key, d.source_name, coalesce(d.title, d.source_name), sec.heading,
+           s.heading, s.page_ordinal + 1, s.ordinal, public.search_chunk_snippet(c.content, v_highlight, s.lexical > 0),
+           s.score, c.content, w.context
+      from scored s
+     cross join lateral (select d.* from public.documents d where d.id = s.document_id offset 0) d
+     cross join lateral (select c.content from public.document_chunks c
+                          where c.document_id = s.document_id and c.index_generation_id = s.index_generation_id
+                            and c.ordinal = s.ordinal offset 0) c
+      left join lateral (select sec.heading from public.document_sections sec
+                          where sec.document_id = s.document_id and sec.index_generation_id = s.index_generation_id
+                            and sec.ordinal = s.section_ordinal offset 0) sec on true
+     cross join lateral (select string_agg(x.content, E'\n\n' order by x.ordinal) as context
+                           from (select x.ordinal, x.content from public.document_chunks x
+                                  where x.document_id = s.document_id and x.index_generation_id = s.index_generation_id
+                                    and x.ordinal between s.ordinal - p_window and s.ordinal + p_window
+                                  order by x.ordinal offset 0) x) w
+     order by s.score desc, s.document_id::text, s.ordinal;
+end;
+$$;
+
 CREATE FUNCTION public.search_query_is_question(p_query text) RETURNS boolean
     LANGUAGE sql IMMUTABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3102,6 +3281,81 @@ CREATE FUNCTION public.search_query_terms(p_query text) RETURNS TABLE(n integer,
      order by d.excluded, min(d.pos);
 $$;
 
+CREATE FUNCTION public.search_ranked_documents(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[], p_embedder text) RETURNS TABLE(document_id uuid, index_generation_id uuid, n integer, score double precision, chunk_ordinal integer, chunk_lexical double precision)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER ROWS 10
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_indexonlyscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET client_min_messages TO 'warning'
+    AS $$
+#variable_conflict use_column
+declare
+    v_scope text[] := public.search_scope(p_collections);
+    v_depth integer := greatest(p_limit * 5, 50);
+    -- The lexical list's share of a hybrid score: half for a look-up, a fifth for a question
+    -- (migration 20261205000300 chose it by measurement).
+    v_share float8 := case when p_mode = 'vector' then 0
+                           when public.search_query_is_question(p_query) then 0.2 else 0.5 end;
+    v_embedder text := btrim(p_embedder);
+    v_floor float8 := public.search_vector_floor(btrim(p_embedder));
+begin
+    return query
+    with lexical as materialized (
+        select h.document_id, h.score
+          from public.search_lexical_hits(p_query, p_collections, v_depth) h
+         where p_mode = 'hybrid'
+    ), vector as materialized (
+        select r.document_id, r.index_generation_id, r.score
+          from public.search_vector_ranked(p_query_embedding, p_collections, v_depth, v_embedder) r
+    ), fused as materialized (  -- the best twice p_limit: those whose evidence is checked
+        select coalesce(l.document_id, v.document_id) as document_id, l.document_id is not null as has_words,
+               case when p_mode = 'vector' then v.score  -- the cosine itself, as before
+                    else v_share * coalesce(l.score / nullif(t.top, 0), 0)
+                         + (1 - v_share) * greatest(coalesce(v.score, 0), 0) end as score
+          from lexical l
+          full join vector v on v.document_id = l.document_id
+         cross join (select max(l.score) as top from lexical l) t
+         order by 3 desc, 1
+         limit 2 * p_limit
+    ), chunks as materialized (  -- their chunks, by their cosines
+        select s.*
+          from (select array_agg(f.document_id) as documents from fused f) f
+         cross join lateral public.search_chunk_scores(null, v_scope, p_query_embedding, v_embedder, f.documents) s
+    ), ranked as materialized (  -- with evidence: the query's words, or a chunk at the floor
+        select f.document_id, c.index_generation_id, f.score
+          from fused f
+          join (select c.document_id, c.index_generation_id, max(c.cosine) as best
+                  from chunks c group by c.document_id, c.index_generation_id) c on c.document_id = f.document_id
+         where f.has_words or v_floor is null or c.best >= v_floor
+         order by f.score desc, f.document_id::text
+         limit p_limit
+    ), words as materialized (  -- the ranked documents' chunks, by their words (hybrid)
+        select s.document_id, s.ordinal, s.lexical
+          from (select array_agg(r.document_id) as documents from ranked r) r
+         cross join lateral public.search_chunk_scores(p_query, v_scope, null, null, r.documents) s
+         where p_mode = 'hybrid' and s.lexical > 0
+    ), shown as (  -- each document's chunk with the best fused score
+        select distinct on (c.document_id) c.document_id, c.ordinal, coalesce(w.lexical, 0) as lexical
+          from ranked r
+          join chunks c on c.document_id = r.document_id
+          left join words w on w.document_id = c.document_id and w.ordinal = c.ordinal
+         cross join (select max(w.lexical) as top from words w) t
+         order by c.document_id,
+                  v_share * coalesce(w.lexical / nullif(t.top, 0), 0) + (1 - v_share) * coalesce(c.cosine, 0) desc,
+                  c.ordinal
+    )
+    select r.document_id, r.index_generation_id,
+           (row_number() over (order by r.score desc, r.document_id::text))::integer, r.score, s.ordinal, s.lexical
+      from ranked r
+      join shown s on s.document_id = r.document_id
+     order by r.score desc, r.document_id::text;
+end;
+$$;
+
 CREATE FUNCTION public.search_scope(p_collections text[]) RETURNS text[]
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3155,6 +3409,14 @@ CREATE FUNCTION public.search_term_count_drift(p_limit integer DEFAULT 100) RETU
      where coalesce(c.documents, 0) <> coalesce(a.documents, 0) or coalesce(c.chunks, 0) <> coalesce(a.chunks, 0)
      order by 1, 2
      limit p_limit;
+$$;
+
+CREATE FUNCTION public.search_vector_floor(p_embedder text) RETURNS double precision
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select coalesce(nullif(pg_catalog.current_setting('ingest.vector_floor', true), '')::float8,
+                    case when p_embedder like 'wordllama%' then 0.25 end);
 $$;
 
 CREATE FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer, p_embedder text) RETURNS TABLE(document_id uuid, collection text, source_uri text, source_name text, title text, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading text, heading_path text, score double precision, snippet text, n integer)
@@ -4288,6 +4550,12 @@ GRANT ALL ON FUNCTION public.revoke_collection(p_collection text, p_user_id uuid
 
 REVOKE ALL ON FUNCTION public.revoke_from_supabase_roles(p_object text) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION public.search_arguments_refusal(p_query text, p_mode text, p_limit integer, p_most integer, p_query_embedding real[], p_embedder text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.search_chunk_scores(p_query text, p_scope text[], p_embedding real[], p_embedder text, p_documents uuid[]) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.search_chunk_snippet(p_content text, p_highlight tsquery, p_has_words boolean) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION public.search_collection_lexeme(p_collection text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.search_committed_terms() FROM PUBLIC;
@@ -4301,12 +4569,19 @@ REVOKE ALL ON FUNCTION public.search_field_vector(p_text text, p_keep_stop_words
 
 REVOKE ALL ON FUNCTION public.search_generation_terms(p_document_id uuid, p_generation_id uuid, p_sign integer) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION public.search_highlight_query(p_query text) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION public.search_identifier_text(p_text text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.search_lexeme_query(p_lexeme text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.search_passages(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[], p_embedder text, p_window integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.search_passages(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[], p_embedder text, p_window integer) TO ingestion_worker;
+GRANT ALL ON FUNCTION public.search_passages(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[], p_embedder text, p_window integer) TO anon;
+GRANT ALL ON FUNCTION public.search_passages(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[], p_embedder text, p_window integer) TO authenticated;
 
 REVOKE ALL ON FUNCTION public.search_query_is_question(p_query text) FROM PUBLIC;
 
@@ -4316,6 +4591,8 @@ REVOKE ALL ON FUNCTION public.search_query_refusal(p_query text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.search_query_terms(p_query text) FROM PUBLIC;
 
+REVOKE ALL ON FUNCTION public.search_ranked_documents(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[], p_embedder text) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION public.search_scope(p_collections text[]) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.search_scope_query(p_scope text[]) FROM PUBLIC;
@@ -4324,6 +4601,8 @@ REVOKE ALL ON FUNCTION public.search_stop_words(p_text text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.search_term_count_drift(p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.search_term_count_drift(p_limit integer) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.search_vector_floor(p_embedder text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer, p_embedder text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer, p_embedder text) TO ingestion_worker;

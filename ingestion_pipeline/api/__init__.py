@@ -7,7 +7,7 @@ from ingestion_pipeline.errors import ConfigError, DatabaseUnavailable, IngestEr
 from ingestion_pipeline.operations.enqueue import EnqueuedFile, EnqueueReport
 from ingestion_pipeline.operations.sources import SourceEnqueued
 from ingestion_pipeline.operations.sync import SyncReport
-from ingestion_pipeline.search import Hit, Reader, Section
+from ingestion_pipeline.search import Hit, Passage, Reader, Section
 from ingestion_pipeline.worker import JobResult, Outcome, WorkerReport
 
 from .index import Index
@@ -28,6 +28,7 @@ __all__ = [
     "IngestError",
     "JobResult",
     "Outcome",
+    "Passage",
     "Reader",
     "RunReport",
     "SchemaTooOld",

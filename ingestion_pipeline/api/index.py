@@ -32,12 +32,14 @@ from ingestion_pipeline.processing import Embedder, embedder_from_settings
 from ingestion_pipeline.search import (
     Hit,
     Mode,
+    Passage,
     Reader,
     Section,
     hit_passages,
     readable_collections,
     readable_sections,
     search,
+    search_passages,
 )
 from ingestion_pipeline.search.reading import require_readable
 from ingestion_pipeline.settings import Settings, load_settings
@@ -245,6 +247,38 @@ class Index(ClosesOnExit):
                 require_readable(conn, names, reader)
             return search(
                 conn, query, mode=mode, limit=limit, embedder=embedder, collections=names or None, reader=reader
+            )
+
+    def search_passages(
+        self,
+        query: str,
+        *,
+        mode: Mode | None = None,
+        limit: int = 10,
+        window: int = 0,
+        collections: str | Iterable[str] | None = None,
+        reader: Reader | None = None,
+    ) -> list[Passage]:
+        """`ingest search --passages`: the best passages, best first, several of one document
+        when they are the best (at most 200), each with its whole text (`content`) and, with
+        `window` (0-3), the chunks on each side joined with it (`context`): what a model
+        answers from. Otherwise as `search`."""
+        names = [collections] if isinstance(collections, str) else list(collections or [])
+        embedder = self._default_embedder() if mode != "lexical" else None
+        if reader is not None:
+            refuse_reader_in_transaction(self._opened.db)
+        with self._call() as db, borrow(db) as conn:
+            if reader is not None:
+                require_readable(conn, names, reader)
+            return search_passages(
+                conn,
+                query,
+                mode=mode,
+                limit=limit,
+                window=window,
+                embedder=embedder,
+                collections=names or None,
+                reader=reader,
             )
 
     def passages(self, hits: Iterable[Hit], *, reader: Reader | None = None) -> list[str]:

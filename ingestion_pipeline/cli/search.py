@@ -9,10 +9,11 @@ from ingestion_pipeline.cli.common import add_database_url, positive_int, print_
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
+from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.operations.lookup import shown_key
 from ingestion_pipeline.processing import embedder_from_settings
 from ingestion_pipeline.processing.headings import SEPARATOR
-from ingestion_pipeline.search import MODES, Hit, Mode, Reader, search
+from ingestion_pipeline.search import MODES, Hit, Mode, Passage, Reader, search, search_passages
 from ingestion_pipeline.settings import Settings
 
 if TYPE_CHECKING:
@@ -22,17 +23,31 @@ if TYPE_CHECKING:
 def register(commands: Commands) -> None:
     parser = commands.add_parser(
         "search",
-        help="search the committed index: one result per document, best first",
+        help="search the committed index: one result per document (or the best passages), best first",
         description="Lexical mode ranks documents by how much of the query they cover (a missing word "
         "lowers a page, it does not drop it), title and headings above body text. Vector mode "
         "ranks by embedding similarity (INGEST_EMBEDDER's, the one the documents were indexed "
-        "with); hybrid fuses both lists. The default is hybrid, or lexical with INGEST_EMBEDDER=none.",
+        "with); hybrid fuses both lists. The default is hybrid, or lexical with INGEST_EMBEDDER=none. "
+        "A result needs evidence: the query's words, or a passage near it in meaning; with none the "
+        "search prints `no results`. --passages lists the best passages instead, several of one document "
+        "when they are the best, each in full.",
     )
     parser.add_argument("query", help='web-search syntax: words, "phrases", -excluded')
     parser.add_argument(
         "--mode", choices=MODES, default=None, help="default: hybrid (lexical when INGEST_EMBEDDER=none)"
     )
     parser.add_argument("--limit", type=positive_int, default=10, help="results (default 10)")
+    parser.add_argument(
+        "--passages", action="store_true", help="the best passages, each in full, instead of one result per document"
+    )
+    parser.add_argument(
+        "--window",
+        type=int,
+        choices=range(4),
+        default=0,
+        metavar="N",
+        help="with --passages: also the N chunks on each side of each passage (0-3, default 0)",
+    )
     parser.add_argument(
         "--collection",
         dest="collections",
@@ -58,6 +73,20 @@ def register(commands: Commands) -> None:
 
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     reader = Reader(args.as_user) if args.as_user is not None or args.as_anon else None
+    if args.window and not args.passages:
+        raise IngestError("--window N goes with --passages: it adds the chunks around each passage")
+    if args.passages:
+        print_passages(
+            settings,
+            args.query,
+            mode=args.mode,
+            limit=args.limit,
+            window=args.window,
+            as_json=args.json,
+            collections=args.collections,
+            reader=reader,
+        )
+        return 0
     print_search(
         settings,
         args.query,
@@ -89,13 +118,52 @@ def print_search(
         print_json([hit.as_json() for hit in hits])
         return
     if not hits:
-        print("no matches")
+        print(NO_RESULTS)
     for hit in hits:
-        heading = "".join(f"{SEPARATOR}{h}" for h in headings_below_title(hit))
-        where = shown_key(hit.source_uri) or hit.source_name
-        collection = f", collection {hit.collection}" if hit.collection != DEFAULT_COLLECTION else ""
-        print(f"{hit.score:.3f}  {hit.title}{heading}  ({where}{collection})")
+        print(hit_line(hit))
         print(f"       {' '.join(hit.snippet.split())}")
+
+
+def print_passages(
+    settings: Settings,
+    text: str,
+    *,
+    mode: Mode | None,
+    limit: int,
+    window: int,
+    as_json: bool,
+    collections: list[str] | None,
+    reader: Reader | None,
+) -> None:
+    embedder = embedder_from_settings(settings) if mode != "lexical" else None
+    with migrated_pool(settings) as pool, pool.connection() as conn:
+        if reader is not None:
+            IngestionRpc(conn).require_collections(collections or [])
+        passages: list[Passage] = search_passages(
+            conn, text, mode=mode, limit=limit, window=window, embedder=embedder, collections=collections, reader=reader
+        )
+    if as_json:
+        print_json([passage.as_json() for passage in passages])
+        return
+    if not passages:
+        print(NO_RESULTS)
+    for passage in passages:
+        print(hit_line(passage))
+        shown = passage.context if window else passage.content
+        for line in shown.strip().splitlines():
+            print(f"       {line}" if line.strip() else "")
+        print()
+
+
+NO_RESULTS = "no results"
+
+
+def hit_line(hit: Hit) -> str:
+    """Score, title, the headings below it, and where it came from."""
+    heading = "".join(f"{SEPARATOR}{h}" for h in headings_below_title(hit))
+    where = shown_key(hit.source_uri) or hit.source_name
+    collection = f", collection {hit.collection}" if hit.collection != DEFAULT_COLLECTION else ""
+    return f"{hit.score:.3f}  {hit.title}{heading}  ({where}{collection})"
 
 
 def headings_below_title(hit: Hit) -> list[str]:

@@ -1,4 +1,5 @@
-"""What a search returns: one hit per document (its best chunk), best first."""
+"""What a search returns: one hit per document (its best chunk), best first; or passages,
+the best chunks of the best documents, several of one document when they are the best."""
 
 from __future__ import annotations
 
@@ -29,3 +30,13 @@ class Hit:
         row = asdict(self)
         row["document_id"] = str(self.document_id)
         return row
+
+
+@dataclass(frozen=True)
+class Passage(Hit):
+    """A passage: a hit whose chunk is the passage itself, with its whole text (`content`) and,
+    when a window was asked for, the chunks around it joined in order (`context`; else the
+    passage alone)."""
+
+    content: str = ""
+    context: str = ""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.rows import dict_row
@@ -17,6 +17,8 @@ from ingestion_pipeline.db.queries import query
 
 from .model import Hit
 from .rpc import Reader, as_reader
+
+H = TypeVar("H", bound=Hit)
 
 
 def hit_passages(conn: psycopg.Connection[Any], hits: Sequence[Hit], *, reader: Reader | None = None) -> list[str]:
@@ -32,7 +34,7 @@ def hit_passages(conn: psycopg.Connection[Any], hits: Sequence[Hit], *, reader: 
     return [found.get((hit.document_id, hit.chunk_ordinal), hit.snippet) for hit in hits]
 
 
-def with_page_labels(conn: psycopg.Connection[Any], hits: list[Hit], *, reader: Reader | None = None) -> list[Hit]:
+def with_page_labels(conn: psycopg.Connection[Any], hits: list[H], *, reader: Reader | None = None) -> list[H]:
     """The hits, each with its page's label where its PDF defines labels ("iv" for the fourth
     page of a preface): a viewer shows the label, and a reader looks for it."""
     paged = [hit for hit in hits if hit.page is not None]

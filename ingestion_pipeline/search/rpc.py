@@ -26,10 +26,14 @@ from ingestion_pipeline.db.rpc.collections import missing_collections
 from ingestion_pipeline.db.schema_level import probe, require_current
 from ingestion_pipeline.errors import IngestError, SchemaTooOld, UnknownCollection
 
-from .model import Hit, Mode
+from .model import Hit, Mode, Passage
 
-_PREFIX = "search_documents: "
-_MODEL_MIGRATION = "20261206000500_vector_search_in_scope_and_model"
+_PREFIXES = ("search_documents: ", "search_passages: ")
+# The migration that made each RPC this release calls.
+_MIGRATIONS = {
+    "search_documents": "20261206000500_vector_search_in_scope_and_model",
+    "search_passages": "20261206000900_passage_search",
+}
 
 
 @dataclass(frozen=True)
@@ -83,10 +87,37 @@ def search_documents(
     """The RPC's hits: `embedding` is the query's vector (vector and hybrid modes), and
     `embedder` the name of the model that made it, as generations record it: the search
     compares it only with vectors of that model."""
-    require_current(probe(conn), "search")
-    if reader is None and collections:
-        _require_collections(conn, collections)
-    params = {
+    params = _params(text, mode, limit, embedding, embedder, collections)
+    return _call(conn, "search_documents", Hit, params, collections, reader)
+
+
+def search_passages(
+    conn: psycopg.Connection[Any],
+    text: str | None,
+    *,
+    mode: Mode = "lexical",
+    limit: int = 10,
+    embedding: list[float] | None = None,
+    embedder: str | None = None,
+    collections: list[str] | None = None,
+    reader: Reader | None = None,
+    window: int = 0,
+) -> list[Passage]:
+    """The passages RPC (`search_passages`): as search_documents, passages instead of
+    documents, each with `window` chunks on each side as its context."""
+    params = {**_params(text, mode, limit, embedding, embedder, collections), "window": window}
+    return _call(conn, "search_passages", Passage, params, collections, reader)
+
+
+def _params(
+    text: str | None,
+    mode: Mode,
+    limit: int,
+    embedding: list[float] | None,
+    embedder: str | None,
+    collections: list[str] | None,
+) -> dict[str, Any]:
+    return {
         "query": text,
         "collections": list(collections) if collections else None,
         "mode": mode,
@@ -94,18 +125,34 @@ def search_documents(
         "embedding": embedding,
         "embedder": embedder,
     }
+
+
+def _call(
+    conn: psycopg.Connection[Any],
+    name: str,
+    row: type[Hit],
+    params: dict[str, Any],
+    collections: list[str] | None,
+    reader: Reader | None,
+) -> list[Any]:
+    """One search RPC's rows as `row`s; its refusals of an argument one-line IngestErrors."""
+    require_current(probe(conn), "search")
+    if reader is None and collections:
+        _require_collections(conn, collections)
     try:
-        with as_reader(conn, reader), conn.cursor(row_factory=class_row(Hit)) as cur:
-            return cur.execute(query("search_documents"), params).fetchall()
+        with as_reader(conn, reader), conn.cursor(row_factory=class_row(row)) as cur:
+            return cur.execute(query(name), params).fetchall()
     except psycopg.errors.InvalidParameterValue as exc:
-        message = (exc.diag.message_primary or str(exc)).removeprefix(_PREFIX)
+        message = exc.diag.message_primary or str(exc)
+        for prefix in _PREFIXES:
+            message = message.removeprefix(prefix)
         raise IngestError(message) from None
     except psycopg.errors.InsufficientPrivilege as exc:
         if reader is None:
             raise
         raise IngestError(f"cannot search as {reader.role}: {exc.diag.message_primary}") from None
-    except psycopg.errors.UndefinedFunction:  # the six-argument RPC: the query names its model
-        raise SchemaTooOld(f"search needs migration {_MODEL_MIGRATION}: run `ingest db migrate`") from None
+    except psycopg.errors.UndefinedFunction:  # the RPC this release calls is not there yet
+        raise SchemaTooOld(f"search needs migration {_MIGRATIONS[name]}: run `ingest db migrate`") from None
 
 
 def _require_collections(conn: psycopg.Connection[Any], names: list[str]) -> None:

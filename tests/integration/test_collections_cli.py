@@ -45,7 +45,7 @@ def test_search_by_collection(two_collections, capsys):
         run(capsys, "search", "otter", "--collection", "team-a", "--collection", "team-b", "--json", *url)
     )
     assert keys_of(both) == keys_of(everywhere)
-    # a collection that does not exist is an error, not "no matches" (tests/integration/test_no_silent_typos.py)
+    # a collection that does not exist is an error, not "no results" (tests/integration/test_no_silent_typos.py)
     assert run(capsys, "search", "otter", "--collection", "nobody", "--json", *url, expect=1) == ""
     assert "collection team-b" in run(capsys, "search", "otter", "--collection", "team-b", *url)
 

@@ -166,7 +166,7 @@ def test_remove_refuses_a_collection_with_documents_unless_told_to_delete_them(d
     out, _ = run(capsys, db_url, "collection", "remove", "team-a", "--delete-documents")
     assert out == "collection team-a removed (1 document(s) deleted)\n"
     assert collection_names(capsys, db_url) == []
-    assert run(capsys, db_url, "search", "otter")[0] == "no matches\n"
+    assert run(capsys, db_url, "search", "otter")[0] == "no results\n"
     # deleted through delete_document, as `ingest delete` does: the document is `deleted`
     with connect(db_url) as conn:
         row = conn.execute("select status, deleted_at from documents").fetchone()

@@ -94,6 +94,8 @@ WORKER_RPCS = {
     "ingestion_queue_metrics",
     # a PDF hit's page label, for readers and the worker (20261206000800)
     "readable_page_labels",
+    # the passages of a search (20261206000900)
+    "search_passages",
 }
 # Internal helpers (called by the RPCs or the trigger as their owner): granted to no one.
 INTERNAL = {
@@ -163,6 +165,13 @@ INTERNAL = {
     "search_vector_shown",
     # issue 58 (20261206000700): the advisory lock key of a collection's name
     "collection_lock_key",
+    # issue 60 (20261206000900): the search's passages, its evidence floor and its parts
+    "search_chunk_scores",
+    "search_vector_floor",
+    "search_ranked_documents",
+    "search_highlight_query",
+    "search_chunk_snippet",
+    "search_arguments_refusal",
 }
 # Created only where the server has pgvector.
 OPTIONAL = {"document_chunks_embedding_vector"}
@@ -176,6 +185,9 @@ INVOKER = {"secure_rpc", "revoke_from_supabase_roles"}
 # generic plan may scan every chunk); every other function pins search_path only.
 FORCE_CUSTOM_PLAN = "plan_cache_mode=force_custom_plan"
 CUSTOM_PLANS = {
+    "search_passages",
+    "search_chunk_scores",
+    "search_ranked_documents",
     "search_documents",
     "search_lexical_hits",
     "search_vector_hits",
@@ -191,6 +203,9 @@ CUSTOM_PLANS = {
 # (20261204000300): a pass with nothing to do reads no row, on a small table too.
 NO_SEQ_SCAN = "enable_seqscan=off"
 NO_SEQ_SCAN_FUNCTIONS = {
+    "search_passages",
+    "search_chunk_scores",
+    "search_ranked_documents",
     "search_documents",
     "search_lexical_hits",
     "search_vector_hits",
@@ -205,6 +220,9 @@ NO_SEQ_SCAN_FUNCTIONS = {
 }
 NO_BITMAP_SCAN = "enable_bitmapscan=off"
 NO_BITMAP_SCAN_FUNCTIONS = {
+    "search_passages",
+    "search_chunk_scores",
+    "search_ranked_documents",
     "owed_kept_version_bytes",
     "search_documents",
     "search_lexical_hits",
@@ -218,6 +236,9 @@ NO_BITMAP_SCAN_FUNCTIONS = {
 # (search_documents since 20261204000500: its check of each hit's document).
 NO_INDEX_ONLY_SCAN = "enable_indexonlyscan=off"
 NO_INDEX_ONLY_SCAN_FUNCTIONS = {
+    "search_passages",
+    "search_chunk_scores",
+    "search_ranked_documents",
     "search_lexical_hits",
     "search_vector_hits",
     "search_vector_ranked",
@@ -227,6 +248,9 @@ NO_INDEX_ONLY_SCAN_FUNCTIONS = {
 # ... and join rows by primary key, never by reading a whole table into a hash or a merge.
 NESTED_LOOPS = ["enable_hashjoin=off", "enable_mergejoin=off"]
 NESTED_LOOP_FUNCTIONS = {
+    "search_passages",
+    "search_chunk_scores",
+    "search_ranked_documents",
     "search_lexical_hits",
     "search_vector_hits",
     "search_vector_ranked",
@@ -258,6 +282,7 @@ LOCK_TIMEOUT_FUNCTIONS = {"remove_collection"}
 # they were not there) may run and read; row-level security decides which rows.
 READER_FUNCTIONS = {
     "search_documents",
+    "search_passages",
     "readable_collections",
     "readable_documents",
     "readable_document_pages",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ingestion_pipeline.db.connection import connect
-from ingestion_pipeline.processing import NoEmbedder
+from ingestion_pipeline.processing import NoEmbedder, embedder_record
 from ingestion_pipeline.search import search
 from tests.vector.corpus import EMBEDDER, index_folder, write_corpus
 
@@ -62,22 +62,41 @@ def test_hybrid_adds_the_lexical_score_over_its_best_and_the_cosine(db_url, tmp_
                 search(conn, text, mode=mode, limit=depth, embedder=EMBEDDER) for mode in ("lexical", "vector")
             )
             fused: dict = {}
-            shown: dict = {}
             for hits, weight in ((lexical, share / lexical[0].score), (vector, 1 - share)):
-                for rank, hit in enumerate(hits, start=1):
+                for hit in hits:
                     fused[hit.document_id] = fused.get(hit.document_id, 0.0) + weight * max(hit.score, 0.0)
-                    if hit.document_id not in shown or rank < shown[hit.document_id][0]:
-                        shown[hit.document_id] = (rank, hit)
             expected = sorted(fused, key=lambda doc: (-fused[doc], str(doc)))[:4]
             hybrid = search(conn, text, mode="hybrid", limit=4, embedder=EMBEDDER)
             assert [hit.document_id for hit in hybrid] == expected, text
             for hit in hybrid:
                 assert hit.score == pytest.approx(fused[hit.document_id])
-                # shown as the list that ranked it best (the lexical one on a tie)
-                assert (hit.chunk_ordinal, hit.snippet) == (
-                    shown[hit.document_id][1].chunk_ordinal,
-                    shown[hit.document_id][1].snippet,
-                )
+            # each shown by its passage with the best fused score: its words over the best
+            # passage's of the hits, and its cosine (migration 20261206000900)
+            assert [hit.chunk_ordinal for hit in hybrid] == best_passages(conn, text, share, hybrid)
+
+
+def best_passages(conn, text: str, share: float, hits: list) -> list[int]:
+    """The ordinal of each hit's chunk with the best fused score, from the chunks' scores."""
+    documents = [hit.document_id for hit in hits]
+    [vector] = EMBEDDER.embed([text])
+    words = {
+        (r["document_id"], r["ordinal"]): r["lexical"]
+        for r in conn.execute(
+            "select * from search_chunk_scores(%s, null, null, null, %s::uuid[])", (text, documents)
+        ).fetchall()
+    }
+    cosines = conn.execute(
+        "select * from search_chunk_scores(null, null, %s::real[], %s, %s::uuid[])",
+        (vector, embedder_record(EMBEDDER, with_version=False).name, documents),
+    ).fetchall()
+    top = max(words.values())
+    best: dict = {}
+    for row in cosines:
+        key = (row["document_id"], row["ordinal"])
+        fused = share * words.get(key, 0) / top + (1 - share) * row["cosine"]
+        if row["document_id"] not in best or fused > best[row["document_id"]][0]:
+            best[row["document_id"]] = (fused, row["ordinal"])
+    return [best[hit.document_id][1] for hit in hits]
 
 
 def test_hybrid_over_an_index_without_vectors_ranks_as_lexical(db_url, tmp_path):

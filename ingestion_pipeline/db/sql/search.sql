@@ -10,6 +10,14 @@ select document_id, collection, source_uri, source_name, title, heading, heading
 from public.search_documents(%(query)s, %(collections)s::text[], %(mode)s, %(limit)s, %(embedding)s::real[],
                              %(embedder)s::text);
 
+-- name: search_passages
+-- The best passages (chunks) of the best documents, best first, several of one document when
+-- they are the best; `window`: the chunks on each side given with each as its context (0-3).
+select document_id, collection, source_uri, source_name, title, heading, heading_path, page, chunk_ordinal,
+       snippet, score, content, context
+from public.search_passages(%(query)s, %(collections)s::text[], %(mode)s, %(limit)s, %(embedding)s::real[],
+                            %(embedder)s::text, %(window)s);
+
 -- name: act_as_reader
 -- For this transaction only, as PostgREST runs a request: the role (anon, authenticated), the
 -- JWT claims the database's policies read (request_user_id()), and the role's statement_timeout,
