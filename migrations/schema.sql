@@ -3132,8 +3132,10 @@ CREATE FUNCTION public.search_passages(p_query text, p_collections text[] DEFAUL
 #variable_conflict use_column
 declare
     v_scope text[] := public.search_scope(p_collections);
-    v_share float8 := case when p_mode = 'vector' then 0 when p_mode = 'lexical' then 1
-                           when public.search_query_is_question(p_query) then 0.2 else 0.5 end;
+    -- A passage's words and its cosine, half each in hybrid mode: a question's passage shares
+    -- its words more often than its page does (long-page questions, passage MRR@10: a fifth
+    -- 0.296, half 0.333; bench/results/passage_quality.md).
+    v_share float8 := case when p_mode = 'vector' then 0 when p_mode = 'lexical' then 1 else 0.5 end;
     v_floor float8 := public.search_vector_floor(btrim(p_embedder));
     v_highlight tsquery;
     v_documents uuid[];
@@ -3148,9 +3150,19 @@ begin
         select array_agg(h.document_id order by h.n), array_agg(h.score order by h.n) into v_documents, v_scores
           from public.search_lexical_hits(p_query, p_collections, greatest(p_limit, 20)) h;
     else
-        select array_agg(r.document_id order by r.n), array_agg(r.score order by r.n) into v_documents, v_scores
-          from public.search_ranked_documents(p_query, p_collections, p_mode, greatest(p_limit, 20),
-                                              p_query_embedding, p_embedder) r;
+        -- hybrid: the search's documents, then the lexical list's others (their document
+        -- score 0): a question's hybrid ranking leans on the documents' means, and a long page
+        -- holding the answer's words is often below them
+        select array_agg(x.document_id order by x.n), array_agg(x.score order by x.n) into v_documents, v_scores
+          from (select distinct on (u.document_id) u.*
+                  from (select r.document_id, r.score, r.n
+                          from public.search_ranked_documents(p_query, p_collections, p_mode, greatest(p_limit, 20),
+                                                              p_query_embedding, p_embedder) r
+                        union all
+                        select h.document_id, 0, 1000 + h.n
+                          from public.search_lexical_hits(p_query, p_collections, greatest(p_limit, 20)) h
+                         where p_mode = 'hybrid') u
+                 order by u.document_id, u.n) x;
     end if;
     if v_documents is null then
         return;
@@ -3167,8 +3179,8 @@ begin
     ), top as materialized (
         select max(c.lexical) as lexical from chunks c
     ), scored as (
-        select c.*, 0.5 * coalesce(d.share, 0)
-                    + 0.5 * (v_share * coalesce(c.lexical / nullif(t.lexical, 0), 0)
+        select c.*, 0.1 * coalesce(d.share, 0)
+                    + 0.9 * (v_share * coalesce(c.lexical / nullif(t.lexical, 0), 0)
                              + (1 - v_share) * greatest(coalesce(c.cosine, 0), 0)) as score
           from chunks c
           join documents d on d.document_id = c.document_id
