@@ -6,6 +6,8 @@ window on request; a search with no evidence says `no results` instead of listin
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -109,3 +111,35 @@ def test_an_app_reader_gets_only_the_passages_it_may_read(indexed, db_url, capsy
 def test_the_rpc_refuses_a_bad_window_in_one_line(indexed, db_url):
     with connect(db_url) as conn, pytest.raises(InvalidParameterValue, match="p_window must be between 0 and 3, got 4"):
         conn.execute("select * from search_passages('lantern', null, 'lexical', 5, null, null, 4)")
+
+
+def readme_searches() -> list[tuple[list[str], list[str]]]:
+    """The README's `ingest search` examples: (arguments, the lines it shows), a line `…`
+    ending what it shows of a longer output."""
+    text = (ROOT / "README.md").read_text()
+    examples: list[tuple[list[str], list[str]]] = []
+    for line in text.split("**Search.**", 1)[1].split("```bash", 1)[1].split("```", 1)[0].splitlines():
+        if line.startswith("$ .venv/bin/ingest search "):
+            examples.append((shlex.split(line.removeprefix("$ .venv/bin/ingest ")), []))
+        elif examples:
+            examples[-1][1].append(line)
+    return examples
+
+
+def test_the_readmes_search_examples_show_the_real_output(db_url, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("INGEST_EMBEDDER")
+    run(capsys, db_url, "enqueue", str(ROOT / "samples"))
+    run(capsys, db_url, "work", "--drain")
+    examples = readme_searches()
+    assert len(examples) == 3
+    for args, shown in examples:
+        out = run(capsys, db_url, *args).replace(f"file://{ROOT}/", "file:///…/").splitlines()
+        if shown[-1].strip() == "…":
+            shown, out = shown[:-1], out[: len(shown) - 1]
+        assert len(out) == len(shown), (args, out)
+        for got, expected in zip(out, shown, strict=True):
+            score = re.match(r"(\d\.\d{3})  ", expected)
+            if score:  # the third decimal may differ between pgvector and the exact path
+                assert abs(float(got[:5]) - float(score.group(1))) <= 0.002, (args, got)
+                got, expected = got[5:], expected[5:]
+            assert got == expected, args
