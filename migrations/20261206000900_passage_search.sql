@@ -122,10 +122,11 @@ begin
                      from public.document_chunks c
                     where c.document_id = d.id and c.index_generation_id = d.index_generation_id
                     order by c.ordinal limit 1000 offset 0) c
-        ), lexical as (
+        ), lexical as (  -- BM25 over chunks (k1 1.2, no length normalisation: chunks are of
+                         -- a size), a word's title counted twice once, its headings twice each
             select c.document_id, c.ordinal,
                    sum(t.idf * f.tf * 2.2 / (f.tf + 1.2) order by t.lexeme) as score
-              from (select c.* from chunks c where $8::tsquery is not null and c.content_tsv @@ $8::tsquery) c
+              from chunks c
              cross join lateral (
                    select u.lexeme,
                           2 * least(count(*) filter (where w.weight = 'A'), 1)
@@ -136,6 +137,7 @@ begin
                     where u.lexeme = any ($6::text[])
                     group by u.lexeme) f
               join unnest($6::text[], $7::float8[]) as t (lexeme, idf) on t.lexeme = f.lexeme
+             where $8::tsquery is not null and c.content_tsv @@ $8::tsquery
              group by c.document_id, c.ordinal
         )
         select c.document_id, c.index_generation_id, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading,
