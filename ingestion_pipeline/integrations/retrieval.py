@@ -1,9 +1,10 @@
-"""What both retrievers share: an `Index` search in the scope the retriever was given
-(collections, reader, mode, top-k), and the metadata each hit carries as a source.
+"""What both retrievers share: an `Index` passages search in the scope the retriever was
+given (collections, reader, mode, top-k), and the metadata each passage carries as a source.
 
-The text they return is the whole of each hit's best chunk (`Index.passages`; the snippet of
-`ingest search` is a few words of it), read as the same reader; the metadata says where it
-came from, so an answer can cite its sources by `source_uri`."""
+The text they return is each passage whole (`Index.search_passages`: the best chunks, several
+of one document when they are the best; the snippet of `ingest search` is a few words of
+one), read as the same reader; the metadata says where it came from, so an answer can cite
+its sources by `source_uri`."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.search import MODES, Mode
 
 DEFAULT_TOP_K = 5
+MAX_TOP_K = 200  # the passages RPC's most
 
 # What a model should see of a source beside its text: what to cite and where to look. The
 # ids, the rank and the score are for code (and change with every query or reindex).
@@ -36,11 +38,11 @@ class Scope:
     owns_index: bool = field(default=False)
 
     def search(self, query: str) -> list[tuple[Hit, str]]:
-        """The hits, best first, each with its passage."""
-        hits = self.index.search(
+        """The passages, best first, each with its text."""
+        passages = self.index.search_passages(
             query, mode=self.mode, limit=self.top_k, collections=self.collections, reader=self.reader
         )
-        return list(zip(hits, self.index.passages(hits, reader=self.reader), strict=True))
+        return [(passage, passage.content) for passage in passages]
 
     def close(self) -> None:
         if self.owns_index:
@@ -67,8 +69,8 @@ def scope_of(
     """The arguments checked before any connection is opened: a typo fails at construction."""
     if mode is not None and mode not in MODES:
         raise IngestError(f"unknown search mode {mode!r}; choose one of: {', '.join(MODES)}")
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 1000:
-        raise IngestError(f"top_k must be a whole number from 1 to 1000, not {top_k!r}")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+        raise IngestError(f"top_k must be a whole number from 1 to {MAX_TOP_K}, not {top_k!r}")
     names = [collections] if isinstance(collections, str) else list(collections or []) or None
     if index is None:
         return Scope(Index.open(), names, reader, mode, top_k, owns_index=True)

@@ -66,7 +66,8 @@ def test_a_llama_index_query_engine_answers_from_the_index(index: Index) -> None
     engine = RetrieverQueryEngine.from_args(retriever, llm=MockLLM())  # MockLLM echoes its prompt
     response = engine.query("What is fencing for a stale worker?")
 
-    [source] = response.source_nodes
+    source = response.source_nodes[0]  # the best passage; others may be of the same page
+    assert {s.node.metadata["source_uri"] for s in response.source_nodes} == {LEASES}
     metadata = source.node.metadata
     assert metadata["source_uri"] == LEASES
     assert metadata["title"] == "Leases and fencing in a PostgreSQL job queue"
@@ -84,9 +85,9 @@ def test_a_llama_index_query_engine_answers_from_the_index(index: Index) -> None
 def test_the_async_paths_retrieve_the_same(index: Index) -> None:
     engine = RetrieverQueryEngine.from_args(li.IngestionRetriever(index=index), llm=MockLLM())
     response = asyncio.run(engine.aquery("What is fencing for a stale worker?"))
-    assert [source.node.metadata["source_uri"] for source in response.source_nodes] == [LEASES]
+    assert {source.node.metadata["source_uri"] for source in response.source_nodes} == {LEASES}
     docs = asyncio.run(lc.IngestionRetriever(index=index).ainvoke("green tea"))
-    assert [doc.metadata["source_uri"] for doc in docs] == [TEA]
+    assert {doc.metadata["source_uri"] for doc in docs} == {TEA}
 
 
 def test_a_langchain_chain_answers_from_the_index(index: Index) -> None:
@@ -104,8 +105,8 @@ def test_a_langchain_chain_answers_from_the_index(index: Index) -> None:
     chain = RunnableParallel(docs=retriever, question=RunnablePassthrough()).assign(answer=answer)
     result = chain.invoke("How long should green tea steep?")
 
-    [doc] = result["docs"]
-    assert doc.metadata["source_uri"] == TEA
+    doc = result["docs"][0]
+    assert {d.metadata["source_uri"] for d in result["docs"]} == {TEA}
     assert (doc.metadata["collection"], doc.metadata["title"]) == ("kitchen", "Notes on brewing green tea")
     assert doc.id == f"{doc.metadata['document_id']}:{doc.metadata['chunk_ordinal']}"
     assert f"[{TEA}]\n" in result["answer"] and "Steep it for one to three minutes" in result["answer"]
@@ -117,11 +118,14 @@ def test_a_langchain_chain_answers_from_the_index(index: Index) -> None:
 @pytest.mark.parametrize("framework", ["llama_index", "langchain"])
 def test_a_reader_granted_one_collection_retrieves_nothing_of_another(db_url: str, framework: str, mode: str) -> None:
     def retrieved(query: str, **scope: Any) -> list[tuple[str, str]]:
+        """The documents of the passages retrieved (several passages may be of one)."""
         if framework == "llama_index":
             nodes = li.IngestionRetriever(index=hashed, mode=mode, **scope).retrieve(query)
-            return [(n.node.metadata["collection"], n.node.metadata["source_uri"]) for n in nodes]
-        docs = lc.IngestionRetriever(index=hashed, mode=mode, **scope).invoke(query)
-        return [(d.metadata["collection"], d.metadata["source_uri"]) for d in docs]
+            found = [(n.node.metadata["collection"], n.node.metadata["source_uri"]) for n in nodes]
+        else:
+            docs = lc.IngestionRetriever(index=hashed, mode=mode, **scope).invoke(query)
+            found = [(d.metadata["collection"], d.metadata["source_uri"]) for d in docs]
+        return sorted(set(found))
 
     alice = Reader(ALICE)
     kitchen, handbook = ("kitchen", TEA), ("handbook", LEASES)
@@ -161,7 +165,7 @@ def test_bad_arguments_fail_at_construction(framework: Any, index: Index) -> Non
     # LangChain's retriever is a pydantic model: its own ValidationError (a ValueError) names the modes
     with pytest.raises((IngestError, ValueError), match=r"unknown search mode 'fuzzy'|'lexical', 'vector' or 'hybrid'"):
         framework(index=index, mode="fuzzy")
-    with pytest.raises(IngestError, match="top_k must be a whole number from 1 to 1000, not 0"):
+    with pytest.raises(IngestError, match="top_k must be a whole number from 1 to 200, not 0"):
         framework(index=index, top_k=0)
 
 
