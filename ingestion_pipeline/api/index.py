@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
 import psycopg
@@ -238,16 +239,8 @@ class Index(ClosesOnExit):
         read). `reader`: as an app's reader would (Reader(user_id); Reader() is anonymous).
         UnknownCollection for a named collection that does not exist, or, with `reader`, that
         the reader may not read: to it both are `no collection 'x'`, one answer."""
-        names = [collections] if isinstance(collections, str) else list(collections or [])
-        embedder = self._default_embedder() if mode != "lexical" else None
-        if reader is not None:
-            refuse_reader_in_transaction(self._opened.db)
-        with self._call() as db, borrow(db) as conn:
-            if reader is not None:  # checked as the reader: a private name and an absent one look alike
-                require_readable(conn, names, reader)
-            return search(
-                conn, query, mode=mode, limit=limit, embedder=embedder, collections=names or None, reader=reader
-            )
+        with self._searching(mode, collections, reader) as (conn, embedder, names):
+            return search(conn, query, mode=mode, limit=limit, embedder=embedder, collections=names, reader=reader)
 
     def search_passages(
         self,
@@ -263,23 +256,25 @@ class Index(ClosesOnExit):
         when they are the best (at most 200), each with its whole text (`content`) and, with
         `window` (0-3), the chunks on each side joined with it (`context`): what a model
         answers from. Otherwise as `search`."""
+        with self._searching(mode, collections, reader) as (conn, embedder, names):
+            return search_passages(
+                conn, query, mode=mode, limit=limit, window=window, embedder=embedder, collections=names, reader=reader
+            )
+
+    @contextmanager
+    def _searching(
+        self, mode: Mode | None, collections: str | Iterable[str] | None, reader: Reader | None
+    ) -> Iterator[tuple[psycopg.Connection[Any], Embedder | None, list[str] | None]]:
+        """What a search runs with: a connection, the query's embedder (none for lexical mode),
+        and the collections named (None: every one the caller may read), checked as `reader`."""
         names = [collections] if isinstance(collections, str) else list(collections or [])
         embedder = self._default_embedder() if mode != "lexical" else None
         if reader is not None:
             refuse_reader_in_transaction(self._opened.db)
         with self._call() as db, borrow(db) as conn:
-            if reader is not None:
+            if reader is not None:  # checked as the reader: a private name and an absent one look alike
                 require_readable(conn, names, reader)
-            return search_passages(
-                conn,
-                query,
-                mode=mode,
-                limit=limit,
-                window=window,
-                embedder=embedder,
-                collections=names or None,
-                reader=reader,
-            )
+            yield conn, embedder, names or None
 
     def passages(self, hits: Iterable[Hit], *, reader: Reader | None = None) -> list[str]:
         """The whole text of each hit's best chunk, in order: what a model answers from (a

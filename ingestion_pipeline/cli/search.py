@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import psycopg
 
 from ingestion_pipeline.cli.common import add_database_url, positive_int, print_json, user_id
 from ingestion_pipeline.db.ready import migrated_pool
@@ -11,7 +15,7 @@ from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.operations.lookup import shown_key
-from ingestion_pipeline.processing import embedder_from_settings
+from ingestion_pipeline.processing import Embedder, embedder_from_settings
 from ingestion_pipeline.processing.headings import SEPARATOR
 from ingestion_pipeline.search import MODES, Hit, Mode, Passage, Reader, search, search_passages
 from ingestion_pipeline.settings import Settings
@@ -99,6 +103,18 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+@contextmanager
+def searching(
+    settings: Settings, mode: Mode | None, collections: list[str] | None, reader: Reader | None
+) -> Iterator[tuple[psycopg.Connection[Any], Embedder | None]]:
+    """A connection to search on and the query's embedder (none for lexical mode)."""
+    embedder = embedder_from_settings(settings) if mode != "lexical" else None
+    with migrated_pool(settings) as pool, pool.connection() as conn:
+        if reader is not None:  # the search does not tell an app's reader; the operator is told
+            IngestionRpc(conn).require_collections(collections or [])
+        yield conn, embedder
+
+
 def print_search(
     settings: Settings,
     text: str,
@@ -109,10 +125,7 @@ def print_search(
     collections: list[str] | None = None,
     reader: Reader | None = None,
 ) -> None:
-    embedder = embedder_from_settings(settings) if mode != "lexical" else None
-    with migrated_pool(settings) as pool, pool.connection() as conn:
-        if reader is not None:  # the search does not tell an app's reader; the operator is told
-            IngestionRpc(conn).require_collections(collections or [])
+    with searching(settings, mode, collections, reader) as (conn, embedder):
         hits = search(conn, text, mode=mode, limit=limit, embedder=embedder, collections=collections, reader=reader)
     if as_json:
         print_json([hit.as_json() for hit in hits])
@@ -135,10 +148,7 @@ def print_passages(
     collections: list[str] | None,
     reader: Reader | None,
 ) -> None:
-    embedder = embedder_from_settings(settings) if mode != "lexical" else None
-    with migrated_pool(settings) as pool, pool.connection() as conn:
-        if reader is not None:
-            IngestionRpc(conn).require_collections(collections or [])
+    with searching(settings, mode, collections, reader) as (conn, embedder):
         passages: list[Passage] = search_passages(
             conn, text, mode=mode, limit=limit, window=window, embedder=embedder, collections=collections, reader=reader
         )

@@ -15,7 +15,6 @@ from psycopg.errors import InvalidParameterValue
 
 from ingestion_pipeline.cli import main as ingest
 from ingestion_pipeline.db.connection import connect
-from ingestion_pipeline.search import Reader
 
 ROOT = Path(__file__).resolve().parents[2]
 # A manual of distinct sections, each a chunk or more: several passages of one document
@@ -105,7 +104,6 @@ def test_an_app_reader_gets_only_the_passages_it_may_read(indexed, db_url, capsy
     anon = json.loads(run(capsys, db_url, "search", "lantern dusk", "--passages", "--as-anon", "--json"))
     assert {p["collection"] for p in owner} == {"default", "open"}
     assert {p["collection"] for p in anon} == {"open"}
-    assert Reader().role == "anon"
 
 
 def test_the_rpc_refuses_a_bad_window_in_one_line(indexed, db_url):
