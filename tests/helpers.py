@@ -323,7 +323,7 @@ def searchable(conn: psycopg.Connection, document_id: UUID, text: str) -> bool:
 def failing_index_checks(url: str, conn: psycopg.Connection) -> list[str]:
     """The checks `ingest health` runs (schema drift, stuck batches, counters vs rows,
     stale leases) that fail, each with its message; [] when all pass."""
-    from ingestion_pipeline.worker.index_checks import run_index_checks
+    from ingestion_pipeline.health import run_index_checks
 
     checks = run_index_checks(url, AnySchemaRpc(conn).queue_health(), max_pending_age_seconds=10**6)
     return [f"{check.name}: {check.message}" for check in checks if not check.passed]

@@ -15,8 +15,9 @@ from ingestion_pipeline.db.connection import connect, resolve_database_url
 from ingestion_pipeline.db.ready import require_migrated
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.health import run_index_checks
 from ingestion_pipeline.settings import Settings
-from ingestion_pipeline.worker import index_checks, janitor
+from ingestion_pipeline.worker import janitor
 
 if TYPE_CHECKING:
     from ingestion_pipeline.cli.common import Commands
@@ -92,7 +93,7 @@ def cmd_health(args: argparse.Namespace, settings: Settings) -> int:
     url = resolve_database_url(settings)
     with connect(url) as conn:
         health = IngestionRpc(conn, stale_after_seconds=settings.stale_after_seconds).queue_health()
-    checks = index_checks.run_index_checks(url, health, settings.max_pending_age_seconds, settings)
+    checks = run_index_checks(url, health, settings.max_pending_age_seconds, settings)
     problems = [check.message for check in checks if not check.passed]
     if args.json:
         print_json(

@@ -2,7 +2,7 @@
 records the embedder's name, dimensions and version (migration
 …_generations_record_their_embedder.sql). Vector and hybrid search compare the query's
 embedder with them (search/index_model.py), `ingest health` reports missing and mixed
-vectors (worker/vector_checks.py), `ingest reindex --embeddings` re-embeds the documents
+vectors (health/vectors.py), `ingest reindex --embeddings` re-embeds the documents
 whose generation differs from the configured embedder (operations/reindex.py)."""
 
 from __future__ import annotations

@@ -9,9 +9,9 @@ from typing import Any
 
 import dagster as dg
 
+from ingestion_pipeline.health import DESCRIPTIONS, IndexCheck, run_index_checks
 from ingestion_pipeline.orchestration.assets import INDEX_KEY
 from ingestion_pipeline.orchestration.resources import DatabaseResource
-from ingestion_pipeline.worker.index_checks import DESCRIPTIONS, IndexCheck, run_index_checks
 
 HEALTH_CHECKS = [dg.AssetCheckKey(INDEX_KEY, name) for name in DESCRIPTIONS]
 

@@ -218,6 +218,6 @@ def test_the_janitor_heals_drift(conn):
 
 
 def problems(health) -> list[str]:
-    from ingestion_pipeline.worker.index_checks import queue_checks
+    from ingestion_pipeline.health import queue_checks
 
     return [check.message for check in queue_checks(health, max_pending_age_seconds=3600) if not check.passed]

@@ -16,9 +16,9 @@ import pytest
 from ingestion_pipeline.cli import main as ingest
 from ingestion_pipeline.db.models import RpcResult
 from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.health import queue_checks
 from ingestion_pipeline.settings import load_settings
 from ingestion_pipeline.worker import Outcome, Worker
-from ingestion_pipeline.worker.index_checks import queue_checks
 from ingestion_pipeline.worker.indexing import no_op
 from tests.helpers import (
     batch,

@@ -24,10 +24,10 @@ from ingestion_pipeline.db.connection import connect, make_pool
 from ingestion_pipeline.db.ready import require_migrated
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import IngestError, MigrationError
+from ingestion_pipeline.health import queue_checks
 from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.operations.sources import enqueue_content
 from ingestion_pipeline.settings import load_settings
-from ingestion_pipeline.worker.index_checks import queue_checks
 from tests.any_schema_rpc import OLD_SQL
 from tests.conftest import LOCK_ORDER_NAME, UPGRADE_WINDOW_NAME, version_before
 from tests.migration.migration_files import V1, V2, V3, effects, versions, write

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ingestion_pipeline.db import embedded
 from ingestion_pipeline.definitions import defs
-from ingestion_pipeline.worker.index_checks import DESCRIPTIONS
+from ingestion_pipeline.health import DESCRIPTIONS
 from tests.orchestration.live_dagster import clean_env
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,11 +7,11 @@ from pathlib import Path
 import dagster as dg
 
 from ingestion_pipeline.db.rpc import IngestionRpc
+from ingestion_pipeline.health import DESCRIPTIONS
 from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.orchestration.assets import FAILED_DOCUMENTS_TAG
 from ingestion_pipeline.orchestration.jobs import janitor, refresh_batch_status
 from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
-from ingestion_pipeline.worker.index_checks import DESCRIPTIONS
 from tests.helpers import (
     batch,
     document,

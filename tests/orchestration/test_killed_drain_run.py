@@ -23,9 +23,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from ingestion_pipeline.health import DESCRIPTIONS
 from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.orchestration.jobs import janitor
-from ingestion_pipeline.worker.index_checks import DESCRIPTIONS
 from tests.helpers import batch, make_lease_stale
 from tests.orchestration.in_process import check_results, resolved_job
 from tests.orchestration.live_dagster import clean_env

@@ -65,6 +65,27 @@ def test_the_package_importing_the_test_tooling_breaks_the_contract(tmp_path):
     assert "ingestion_pipeline.search.fake_server -> ingest_testing" in broken.stdout
 
 
+def test_the_health_checks_import_one_way_and_the_worker_never_imports_them(tmp_path):
+    """The index's checks (`ingest health`, the asset's checks) live in health/: what a check
+    is (check.py) under the checks (queue.py, vectors.py), under their runner; the worker,
+    which never runs them, is a sibling layer that may not import them."""
+    checkout = scratch_copy(tmp_path)
+    package = checkout / "ingestion_pipeline"
+    assert not (package / "worker" / "index_checks.py").exists()
+    assert not (package / "worker" / "vector_checks.py").exists()
+    (package / "health" / "check.py").write_text(
+        (package / "health" / "check.py").read_text() + "\nfrom ingestion_pipeline.health import vectors\n"
+    )
+    broken = lint_imports(checkout)
+    assert broken.returncode == 1
+    assert "ingestion_pipeline.health.check -> ingestion_pipeline.health.vectors" in broken.stdout
+    checkout = scratch_copy(tmp_path / "again")
+    (checkout / "ingestion_pipeline" / "worker" / "checking.py").write_text("from ingestion_pipeline import health\n")
+    broken = lint_imports(checkout)
+    assert broken.returncode == 1
+    assert "ingestion_pipeline.worker is not allowed to import ingestion_pipeline.health" in broken.stdout
+
+
 def mypy(checkout: Path, cache: Path) -> subprocess.CompletedProcess:
     """mypy as `make lint` runs it: its settings (strict, the files) from the copy's pyproject.toml."""
     return subprocess.run(

@@ -1,45 +1,12 @@
-"""The checks on the index that `ingest health` prints and Dagster shows as the asset
-checks of `document_index` (the same name and one-line message in both places).
-
-Each check reads; none repairs. The janitor repairs what it can (stale leases, stuck and
-drifted batches); drift and count mismatches need a person.
-"""
+"""The checks on the schema and the queue: drift from the migrations, stuck batches, counts,
+stale leases, old pending jobs, keyless duplicates."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 from ingestion_pipeline.db import drift
 from ingestion_pipeline.db.models import QueueHealth
 from ingestion_pipeline.errors import IngestError
-from ingestion_pipeline.settings import Settings, load_settings
-
-
-@dataclass(frozen=True)
-class IndexCheck:
-    name: str
-    passed: bool
-    message: str  # one line, for the CLI and the check's description in the UI
-    metadata: dict[str, int | str] = field(default_factory=dict)
-
-
-# name -> what the check asserts (the asset check's description)
-DESCRIPTIONS = {
-    "schema_matches_migrations": "The database's schema equals what the migrations build (`ingest db check-drift`).",
-    "no_stuck_batches": "No import batch says pending/processing although all its jobs are done.",
-    "counts_match_rows": "Stored counts equal the rows: documents' page/section/chunk counts, batches' "
-    "job counters, and every indexed document has a committed generation.",
-    "no_stale_leases": "No job holds a lease past its deadline (a dead worker's jobs wait for the janitor).",
-    "pending_jobs_fresh": "The oldest pending job waited less than INGEST_MAX_PENDING_AGE_SECONDS.",
-    "no_duplicate_documents": "No live keyless document holds the bytes of a keyed document's latest version "
-    "(a copy the previous release's enqueue made during the upgrade, which search returns twice).",
-    # worker/vector_checks.py
-    "vectors_present": "Every live indexed document has vectors when INGEST_EMBEDDER makes them.",
-    "one_embedder": "The live documents' vectors were made by one embedder (name and dimensions), "
-    "the one INGEST_EMBEDDER configures.",
-    "vector_index_present": "Where pgvector is installed, the HNSW index of the documents' mean vectors "
-    "for the configured embedder's dimension exists and is valid.",
-}
+from ingestion_pipeline.health.check import IndexCheck
 
 
 def schema_check(url: str) -> IndexCheck:
@@ -122,17 +89,3 @@ def _counts_message(drifted: int, mismatched: int, ungenerated: int) -> str:
         f"{ungenerated} document(s) marked indexed with no committed generation" if ungenerated else "",
     ]
     return "; ".join(p for p in parts if p) or "stored counts equal the committed rows"
-
-
-def run_index_checks(
-    url: str, health: QueueHealth, max_pending_age_seconds: int, settings: Settings | None = None
-) -> list[IndexCheck]:
-    """Every check, in DESCRIPTIONS order; the vector checks compare the index with
-    `settings`' embedder (None: the settings of the environment)."""
-    from ingestion_pipeline.worker.vector_checks import vector_checks  # it builds on IndexCheck
-
-    return [
-        schema_check(url),
-        *queue_checks(health, max_pending_age_seconds),
-        *vector_checks(url, settings or load_settings()),
-    ]

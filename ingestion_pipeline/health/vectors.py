@@ -1,5 +1,4 @@
-"""The checks of `ingest health` on the index's vectors (beside worker/index_checks.py, and
-shown by Dagster too): vectors missing (documents indexed with no embedder while one is
+"""The checks on the index's vectors: vectors missing (documents indexed with no embedder while one is
 configured), mixed (more than one embedder among the live generations, or one that is not
 the configured one), and the pgvector index of the configured dimension absent."""
 
@@ -9,9 +8,9 @@ from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.db.embedders import IndexEmbedder, index_embedders
 from ingestion_pipeline.db.vector_index import HNSW_MAX_DIMENSIONS, hnsw_indexes, index_name, vector_column
 from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.health.check import IndexCheck
 from ingestion_pipeline.processing import EmbedderRecord, embedder_from_settings, embedder_record
 from ingestion_pipeline.settings import Settings
-from ingestion_pipeline.worker.index_checks import IndexCheck
 
 REINDEX = "`ingest reindex --embeddings`"
 NAMES = ("vectors_present", "one_embedder", "vector_index_present")
