@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+import zlib
 
 from .errors import ProcessingError
 
@@ -61,7 +62,8 @@ def package_type(content: bytes) -> str | None:
             if _CONTENT_TYPES in names:
                 types = _small_member(archive, _CONTENT_TYPES)
                 return next((kind for marker, kind in _MAIN_PARTS.items() if marker in types), None)
-    except (zipfile.BadZipFile, KeyError, OSError, EOFError, RuntimeError, NotImplementedError, ValueError):
+    # zlib.error: a member whose compressed bytes are damaged (a bit flipped in transit)
+    except (zipfile.BadZipFile, KeyError, OSError, EOFError, RuntimeError, NotImplementedError, ValueError, zlib.error):
         return None
     return None
 
@@ -88,7 +90,7 @@ def open_package(content: bytes, max_bytes: int, kind: str) -> io.BytesIO:
             if not encrypted and _ODF_MANIFEST in archive.namelist():
                 # OpenDocument encrypts inside the archive and says so in its manifest.
                 encrypted = "encryption-data" in _small_member(archive, _ODF_MANIFEST)
-    except (zipfile.BadZipFile, OSError, EOFError, KeyError, ValueError) as exc:
+    except (zipfile.BadZipFile, OSError, EOFError, KeyError, ValueError, zlib.error) as exc:
         raise ProcessingError(f"damaged {kind} file: {exc}") from None
     if encrypted:
         raise ProcessingError(f"password protected: the {kind} file is encrypted; upload it without a password")

@@ -23,7 +23,14 @@ from ingestion_pipeline.db.models import ClaimedJob, CompleteItem, FailItem, Rpc
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.processing import DEFAULT_OCR, ChunkingOptions, Embedder, OcrOptions, ProcessingError
 from ingestion_pipeline.worker.acks import AckBuffer
-from ingestion_pipeline.worker.errors import TRANSIENT_ERRORS, LeaseLost, WorkerFault, describe, is_transient
+from ingestion_pipeline.worker.errors import (
+    TRANSIENT_ERRORS,
+    LeaseLost,
+    WorkerFault,
+    describe,
+    is_transient,
+    printable,
+)
 from ingestion_pipeline.worker.isolation import ParsePool
 from ingestion_pipeline.worker.leases import LeaseKeeper
 from ingestion_pipeline.worker.outcome import JobResult, Outcome
@@ -183,6 +190,7 @@ class JobRun:
 
     def _fail(self, message: str, *, retry: bool) -> JobResult:
         job, ctx = self.job, self.ctx
+        message = printable(message)  # a parser's words may quote the file's bytes: every format's error ends here
         delay = backoff_seconds(job.attempt_count, ctx.retry_backoff_seconds, ctx.retry_backoff_max_seconds)
         try:
             outcome = ctx.acks.fail(
@@ -212,6 +220,7 @@ class JobRun:
         past that, charged like a retry, so a document that kills every child that parses
         it still ends failed (release_ingestion_job)."""
         job, ctx = self.job, self.ctx
+        message = printable(message)
         item = FailItem(
             job.job_id,
             job.document_id,
