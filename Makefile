@@ -63,7 +63,15 @@ lint: $(STAMP)
 # --durations=30: every run prints its slowest tests (issue 45: the suite's budget is 10 minutes).
 PYTEST_ARGS ?= --durations=30
 
-test: lint
+# The system tools some tests drive (Tesseract, pandoc, LibreOffice, Chromium, PgBouncer, groff,
+# Ghostscript): installed when this run may (root with apt-get), else their tests are skipped
+# and the run's last lines name them. Done once: the stamp is made when none is missing.
+SYSTEM_TOOLS := $(VENV)/.system-tools
+$(SYSTEM_TOOLS): tools/system-tools.sh | $(BIN)/python
+	@status=0; bash tools/system-tools.sh || status=$$?; \
+	if [ $$status = 0 ]; then touch $@; elif [ $$status != 3 ]; then exit $$status; fi
+
+test: lint $(SYSTEM_TOOLS)
 	$(BIN)/python -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 clean:

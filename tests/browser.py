@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from tests.tools import find_tool
+
 # localStorage keys that keep Dagster 1.13's UI free of first-visit pop-ups, so that a
 # screenshot shows the page and not a dialog (values as the UI itself writes them: JSON).
 DAGSTER_DISMISSED_POPUPS: dict[str, str] = {
@@ -36,10 +38,8 @@ DAGSTER_DISMISSED_POPUPS: dict[str, str] = {
 
 
 def chromium_path() -> str | None:
-    """The Debian launcher (it adds the distribution's flags), else whatever is on PATH."""
-    if Path("/usr/bin/chromium").exists():
-        return "/usr/bin/chromium"
-    return shutil.which("chromium") or shutil.which("chromium-browser")
+    """The Debian launcher (it adds the distribution's flags), else chromium-browser."""
+    return find_tool("chromium") or find_tool("chromium-browser")
 
 
 class Browser:

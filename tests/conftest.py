@@ -24,10 +24,12 @@ from ingestion_pipeline.db import embedded
 from ingestion_pipeline.db import migrate as migrator
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.settings import default_data_dir
+from tests.run_databases import Run, drop_abandoned
 from tests.spare_databases import SpareDatabases
 
-# Each session's temporary folders (the embedded servers' data among them) are its own.
-pytest_plugins = ("tests.session_temp",)
+# Each session's temporary folders (the embedded servers' data among them) are its own; a
+# missing system tool skips the tests that need it, named at the end of the run (tests/tools.py).
+pytest_plugins = ("tests.session_temp", "tests.tools")
 
 # pytest rewrites the asserts of test modules only: these helper modules hold test bodies and
 # assertions moved out of test modules (tests/README.md), so they keep pytest's failure messages.
@@ -126,6 +128,7 @@ def artifacts(request, tmp_path) -> Iterator[Path]:
 # session none may be left on a server that outlives the suite (TEST_DATABASE_URL's).
 _UNDROPPED: dict[str, set[str]] = {}
 _SPARES: dict[str, SpareDatabases] = {}  # per server (admin URL)
+_RUNS: dict[str, Run] = {}  # servers that outlive the suite: this run's mark (tests/run_databases.py)
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,8 @@ class PgServer:
             # waits). Durable still on a server crash, which no test causes; the server's own
             # settings are not touched.
             conn.execute(sql.SQL("alter database {} set synchronous_commit = off").format(sql.Identifier(name)))
+            if self.admin_url in _RUNS:
+                _RUNS[self.admin_url].mark(conn, name)
         _UNDROPPED.setdefault(self.admin_url, set()).add(name)
         return self.url(name)
 
@@ -225,11 +230,17 @@ def pg_server(request, tmp_path_factory) -> Iterator[PgServer]:
     if request.param == "external":
         server = PgServer("external", TEST_DATABASE_URL)
         _ensure_cluster_roles(server.admin_url)
-        yield server
-        server.close_spares()
-        left = server.left_behind()
-        for name in left:  # clean up, then say so: a fixture's drop did not happen
-            server.drop_database(name)
+        drop_abandoned(server.admin_url)  # of runs killed before their end
+        _RUNS[server.admin_url] = Run(server.admin_url)
+        try:
+            yield server
+            server.close_spares()
+        finally:
+            left = server.left_behind()
+            for name in left:  # clean up, then say so: a fixture's drop did not happen
+                server.drop_database(name)
+            _RUNS.pop(server.admin_url).close()
+            drop_abandoned(server.admin_url)  # an xdist worker that died before this one ended
         assert left == [], f"the suite left {len(left)} database(s) behind on TEST_DATABASE_URL's server: {left}"
         return
     data_dir = tmp_path_factory.mktemp("embedded-pg")

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
-import pytest
+
+from tests.tools import find_tool, require_tools
 
 EMBEDDED_USER = "embedded_postgres"
 
@@ -34,12 +35,8 @@ class Pooler:
 
 
 def pgbouncer_binary() -> str:
-    found = shutil.which("pgbouncer") or ("/usr/sbin/pgbouncer" if Path("/usr/sbin/pgbouncer").exists() else None)
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("pgbouncer is not installed (.ci/run installs the Debian package)")
-        pytest.skip("pgbouncer is not installed (apt-get install pgbouncer)")
-    return found
+    require_tools(["pgbouncer"], "PgBouncer's tests")
+    return find_tool("pgbouncer") or "pgbouncer"
 
 
 def _free_port() -> int:

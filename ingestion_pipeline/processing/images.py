@@ -16,7 +16,7 @@ from .document import DraftSection, assemble
 from .errors import ProcessingError
 from .formats import IMAGE_TYPES
 from .model import ParsedDocument
-from .ocr import NO_TESSERACT, OcrOptions, read_pages, tesseract_found
+from .ocr import NO_TESSERACT, OcrOptions, TesseractMissing, read_pages
 
 # 64 megapixels: an A4 page scanned at 600 dpi is 35.
 MAX_IMAGE_PIXELS = 64_000_000
@@ -26,13 +26,13 @@ def parse_image(content: bytes, mime_type: str, ocr: OcrOptions) -> ParsedDocume
     kind = IMAGE_TYPES[mime_type]
     if not ocr.enabled:
         raise ProcessingError(f"no text could be extracted: a {kind} image is read only by OCR, and INGEST_OCR=off")
-    if not tesseract_found():
-        raise ProcessingError(f"a {kind} image: {NO_TESSERACT}")
     try:
         with Image.open(io.BytesIO(content)) as image:
             check_pixels(image.width, image.height, kind)
             frames = getattr(image, "n_frames", 1)
             result = read_pages([_frame(image, index, kind) for index in range(frames)], ocr)
+    except TesseractMissing:  # only once a frame decoded with something on it: a damaged image says so
+        raise ProcessingError(f"a {kind} image: {NO_TESSERACT}") from None
     except Image.DecompressionBombError:  # Pillow's own check, past twice its bound, as it opens
         raise ProcessingError(
             f"the {kind} image is far over the {MAX_IMAGE_PIXELS / 1e6:.0f}-megapixel limit: a decompression bomb?"

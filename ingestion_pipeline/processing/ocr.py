@@ -4,7 +4,8 @@ Pages come as functions that render them, so only the pages read are ever in mem
 at a time. A blank page is recognised from its pixels and never sent to Tesseract. Reading
 stops, with a note that says why, after `max_pages` pages or once `time_budget_seconds` are
 spent (the worker sets the budget inside the parse timeout, so a long scan is indexed as
-far as it was read instead of failing).
+far as it was read instead of failing). Tesseract is needed only for a page with something
+printed on it: without it a damaged image is still damaged and a blank scan still blank.
 """
 
 from __future__ import annotations
@@ -34,6 +35,13 @@ NO_TESSERACT = (
     "reading it needs OCR, and Tesseract is not installed (apt-get install tesseract-ocr), "
     "or set INGEST_OCR=off to skip scans"
 )
+
+
+class TesseractMissing(ProcessingError):
+    """A page with something printed on it, and no Tesseract to read it (NO_TESSERACT)."""
+
+    def __init__(self) -> None:
+        super().__init__(NO_TESSERACT)
 
 
 @dataclass(frozen=True)
@@ -74,7 +82,8 @@ def tesseract_found() -> bool:
 
 
 def read_pages(pages: Sequence[Callable[[], Image.Image]], options: OcrOptions, *, what: str = "pages") -> OcrResult:
-    """The text of the pages, in order, until a limit stops the reading (noted)."""
+    """The text of the pages, in order, until a limit stops the reading (noted). Raises
+    TesseractMissing at the first page with print on it when Tesseract is not installed."""
     result = OcrResult([])
     deadline = None if options.time_budget_seconds is None else time.monotonic() + options.time_budget_seconds
     for index, render in enumerate(pages):
@@ -103,6 +112,8 @@ def _read(image: Image.Image, options: OcrOptions, remaining: float | None) -> s
         darkest, lightest = grey.getextrema()  # one band: (min, max) grey levels
         if float(lightest) - float(darkest) < _BLANK_CONTRAST:  # type: ignore[arg-type]
             return ""
+        if not tesseract_found():
+            raise TesseractMissing
         try:
             return str(pytesseract.image_to_string(grey, lang=options.languages, timeout=remaining or 0))
         except pytesseract.TesseractError as exc:  # a RuntimeError too: caught first

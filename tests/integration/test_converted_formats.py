@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest_testing.converted import CORPUS_TOOLS, ConvertedFile, build_corpus, missing_tools
+from ingest_testing.converted import CORPUS_TOOLS, ConvertedFile, build_corpus
 from ingestion_pipeline.cli import main as ingest
 from ingestion_pipeline.db.connection import connect
 from tests.helpers import index_folder
@@ -20,7 +20,7 @@ from tests.tools import require_tools
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> tuple[Path, list[ConvertedFile]]:
-    require_tools(missing_tools(CORPUS_TOOLS), "the converted corpus")
+    require_tools(CORPUS_TOOLS, "the converted corpus")
     folder = tmp_path_factory.mktemp("converted")
     started = time.monotonic()
     files = build_corpus(folder)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest_testing.converted import SCAN_TOOLS, ConvertedFile, ScanSource, make_scans, missing_tools
+from ingest_testing.converted import SCAN_TOOLS, ConvertedFile, ScanSource, make_scans
 from ingestion_pipeline.db.connection import connect
 from tests.helpers import index_folder
 from tests.tools import require_tools
@@ -84,7 +84,7 @@ def recall(source: str, indexed: str) -> float:
 
 @pytest.fixture(scope="module")
 def scans(tmp_path_factory) -> tuple[Path, list[ConvertedFile]]:
-    require_tools(missing_tools(SCAN_TOOLS), "scanning pages and reading them")
+    require_tools(SCAN_TOOLS, "scanning pages and reading them")
     folder = tmp_path_factory.mktemp("scans")
     return folder, make_scans(folder, [LETTER, JOURNAL])
 

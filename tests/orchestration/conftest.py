@@ -1,12 +1,11 @@
 """Dagster tests run against a persistent test instance and real databases."""
 
-import os
-
 import dagster as dg
 import pytest
 
 from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
 from tests.browser import chromium_path
+from tests.tools import require_tools
 
 
 @pytest.fixture
@@ -25,7 +24,6 @@ def chromium() -> str:
     """The Debian chromium; a UI test skips without it locally and fails in CI."""
     found = chromium_path()
     if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is not installed (.ci/run installs the Debian package)")
-        pytest.skip("chromium is not installed (apt-get install chromium)")
+        require_tools(["chromium"], "the UI tests")
+    assert found is not None
     return found

@@ -22,7 +22,7 @@ MAX = 10 * 2**20
 
 @pytest.fixture
 def needs_tesseract():
-    require_tools([] if ocr_module.tesseract_found() else ["tesseract-ocr"], "OCR")
+    require_tools(["tesseract"], "OCR")
 
 
 def sections(document):
@@ -147,11 +147,21 @@ def test_blank_pages_never_reach_tesseract(monkeypatch):
 def test_without_tesseract_a_scan_fails_saying_how_to_get_it(monkeypatch):
     monkeypatch.setattr(pytesseract.pytesseract, "tesseract_cmd", "/nonexistent/tesseract")
     ocr_module.tesseract_found.cache_clear()
+    with Image.open(io.BytesIO(page_image(["words"]))) as image:
+        scan = io.BytesIO()
+        image.save(scan, "PDF", resolution=150)  # the page an image, no text layer
     try:
         with pytest.raises(ProcessingError, match=r"^a PNG image: .*apt-get install tesseract-ocr.*INGEST_OCR=off"):
             parse(page_image(["words"]), "scan.png", max_bytes=MAX)
         with pytest.raises(ProcessingError, match=r"^a scanned PDF: .*apt-get install tesseract-ocr"):
-            parse(make_pdf([""]), "scan.pdf", max_bytes=MAX)
+            parse(scan.getvalue(), "scan.pdf", max_bytes=MAX)
+        # What needs no reading fails as it does with Tesseract: a blank scan is blank, a damaged image damaged.
+        with pytest.raises(ProcessingError, match=r"^no text could be extracted \(scanned PDF without a text layer"):
+            parse(make_pdf(["", ""]), "blank.pdf", max_bytes=MAX)
+        with pytest.raises(ProcessingError, match=r"^damaged PNG image: "):
+            parse(page_image(["words"])[:300], "cut.png", max_bytes=MAX)
+        mixed = parse(make_pdf(["A page with a text layer.", ""]), "mixed.pdf", max_bytes=MAX)
+        assert mixed.pages[0].text == "A page with a text layer."
     finally:
         ocr_module.tesseract_found.cache_clear()
 

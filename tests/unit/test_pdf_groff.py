@@ -5,13 +5,13 @@ between their letters (issue 59). Needs groff and Ghostscript (.ci/run installs 
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import pypdfium2 as pdfium
 import pytest
 
 from ingestion_pipeline.processing import parse
+from tests.tools import require_tools
 
 PAGE = b""".TH GROFF 7
 .SH DESCRIPTION
@@ -24,9 +24,7 @@ So in GNU, the terms roff, troff, and groff language could be used as synonyms.
 
 @pytest.fixture
 def man_page_pdf() -> bytes:
-    missing = [tool for tool in ("groff", "ps2pdf") if shutil.which(tool) is None]
-    if missing:
-        pytest.skip(f"{' and '.join(missing)} not installed (apt-get install groff ghostscript)")
+    require_tools(["groff", "ps2pdf"], "a man page's PDF")
     postscript = subprocess.run(["groff", "-man", "-Tps"], input=PAGE, capture_output=True, check=True).stdout
     return subprocess.run(["ps2pdf", "-", "-"], input=postscript, capture_output=True, check=True).stdout
 
@@ -57,9 +55,7 @@ This is handled specially by pic since they can deal with text strings.
 
 
 def _pdf(source: bytes) -> bytes:
-    missing = [tool for tool in ("groff", "ps2pdf") if shutil.which(tool) is None]
-    if missing:
-        pytest.skip(f"{' and '.join(missing)} not installed (apt-get install groff ghostscript)")
+    require_tools(["groff", "ps2pdf"], "a man page's PDF")
     postscript = subprocess.run(["groff", "-man", "-Tps"], input=source, capture_output=True, check=True).stdout
     return subprocess.run(["ps2pdf", "-", "-"], input=postscript, capture_output=True, check=True).stdout
 

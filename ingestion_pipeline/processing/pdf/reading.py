@@ -20,7 +20,7 @@ from PIL import Image
 
 from ..errors import ProcessingError
 from ..images import MAX_IMAGE_PIXELS
-from ..ocr import NO_TESSERACT, OcrOptions, read_pages, tesseract_found
+from ..ocr import NO_TESSERACT, OcrOptions, TesseractMissing, read_pages
 from .headings import OutlineEntry
 from .lines import Page, Spacing, read_page
 
@@ -118,14 +118,14 @@ def read_scans(content: bytes, scanned: list[int], pages: int, ocr: OcrOptions) 
     what = f"{len(scanned):,} page{'s' if len(scanned) > 1 else ''} without a text layer"
     if not ocr.enabled:
         return {}, [f"{what} not read: INGEST_OCR=off"]
-    if not tesseract_found():
-        if len(scanned) == pages:
-            raise ProcessingError(f"a scanned PDF: {NO_TESSERACT}")
-        return {}, [f"{what} not read: Tesseract is not installed (apt-get install tesseract-ocr)"]
     with _PDFIUM:
         document = _open(content)
     try:
         result = read_pages([_renderer(document, index) for index in scanned], ocr, what="pages without a text layer")
+    except TesseractMissing:  # a page with print on it (blank ones read as blank without Tesseract)
+        if len(scanned) == pages:
+            raise ProcessingError(f"a scanned PDF: {NO_TESSERACT}") from None
+        return {}, [f"{what} not read: Tesseract is not installed (apt-get install tesseract-ocr)"]
     finally:
         with _PDFIUM:
             document.close()
