@@ -72,9 +72,6 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
         if args.port is None:
             mcp_transports.serve_stdio(server)
         else:
-            sock = mcp_transports.listen(args.port)
-            host, port = sock.getsockname()[:2]
-            print(f"ingest mcp: serving http://{host}:{port}/mcp", file=sys.stderr, flush=True)
-            mcp_transports.serve_http(server, sock)
+            mcp_transports.serve_http(server, mcp_transports.listen(args.port))  # announces its address
     print("ingest mcp: stopped", file=sys.stderr)
     return 0

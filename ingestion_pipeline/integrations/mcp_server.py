@@ -31,6 +31,7 @@ from ingestion_pipeline.errors import UnknownCollection, first_line
 from ingestion_pipeline.operations.lookup import parse_ref
 from ingestion_pipeline.search import Mode
 
+from .mcp_errors import OneLineErrorServer
 from .mcp_status import MESSAGE_CHARS, STATUS_COLLECTIONS, StatusResult, collection_status, cut
 
 # What one call may return: sized for a model's context window.
@@ -276,7 +277,7 @@ def _one_line_errors(call: Callable[[], Result]) -> Result:
 
 def build_server(index: Index, scope: Scope) -> MCPServer:
     tools = Tools(index, scope)
-    server: MCPServer = MCPServer(
+    server: MCPServer = OneLineErrorServer(
         "ingestion-pipeline",
         instructions="Search the user's indexed documents (search), read one (show_document), "
         "and see what is being indexed (status). Cite results by their source_uri.",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import signal
 import socket
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -52,7 +53,8 @@ def listen(port: int) -> socket.socket:
 
 def serve_http(server: MCPServer, sock: socket.socket) -> None:
     """Streamable HTTP at /mcp on `sock`, until SIGINT or SIGTERM, which close the
-    sessions open and stop (uvicorn's graceful shutdown, bounded)."""
+    sessions open and stop (uvicorn's graceful shutdown, bounded). Its address is announced
+    on stderr once a signal stops it cleanly: whoever waits for that line may send one."""
     config = uvicorn.Config(
         server.streamable_http_app(), log_level="warning", timeout_graceful_shutdown=STOP_GRACE_SECONDS
     )
@@ -61,12 +63,20 @@ def serve_http(server: MCPServer, sock: socket.socket) -> None:
     def stop() -> None:
         http.should_exit = True
 
-    _run_until_stopped(lambda: http.run(sockets=[sock]), stop=stop)
+    host, port = sock.getsockname()[:2]
+
+    def announce() -> None:
+        print(f"ingest mcp: serving http://{host}:{port}/mcp", file=sys.stderr, flush=True)
+
+    _run_until_stopped(lambda: http.run(sockets=[sock]), stop=stop, started=announce)
 
 
-def _run_until_stopped(run: Callable[[], None], stop: Callable[[], None] | None) -> None:
+def _run_until_stopped(
+    run: Callable[[], None], stop: Callable[[], None] | None, started: Callable[[], None] | None = None
+) -> None:
     """`run` in a daemon thread until it returns or a signal comes; then `stop` it and wait
-    for it (a while), or, without `stop`, leave it to end with the process."""
+    for it (a while), or, without `stop`, leave it to end with the process. `started` is
+    called once the signals are handled."""
     finished = threading.Event()
     failed: list[BaseException] = []
 
@@ -82,6 +92,8 @@ def _run_until_stopped(run: Callable[[], None], stop: Callable[[], None] | None)
     try:
         with _signals_stop():
             thread.start()
+            if started is not None:
+                started()
             finished.wait()
     except _Stop:
         if stop is not None:

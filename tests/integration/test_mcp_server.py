@@ -175,6 +175,7 @@ def error_line(called: CallToolResult) -> str:
     text = called.content[0].text  # type: ignore[union-attr]
     assert "Traceback" not in text and 'File "' not in text, text
     assert text.startswith("Error executing tool "), text  # the SDK's words, then ours
+    assert "\n" not in text and "pydantic" not in text and "[type=" not in text, text  # one line, in words
     return text.split(": ", 1)[1]
 
 
@@ -221,16 +222,31 @@ async def lists_the_tools_and_answers_from_the_index(client: ClientSession, inde
 
 
 async def refuses_bad_arguments(client: ClientSession, indexed: Indexed) -> None:
-    assert "query" in error_line(await client.call_tool("search", {"query": ""}))
+    empty = error_line(await client.call_tool("search", {"query": ""}))
+    assert empty == "query should have at least 1 character (got '')"
     assert "the search query is empty" in error_line(await client.call_tool("search", {"query": "   "}))
-    assert "limit" in error_line(await client.call_tool("search", {"query": "fog", "limit": 0}))
-    assert "limit" in error_line(await client.call_tool("search", {"query": "fog", "limit": 21}))
+    zero = error_line(await client.call_tool("search", {"query": "fog", "limit": 0}))
+    assert zero == "limit should be greater than or equal to 1 (got 0)"
+    both = error_line(await client.call_tool("search", {"query": "", "limit": 21}))
+    assert both == "query should have at least 1 character (got ''); limit should be less than or equal to 20 (got 21)"
     assert "limit" in error_line(await client.call_tool("search", {"query": "fog", "limit": "many"}))
-    assert "mode" in error_line(await client.call_tool("search", {"query": "fog", "mode": "fuzzy"}))
+    fuzzy = error_line(await client.call_tool("search", {"query": "fog", "mode": "fuzzy"}))
+    assert fuzzy == "mode should be 'lexical', 'vector' or 'hybrid' (got 'fuzzy')"
+    long = error_line(await client.call_tool("search", {"query": "fog " * 400}))
+    assert long.startswith("query should have at most 1000 characters (got 'fog fog") and len(long) < 120
+    assert error_line(await client.call_tool("search", {"query": "fog", "collections": [7]})) == (
+        "collections[0] should be a valid string (got 7)"
+    )
     assert "no collection 'handbok'" in error_line(
         await client.call_tool("search", {"query": "fog", "collections": ["handbok"]})
     )
-    assert "document" in error_line(await client.call_tool("show_document", {}))
+    assert error_line(await client.call_tool("show_document", {})) == "document is required"
+    assert error_line(await client.call_tool("show_document", {"document": "x", "offset": -1})) == (
+        "offset should be greater than or equal to 0 (got -1)"
+    )
+    assert error_line(await client.call_tool("status", {"collection": ["a"]})) == (
+        "collection should be a valid string (got ['a'])"
+    )
     missing = error_line(await client.call_tool("show_document", {"document": (indexed.folder / "gone.md").as_uri()}))
     assert "no document" in missing
     assert "no document" in error_line(await client.call_tool("show_document", {"document": str(uuid.uuid4())}))
@@ -408,13 +424,21 @@ def blocks(language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.DOTALL)
 
 
-def test_the_docs_python_example_runs(indexed):
-    """docs/mcp.md's script, as its reader runs it: `ingest` on PATH, the database in the
-    environment."""
+def test_every_block_of_the_page_is_run_here():
+    """The blocks below are the page's every block: a new one needs its run here. The one not
+    run installs the package."""
+    fenced = re.findall(r"```(\w*)\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.DOTALL)
+    assert [language for language, _ in fenced] == ["bash", "bash", "json", "python", "python"]
+    assert fenced[0][1].startswith("pip install")
+
+
+def run_python_block(indexed: Indexed, number: int) -> str:
+    """One of docs/mcp.md's scripts by itself, as its reader runs it: `ingest` on PATH, the
+    database in the environment, in a folder of the samples."""
     env = environment(indexed.url, indexed.folder)
     env["PATH"] = f"{INGEST.parent}{os.pathsep}{env.get('PATH', '')}"
     done = subprocess.run(
-        [sys.executable, "-c", blocks("python")[0]],
+        [sys.executable, "-c", blocks("python")[number]],
         cwd=indexed.folder,
         env=env,
         capture_output=True,
@@ -422,18 +446,70 @@ def test_the_docs_python_example_runs(indexed):
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    return done.stdout
+
+
+def test_the_docs_stdio_example_runs(indexed):
+    output = run_python_block(indexed, 0)
+    lines = output.splitlines()
     assert lines[0] == "['search', 'show_document', 'status']"
     assert lines[1].endswith(
         f"Leases and fencing in a PostgreSQL job queue  ({indexed.folder.as_uri()}/postgres-leases.md)"
     )
-    assert "# Leases and fencing in a PostgreSQL job queue\n\nA worker claims a job" in done.stdout
-    assert lines[-1].startswith("True Error executing tool search: 1 validation error")
+    assert "# Leases and fencing in a PostgreSQL job queue\n\nA worker claims a job" in output
+    assert lines[-1] == "True Error executing tool search: limit should be greater than or equal to 1 (got 0)"
 
 
-def test_the_docs_client_configuration_is_a_command_ingest_takes():
+def test_the_docs_http_example_runs_by_itself(indexed):
+    assert run_python_block(indexed, 1).splitlines() == [
+        "Leases and fencing in a PostgreSQL job queue",
+        "Error executing tool search: query should have at least 1 character (got '')",
+    ]
+
+
+def test_the_docs_commands_serve_and_stop(indexed):
+    """`ingest mcp` as the page runs it: over stdio until its client closes stdin; over HTTP
+    (on a free port here, not 8765, which another program may hold) until SIGTERM."""
+    [_, commands] = blocks("bash")
+    lines = [line.split("#")[0].split() for line in commands.splitlines() if line.strip()]
+    assert [line[:2] for line in lines] == [["ingest", "mcp"]] * 3
+    for line in lines:
+        http = "--port" in line
+        args = [("0" if http and word == "8765" else word) for word in line[1:]]
+        process = subprocess.Popen(
+            [str(INGEST), *args],
+            cwd=indexed.folder,
+            env=environment(indexed.url, indexed.folder),
+            stdin=subprocess.DEVNULL,  # a stdio client that leaves at once
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert process.stderr is not None
+        try:
+            if http:
+                assert process.stderr.readline().startswith("ingest mcp: serving http://127.0.0.1:")
+                process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=60) == 0
+        finally:
+            process.kill()
+        assert process.stderr.read() == "ingest mcp: stopped\n", line
+
+
+def test_the_docs_client_configuration_starts_a_server_that_answers(indexed):
+    """The host's configuration as a host runs it, with this checkout's `ingest` for the
+    placeholder path and the test database for the one named."""
     [config] = [json.loads(block) for block in blocks("json")]
     server = config["mcpServers"]["documents"]
     assert Path(server["command"]).name == "ingest" and set(server["env"]) == {"DATABASE_URL"}
     args = build_parser().parse_args(server["args"])
     assert args.command == "mcp" and args.collections == ["handbook"] and args.port is None
+    env = {**environment(indexed.url, indexed.folder), **server["env"], "DATABASE_URL": indexed.url}
+    params = StdioServerParameters(command=str(INGEST), args=server["args"], env=env, cwd=indexed.folder)
+
+    async def run() -> None:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            found = result(await client.call_tool("search", {"query": "fog bell"}))
+            assert [hit["collection"] for hit in found["results"]] == ["handbook"]
+
+    anyio.run(run)
