@@ -1,7 +1,10 @@
 """Errors that the `ingest` command reports as one line, without a traceback; and the
 project's own SQLSTATEs, each with what it becomes on this side."""
 
+import difflib
+import re
 import shlex
+from collections.abc import Iterable
 
 # Our own SQLSTATEs (class IF), raised by the migrations' plpgsql. The standard ones the RPCs
 # raise are 22023 (invalid_parameter_value: a bad argument, a call with no fence) and the
@@ -21,18 +24,73 @@ class ConfigError(IngestError):
 
 class UnknownCollection(IngestError):
     """A command or call named a collection that does not exist (a typo, most often): one
-    message wherever a collection is read (`ingest collection grant`, `search`, `status`, …).
-    To an app's reader (`to_reader`) it names a collection the reader may not read, whether it
-    exists or not, in words that do not say which: `no collection 'x'`, without the owner's hint."""
+    message wherever a collection is read (`ingest collection grant`, `search`, `status`, …),
+    naming the closest of the collections the caller may read (`near`: `did you mean
+    'pgdocs'?`). To an app's reader (`to_reader`) it names a collection the reader may not
+    read, whether it exists or not, in words that do not say which: `no collection 'x'`,
+    without the owner's hint, its `near` drawn from the reader's collections only."""
 
-    def __init__(self, name: str, *, to_reader: bool = False):
-        self.name = name
-        hint = (
-            ""
-            if to_reader
-            else f": `ingest collection add {shlex.quote(name)}` creates it (`ingest collection list` shows them)"
-        )
+    def __init__(self, name: str, *, to_reader: bool = False, near: Iterable[str] = ()):
+        self.name, self.near = name, list(near)
+        guess = f"did you mean {either(self.near)}?" if self.near else ""
+        creates = f"`ingest collection add {shlex.quote(name)}` creates it"
+        if to_reader:
+            hint = f": {guess}" if guess else ""
+        else:
+            hint = f": {guess} ({creates})" if guess else f": {creates} (`ingest collection list` shows them)"
         super().__init__(f"no collection {name!r}{hint}")
+
+    @classmethod
+    def among(cls, name: str, names: Iterable[str], *, to_reader: bool = False) -> "UnknownCollection":
+        """The error for `name`, its suggestions drawn from `names` (those the caller may read)."""
+        return cls(name, to_reader=to_reader, near=near_names(name, names))
+
+
+class NearCollection(IngestError):
+    """A write would create a collection whose name is a small edit from an existing one's (a
+    typo, most often: `kitchn` beside `kitchen`): refused, nothing written, unless the new name
+    is confirmed (`--new-collection`, `new_collection=True`)."""
+
+    def __init__(self, name: str, near: Iterable[str]):
+        self.name, self.near = name, list(near)
+        super().__init__(
+            f"no collection {name!r}: did you mean {either(self.near)}? Nothing was written; to create "
+            f"{name!r}, confirm it (--new-collection; new_collection=True in Python)"
+        )
+
+
+SUGGESTION_CUTOFF = 0.6  # difflib's ratio for a name suggested in an error
+TYPO_CUTOFF = 0.85  # and for a new name refused as a likely typo of an existing one
+
+
+def near_names(name: str, names: Iterable[str], *, cutoff: float = SUGGESTION_CUTOFF, most: int = 3) -> list[str]:
+    """The names of `names` closest to `name`, case aside: best first (difflib's ratio), then
+    by name."""
+    matcher = difflib.SequenceMatcher(b=name.lower())
+    scored = []
+    for other in set(names) - {name}:
+        matcher.set_seq1(other.lower())
+        if matcher.real_quick_ratio() >= cutoff and matcher.quick_ratio() >= cutoff and matcher.ratio() >= cutoff:
+            scored.append((-matcher.ratio(), other))
+    return [other for _, other in sorted(scored)[:most]]
+
+
+def typo_of(name: str, names: Iterable[str]) -> list[str]:
+    """The existing names a new `name` is likely a typo of: within a small edit (or a change of
+    case), unless they differ only in their numbers (`tenant-02` beside `tenant-01` is meant)."""
+    return [other for other in near_names(name, names, cutoff=TYPO_CUTOFF) if not _numbered_apart(name, other)]
+
+
+def _numbered_apart(one: str, other: str) -> bool:
+    digits = re.compile(r"\d+")
+    same_words = digits.sub("", one.lower()) == digits.sub("", other.lower())
+    return same_words and digits.findall(one) != digits.findall(other)
+
+
+def either(names: list[str]) -> str:
+    """'a', "'a' or 'b'", "'a', 'b' or 'c'"."""
+    quoted = [repr(name) for name in names]
+    return quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
 
 
 class DatabaseUnavailable(IngestError):

@@ -3,7 +3,14 @@ queue, searches and shows documents, through the code the `ingest` commands run
 (docs/python.md). Its results are the operations' own typed objects, exported here too."""
 
 from ingestion_pipeline.db.models import BatchReport, DocumentSummary, DocumentVersion
-from ingestion_pipeline.errors import ConfigError, DatabaseUnavailable, IngestError, SchemaTooOld, UnknownCollection
+from ingestion_pipeline.errors import (
+    ConfigError,
+    DatabaseUnavailable,
+    IngestError,
+    NearCollection,
+    SchemaTooOld,
+    UnknownCollection,
+)
 from ingestion_pipeline.operations.enqueue import EnqueuedFile, EnqueueReport
 from ingestion_pipeline.operations.sources import SourceEnqueued
 from ingestion_pipeline.operations.sync import SyncReport
@@ -27,6 +34,7 @@ __all__ = [
     "Index",
     "IngestError",
     "JobResult",
+    "NearCollection",
     "Outcome",
     "Passage",
     "Reader",

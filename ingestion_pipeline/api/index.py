@@ -26,7 +26,8 @@ from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.operations.enqueue import EnqueuedFile, EnqueueReport, enqueue_paths
-from ingestion_pipeline.operations.lookup import parse_ref, shown_key
+from ingestion_pipeline.operations.lookup import parse_ref
+from ingestion_pipeline.operations.selection import Selection
 from ingestion_pipeline.operations.sources import SourceEnqueued, enqueue_bytes
 from ingestion_pipeline.operations.sync import SyncOptions, SyncReport, sync_source
 from ingestion_pipeline.processing import Embedder, embedder_from_settings
@@ -56,7 +57,7 @@ from .connections import (
     unit_of_work,
 )
 from .progress import reporting
-from .results import Document, DocumentNotFound, RunReport
+from .results import Document, RunReport, not_found
 
 PathsArgument = str | Path | Iterable[str | Path]
 
@@ -110,10 +111,16 @@ class Index(ClosesOnExit):
         max_attempts: int | None = None,
         progress: Callable[[EnqueuedFile], None] | None = None,
         show_progress: bool = False,
+        include: Iterable[str] | None = None,
+        exclude: Iterable[str] | None = None,
+        new_collection: bool = False,
     ) -> EnqueueReport:
-        """`ingest enqueue`: files and folders (recursively) as one import batch, each file
-        a document keyed by its path; its bytes, version and job in one transaction."""
+        """`ingest enqueue`: files, and the documents of folders (recursively; `include`,
+        `exclude`: globs choosing otherwise), as one import batch, each file a document keyed by
+        its path; its bytes, version and job in one transaction. NearCollection for a new
+        `collection` named like an existing one (`kitchn`), unless `new_collection`."""
         with self._call() as db, reporting(progress, show=show_progress, desc="enqueue", unit="file") as notify:
+            IngestionRpc(db).check_new_collection(collection, confirmed=new_collection)
             return enqueue_paths(
                 db,
                 _paths(paths),
@@ -124,6 +131,7 @@ class Index(ClosesOnExit):
                 collection=collection,
                 keep_versions=self.settings.keep_versions,
                 on_file=notify,
+                selection=Selection.of(include, exclude),
             )
 
     def enqueue_bytes(
@@ -135,10 +143,13 @@ class Index(ClosesOnExit):
         collection: str = DEFAULT_COLLECTION,
         mime_type: str | None = None,
         max_attempts: int | None = None,
+        new_collection: bool = False,
     ) -> SourceEnqueued:
         """Bytes an app holds, as the latest version of the document `key` names
-        (`app://invoices/0042`); `name` and `mime_type` tell the parser what they are."""
+        (`app://invoices/0042`); `name` and `mime_type` tell the parser what they are.
+        `new_collection`: as `enqueue`'s."""
         with self._call() as db:
+            IngestionRpc(db).check_new_collection(collection, confirmed=new_collection)
             return enqueue_bytes(
                 db,
                 content,
@@ -160,9 +171,14 @@ class Index(ClosesOnExit):
         allow_empty: bool = False,
         progress: Callable[[str], None] | None = None,
         show_progress: bool = False,
+        include: Iterable[str] | None = None,
+        exclude: Iterable[str] | None = None,
+        new_collection: bool = False,
     ) -> SyncReport:
         """`ingest sync`: one pass mirroring a folder or a URL (s3://bucket/prefix) into
-        `collection`: new and changed files enqueued, vanished ones deleted."""
+        `collection`: new and changed documents enqueued (`include`, `exclude`: as `enqueue`'s;
+        the files passed over are not the source's), vanished ones deleted. `new_collection`:
+        as `enqueue`'s."""
         options = SyncOptions(
             collection=collection,
             max_bytes=self.settings.max_file_bytes,
@@ -171,8 +187,10 @@ class Index(ClosesOnExit):
             allow_empty=allow_empty,
             max_attempts=self.settings.max_attempts,
             keep_versions=self.settings.keep_versions,
+            selection=Selection.of(include, exclude),
         )
         with self._call() as db, reporting(progress, show=show_progress, desc="sync", unit="file") as notify:
+            IngestionRpc(db).check_new_collection(collection, confirmed=new_collection)
             on_entry = None if notify is None else lambda key, _counts: notify(key)
             return sync_source(db, str(source), options, on_entry=on_entry)
 
@@ -215,10 +233,21 @@ class Index(ClosesOnExit):
         collection: str = DEFAULT_COLLECTION,
         show_progress: bool = False,
         progress: Callable[[JobResult], None] | None = None,
+        include: Iterable[str] | None = None,
+        exclude: Iterable[str] | None = None,
+        new_collection: bool = False,
     ) -> RunReport:
-        """Enqueue `paths`, then drain the queue: they are searchable when it returns (as
-        are other jobs it found queued). `progress`: called per job indexed."""
-        enqueued = self.enqueue(paths, collection=collection, show_progress=show_progress)
+        """Enqueue `paths` (`include`, `exclude`, `new_collection`: as `enqueue`'s), then drain
+        the queue: they are searchable when it returns (as are other jobs it found queued).
+        `progress`: called per job indexed."""
+        enqueued = self.enqueue(
+            paths,
+            collection=collection,
+            show_progress=show_progress,
+            include=include,
+            exclude=exclude,
+            new_collection=new_collection,
+        )
         worked = self.work(drain=True, progress=progress, show_progress=show_progress)
         return RunReport(enqueued, worked)
 
@@ -298,7 +327,7 @@ class Index(ClosesOnExit):
             rpc.require_collections([collection])
             history = rpc.document_history(document_id=document_id, collection=where, source_key=key)
             if not history.ok or history.document is None:
-                raise _not_found(rpc, document_id, key, where)
+                raise not_found(rpc, document_id, key, where)
             found = history.document.document_id
             kept, notes = rpc.kept_versions(found), rpc.document_notes(found)
         return Document(history.document, history.versions, sorted(kept), notes)
@@ -369,16 +398,3 @@ def _pool_for_worker(url: str, settings: Settings) -> Iterator[ConnectionPool[ps
 
 def _paths(paths: PathsArgument) -> list[str | Path]:
     return [paths] if isinstance(paths, (str, Path)) else list(paths)
-
-
-def _not_found(rpc: IngestionRpc, document_id: UUID | None, key: str | None, collection: str) -> DocumentNotFound:
-    if key is None:
-        return DocumentNotFound(f"no document {document_id}")
-    deleted = rpc.deleted_document(collection, key)
-    where = f"{shown_key(key)} in collection {collection!r}"
-    if deleted is None:
-        return DocumentNotFound(f"no document {where}")
-    return DocumentNotFound(
-        f"no live document {where}: it was deleted at {deleted.deleted_at:%Y-%m-%d %H:%M:%S %Z} "
-        f"(Index.show({str(deleted.document_id)!r}) lists its versions; enqueue the file again to bring it back)"
-    )

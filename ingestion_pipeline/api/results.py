@@ -4,12 +4,17 @@ search/, db/models/, which it returns as they are)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from ingestion_pipeline.db.models import DocumentSummary, DocumentVersion
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.operations.enqueue import EnqueueReport
+from ingestion_pipeline.operations.lookup import shown_key
 from ingestion_pipeline.worker import WorkerReport
+
+if TYPE_CHECKING:
+    from ingestion_pipeline.db.rpc import IngestionRpc
 
 
 class DocumentNotFound(IngestError):
@@ -46,3 +51,17 @@ class RunReport:
 
     enqueued: EnqueueReport
     worked: WorkerReport
+
+
+def not_found(rpc: IngestionRpc, document_id: UUID | None, key: str | None, collection: str) -> DocumentNotFound:
+    """DocumentNotFound for `Index.show`: it says when the key's document was deleted."""
+    if key is None:
+        return DocumentNotFound(f"no document {document_id}")
+    deleted = rpc.deleted_document(collection, key)
+    where = f"{shown_key(key)} in collection {collection!r}"
+    if deleted is None:
+        return DocumentNotFound(f"no document {where}")
+    return DocumentNotFound(
+        f"no live document {where}: it was deleted at {deleted.deleted_at:%Y-%m-%d %H:%M:%S %Z} "
+        f"(Index.show({str(deleted.document_id)!r}) lists its versions; enqueue the file again to bring it back)"
+    )

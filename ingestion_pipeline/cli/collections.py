@@ -20,7 +20,7 @@ from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db.models import CollectionAdded, CollectionRemoved, CollectionRole, Refusal
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.errors import IngestError, UnknownCollection
+from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.operations import lifecycle
 from ingestion_pipeline.settings import Settings
 
@@ -136,10 +136,11 @@ def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_grant(args: argparse.Namespace, settings: Settings) -> int:
     with migrated_pool(settings) as pool:
-        result = IngestionRpc(pool).grant_collection(args.name, args.user_id, args.role)
-    if not result.ok:
+        rpc = IngestionRpc(pool)
+        result = rpc.grant_collection(args.name, args.user_id, args.role)
         if result.reason == Refusal.UNKNOWN_COLLECTION:
-            raise UnknownCollection(args.name)
+            raise rpc.unknown_collection(args.name)
+    if not result.ok:
         raise IngestError(f"user {args.user_id} not granted {args.role} of {args.name}: {result.reason}")
     if result.previous_role == result.role:
         print(f"user {args.user_id} is already a {result.role} of {args.name}")
@@ -158,6 +159,8 @@ def cmd_remove(args: argparse.Namespace, settings: Settings) -> int:
         if result.reason == Refusal.NOT_EMPTY and args.delete_documents:
             deleted = lifecycle.delete_collection_documents(rpc, args.name)
             result = rpc.remove_collection(args.name)
+        if result.reason == Refusal.UNKNOWN_COLLECTION:
+            raise rpc.unknown_collection(args.name)
     if not result.ok:
         raise _not_removed(args.name, result)
     done = [f"{sum(1 for r in deleted if r.get('ok'))} document(s) deleted"] if deleted else []
@@ -167,8 +170,6 @@ def cmd_remove(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _not_removed(name: str, result: CollectionRemoved) -> IngestError:
-    if result.reason == Refusal.UNKNOWN_COLLECTION:
-        return UnknownCollection(name)
     if result.reason == Refusal.HAS_SOURCES:
         return IngestError(
             f"collection {name!r} not removed: registered source(s) {', '.join(result.sources)} sync into it "

@@ -16,6 +16,7 @@ from psycopg_pool import ConnectionPool
 
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
+from ingestion_pipeline.operations.selection import Selection
 
 if TYPE_CHECKING:
     # What `parser.add_subparsers()` returns, which each command module adds its commands to
@@ -54,10 +55,36 @@ def add_database_url(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--database-url", metavar="URL", help="overrides DATABASE_URL")
 
 
-def add_collection(parser: argparse.ArgumentParser) -> None:
+def add_collection(parser: argparse.ArgumentParser, *, creates: bool = False) -> None:
+    """`--collection NAME`; `creates`: a command that creates it when missing, with
+    `--new-collection`, which confirms a new name close to an existing one's."""
     parser.add_argument(
         "--collection", metavar="NAME", default=DEFAULT_COLLECTION, help=f"collection (default {DEFAULT_COLLECTION!r})"
     )
+    if creates:
+        parser.add_argument(
+            "--new-collection",
+            action="store_true",
+            help="create --collection even when its name is close to an existing one's (refused as a likely typo)",
+        )
+
+
+def add_selection(parser: argparse.ArgumentParser) -> None:
+    """`--include GLOB`, `--exclude GLOB`: which files of a folder are taken (selection.py)."""
+    parser.add_argument(
+        "--include",
+        action="append",
+        metavar="GLOB",
+        help="take the files of a folder that match GLOB (by name, or by path below the folder when it has a /), "
+        "whatever they are, instead of its documents; repeatable",
+    )
+    parser.add_argument(
+        "--exclude", action="append", metavar="GLOB", help="pass over the files that match GLOB; repeatable"
+    )
+
+
+def selection_of(args: argparse.Namespace) -> Selection:
+    return Selection.of(args.include, args.exclude)
 
 
 def add_collection_scope(parser: argparse.ArgumentParser, scope: str) -> None:
@@ -74,10 +101,14 @@ def add_document_refs(parser: argparse.ArgumentParser, collection_help: str) -> 
 
 
 @contextmanager
-def announce_new_collection(pool: ConnectionPool[psycopg.Connection[DictRow]], name: str) -> Iterator[None]:
-    """Around a command that writes documents into collection `name` (enqueue, sync): when
-    its writes created the collection, say so on stderr, one line, so a typo shows."""
+def announce_new_collection(
+    pool: ConnectionPool[psycopg.Connection[DictRow]], name: str, *, confirmed: bool = True
+) -> Iterator[None]:
+    """Around a command that writes documents into collection `name` (enqueue, sync): a new
+    name close to an existing one's is refused first (NearCollection) unless `confirmed`;
+    when its writes created the collection, say so on stderr, one line."""
     rpc = IngestionRpc(pool)
+    rpc.check_new_collection(name, confirmed=confirmed)
     existed = not rpc.missing_collections([name])
     try:
         yield

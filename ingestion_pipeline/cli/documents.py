@@ -11,9 +11,11 @@ from ingestion_pipeline.cli.common import (
     add_collection,
     add_collection_scope,
     add_database_url,
+    add_selection,
     announce_new_collection,
     positive_int,
     print_json,
+    selection_of,
 )
 from ingestion_pipeline.cli.progress import bar, drawn
 from ingestion_pipeline.cli.tables import render_table
@@ -22,6 +24,7 @@ from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.operations.enqueue import EnqueueReport, enqueue_paths
 from ingestion_pipeline.operations.lookup import shown_key
+from ingestion_pipeline.operations.selection import skipped_line
 from ingestion_pipeline.settings import Settings
 
 if TYPE_CHECKING:
@@ -33,13 +36,16 @@ FILES_LISTED = 25
 
 def register(commands: Commands) -> None:
     enqueue = commands.add_parser("enqueue", help="upload files and folders as one import batch")
-    enqueue.add_argument("paths", nargs="+", metavar="PATH", help="files or folders (recursive)")
+    enqueue.add_argument(
+        "paths", nargs="+", metavar="PATH", help="files, and folders whose documents are taken (recursive)"
+    )
     enqueue.add_argument("--batch", metavar="NAME", help="batch name (default: 'import <time>')")
     enqueue.add_argument("--reindex", action="store_true", help="reindex files whose bytes are unchanged")
-    add_collection(enqueue)
+    add_collection(enqueue, creates=True)
     enqueue.add_argument(
         "--max-attempts", type=positive_int, metavar="N", help="attempts per job (INGEST_MAX_ATTEMPTS)"
     )
+    add_selection(enqueue)
     enqueue.set_defaults(handler=cmd_enqueue)
 
     status = commands.add_parser("status", help="batches, job counts and failures")
@@ -62,7 +68,7 @@ def _uuid(value: str) -> UUID:
 
 def cmd_enqueue(args: argparse.Namespace, settings: Settings) -> int:
     max_attempts = args.max_attempts or settings.max_attempts
-    with migrated_pool(settings) as pool, announce_new_collection(pool, args.collection):
+    with migrated_pool(settings) as pool, announce_new_collection(pool, args.collection, confirmed=args.new_collection):
         progress = bar("enqueue", "file", draw=drawn(args.json))
         with progress:
             report = enqueue_paths(
@@ -76,6 +82,7 @@ def cmd_enqueue(args: argparse.Namespace, settings: Settings) -> int:
                 keep_versions=settings.keep_versions,
                 on_file=lambda _: progress.update(),
                 on_files=lambda total: progress.reset(total=total),
+                selection=selection_of(args),
             )
     for path, reason in report.skipped:  # found in a folder and passed over: the rest went in
         print(f"ingest: skipped {path}: {reason}", file=sys.stderr)
@@ -91,6 +98,8 @@ def cmd_enqueue(args: argparse.Namespace, settings: Settings) -> int:
         )
         print()
     print(render_table(["outcome", "files"], sorted(report.counts.items())))
+    if report.passed_over:
+        print(skipped_line(report.passed_over))
     print(batch_line(report))
     return 0
 

@@ -34,7 +34,7 @@ def register(commands: Commands) -> None:
     add = actions.add_parser("add", help="register a source (Dagster syncs it every --every minutes)")
     add.add_argument("name", metavar="NAME", help="letters, digits, . _ - (at most 63)")
     add.add_argument("url", metavar="URL", help="a folder or a URL (s3://bucket/prefix, file:///…)")
-    add_collection(add)
+    add_collection(add, creates=True)
     add.add_argument("--every", type=positive_int, metavar="MINUTES", help="sync interval (default: on demand only)")
     add.add_argument("--no-delete", dest="delete", action="store_false", help="its syncs never delete documents")
     add.set_defaults(handler=cmd_add)
@@ -61,6 +61,7 @@ def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
     url = args.url if "://" in args.url or args.url.startswith("file:") else os.path.abspath(args.url)
     with migrated_pool(settings) as pool:
         rpc = IngestionRpc(pool)
+        rpc.check_new_collection(args.collection, confirmed=args.new_collection)  # before its first sync creates it
         result = rpc.register_source(
             args.name, url, collection=args.collection, every_minutes=args.every, delete_vanished=args.delete
         )

@@ -9,11 +9,19 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
-from ingestion_pipeline.cli.common import add_collection, add_database_url, announce_new_collection, print_json
+from ingestion_pipeline.cli.common import (
+    add_collection,
+    add_database_url,
+    add_selection,
+    announce_new_collection,
+    print_json,
+    selection_of,
+)
 from ingestion_pipeline.cli.progress import bar, drawn, sync_postfix
 from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.operations.lookup import shown_key
+from ingestion_pipeline.operations.selection import skipped_line
 from ingestion_pipeline.operations.sync import COUNTED, Pool, SyncOptions, SyncReport, sync_source
 from ingestion_pipeline.settings import Settings
 
@@ -35,12 +43,13 @@ def register(commands: Commands) -> None:
         "endpoint come from the AWS environment and config (AWS_ENDPOINT_URL, AWS_PROFILE, …).",
     )
     sync.add_argument("source", metavar="SOURCE", help="a folder or a URL (s3://bucket/prefix, file:///…)")
-    add_collection(sync)
+    add_collection(sync, creates=True)
     sync.add_argument("--no-delete", dest="delete", action="store_false", help="never delete documents")
     sync.add_argument("--dry-run", action="store_true", help="say what would change; read and write nothing")
     sync.add_argument(
         "--allow-empty", action="store_true", help="an empty listing deletes every document of the source"
     )
+    add_selection(sync)
     sync.add_argument("--json", action="store_true", help="machine-readable output")
     add_database_url(sync)
     sync.set_defaults(handler=cmd_sync)
@@ -55,12 +64,14 @@ def cmd_sync(args: argparse.Namespace, settings: Settings) -> int:
         allow_empty=args.allow_empty,
         max_attempts=settings.max_attempts,
         keep_versions=settings.keep_versions,
+        selection=selection_of(args),
     )
     return run_sync(
         settings,
         args.json,
         lambda pool, on_entry: sync_source(pool, args.source, options, on_entry=on_entry),
         collection_of=lambda _: args.collection,
+        confirmed=args.new_collection,
     )
 
 
@@ -69,6 +80,8 @@ def run_sync(
     as_json: bool,
     sync: Callable[[Pool, Callable[[str, Counter[str]], None]], SyncReport],
     collection_of: Callable[[Pool], str | None],
+    *,
+    confirmed: bool = True,
 ) -> int:
     """Run `sync` (given the pool and a callback per listed file) with a progress bar on a
     terminal, then print its report (`ingest sync`, `ingest source sync`); a collection the
@@ -77,7 +90,7 @@ def run_sync(
     counts files and what became of them, with no total or ETA: the listing is read as the
     pass goes, so its length is known only at the end (listing it first would cost a second
     pass over a bucket)."""
-    with migrated_pool(settings) as pool, _announcing(pool, collection_of(pool)):
+    with migrated_pool(settings) as pool, _announcing(pool, collection_of(pool), confirmed):
         progress = bar("sync", "file", draw=drawn(as_json))
 
         def on_entry(key: str, counts: Counter[str]) -> None:
@@ -112,8 +125,8 @@ def failure_line(report: SyncReport, as_json: bool) -> str:
     return f"ingest: {entries} failed, the rest of the pass is done (first: {shown_key(key)}: {reason}); {where}"
 
 
-def _announcing(pool: Pool, collection: str | None) -> AbstractContextManager[None]:
-    return announce_new_collection(pool, collection) if collection is not None else nullcontext()
+def _announcing(pool: Pool, collection: str | None, confirmed: bool) -> AbstractContextManager[None]:
+    return announce_new_collection(pool, collection, confirmed=confirmed) if collection is not None else nullcontext()
 
 
 def print_report(report: SyncReport) -> None:
@@ -126,6 +139,8 @@ def print_report(report: SyncReport) -> None:
     if report.failures:
         print("\nfailed:")
         print(render_table(["file", "reason"], [(shown_key(k), r) for k, r in report.failures[:ROWS_LISTED]]))
+    if report.passed_over:
+        print(f"\n{skipped_line(report.passed_over)}")
     if report.deletes_skipped:
         print(f"\nnothing deleted: {report.deletes_skipped}")
     where = f"batch {report.batch_id}" if report.batch_id else "no batch (nothing to index)"

@@ -169,7 +169,7 @@ class Tools:
         if collection is not None:
             self._served([collection])
             if not self._may_read(collection):  # a reader's: in the words used for one that does not exist
-                raise UnknownCollection(collection, to_reader=True)
+                raise UnknownCollection.among(collection, self._readable() or [], to_reader=True)
             scopes: list[str | None] = [collection]
         else:
             allowed = self._readable()

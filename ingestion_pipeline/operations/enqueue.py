@@ -38,6 +38,7 @@ from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
 from ingestion_pipeline.errors import BatchWasCancelled, IngestError
+from ingestion_pipeline.operations.selection import ALL_DOCUMENTS, PassedOver, Selection
 from ingestion_pipeline.operations.sources import SourceEnqueued, SourceRefused, enqueue_content
 
 MAX_PROBLEMS_SHOWN = 5
@@ -69,6 +70,7 @@ class EnqueueReport:
     # a file's job was found queued meanwhile by another enqueue (see _enqueue_file).
     batch_status: str | None = "processing"
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, why) found in a folder, not read
+    passed_over: PassedOver = field(default_factory=PassedOver)  # found in a folder, not documents (selection.py)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -81,6 +83,7 @@ class EnqueueReport:
             "batch_status": self.batch_status,
             "counts": self.counts,
             "skipped": [{"path": path, "reason": reason} for path, reason in self.skipped],
+            "skipped_by_kind": self.passed_over.by_kind(),
             "files": [
                 {
                     "path": f.path,
@@ -97,20 +100,27 @@ class EnqueueReport:
 
 
 def collect_files(
-    paths: Iterable[str | Path], max_bytes: int, skipped: list[tuple[str, str]] | None = None
+    paths: Iterable[str | Path],
+    max_bytes: int,
+    skipped: list[tuple[str, str]] | None = None,
+    selection: Selection = ALL_DOCUMENTS,
+    passed: PassedOver | None = None,
 ) -> list[Path]:
     """Expand folders (recursively, skipping hidden entries) and check every file. A path
     given that is missing, not a file or unreadable refuses the call; an entry found in a
     folder that is not a regular file (a link to nothing) or not readable is passed over,
-    and said in `skipped`, so one broken entry does not block a folder."""
+    and said in `skipped`, so one broken entry does not block a folder. Of a folder's files,
+    those `selection` does not take are counted in `passed`; a file named is always taken."""
     files: list[Path] = []
     problems: list[str] = []
+    passed = PassedOver() if passed is None else passed
     for raw in paths:
         path = Path(raw)
         if not path.exists():
             problems.append(f"{display_name(path)}: no such file or folder")
         elif path.is_dir():
-            files.extend(_readable(walk_files(path, on_error=_folder_skipped(skipped)), skipped))
+            found = _selected(path, walk_files(path, on_error=_folder_skipped(skipped)), selection, passed)
+            files.extend(_readable(found, skipped))
         else:
             files.append(path)
     for path in files:
@@ -122,8 +132,18 @@ def collect_files(
         more = f" (and {len(problems) - MAX_PROBLEMS_SHOWN} more)" if len(problems) > MAX_PROBLEMS_SHOWN else ""
         raise EnqueueRefused(f"nothing was enqueued: {shown}{more}")
     if not files:
-        raise EnqueueRefused("nothing was enqueued: no files found in the given paths")
+        what = f"no documents in the given paths (skipped: {passed})" if passed else "no files found in the given paths"
+        raise EnqueueRefused(f"nothing was enqueued: {what}")
     return files
+
+
+def _selected(folder: Path, found: Iterable[Path], selection: Selection, passed: PassedOver) -> Iterator[Path]:
+    for path in found:
+        kind = selection.passed_over(path.relative_to(folder).as_posix())
+        if kind is None:
+            yield path
+        else:
+            passed.add(kind)
 
 
 def _readable(found: Iterable[Path], skipped: list[tuple[str, str]] | None) -> Iterator[Path]:
@@ -203,19 +223,21 @@ def enqueue_paths(
     keep_versions: int = 1,
     on_file: Callable[[EnqueuedFile], None] | None = None,
     on_files: Callable[[int], None] | None = None,
+    selection: Selection = ALL_DOCUMENTS,
 ) -> EnqueueReport:
     """`db`: a pool, or one connection (each file is its own transaction on it, or a
     savepoint of the caller's transaction). `keep_versions` > 1: a new version's enqueue
     keeps the bytes it replaces (the janitor removes those beyond the newest `keep_versions`).
     `on_files` is told how many files were found (before the first is read), `on_file` each
-    one enqueued."""
+    one enqueued. `selection`: which files of a folder are taken (selection.py)."""
     skipped: list[tuple[str, str]] = []
-    files = collect_files(paths, max_bytes, skipped)
+    passed = PassedOver()
+    files = collect_files(paths, max_bytes, skipped, selection, passed)
     if on_files:
         on_files(len(files))
     name = batch_name or f"import {datetime.now(UTC):%Y-%m-%d %H:%M:%S}"
     batch = LazyBatch(name, {"files": len(files)})
-    report = EnqueueReport(batch_id=None, batch_name=name, skipped=skipped)
+    report = EnqueueReport(batch_id=None, batch_name=name, skipped=skipped, passed_over=passed)
     options = _Options(max_bytes, reindex, max_attempts, collection, keep_versions)
     # One connection and one client for the whole call, each file in its own transaction: a
     # checkout per file cost a health-check round trip and a client per file a schema look-up,

@@ -40,6 +40,7 @@ class Entry:
     modified_at: datetime | None
     etag: str | None
     read: Callable[[int], bytes]  # at most n bytes of the file
+    relative: str = ""  # its path below the source, `/`-separated (what a selection's globs match)
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,7 @@ def _local_entries(root: Path) -> Iterator[Entry | Unlisted]:
             modified_at=datetime.fromtimestamp(stat.st_mtime, UTC),
             etag=None,
             read=partial(read_at_most, path),
+            relative=display_name(path.relative_to(root).as_posix()),
         )
     yield from unlisted
 
@@ -152,6 +154,7 @@ def _fs_entries(fs: Any, protocol: str, root: str, url: str) -> Iterator[Entry |
                 modified_at=_modified_at(info),
                 etag=_etag(info),
                 read=_fs_reader(fs, path),
+                relative=path[len(root) :].lstrip("/"),
             )
     except ListingFailed:
         raise

@@ -62,6 +62,7 @@ from ingestion_pipeline.db.rpc.documents import LiveKey
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.operations.enqueue import LazyBatch
 from ingestion_pipeline.operations.listing import Entry, Source, Unlisted, open_source
+from ingestion_pipeline.operations.selection import ALL_DOCUMENTS, PassedOver, Selection
 from ingestion_pipeline.operations.sources import SourceRefused, enqueue_content
 
 PAGE = 500  # listing entries looked up per query, live keys read per page
@@ -92,6 +93,7 @@ class SyncReport:
     changes: list[tuple[str, str]] = field(default_factory=list)  # (key, new|changed|requeued|deleted)
     deletes_skipped: str | None = None  # why nothing was deleted, when deletes were due
     bytes_read: int = 0
+    passed_over: PassedOver = field(default_factory=PassedOver)  # not documents, or not selected: not synced
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -102,6 +104,7 @@ class SyncReport:
             "counts": {name: self.counts[name] for name in COUNTED},
             "bytes_read": self.bytes_read,
             "deletes_skipped": self.deletes_skipped,
+            "skipped_by_kind": self.passed_over.by_kind(),
             "failures": [{"source_key": key, "reason": reason} for key, reason in self.failures],
             "changes": [{"source_key": key, "change": change} for key, change in self.changes],
         }
@@ -116,6 +119,7 @@ class SyncOptions:
     allow_empty: bool = False
     max_attempts: int = 3
     keep_versions: int = 1
+    selection: Selection = ALL_DOCUMENTS  # files it passes over are not the source's (selection.py)
 
 
 Pool = ConnectionPool[psycopg.Connection[DictRow]]
@@ -145,7 +149,7 @@ def sync_source(
         writer = _Writer(conn, IngestionRpc(conn), batch)
         began = writer.rpc.database_now()  # documents enqueued from now on are not this pass's to delete
         try:
-            for page in _pages(_listed_entries(source, listed, report)):
+            for page in _pages(_listed_entries(source, listed, report, options.selection)):
                 known = writer.rpc.known_sources(options.collection, [entry.key for entry in page])
                 for entry in page:
                     if keep_lease:  # renews when its interval has passed (a page may take long)
@@ -179,12 +183,15 @@ class _Listed:
         return key in self.keys or any(key == top or key.startswith(top.rstrip("/") + "/") for top in self.unlisted)
 
 
-def _listed_entries(source: Source, listed: _Listed, report: SyncReport) -> Iterator[Entry]:
-    """The source's entries; an Unlisted one is reported and kept from the deletes."""
+def _listed_entries(source: Source, listed: _Listed, report: SyncReport, selection: Selection) -> Iterator[Entry]:
+    """The source's entries; an Unlisted one is reported and kept from the deletes, and one
+    the selection passes over is counted and not listed (its document, if any, is deleted)."""
     for entry in source.entries():
         if isinstance(entry, Unlisted):
             listed.unlisted.append(entry.key)
             _failed(report, entry.key, entry.reason)
+        elif (kind := selection.passed_over(entry.relative or entry.name)) is not None:
+            report.passed_over.add(kind)
         else:
             listed.keys.add(entry.key)
             yield entry

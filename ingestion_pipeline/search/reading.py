@@ -60,8 +60,8 @@ def require_readable(conn: psycopg.Connection[Any], names: Iterable[str], reader
         return
     readable = readable_among(conn, named, reader)
     unreadable = [] if readable is None else [name for name in named if name not in readable]
-    if unreadable:
-        raise UnknownCollection(unreadable[0], to_reader=True)
+    if unreadable:  # the closest names the reader may read, never others
+        raise UnknownCollection.among(unreadable[0], readable_collections(conn, reader) or [], to_reader=True)
 
 
 def readable_sections(conn: psycopg.Connection[Any], document_id: UUID, reader: Reader | None = None) -> list[Section]:

@@ -22,7 +22,7 @@ import psycopg
 from psycopg.rows import class_row, tuple_row
 
 from ingestion_pipeline.db.queries import query
-from ingestion_pipeline.db.rpc.collections import missing_collections
+from ingestion_pipeline.db.rpc.collections import collection_names, missing_collections
 from ingestion_pipeline.db.schema_level import probe, require_current
 from ingestion_pipeline.errors import IngestError, SchemaTooOld, UnknownCollection
 
@@ -164,7 +164,8 @@ def _require_collections(conn: psycopg.Connection[Any], names: list[str]) -> Non
     try:
         with conn.transaction():
             missing = missing_collections(conn, names)
+            known = collection_names(conn) if missing else []
     except psycopg.errors.InsufficientPrivilege:
         return
     if missing:
-        raise UnknownCollection(missing[0])
+        raise UnknownCollection.among(missing[0], known)

@@ -52,8 +52,8 @@ def test_a_file_that_vanishes_before_the_first_is_stored_leaves_no_batch(pool, s
     (tmp_path / "b.txt").write_text("beta")
     checked = enqueue.collect_files
 
-    def check_then_lose_the_first(paths, max_bytes, skipped=None):
-        files = checked(paths, max_bytes, skipped)
+    def check_then_lose_the_first(paths, max_bytes, *chosen):
+        files = checked(paths, max_bytes, *chosen)
         files[0].unlink()  # gone after the check
         return files
 
@@ -102,8 +102,8 @@ def test_a_file_that_grew_after_the_check_is_not_read_whole(pool, settings, tmp_
     small.write_text("x" * 100)
     checked = enqueue.collect_files
 
-    def check_then_grow(paths, max_bytes, skipped=None):
-        files = checked(paths, max_bytes, skipped)
+    def check_then_grow(paths, max_bytes, *chosen):
+        files = checked(paths, max_bytes, *chosen)
         with open(small, "r+b") as handle:
             handle.truncate(64 * 1024 * 1024)  # sparse: 64 MB appear at no cost
         return files

@@ -24,7 +24,7 @@ from ingestion_pipeline.db.models import (
 )
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.db.rpc.base import RpcBase
-from ingestion_pipeline.errors import UnknownCollection
+from ingestion_pipeline.errors import NearCollection, UnknownCollection, typo_of
 
 WHAT = "managing collections"  # what needs this release's schema, in SchemaTooOld's message
 
@@ -35,6 +35,11 @@ def missing_collections(conn: psycopg.Connection[Any], names: Sequence[str]) -> 
     rows = execute_as_dicts(conn, query("rpc_known_collections"), {"names": list(names)}).fetchall()
     known = {row["name"] for row in rows}
     return [name for name in dict.fromkeys(names) if name not in known]
+
+
+def collection_names(conn: psycopg.Connection[Any]) -> list[str]:
+    """Every collection's name (the caller reads the table: the owner, ingestion_worker)."""
+    return [row["name"] for row in execute_as_dicts(conn, query("collection_names")).fetchall()]
 
 
 class CollectionRpc(RpcBase):
@@ -59,11 +64,29 @@ class CollectionRpc(RpcBase):
             return missing_collections(conn, names)
 
     def require_collections(self, names: Sequence[str | None]) -> None:
-        """UnknownCollection for the first of `names` (None: not named) that is no collection."""
+        """UnknownCollection for the first of `names` (None: not named) that is no collection,
+        naming the closest existing ones."""
         named = [name for name in names if name is not None]
         missing = self.missing_collections(named) if named else []
         if missing:
-            raise UnknownCollection(missing[0])
+            raise self.unknown_collection(missing[0])
+
+    def unknown_collection(self, name: str) -> UnknownCollection:
+        """The error for `name`, which is no collection: the closest existing ones named."""
+        with self._connection() as conn:
+            return UnknownCollection.among(name, collection_names(conn))
+
+    def check_new_collection(self, name: str, *, confirmed: bool = False) -> None:
+        """Before a write that creates collection `name` when it does not exist: NearCollection
+        when it does not and its name is a likely typo of an existing one's (`kitchn` beside
+        `kitchen`), unless `confirmed`. An existing name, or a new one far from the others,
+        passes."""
+        if confirmed or not self.missing_collections([name]):
+            return
+        with self._connection() as conn:
+            near = typo_of(name, collection_names(conn))
+        if near:
+            raise NearCollection(name, near)
 
     def grant_collection(self, collection: str, user_id: UUID, role: CollectionRole = "reader") -> CollectionGranted:
         """Make the user a reader or writer of the collection (a member's role is replaced;

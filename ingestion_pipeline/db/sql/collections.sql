@@ -19,6 +19,10 @@ select revoke_collection(p_collection => %(collection)s, p_user_id => %(user_id)
 -- Which of these names are collections (the operator's commands refuse the others).
 select name from public.collections where name = any (%(names)s::text[]);
 
+-- name: collection_names
+-- Every collection's name: what an unknown name is compared with (errors.near_names).
+select name from public.collections order by name;
+
 -- name: rpc_remove_collection
 select remove_collection(p_name => %(name)s) as result;
 
