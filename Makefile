@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint install clean
+.PHONY: demo test lint install dist clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -73,6 +73,15 @@ $(SYSTEM_TOOLS): tools/system-tools.sh | $(BIN)/python
 
 test: lint $(SYSTEM_TOOLS)
 	$(BIN)/python -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
+
+# The wheel and sdist to install outside a checkout (docs/integrations.md), in $(DIST): built by
+# hatchling, of the test extra, in .venv (no network); tests/integration/test_installed_wheel.py
+# installs the wheel in a fresh venv and indexes and searches from another folder.
+DIST ?= dist
+dist: $(STAMP)
+	@[ -x $(BIN)/uv ] || $(BIN)/python -m pip install --quiet uv
+	rm -f $(DIST)/ingestion_pipeline-*
+	$(BIN)/uv build --quiet --no-build-isolation --python $(BIN)/python --out-dir $(DIST) .
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

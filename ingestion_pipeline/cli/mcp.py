@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from ingestion_pipeline.api import Index, Reader
 from ingestion_pipeline.cli.common import add_database_url, non_negative_int, user_id
 from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.extras import install_hint
 from ingestion_pipeline.settings import Settings
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ def register(commands: Commands) -> None:
         description="An MCP server with three read-only tools: search, show_document and status. "
         "Over stdio by default (an MCP client starts it as a command); with --port, streamable HTTP "
         "at http://127.0.0.1:PORT/mcp. It stops at the end of its input (stdio), SIGINT or SIGTERM. "
-        "Needs the mcp extra: pip install 'ingestion-pipeline[mcp]'.",
+        "Needs the mcp extra (the MCP SDK; docs/integrations.md).",
     )
     parser.add_argument(
         "--port",
@@ -62,7 +63,7 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
     except ImportError as exc:
         if exc.name is None or exc.name.split(".")[0] not in ("mcp", "uvicorn"):
             raise
-        raise IngestError("ingest mcp needs the MCP SDK: pip install 'ingestion-pipeline[mcp]'") from None
+        raise IngestError(f"ingest mcp needs {install_hint('mcp')}") from None
     reader = Reader(args.as_user) if args.as_user is not None or args.as_anon else None
     scope = mcp_server.Scope(collections=tuple(dict.fromkeys(args.collections)), reader=reader)
     with Index.open(settings=settings) as index:

@@ -12,6 +12,7 @@ from ingestion_pipeline.cli.common import add_database_url, non_negative_int
 from ingestion_pipeline.db.ready import migrated_pool
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import IngestError
+from ingestion_pipeline.extras import install_hint
 from ingestion_pipeline.processing import embedder_from_settings
 from ingestion_pipeline.search import MODES
 from ingestion_pipeline.settings import Settings
@@ -20,7 +21,6 @@ if TYPE_CHECKING:
     from ingestion_pipeline.cli.common import Commands
 
 DEFAULT_PORT = 9477
-EXTRA_MISSING = "`ingest metrics` needs the metrics extra: pip install 'ingestion-pipeline[metrics]'"
 
 
 def register(commands: Commands) -> None:
@@ -56,7 +56,7 @@ def cmd_metrics(args: argparse.Namespace, settings: Settings) -> int:
     except ModuleNotFoundError as exc:
         if exc.name != "prometheus_client":
             raise
-        raise IngestError(EXTRA_MISSING) from None
+        raise IngestError(f"`ingest metrics` needs {install_hint('metrics')}") from None
     stop = _stop_on_signals()
     with migrated_pool(settings, application_name="ingest metrics") as pool:
         probe = None

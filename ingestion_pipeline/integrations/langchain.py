@@ -1,4 +1,4 @@
-"""A LangChain retriever over the index (`pip install 'ingestion-pipeline[langchain]'`): each
+"""A LangChain retriever over the index (the langchain extra: docs/integrations.md): each
 query is one search of `Index.search`, so collections, the reader's scope, the mode and
 top-k apply as they do to `ingest search` (docs/integrations.md, "LangChain")."""
 
@@ -6,15 +6,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
-from langchain_core.documents import Document
-from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, PrivateAttr
 
 from ingestion_pipeline.api import Hit, Index, Reader
+from ingestion_pipeline.extras import missing_extra
 from ingestion_pipeline.search import Mode
 
 from .retrieval import DEFAULT_TOP_K, ClosesItsScope, Scope, scope_of, source_id, source_metadata
+
+try:
+    from langchain_core.callbacks import CallbackManagerForRetrieverRun
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+except ModuleNotFoundError as exc:  # without the extra: one line naming it, not a traceback of LangChain's
+    if (exc.name or "").split(".")[0] != "langchain_core":
+        raise
+    raise missing_extra(__name__, "langchain", exc) from None
 
 __all__ = ["IngestionRetriever"]
 

@@ -1,4 +1,4 @@
-"""A LlamaIndex retriever over the index (`pip install 'ingestion-pipeline[llama-index]'`):
+"""A LlamaIndex retriever over the index (the llama-index extra: docs/integrations.md):
 each query is one search of `Index.search`, so collections, the reader's scope, the mode and
 top-k apply as they do to `ingest search` (docs/integrations.md, "LlamaIndex")."""
 
@@ -7,14 +7,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
-from llama_index.core.callbacks import CallbackManager
-from llama_index.core.retrievers import BaseRetriever
-from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
-
 from ingestion_pipeline.api import Hit, Index, Reader
+from ingestion_pipeline.extras import missing_extra
 from ingestion_pipeline.search import Mode
 
 from .retrieval import DEFAULT_TOP_K, SHOWN_TO_MODELS, ClosesItsScope, scope_of, source_id, source_metadata
+
+try:
+    from llama_index.core.callbacks import CallbackManager
+    from llama_index.core.retrievers import BaseRetriever
+    from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+except ModuleNotFoundError as exc:  # without the extra: one line naming it, not a traceback of LlamaIndex's
+    if (exc.name or "").split(".")[0] != "llama_index":
+        raise
+    raise missing_extra(__name__, "llama-index", exc) from None
 
 __all__ = ["IngestionRetriever"]
 

@@ -128,7 +128,8 @@ def test_ingest_help_imports_no_framework() -> None:
 def test_ingest_mcp_without_its_extra_says_how_to_install_it() -> None:
     ran = subprocess.run([sys.executable, "-c", WITHOUT_THE_SDK], capture_output=True, text=True, timeout=120)
     assert ran.returncode == 1 and ran.stdout == ""
-    assert ran.stderr == "ingest: error: ingest mcp needs the MCP SDK: pip install 'ingestion-pipeline[mcp]'\n"
+    # the extra's own requirement: `pip install 'ingestion-pipeline[mcp]'` works in a checkout only (issue 61)
+    assert ran.stderr == "ingest: error: ingest mcp needs the mcp extra: pip install 'mcp<3,>=2.3'\n"
 
 
 def test_ingest_metrics_without_its_extra_says_how_to_get_it() -> None:
@@ -140,5 +141,28 @@ def test_ingest_metrics_without_its_extra_says_how_to_get_it() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 1
     assert done.stderr.splitlines() == [
-        "ingest: error: `ingest metrics` needs the metrics extra: pip install 'ingestion-pipeline[metrics]'"
+        "ingest: error: `ingest metrics` needs the metrics extra: pip install 'prometheus-client<1,>=0.20'"
     ]
+
+
+@pytest.mark.parametrize(
+    ("module", "framework", "message"),
+    [
+        ("llama_index", "llama_index", "the llama-index extra: pip install 'llama-index-core<0.15,>=0.12'"),
+        ("langchain", "langchain_core", "the langchain extra: pip install 'langchain-core<2,>=0.3'"),
+    ],
+)
+def test_a_retriever_without_its_extra_is_one_line_naming_it(module: str, framework: str, message: str) -> None:
+    """Not a ModuleNotFoundError from inside the framework's import: the extra and how to install it
+    anywhere (issue 61); still an ImportError, so `except ImportError` code keeps working."""
+    code = (
+        f"import sys\nsys.modules[{framework!r}] = None\n"
+        f"try:\n    import ingestion_pipeline.integrations.{module}\n"
+        "except ImportError as exc:\n    print(type(exc).__name__, exc.name)\n"
+        f"import ingestion_pipeline.integrations.{module}\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 1 and done.stdout.startswith(f"MissingExtra {framework}")  # the module not found
+    last = done.stderr.splitlines()[-1]
+    assert last == f"ingestion_pipeline.extras.MissingExtra: ingestion_pipeline.integrations.{module} needs {message}"
+    assert "During handling" not in done.stderr and f"{framework}/" not in done.stderr
