@@ -26,6 +26,7 @@ _HYPHENATION = "\ufffe"
 _CELL_GAP = 1.0  # sizes: a gap this wide between runs of text on a line parts table cells
 _WIDE_CHAR = 0.55  # sizes: wider than most characters' advance in a proportional font
 _MAX_RECTS = 64  # runs on a line looked at for cells: more is running text set word by word
+_CELL_BUFFER = 512  # UTF-16 units: a cell's text read in one call when it fits
 
 
 @dataclass(frozen=True)
@@ -207,16 +208,26 @@ def _cells(
             groups.append([left, top, right, bottom])
     if len(groups) < 2:
         return (), ()
-    texts = tuple(" ".join(_bounded(raw, group).split()) for group in groups)
+    buffer = (ctypes.c_ushort * _CELL_BUFFER)()
+    texts = tuple(" ".join(_bounded(raw, group, buffer).split()) for group in groups)
     return texts, tuple(group[0] for group in groups)
 
 
-def _bounded(raw: pdfium_c.FPDF_TEXTPAGE, rect: list[float]) -> str:
+def _bounded(raw: pdfium_c.FPDF_TEXTPAGE, rect: list[float], buffer: ctypes.Array[ctypes.c_ushort]) -> str:
+    """The text PDFium finds in `rect`: one call where it fits in `buffer` (PDFium looks at
+    every character of the page on each call), else asked for its length first."""
     left, top, right, bottom = rect
     args = (raw, left - 0.5, top, right + 0.5, bottom)
+    written = pdfium_c.FPDFText_GetBoundedText(*args, buffer, len(buffer))
+    if 0 < written < len(buffer):
+        text = bytes(memoryview(buffer)[:written]).decode("utf-16-le", errors="ignore")
+        text = text[:-1] if text.endswith("\x00") else text  # PDFium copies its terminator too
+        # Past the BMP PDFium's length counts characters, not UTF-16 units: asked as below.
+        if text.isascii() or max(text) <= "\uffff":
+            return _unmarked(text)
     length = pdfium_c.FPDFText_GetBoundedText(*args, None, 0)
     if length <= 0:
         return ""
-    buffer = (ctypes.c_ushort * length)()
-    pdfium_c.FPDFText_GetBoundedText(*args, buffer, length)
-    return _unmarked(bytes(buffer).decode("utf-16-le", errors="ignore"))
+    whole = (ctypes.c_ushort * length)()
+    pdfium_c.FPDFText_GetBoundedText(*args, whole, length)
+    return _unmarked(bytes(whole).decode("utf-16-le", errors="ignore"))
