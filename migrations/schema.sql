@@ -138,7 +138,8 @@ begin
     returning * into v_source;
     return jsonb_build_object('ok', true, 'name', p_name, 'token', v_source.sync_token, 'url', v_source.url,
                               'collection', v_source.collection, 'delete_vanished', v_source.delete_vanished,
-                              'expires_at', v_source.sync_expires_at);
+                              'expires_at', v_source.sync_expires_at, 'include', to_jsonb(v_source.include_globs),
+                              'exclude', to_jsonb(v_source.exclude_globs));
 end;
 $$;
 
@@ -2287,13 +2288,15 @@ begin
 end;
 $$;
 
-CREATE FUNCTION public.register_sync_source(p_name text, p_url text, p_collection text DEFAULT 'default'::text, p_every_minutes integer DEFAULT NULL::integer, p_delete_vanished boolean DEFAULT true) RETURNS jsonb
+CREATE FUNCTION public.register_sync_source(p_name text, p_url text, p_collection text DEFAULT 'default'::text, p_every_minutes integer DEFAULT NULL::integer, p_delete_vanished boolean DEFAULT true, p_include text[] DEFAULT '{}'::text[], p_exclude text[] DEFAULT '{}'::text[]) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 begin
-    insert into public.sync_sources (name, url, collection, every_minutes, delete_vanished)
-    values (p_name, p_url, coalesce(p_collection, 'default'), p_every_minutes, coalesce(p_delete_vanished, true))
+    insert into public.sync_sources (name, url, collection, every_minutes, delete_vanished, include_globs,
+                                     exclude_globs)
+    values (p_name, p_url, coalesce(p_collection, 'default'), p_every_minutes, coalesce(p_delete_vanished, true),
+            coalesce(p_include, '{}'), coalesce(p_exclude, '{}'))
     on conflict (name) do nothing;
     if not found then
         return jsonb_build_object('ok', false, 'reason', 'source_exists', 'name', p_name);
@@ -4139,6 +4142,8 @@ CREATE TABLE public.sync_sources (
     last_status text,
     last_counts jsonb,
     last_error text,
+    include_globs text[] DEFAULT '{}'::text[] NOT NULL,
+    exclude_globs text[] DEFAULT '{}'::text[] NOT NULL,
     CONSTRAINT sync_sources_collection_check CHECK ((collection <> ''::text)),
     CONSTRAINT sync_sources_every_check CHECK (((every_minutes IS NULL) OR (every_minutes >= 1))),
     CONSTRAINT sync_sources_name_check CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$'::text)),
@@ -4530,8 +4535,8 @@ REVOKE ALL ON FUNCTION public.refuse_cancelled_batch(p_batch_id uuid) FROM PUBLI
 
 REVOKE ALL ON FUNCTION public.register_document_collections() FROM PUBLIC;
 
-REVOKE ALL ON FUNCTION public.register_sync_source(p_name text, p_url text, p_collection text, p_every_minutes integer, p_delete_vanished boolean) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.register_sync_source(p_name text, p_url text, p_collection text, p_every_minutes integer, p_delete_vanished boolean) TO ingestion_worker;
+REVOKE ALL ON FUNCTION public.register_sync_source(p_name text, p_url text, p_collection text, p_every_minutes integer, p_delete_vanished boolean, p_include text[], p_exclude text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.register_sync_source(p_name text, p_url text, p_collection text, p_every_minutes integer, p_delete_vanished boolean, p_include text[], p_exclude text[]) TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.release_ingestion_job(p_job_id uuid, p_document_id uuid, p_lease_token bigint, p_error_message text, p_retry_delay_seconds double precision, p_worker_id text, p_stages jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.release_ingestion_job(p_job_id uuid, p_document_id uuid, p_lease_token bigint, p_error_message text, p_retry_delay_seconds double precision, p_worker_id text, p_stages jsonb) TO ingestion_worker;

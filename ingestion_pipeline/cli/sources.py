@@ -12,6 +12,7 @@ from ingestion_pipeline.cli.common import (
     EXIT_NOTHING_DONE,
     add_collection,
     add_database_url,
+    add_selection,
     positive_int,
     print_json,
 )
@@ -37,6 +38,7 @@ def register(commands: Commands) -> None:
     add_collection(add, creates=True)
     add.add_argument("--every", type=positive_int, metavar="MINUTES", help="sync interval (default: on demand only)")
     add.add_argument("--no-delete", dest="delete", action="store_false", help="its syncs never delete documents")
+    add_selection(add)
     add.set_defaults(handler=cmd_add)
 
     listing = actions.add_parser("list", help="registered sources and their last sync")
@@ -63,7 +65,13 @@ def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
         rpc = IngestionRpc(pool)
         rpc.check_new_collection(args.collection, confirmed=args.new_collection)  # before its first sync creates it
         result = rpc.register_source(
-            args.name, url, collection=args.collection, every_minutes=args.every, delete_vanished=args.delete
+            args.name,
+            url,
+            collection=args.collection,
+            every_minutes=args.every,
+            delete_vanished=args.delete,
+            include=args.include or (),
+            exclude=args.exclude or (),
         )
         if result.ok and rpc.missing_collections([args.collection]):  # a typo shows now, not at the sync
             print(
@@ -74,7 +82,7 @@ def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
         print_json(result.model_dump(mode="json", exclude={"fenced"}))
     elif result.ok:
         every = f", every {args.every} min" if args.every else ", on demand"
-        print(f"source {args.name}: {url} -> collection {args.collection!r}{every}")
+        print(f"source {args.name}: {url} -> collection {args.collection!r}{every}{_files(args.include, args.exclude)}")
     if not result.ok and not args.json:
         detail = getattr(result, "detail", None)
         words = "a source of this name exists" if result.reason == "source_exists" else f"invalid: {detail}"
@@ -98,15 +106,33 @@ def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
             s.collection,
             s.every_minutes or "",
             "yes" if s.delete_vanished else "no",
+            _files(s.include_globs, s.exclude_globs).removeprefix(", ") or "documents",
             "syncing" if s.syncing else (s.last_status or "never synced"),
             f"{s.last_started_at:%Y-%m-%d %H:%M}" if s.last_started_at else "",
             ", ".join(f"{k} {v}" for k, v in (s.last_counts or {}).items() if v) or s.last_error or "",
         )
         for s in sources
     ]
-    headers = ["name", "url", "collection", "every (min)", "deletes", "last sync", "started", "counts or error"]
+    headers = [
+        "name",
+        "url",
+        "collection",
+        "every (min)",
+        "deletes",
+        "files",
+        "last sync",
+        "started",
+        "counts or error",
+    ]
     print(render_table(headers, rows))
     return 0
+
+
+def _files(include: list[str] | None, exclude: list[str] | None) -> str:
+    """`, include *.css, exclude drafts/*`: the globs that choose a source's files (none: its documents)."""
+    said = [f"include {' '.join(include)}"] if include else []
+    said += [f"exclude {' '.join(exclude)}"] if exclude else []
+    return "".join(f", {words}" for words in said)
 
 
 def cmd_remove(args: argparse.Namespace, settings: Settings) -> int:

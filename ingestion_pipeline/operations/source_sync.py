@@ -19,6 +19,7 @@ from collections.abc import Callable
 from ingestion_pipeline.db.models import SyncSource
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import IngestError, first_line
+from ingestion_pipeline.operations.selection import Selection
 from ingestion_pipeline.operations.sync import (
     COUNTED,
     Pool,
@@ -67,7 +68,10 @@ def sync_registered(
     rpc = IngestionRpc(pool)
     if dry_run:
         source = find_source(rpc, name)
-        options = SyncOptions(source.collection, max_bytes, source.delete_vanished, True, False, max_attempts)
+        selection = Selection.of(source.include_globs, source.exclude_globs)
+        options = SyncOptions(
+            source.collection, max_bytes, source.delete_vanished, True, False, max_attempts, selection=selection
+        )
         return sync_source(pool, source.url, options, on_entry=on_entry)
     lease = rpc.begin_source_sync(name, holder or sync_holder())
     if not lease.ok or lease.token is None or lease.url is None or lease.collection is None:
@@ -83,6 +87,7 @@ def sync_registered(
         delete=lease.delete_vanished,
         max_attempts=max_attempts,
         keep_versions=keep_versions,
+        selection=Selection.of(lease.include, lease.exclude),  # its files, as registered
     )
     try:
         keep = _keeper(rpc, name, token)

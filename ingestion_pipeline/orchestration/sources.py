@@ -62,6 +62,8 @@ def source_sync(context: dg.AssetExecutionContext, database: DatabaseResource) -
     )
     if report.deletes_skipped:
         metadata["deletes_skipped"] = report.deletes_skipped
+    if report.passed_over:  # the files its globs (or, without any, their suffixes) did not take
+        metadata["skipped"] = str(report.passed_over)
     return dg.MaterializeResult(metadata=metadata)
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from ingestion_pipeline.api import Index
 from ingestion_pipeline.cli import main as ingest
+from ingestion_pipeline.operations.source_sync import sync_registered
 
 CSS = "body { font-family: serif; color: #222; margin: 0 auto; }\n"
 SKIPPED = "skipped: 3 SVG images, 1 file without a suffix, 1 script, 1 stylesheet"
@@ -113,3 +114,42 @@ def test_the_python_api_chooses_the_same_way(html_docs, db_url):
         assert (synced.counts["new"], synced.passed_over.total) == (1, 7)
         ran = index.run(html_docs / "images", include=["figure-1.*"], collection="styles")
         assert [Path(f.path).name for f in ran.enqueued.files] == ["figure-1.svg"]
+
+
+def test_a_registered_source_keeps_its_globs_for_every_sync(html_docs, db_url, capsys, pool, settings):
+    """`ingest source add --include/--exclude` stores the globs; each sync of the source, by
+    `ingest source sync` or Dagster's asset (sync_registered), takes the files they choose."""
+    out, _ = run(
+        capsys,
+        db_url,
+        "source",
+        "add",
+        "site",
+        str(html_docs),
+        "--collection",
+        "site",
+        "--include",
+        "*.css",
+        "--include",
+        "*.html",
+        "--exclude",
+        "drafts/*",
+    )
+    assert out.rstrip().endswith("on demand, include *.css *.html, exclude drafts/*")
+    out, _ = run(capsys, db_url, "source", "list", "--json")
+    [listed] = json.loads(out)
+    assert (listed["include_globs"], listed["exclude_globs"]) == (["*.css", "*.html"], ["drafts/*"])
+    out, _ = run(capsys, db_url, "source", "list")
+    assert "include *.css *.html, exclude drafts/*" in out
+    out, _ = run(capsys, db_url, "source", "sync", "site", "--dry-run", "--json")
+    assert sorted(Path(key).name for key, _ in map(dict.values, json.loads(out)["changes"])) == [
+        "index.html",
+        "stylesheet.css",
+    ]
+    report = sync_registered(pool, "site", max_bytes=settings.max_file_bytes)
+    assert sorted(Path(key).name for key, _ in report.changes) == ["index.html", "stylesheet.css"]
+    assert report.passed_over.by_kind() == {"file not included": 5, "excluded file": 1}
+    # a source registered without globs syncs its documents
+    run(capsys, db_url, "source", "add", "plain", str(html_docs), "--collection", "plain")
+    report = sync_registered(pool, "plain", max_bytes=settings.max_file_bytes)
+    assert sorted(Path(key).name for key, _ in report.changes) == ["index.html", "wal.html"]

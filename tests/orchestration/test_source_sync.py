@@ -72,3 +72,25 @@ def test_a_failed_listing_fails_the_run_with_one_line(instance, resources, pool,
     description = failure.event_specific_data.user_failure_data.description
     assert description.startswith("sync of gone failed:") and "no such folder" in description
     assert "\n" not in description
+
+
+def test_a_sync_takes_the_files_its_globs_choose_and_counts_the_rest(instance, resources, pool, share):
+    """Issue 61, item 2: the asset syncs what `ingest source add --include/--exclude` chose,
+    and says what it passed over (`skipped`)."""
+    (share / "site.css").write_text("body { color: red; }\n")
+    (share / "heron.svg").write_text("<svg/>\n")
+    (share / "drafts").mkdir()
+    (share / "drafts" / "egret.txt").write_text("An egret, unfinished.\n")
+    rpc = IngestionRpc(pool)
+    assert rpc.register_source("share", str(share), collection="birds", include=["*.txt", "*.css"]).ok
+    assert rpc.register_source("plain", str(share), collection="plain", exclude=["drafts/*"]).ok
+    instance.add_dynamic_partitions(SOURCE_PARTITIONS.name, ["share", "plain"])
+    shown = {}
+    for name in ("share", "plain"):
+        result = dg.materialize([source_sync], partition_key=name, instance=instance, resources=resources)
+        [materialization] = result.asset_materializations_for_node("source_sync")
+        shown[name] = {key: materialization.metadata[key].value for key in ("new", "skipped")}
+    assert shown == {
+        "share": {"new": 3, "skipped": "1 file not included"},
+        "plain": {"new": 1, "skipped": "1 SVG image, 1 excluded file, 1 stylesheet"},
+    }

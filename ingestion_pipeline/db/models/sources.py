@@ -20,6 +20,8 @@ class SyncSource(BaseModel):
     collection: str
     every_minutes: int | None = None
     delete_vanished: bool = True
+    include_globs: list[str] = []  # which files its syncs take (operations/selection.py)
+    exclude_globs: list[str] = []
     created_at: datetime
     syncing: bool = False  # a sync holds its lease now
     sync_holder: str | None = None
@@ -40,5 +42,7 @@ class SourceLease(RpcResult):
     url: str | None = None
     collection: str | None = None
     delete_vanished: bool = True
+    include: list[str] = []  # the source's globs (none before …_source_selection.sql)
+    exclude: list[str] = []
     holder: str | None = None  # sync_in_progress: who holds it
     expires_at: datetime | None = None

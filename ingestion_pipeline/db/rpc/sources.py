@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -16,17 +17,30 @@ SYNC_LEASE_SECONDS = 600  # renewed while the sync runs (operations/sync.py)
 
 class SourceRpc(RpcBase):
     def register_source(
-        self, name: str, url: str, *, collection: str, every_minutes: int | None = None, delete_vanished: bool = True
+        self,
+        name: str,
+        url: str,
+        *,
+        collection: str,
+        every_minutes: int | None = None,
+        delete_vanished: bool = True,
+        include: Sequence[str] = (),
+        exclude: Sequence[str] = (),
     ) -> RpcResult:
-        """`source_exists` when the name is taken, `invalid` (with `detail`) for a bad name."""
-        params = {
+        """`source_exists` when the name is taken, `invalid` (with `detail`) for a bad name.
+        `include`, `exclude`: the globs that choose the files its syncs take (none: the call
+        every schema since sources takes)."""
+        params: dict[str, Any] = {
             "name": name,
             "url": url,
             "collection": collection,
             "every_minutes": every_minutes,
             "delete_vanished": delete_vanished,
         }
-        return self._result(RpcResult, "rpc_register_source", params)
+        if not include and not exclude:
+            return self._result(RpcResult, "rpc_register_source", params)
+        params.update(include=list(include), exclude=list(exclude))
+        return self._result(RpcResult, "rpc_register_source_choosing_files", params)
 
     def remove_source(self, name: str) -> RpcResult:
         return self._result(RpcResult, "rpc_remove_source", {"name": name})
@@ -49,7 +63,7 @@ class SourceRpc(RpcBase):
     def finish_source_sync(
         self, name: str, token: int, *, succeeded: bool, counts: dict[str, Any] | None = None, error: str | None = None
     ) -> RpcResult:
-        params = {
+        params: dict[str, Any] = {
             "name": name,
             "token": token,
             "succeeded": succeeded,

@@ -5,6 +5,12 @@
 select register_sync_source(p_name => %(name)s, p_url => %(url)s, p_collection => %(collection)s,
     p_every_minutes => %(every_minutes)s, p_delete_vanished => %(delete_vanished)s) as result;
 
+-- name: rpc_register_source_choosing_files
+-- With the globs that choose its files (…_source_selection.sql).
+select register_sync_source(p_name => %(name)s, p_url => %(url)s, p_collection => %(collection)s,
+    p_every_minutes => %(every_minutes)s, p_delete_vanished => %(delete_vanished)s,
+    p_include => %(include)s::text[], p_exclude => %(exclude)s::text[]) as result;
+
 -- name: rpc_remove_source
 select remove_sync_source(p_name => %(name)s) as result;
 
@@ -21,7 +27,7 @@ select finish_source_sync(p_name => %(name)s, p_token => %(token)s, p_succeeded 
 -- name: sync_sources
 -- Every registered source (not queue state: read directly), by name; `due` when it has an
 -- interval, is not being synced, and its interval has passed since its last sync began.
-select name, url, collection, every_minutes, delete_vanished, created_at, sync_holder,
+select name, url, collection, every_minutes, delete_vanished, include_globs, exclude_globs, created_at, sync_holder,
        coalesce(sync_expires_at > now(), false) as syncing, sync_expires_at, last_started_at, last_finished_at,
        last_status, last_counts, last_error,
        every_minutes is not null and coalesce(sync_expires_at <= now(), true)
