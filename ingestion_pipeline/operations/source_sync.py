@@ -99,6 +99,8 @@ def sync_registered(
             log.warning("could not record the failed sync of %s", name, exc_info=True)
         raise
     counts = {change: report.counts[change] for change in COUNTED}
+    if report.passed_over:  # shown by `ingest source list` beside the others
+        counts["skipped"] = report.passed_over.total
     rpc.finish_source_sync(name, token, succeeded=True, counts=counts)
     return report
 

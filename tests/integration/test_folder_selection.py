@@ -149,6 +149,8 @@ def test_a_registered_source_keeps_its_globs_for_every_sync(html_docs, db_url, c
     report = sync_registered(pool, "site", max_bytes=settings.max_file_bytes)
     assert sorted(Path(key).name for key, _ in report.changes) == ["index.html", "stylesheet.css"]
     assert report.passed_over.by_kind() == {"file not included": 5, "excluded file": 1}
+    out, _ = run(capsys, db_url, "source", "list")
+    assert "new 2, skipped 6" in out  # its last sync's counts
     # a source registered without globs syncs its documents
     run(capsys, db_url, "source", "add", "plain", str(html_docs), "--collection", "plain")
     report = sync_registered(pool, "plain", max_bytes=settings.max_file_bytes)
