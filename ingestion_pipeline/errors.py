@@ -77,14 +77,22 @@ def near_names(name: str, names: Iterable[str], *, cutoff: float = SUGGESTION_CU
 
 def typo_of(name: str, names: Iterable[str]) -> list[str]:
     """The existing names a new `name` is likely a typo of: within a small edit (or a change of
-    case), unless they differ only in their numbers (`tenant-02` beside `tenant-01` is meant)."""
-    return [other for other in near_names(name, names, cutoff=TYPO_CUTOFF) if not _numbered_apart(name, other)]
+    case), unless they differ only in their numbers (`tenant-02` beside `tenant-01`, `docs2`
+    beside `docs`) or in one letter standing alone (`team-b` beside `team-a`): those are meant."""
+    return [other for other in near_names(name, names, cutoff=TYPO_CUTOFF) if not _meant_apart(name, other)]
 
 
-def _numbered_apart(one: str, other: str) -> bool:
-    digits = re.compile(r"\d+")
-    same_words = digits.sub("", one.lower()) == digits.sub("", other.lower())
-    return same_words and digits.findall(one) != digits.findall(other)
+_DIGITS = re.compile(r"\d+")
+_SEPARATORS = re.compile(r"[-_. ]+")
+
+
+def _meant_apart(one: str, other: str) -> bool:
+    one, other = one.lower(), other.lower()
+    if _DIGITS.sub("", one) == _DIGITS.sub("", other) and _DIGITS.findall(one) != _DIGITS.findall(other):
+        return True
+    words, others = _SEPARATORS.split(one), _SEPARATORS.split(other)
+    differ = [(a, b) for a, b in zip(words, others, strict=False) if a != b]
+    return len(words) == len(others) and len(differ) == 1 and len(differ[0][0]) == len(differ[0][1]) == 1
 
 
 def either(names: list[str]) -> str:

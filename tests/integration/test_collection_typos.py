@@ -54,6 +54,8 @@ def test_near_names_and_likely_typos() -> None:
     assert typo_of("pgdoc", existing) == ["pgdocs"]
     # meant, not typos: far names, another letter after a dash, another number
     assert typo_of("garden", existing) == typo_of("team-b", existing) == typo_of("tenant-02", existing) == []
+    assert typo_of("tenant-b", ["tenant-a"]) == typo_of("pgdocs2", ["pgdocs"]) == []
+    assert typo_of("tenant-bb", ["tenant-b"]) == ["tenant-b"]
     assert near_names("pgdoc", existing) == ["pgdocs"]
     assert near_names("handbok", existing) == ["handbook"]
     assert near_names("zzz", existing) == []
