@@ -326,7 +326,7 @@ def failing_index_checks(url: str, conn: psycopg.Connection) -> list[str]:
     from ingestion_pipeline.health import run_index_checks
 
     checks = run_index_checks(url, AnySchemaRpc(conn).queue_health(), max_pending_age_seconds=10**6)
-    return [f"{check.name}: {check.message}" for check in checks if not check.passed]
+    return [f"{check.name}: {check.message}" for check in checks if check.needs_action]
 
 
 def enqueue_bytes(conn: psycopg.Connection, enqueue, content: bytes, **fields) -> VersionEnqueued:

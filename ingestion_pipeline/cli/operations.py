@@ -15,7 +15,7 @@ from ingestion_pipeline.db.connection import connect, resolve_database_url
 from ingestion_pipeline.db.ready import require_migrated
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.errors import IngestError
-from ingestion_pipeline.health import run_index_checks
+from ingestion_pipeline.health import IndexCheck, run_index_checks
 from ingestion_pipeline.settings import Settings
 from ingestion_pipeline.worker import janitor
 
@@ -89,31 +89,40 @@ def cmd_check_drift(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_health(args: argparse.Namespace, settings: Settings) -> int:
-    """The index checks (the same ones Dagster runs on `document_index`); exit 1 if any fails."""
+    """The index checks (the same ones Dagster runs on `document_index`); exit 1 if any
+    fails, a warning (failed documents) aside: it is said, and the exit stays 0."""
     url = resolve_database_url(settings)
     with connect(url) as conn:
         health = IngestionRpc(conn, stale_after_seconds=settings.stale_after_seconds).queue_health()
     checks = run_index_checks(url, health, settings.max_pending_age_seconds, settings)
-    problems = [check.message for check in checks if not check.passed]
+    problems = [check.message for check in checks if check.needs_action]
+    warnings = [check.message for check in checks if check.warning and not check.passed]
     if args.json:
         print_json(
             {
                 **health.model_dump(exclude={"fenced"}),
                 "problems": problems,
-                "checks": [{"name": c.name, "passed": c.passed, "message": c.message} for c in checks],
+                "warnings": warnings,
+                "checks": [
+                    {"name": c.name, "passed": c.passed, "warning": c.warning, "message": c.message} for c in checks
+                ],
             }
         )
     else:
         jobs = ", ".join(f"{status} {count}" for status, count in sorted(health.jobs_by_status.items())) or "none"
         print(f"jobs: {jobs}; generations awaiting cleanup: {health.generations_awaiting_cleanup}")
-        print(
-            render_table(
-                ["check", "result", "detail"], [(c.name, "ok" if c.passed else "FAILED", c.message) for c in checks]
-            )
-        )
+        print(render_table(["check", "result", "detail"], [(c.name, _result(c), c.message) for c in checks]))
         for problem in problems:
             print(f"needs action: {problem}")
+        for warning in warnings:
+            print(f"warning: {warning}")
     return 1 if problems else 0
+
+
+def _result(check: IndexCheck) -> str:
+    if check.passed:
+        return "ok"
+    return "WARNING" if check.warning else "FAILED"
 
 
 def cmd_janitor(args: argparse.Namespace, settings: Settings) -> int:

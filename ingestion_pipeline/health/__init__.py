@@ -3,20 +3,31 @@ shows as the asset checks of `document_index` (orchestration/checks.py), with th
 and one-line message in both places.
 
 Each check reads; none repairs. The janitor repairs what it can (stale leases, stuck and
-drifted batches); drift and count mismatches need a person. Imports point one way: this
-runner over queue.py (schema and queue) and vectors.py (the vectors), both over check.py
-(IndexCheck and every check's description).
+drifted batches); drift and count mismatches need a person. Failed documents are a warning
+(failures.py): said, never a failed health check. Imports point one way: this runner over
+queue.py (schema and queue), vectors.py (the vectors) and failures.py, all over check.py
+(IndexCheck, every check's description, which are warnings).
 """
 
 from __future__ import annotations
 
 from ingestion_pipeline.db.models import QueueHealth
-from ingestion_pipeline.health.check import DESCRIPTIONS, IndexCheck
+from ingestion_pipeline.health.check import DESCRIPTIONS, WARNINGS, IndexCheck
+from ingestion_pipeline.health.failures import failed_documents_check
 from ingestion_pipeline.health.queue import queue_checks, schema_check
 from ingestion_pipeline.health.vectors import vector_checks
 from ingestion_pipeline.settings import Settings, load_settings
 
-__all__ = ["DESCRIPTIONS", "IndexCheck", "queue_checks", "run_index_checks", "schema_check", "vector_checks"]
+__all__ = [
+    "DESCRIPTIONS",
+    "WARNINGS",
+    "IndexCheck",
+    "failed_documents_check",
+    "queue_checks",
+    "run_index_checks",
+    "schema_check",
+    "vector_checks",
+]
 
 
 def run_index_checks(
@@ -28,4 +39,5 @@ def run_index_checks(
         schema_check(url),
         *queue_checks(health, max_pending_age_seconds),
         *vector_checks(url, settings or load_settings()),
+        failed_documents_check(url),
     ]

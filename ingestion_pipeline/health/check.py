@@ -1,5 +1,7 @@
 """What a health check returns (IndexCheck) and every check's name with what it asserts
-(DESCRIPTIONS, in the order run_index_checks returns them)."""
+(DESCRIPTIONS, in the order run_index_checks returns them). A warning (WARNINGS) is said
+when it fails, never fails the health check: `ingest health` exits 0 for it, and Dagster
+shows it at severity WARN."""
 
 from __future__ import annotations
 
@@ -12,6 +14,15 @@ class IndexCheck:
     passed: bool
     message: str  # one line, for the CLI and the check's description in the UI
     metadata: dict[str, int | str] = field(default_factory=dict)
+
+    @property
+    def warning(self) -> bool:
+        """A warning: when it fails, said, never a reason for the health check to fail."""
+        return self.name in WARNINGS
+
+    @property
+    def needs_action(self) -> bool:
+        return not self.passed and not self.warning
 
 
 # name -> what the check asserts (the asset check's description)
@@ -31,4 +42,8 @@ DESCRIPTIONS = {
     "the one INGEST_EMBEDDER configures.",
     "vector_index_present": "Where pgvector is installed, the HNSW index of the documents' mean vectors "
     "for the configured embedder's dimension exists and is valid.",
+    # failures.py
+    "no_failed_documents": "No live document's latest version failed to index (WARN: a bad document fails its "
+    "own job, never the index; `ingest status` lists them with their errors).",
 }
+WARNINGS = frozenset({"no_failed_documents"})

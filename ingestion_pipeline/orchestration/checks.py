@@ -27,6 +27,11 @@ def check_metadata(check: IndexCheck) -> dict[str, Any]:
     return {"message": dg.MetadataValue.text(check.message), **check.metadata}
 
 
+def severity(check: IndexCheck) -> dg.AssetCheckSeverity:
+    """A warning (failed documents) fails at WARN: the asset's page shows it, nothing breaks."""
+    return dg.AssetCheckSeverity.WARN if check.warning else dg.AssetCheckSeverity.ERROR
+
+
 @dg.multi_asset_check(
     specs=[dg.AssetCheckSpec(name, asset=INDEX_KEY, description=text) for name, text in DESCRIPTIONS.items()],
     can_subset=True,
@@ -42,6 +47,7 @@ def document_index_checks(
                 check_name=check.name,
                 asset_key=INDEX_KEY,
                 passed=check.passed,
+                severity=severity(check),
                 description=check.message,
                 metadata=check_metadata(check),
             )
@@ -54,6 +60,7 @@ def check_evaluations(database: DatabaseResource) -> list[dg.AssetCheckEvaluatio
             asset_key=INDEX_KEY,
             check_name=check.name,
             passed=check.passed,
+            severity=severity(check),
             description=check.message,
             metadata=check_metadata(check),
         )

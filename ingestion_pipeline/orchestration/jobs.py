@@ -56,7 +56,6 @@ ingest_documents = dg.define_asset_job(
 
 check_document_index = dg.define_asset_job(
     "check_document_index",
-    # the health checks only: no_failed_documents_in_run is the drain's, recorded by it
     selection=dg.AssetSelection.checks(*HEALTH_CHECKS),
     description="Run the checks of document_index (what `ingest health` checks).",
 )

@@ -111,7 +111,9 @@ def report_index_checks(context: dg.OpExecutionContext, database: DatabaseResour
     for evaluation in evaluations:
         # log_event handles AssetCheckEvaluation (Dagster 1.13); its annotation does not list it
         context.log_event(evaluation)  # type: ignore[arg-type]
-    failed = [e.check_name for e in evaluations if not e.passed]
+    failed = [e.check_name for e in evaluations if not e.passed and e.severity == dg.AssetCheckSeverity.ERROR]
     if failed:
         context.log.warning(f"failing checks on document_index: {', '.join(failed)}")
+    for warned in (e for e in evaluations if not e.passed and e.severity == dg.AssetCheckSeverity.WARN):
+        context.log.warning(f"warning on document_index: {warned.description}")
     return len(failed)

@@ -18,6 +18,7 @@ import pytest
 
 from ingestion_pipeline.cli.process_group import STOP_SECONDS
 from ingestion_pipeline.db import embedded
+from ingestion_pipeline.health import DESCRIPTIONS, WARNINGS
 from tests.browser import DAGSTER_DISMISSED_POPUPS, Browser
 from tests.fixtures.pdf import make_pdf
 from tests.orchestration.asset_page import (
@@ -34,7 +35,7 @@ from tests.orchestration.live_dagster import BIN, ROOT, LiveDagster, clean_env, 
 MATERIALIZATIONS = """query ($key: AssetKeyInput!) { assetNodeOrError(assetKey: $key) { ... on AssetNode {
   assetMaterializations(limit: 20) { runId metadataEntries { label ... on IntMetadataEntry { intValue } } }
   assetChecksOrError { ... on AssetChecks { checks { name executionForLatestMaterialization {
-    status runId evaluation { success description } } } } } } } }"""
+    status runId evaluation { success severity description } } } } } } } }"""
 RUNS = """query ($job: String!) { runsOrError(filter: {pipelineName: $job}) { ... on Runs { results {
   runId status tags { key value } } } } }"""
 LAUNCH = """mutation ($job: String!) { launchRun(executionParams: {selector: {repositoryLocationName:
@@ -43,17 +44,8 @@ LAUNCH = """mutation ($job: String!) { launchRun(executionParams: {selector: {re
 RUN_MESSAGES = """query ($runId: ID!) { runOrError(runId: $runId) { ... on Run { eventConnection {
   events { __typename ... on MessageEvent { message } } } } } }"""
 INDEX = {"path": ["document_index"]}
-CHECKS = (
-    "schema_matches_migrations",
-    "no_stuck_batches",
-    "counts_match_rows",
-    "no_stale_leases",
-    "pending_jobs_fresh",
-    "no_duplicate_documents",
-    "vectors_present",
-    "one_embedder",
-    "vector_index_present",
-)
+CHECKS = tuple(DESCRIPTIONS)  # the asset's every check, the warning no_failed_documents among them
+ERRORS = tuple(name for name in CHECKS if name not in WARNINGS)  # those that pass however documents fare
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +130,7 @@ def test_after_a_drain_run_its_checks_show_evaluated_on_the_asset_page(live, chr
     # the janitor's schedule (every 10 minutes) reports the health checks too, for the same
     # materialization: a tick between the drain and this read is as good as the drain's own
     run_ids |= {run["runId"] for run in live.graphql(RUNS, {"job": "janitor"})["runsOrError"]["results"]}
-    assert set(executions) == {*CHECKS, "no_failed_documents_in_run"}
+    assert set(executions) == set(CHECKS)
     unexpected = {
         name: e for name, e in executions.items() if not (e and e["runId"] in run_ids and e["status"] == "SUCCEEDED")
     }
@@ -148,7 +140,7 @@ def test_after_a_drain_run_its_checks_show_evaluated_on_the_asset_page(live, chr
         url = f"http://127.0.0.1:{live.port}/assets/document_index?view=checks"
         browser.open(url, local_storage=DAGSTER_DISMISSED_POPUPS)
         # each check in the list with its status for the latest materialization
-        listed = [f"{name}\nSucceeded" for name in (*CHECKS, "no_failed_documents_in_run")]
+        listed = [f"{name}\nSucceeded" for name in CHECKS]
         text = browser.wait_for_text(*listed, "Passed", timeout=90)
         browser.screenshot(screenshot_path("checks-after-a-drain-run.png"))
     assert "Not evaluated" not in text
@@ -157,7 +149,7 @@ def test_after_a_drain_run_its_checks_show_evaluated_on_the_asset_page(live, chr
 def test_a_drain_run_in_which_a_document_failed_is_marked(live, chromium):
     """A corrupt PDF (the fixture's PDF cut short) fails its document, not the run: the run is
     green, tagged ingestion/failed_documents=1 (the runs list filters on it), and the WARN
-    check no_failed_documents_in_run failed for the materialization it recorded."""
+    check no_failed_documents, which the run ran, failed for the materialization it recorded."""
     folder = live.folder / "with-a-corrupt-pdf"
     folder.mkdir()
     (folder / "heron.txt").write_text("A grey heron stands in the shallows.\n")
@@ -174,11 +166,13 @@ def test_a_drain_run_in_which_a_document_failed_is_marked(live, chromium):
     [marked] = [run for run in runs if FAILED_DOCUMENTS_TAG in run["tags"]]
     assert (marked["status"], marked["tags"][FAILED_DOCUMENTS_TAG]) == ("SUCCESS", "1")
     warned = live.wait_for(
-        "the drain's check for the run that recorded the latest materialization",
-        lambda: (check_executions(live)["no_failed_documents_in_run"] or {}).get("evaluation"),
+        "the warning for the run that recorded the latest materialization",
+        lambda: (lambda e: e if e and e["success"] is False else None)(
+            (check_executions(live)["no_failed_documents"] or {}).get("evaluation")
+        ),
     )
     assert (warned["success"], warned["severity"]) == (False, "WARN")
-    assert warned["description"] == "1 document(s) failed in this run (`ingest status` lists them)"
+    assert warned["description"].startswith("1 document(s) failed to index: `ingest status` lists them")
 
     base = f"http://127.0.0.1:{live.port}"
     with Browser() as browser:
@@ -188,10 +182,10 @@ def test_a_drain_run_in_which_a_document_failed_is_marked(live, chromium):
         browser.screenshot(screenshot_path("runs-marked-with-a-failed-document.png"))
         assert sum(run["runId"][:8] in text for run in runs) == 1  # the unmarked runs are filtered out
 
-        browser.open(f"{base}/assets/document_index?view=checks&checkDetail=no_failed_documents_in_run")
+        browser.open(f"{base}/assets/document_index?view=checks&checkDetail=no_failed_documents")
         # the check list's status comes from its own query, after the detail panel's: wait for both
         browser.wait_for_text(
-            "1 document(s) failed in this run", "run_failures", "no_failed_documents_in_run\nFailed", timeout=90
+            "1 document(s) failed to index", "failed_documents", "no_failed_documents\nFailed", timeout=90
         )
         browser.screenshot(screenshot_path("failed-documents-check.png"))
 
@@ -203,7 +197,7 @@ def test_a_check_run_reports_its_results_over_graphql(live):
 
     def checks_of_that_run():
         node = live.graphql(MATERIALIZATIONS, {"key": INDEX})["assetNodeOrError"]
-        checks = [c for c in node["assetChecksOrError"]["checks"] if c["name"] in CHECKS]  # the drain's own: not run
+        checks = node["assetChecksOrError"]["checks"]
         executions = [c["executionForLatestMaterialization"] for c in checks]
         done = all(e and e["runId"] == run_id and e["status"] in ("SUCCEEDED", "FAILED") for e in executions)
         return checks if done else None
@@ -211,6 +205,8 @@ def test_a_check_run_reports_its_results_over_graphql(live):
     checks = live.wait_for("the check run's results", checks_of_that_run, timeout=180)
     results = {c["name"]: c["executionForLatestMaterialization"] for c in checks}
     assert set(results) == set(CHECKS)
+    warned = results.pop("no_failed_documents")  # the corrupt PDF of the test above
+    assert (warned["evaluation"]["success"], warned["evaluation"]["severity"]) == (False, "WARN"), warned
     assert all(r["status"] == "SUCCEEDED" and r["evaluation"]["success"] for r in results.values()), results
     assert results["schema_matches_migrations"]["evaluation"]["description"].startswith("no drift")
 
@@ -240,7 +236,7 @@ def test_a_drain_by_ingest_work_shows_its_totals_on_the_asset_page(live, chromiu
         # the checks run the sensor requested evaluate them for this materialization
         executions = live.wait_for(
             "the checks of the reported materialization",
-            lambda: (lambda e: e if all(e[name] and e[name]["status"] == "SUCCEEDED" for name in CHECKS) else None)(
+            lambda: (lambda e: e if all(e[name] and e[name]["status"] == "SUCCEEDED" for name in ERRORS) else None)(
                 check_executions(live)
             ),
         )

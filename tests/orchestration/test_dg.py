@@ -24,7 +24,7 @@ CHECKS = {
     "vectors_present",
     "one_embedder",
     "vector_index_present",
-    "no_failed_documents_in_run",  # the drain's own check (WARN), on the asset
+    "no_failed_documents",  # a warning (WARN): failed documents
 }
 
 

@@ -9,7 +9,7 @@ process group is then killed, and its blocked backend ends the way a server ends
 client's session. Once the dead run's leases have expired (their deadlines set in the
 past, as after INGEST_STALE_AFTER_SECONDS), the next drain run reclaims its jobs under
 new tokens and the janitor clears what the dead run built: every document indexed once,
-both batches complete, the nine checks pass."""
+both batches complete, every check passes."""
 
 from __future__ import annotations
 

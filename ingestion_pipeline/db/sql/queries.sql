@@ -192,3 +192,14 @@ limit %(limit)s;
 -- name: installed_extensions
 -- Which variant of the schema the database should match (drift-manifest.json "variants").
 select extname as name from pg_extension order by 1;
+
+-- name: failed_documents
+-- Live documents whose latest version failed to index (a job of that version failed for good;
+-- a later success settles it): `ingest health`'s warning. `searchable`: those of them that
+-- keep an older version indexed, which search still returns.
+select count(*) as documents, count(*) filter (where d.index_generation_id is not null) as searchable
+from documents d
+where d.deleted_at is null
+  and exists (select 1 from ingestion_jobs j
+              where j.document_id = d.id and j.status = 'failed'
+                and j.document_version is not distinct from d.version);
