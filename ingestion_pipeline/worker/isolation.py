@@ -28,8 +28,8 @@ import concurrent.futures
 import concurrent.futures.process
 import contextlib
 import ctypes
+import io
 import logging
-import multiprocessing
 import os
 import pickle
 import resource
@@ -59,6 +59,7 @@ from ingestion_pipeline.processing import (
 )
 from ingestion_pipeline.processing.parse import PARSER_MODULES
 from ingestion_pipeline.worker.artifacts import EncodedArtifacts, encode_artifacts
+from ingestion_pipeline.worker.child_start import parse_context
 from ingestion_pipeline.worker.child_tasks import (
     TaskFiles,
     kill_task_child,
@@ -133,14 +134,24 @@ def can_run_in_child(embedder: Embedder) -> bool:
     """An embedder is sent to the children when it pickles (the built-in ones do); one
     holding threads, locks or sockets embeds in the job's thread instead, and so does one
     that waits on the network (`runs_in_child = False`): a slow endpoint must not count
-    against the parse timeout, and waiting needs no core of its own."""
+    against the parse timeout, and waiting needs no core of its own. So does one defined in
+    the caller's main module (a script's class): a child never imports that module
+    (worker/child_start.py), and could not unpickle it."""
     if not getattr(embedder, "runs_in_child", True):
         return False
     try:
-        pickle.dumps(embedder)
+        _OutsideMain(io.BytesIO()).dump(embedder)
     except Exception:  # noqa: BLE001 - whatever stops it pickling, it embeds in the job's thread
         return False
     return True
+
+
+class _OutsideMain(pickle.Pickler):
+    """A pickler that refuses what a child would look up in `__main__`."""
+
+    def persistent_id(self, obj: Any) -> None:
+        if "__main__" in (type(obj).__module__, getattr(obj, "__module__", None)):
+            raise pickle.PicklingError(f"{obj!r} is defined in __main__, which a parsing child does not import")
 
 
 def _start_child(memory_bytes: int, embedder: Embedder | None = None) -> None:
@@ -213,16 +224,14 @@ class ParsePool:
     def _started(self) -> tuple[pebble.ProcessPool, int]:
         with self._lock:
             if self._pool is None:
-                context = multiprocessing.get_context("forkserver")
-                # The fork server imports the parsers, and the worker's main module (which
-                # every child would import again otherwise), and the embedder's libraries,
-                # once; every child it forks has them, so replacing a child (after its tasks,
-                # a timeout, a crash) costs a fork, not the imports (half a second of CPU each).
+                # The fork server imports the parsers and the embedder's libraries once; every
+                # child it forks has them, so replacing a child (after its tasks, a timeout, a
+                # crash) costs a fork, not the imports (half a second of CPU each).
+                # worker.fork_server: a child started as its pool ends exits quietly. Never the
+                # caller's main module (worker/child_start.py).
                 embedder_modules = list(getattr(self._warm, "child_modules", ()))
-                # worker.fork_server: a child started as its pool ends exits quietly.
-                context.set_forkserver_preload(
+                context = parse_context(
                     [
-                        "__main__",
                         "ingestion_pipeline.worker.fork_server",
                         "ingestion_pipeline.worker.isolation",
                         *PARSER_MODULES,
