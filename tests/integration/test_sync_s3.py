@@ -13,6 +13,7 @@ import pytest
 
 from ingestion_pipeline.cli import main as ingest
 from ingestion_pipeline.operations.listing import ListingFailed
+from ingestion_pipeline.operations.selection import Selection
 from ingestion_pipeline.operations.sync import SyncOptions, sync_source
 from ingestion_pipeline.worker import Worker
 from tests.s3server import S3Server, reset, s3_server
@@ -127,3 +128,20 @@ def test_an_empty_prefix_deletes_nothing_without_allow_empty(pool, conn, bucket)
     assert counts(sync(pool, allow_empty=True)) == {"deleted": 3}
     with pytest.raises(ListingFailed, match="no such folder or prefix"):
         sync_source(pool, "s3://no-such-bucket/team", SyncOptions(collection="bucket", max_bytes=100))
+
+
+def test_a_bucket_gives_its_documents_and_globs_match_paths_below_the_prefix(pool, bucket):
+    """Issue 61, item 2: as a folder's, a bucket's stylesheets and SVG are counted, not read,
+    and a glob with `/` matches an object's path below the source's prefix."""
+    put(bucket, "site/style.css", "body { color: red; }\n")
+    put(bucket, "site/figure.svg", "<svg/>\n")
+    report = sync(pool)
+    assert counts(report) == {"new": 3} and str(report.passed_over) == "1 SVG image, 1 stylesheet"
+    chosen = sync(pool, selection=Selection.of(include=["site/*"], exclude=["*.svg"]))
+    assert sorted((key.removeprefix(SOURCE + "/"), change) for key, change in chosen.changes) == [
+        ("alpha.md", "deleted"),  # no longer chosen: not the source's
+        ("beta.txt", "deleted"),
+        ("deeper/gamma.md", "deleted"),
+        ("site/style.css", "new"),
+    ]
+    assert chosen.passed_over.by_kind() == {"file not included": 3, "excluded file": 1}
