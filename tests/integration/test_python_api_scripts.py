@@ -13,6 +13,7 @@ only guard against a hang."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -22,6 +23,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import nbformat
 import psutil
@@ -50,6 +52,14 @@ PAGES = {
 }
 
 
+class Printed(NamedTuple):
+    out: str
+    err: str  # for the failures' messages: the worker's faults are logged there
+
+    def __str__(self) -> str:
+        return f"{self.out}\n-- stderr, its end:\n{self.err[-3000:]}"
+
+
 def framed(page: str) -> list[str]:
     """The page's blocks, with a first and a last line that say the program began and ended."""
     blocks = python_blocks(page)
@@ -57,21 +67,21 @@ def framed(page: str) -> list[str]:
     return [f"print({BEGAN!r})", *blocks, f"print({ENDED!r})"]
 
 
-def as_script(blocks: list[str], tmp_path: Path, env: dict[str, str]) -> str:
+def as_script(blocks: list[str], tmp_path: Path, env: dict[str, str]) -> Printed:
     script = tmp_path / "walkthrough.py"
     script.write_text("\n".join(blocks))
     return run([sys.executable, str(script)], env)
 
 
-def as_command(blocks: list[str], tmp_path: Path, env: dict[str, str]) -> str:
+def as_command(blocks: list[str], tmp_path: Path, env: dict[str, str]) -> Printed:
     return run([sys.executable, "-c", "\n".join(blocks)], env)
 
 
-def from_standard_input(blocks: list[str], tmp_path: Path, env: dict[str, str]) -> str:
+def from_standard_input(blocks: list[str], tmp_path: Path, env: dict[str, str]) -> Printed:
     return run([sys.executable, "-"], env, stdin="\n".join(blocks))
 
 
-def in_a_dagster_op(blocks: list[str], tmp_path: Path, env: dict[str, str]) -> str:
+def in_a_dagster_op(blocks: list[str], tmp_path: Path, env: dict[str, str]) -> Printed:
     script = tmp_path / "dagster_job.py"
     body = textwrap.indent("\n".join(blocks), "    ")
     script.write_text(
@@ -83,30 +93,26 @@ def in_a_dagster_op(blocks: list[str], tmp_path: Path, env: dict[str, str]) -> s
     return run([sys.executable, str(script)], env)
 
 
-def in_a_notebook(blocks: list[str], tmp_path: Path, env: dict[str, str]) -> str:
+def in_a_notebook(blocks: list[str], tmp_path: Path, env: dict[str, str]) -> Printed:
     """Each block a cell, run by a Jupyter kernel started in the checkout's folder."""
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(block) for block in blocks])
     client = NotebookClient(
         notebook, timeout=HANG_GUARD_SECONDS, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
     )
     client.execute(env={**env, "IPYTHONDIR": str(tmp_path / "ipython")})
-    return "".join(
-        output["text"]
-        for cell in notebook.cells
-        for output in cell.get("outputs", [])
-        if output["output_type"] == "stream" and output["name"] == "stdout"
-    )
+    streams = [output for cell in notebook.cells for output in cell.get("outputs", []) if "name" in output]
+    return Printed(*("".join(out["text"] for out in streams if out["name"] == name) for name in ("stdout", "stderr")))
 
 
-def run(command: list[str], env: dict[str, str], stdin: str | None = None) -> str:
+def run(command: list[str], env: dict[str, str], stdin: str | None = None) -> Printed:
     result = subprocess.run(
         command, cwd=ROOT, env=env, input=stdin, capture_output=True, text=True, timeout=HANG_GUARD_SECONDS
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
+    return Printed(result.stdout, result.stderr)
 
 
-WAYS: dict[str, Callable[[list[str], Path, dict[str, str]], str]] = {
+WAYS: dict[str, Callable[[list[str], Path, dict[str, str]], Printed]] = {
     "script": as_script,
     "python -c": as_command,
     "stdin": from_standard_input,
@@ -138,9 +144,12 @@ def run_env(db_url: str) -> Iterator[dict[str, str]]:
     deadline = time.monotonic() + 60  # a fork server exits once its parent has: not at once
     while (left := processes_of(run_id)) and time.monotonic() < deadline:
         time.sleep(0.1)
+    commands = []
     for process in left:
-        process.kill()
-    assert not left, f"processes left behind: {[' '.join(process.cmdline())[:120] for process in left]}"
+        with contextlib.suppress(psutil.NoSuchProcess):
+            commands.append(" ".join(process.cmdline())[:120])
+            process.kill()
+    assert not left, f"processes left behind: {commands}"
 
 
 # Each page each way; from standard input, the README's snippet only (the same start as a script's).
@@ -151,11 +160,11 @@ CASES = [(page, way) for page in PAGES for way in WAYS if (page, way) != ("docs/
 def test_the_python_blocks_run_once_and_end(page: str, way: str, run_env: dict[str, str], tmp_path: Path) -> None:
     printed = WAYS[way](framed(page), tmp_path, run_env)
 
-    lines = printed.splitlines()
+    lines = printed.out.splitlines()
     expected, indexed = PAGES[page]
     for start in (BEGAN, ENDED, *expected):
         times = sum(line.startswith(start) for line in lines)
         assert times == 1, f"a line {start!r}… printed {times} times:\n{printed}"
     with psycopg.connect(run_env["DATABASE_URL"]) as conn:
         row = conn.execute("select count(*) from documents where index_generation_id is not null").fetchone()
-    assert row == (indexed,)
+    assert row == (indexed,), printed
