@@ -30,7 +30,7 @@ $(STAMP): $(BIN)/python pyproject.toml testing/pyproject.toml
 	  $(BIN)/python -m pip install --quiet -e '.[test]' && \
 	  $(BIN)/python -m pip install --quiet --no-deps -e ./testing; \
 	fi
-	touch $(STAMP)
+	@touch $(STAMP)
 
 install: $(STAMP)
 

@@ -1,5 +1,5 @@
-"""`ingest ui` (Dagster webserver + daemon: `dg dev` in the checkout) and `ingest demo`
-(the whole loop, in process).
+"""`ingest ui` (Dagster webserver + daemon: `dg dev` in the checkout) and what it shares with
+`ingest demo` (the whole loop, in process: cli/demo.py).
 
 Both use one Dagster home, <INGEST_DATA_DIR>/dagster, with the checkout's dagster.yaml copied
 into it (orchestration/home.py): Dagster's storage is PostgreSQL and its step logs are under
@@ -17,18 +17,14 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ingestion_pipeline.cli import documents, search
 from ingestion_pipeline.cli.common import add_database_url
 from ingestion_pipeline.cli.db import ensure_vector_index
 from ingestion_pipeline.cli.process_group import command_lines, run_process_group
-from ingestion_pipeline.cli.tables import render_table
 from ingestion_pipeline.db import migrate as migrator
-from ingestion_pipeline.db.connection import direct_database_url, resolve_database_url
-from ingestion_pipeline.db.ready import migrated_pool
+from ingestion_pipeline.db.connection import direct_database_url
 from ingestion_pipeline.errors import IngestError
-from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.orchestration.home import write_home
 from ingestion_pipeline.settings import Settings
 
@@ -45,10 +41,9 @@ def register(commands: Commands) -> None:
     add_database_url(ui)
     ui.set_defaults(handler=cmd_ui)
 
-    demo = commands.add_parser("demo", help="migrate, enqueue the samples, drain with Dagster, status, search")
-    demo.add_argument("--samples", default="samples", help="folder of documents (default ./samples)")
-    add_database_url(demo)
-    demo.set_defaults(handler=cmd_demo)
+    from ingestion_pipeline.cli import demo  # it builds on this module's checkout and environment
+
+    demo.register(commands)
 
 
 def checkout_root() -> Path:
@@ -113,70 +108,3 @@ def _quiet_dagster() -> Iterator[None]:
         warnings.simplefilter("ignore")
         logging.getLogger("dagster").setLevel(logging.WARNING)
         yield
-
-
-PARAPHRASE = "playful animals near streams"  # samples/river-otters.html has none of these words
-
-
-def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
-    root = checkout_root()
-    url = resolve_database_url(settings)
-    settings = settings.model_copy(update={"database_url": url})
-    for migration in migrator.migrate(direct_database_url(settings)).newly_applied:
-        print(f"applied {migration.path.name}")
-    print(ensure_vector_index(direct_database_url(settings), settings))
-    with migrated_pool(settings) as pool:
-        report = enqueue_paths(pool, [args.samples], max_bytes=settings.max_file_bytes, batch_name="demo samples")
-    if report.batch_id is not None:
-        print(f"enqueued {len(report.files)} file(s) into batch {report.batch_id}")
-    print(render_table(["result", "files"], sorted(report.counts.items())) + "\n")
-    if report.batch_id is None and not report.counts.get("already_queued"):
-        # A re-run: every sample is indexed as it is. No batch, and no run with nothing to do.
-        print(f"{documents.unqueued(report)}: no batch was written and no run is needed\n")
-    else:
-        _run_the_drain(settings, root)
-    if report.batch_id is not None:
-        documents.print_status(settings, batch_id=report.batch_id)
-        print()
-    search.print_search(settings, "lease fencing", limit=3)
-    # Vectors from the default embedder, offline: a paraphrase that shares no word with its page.
-    print(f'\n$ ingest search --mode vector "{PARAPHRASE}" --limit 1')
-    search.print_search(settings, PARAPHRASE, mode="vector", limit=1)
-    print("\nSee the run and the asset in the UI: `ingest ui`, then http://127.0.0.1:3000")
-    return 0
-
-
-def _run_the_drain(settings: Settings, root: Path) -> None:
-    os.environ.update(dagster_environment(settings))
-    run_id, metadata = _drain_with_dagster(settings, root)
-    print(f"Dagster run {run_id[:8]} of ingest_documents materialized document_index:")
-    print(render_table(["metric", "value"], [(key, getattr(value, "value", value)) for key, value in metadata.items()]))
-    print()
-
-
-def _drain_with_dagster(settings: Settings, root: Path) -> tuple[str, dict[str, Any]]:
-    """One run of ingest_documents in this process, recorded in the instance the UI uses
-    (Dagster's home <INGEST_DATA_DIR>/dagster, with the checkout's dagster.yaml)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import dagster as dg
-        from dagster._core.instance.ref import InstanceRef
-
-        from ingestion_pipeline.definitions import make_definitions
-        from ingestion_pipeline.orchestration.resources import DatabaseResource, ProcessingResource
-
-        logging.getLogger("dagster").setLevel(logging.WARNING)
-        job = make_definitions(
-            DatabaseResource(database_url=settings.database_url), ProcessingResource()
-        ).resolve_job_def("ingest_documents")
-        home = write_home(root, settings.data_dir)
-        with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
-            result = job.execute_in_process(
-                instance=instance,
-                raise_on_error=False,
-                run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-            )
-    if not result.success:
-        raise IngestError(f"the ingest_documents run {result.run_id[:8]} failed; see the log above")
-    [materialization] = result.asset_materializations_for_node("document_index")
-    return result.run_id, dict(materialization.metadata)

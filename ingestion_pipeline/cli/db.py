@@ -43,6 +43,9 @@ def register(commands: Commands) -> None:
     migrate = db_commands.add_parser("migrate", help="apply pending migrations")
     migrate.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     migrate.add_argument("--target", metavar="VERSION", help="stop after this 14-digit version")
+    migrate.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="list each migration applied"
+    )
     migrate.set_defaults(handler=cmd_db_migrate)
     for sub in (status, migrate, url):
         add_database_url(sub)
@@ -109,9 +112,11 @@ def cmd_db_migrate(args: argparse.Namespace, settings: Settings) -> int:
     def report(migration: migrator.MigrationFile, duration_ms: int) -> None:
         print(f"applied {migration.path.name} ({duration_ms} ms)")
 
-    plan = migrator.migrate(url, target=args.target, on_apply=report)
+    listed = getattr(args, "verbose", False)  # `ingest db migrate -v` or `ingest -v db migrate`
+    plan = migrator.migrate(url, target=args.target, on_apply=report if listed else None)
     applied = len(plan.newly_applied)
-    print(f"{applied} migration(s) applied" if applied else "database is up to date")
+    hint = "" if listed or not applied else " (-v lists them)"
+    print(f"{applied} migration(s) applied{hint}" if applied else "database is up to date")
     print(ensure_vector_index(url, settings))
     if plan.ahead:
         print(

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ingestion_pipeline.cli import main as ingest
-from ingestion_pipeline.cli.dagster_ui import PARAPHRASE
+from ingestion_pipeline.cli.demo import PARAPHRASE
 from ingestion_pipeline.errors import ConfigError
 from ingestion_pipeline.processing import embedder_from_settings
 from ingestion_pipeline.processing.static_embedder import StaticEmbedder, folder_model, wordllama_model

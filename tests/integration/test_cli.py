@@ -88,10 +88,11 @@ def test_migrate_then_status_shows_every_migration_applied(tmp_path, empty_db_ur
     files = migrate.discover(migrate.default_migrations_dir())
     home = tmp_path / "home"  # the user's data folder, where the embedded server would start
 
-    migrated = run(tmp_path, "db", "migrate", "--database-url", empty_db_url, XDG_DATA_HOME=str(home))
+    migrated = run(tmp_path, "db", "migrate", "-v", "--database-url", empty_db_url, XDG_DATA_HOME=str(home))
     assert migrated.returncode == 0, migrated.stderr
     for f in files:
         assert f"applied {f.path.name}" in migrated.stdout
+    assert f"{len(files)} migration(s) applied\n" in migrated.stdout
 
     status = run(tmp_path, "db", "status", "--database-url", empty_db_url, XDG_DATA_HOME=str(home))
     assert status.returncode == 0, status.stderr
