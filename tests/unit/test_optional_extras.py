@@ -166,3 +166,16 @@ def test_a_retriever_without_its_extra_is_one_line_naming_it(module: str, framew
     last = done.stderr.splitlines()[-1]
     assert last == f"ingestion_pipeline.extras.MissingExtra: ingestion_pipeline.integrations.{module} needs {message}"
     assert "During handling" not in done.stderr and f"{framework}/" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("extra", "page"),
+    [("llama-index", "integrations.md"), ("mcp", "mcp.md"), ("metrics", "metrics.md")],
+)
+def test_the_docs_install_an_extra_by_its_own_requirement(extra: str, page: str) -> None:
+    """`pip install 'ingestion-pipeline[x]'` finds nothing outside a checkout (the package is not on
+    an index, issue 61): the pages install the extra's requirement as pyproject.toml has it."""
+    text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+    [requirement] = PYPROJECT["project"]["optional-dependencies"][extra]
+    assert f"pip install '{requirement}'" in text
+    assert f"pip install '{DISTRIBUTION}[" not in text.replace(f"`pip install '{DISTRIBUTION}[llama-index]'` finds", "")
