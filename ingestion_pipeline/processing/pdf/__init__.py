@@ -4,7 +4,8 @@ document's headings (from its outline where it has one, else from its typography
 section on the PDF page it stands on. Pages without a text layer (scans) are rendered by
 PDFium and read by OCR (ocr.py). docs/processing.md shows what a PDF becomes.
 
-Modules: lines (PDFium's text, line by line, with geometry and type), furniture, headings,
+Modules: lines (PDFium's text, line by line, with geometry and type; chars: its characters,
+words: words it runs together, shifts: word spaces it moves), furniture, headings,
 paragraphs; reading (opening, the outline, labels, scans, every failure in plain words).
 """
 

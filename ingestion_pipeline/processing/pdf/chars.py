@@ -38,6 +38,8 @@ _CHAR_ORIGIN = _unconverted(pdfium_c.FPDFText_GetCharOrigin)
 _FONT_INFO = _unconverted(pdfium_c.FPDFText_GetFontInfo, ctypes.c_ulong)
 _FONT_WEIGHT = _unconverted(pdfium_c.FPDFText_GetFontWeight)
 _FONT_SIZE = _unconverted(pdfium_c.FPDFText_GetFontSize, ctypes.c_double)
+_TEXT_OBJECT = _unconverted(pdfium_c.FPDFText_GetTextObject, ctypes.c_void_p)
+_LOOSE_BOX = _unconverted(pdfium_c.FPDFText_GetLooseCharBox)
 
 
 class Chars:
@@ -54,6 +56,8 @@ class Chars:
         self._origin_refs = (ctypes.byref(self._x), ctypes.byref(self._y))
         self._box = [ctypes.c_double() for _ in range(4)]
         self._box_refs = [ctypes.byref(value) for value in self._box]
+        self._loose = pdfium_c.FS_RECTF()
+        self._loose_ref = ctypes.byref(self._loose)
         self.splits = 0  # words split at a gap on this page (words.py)
 
     def origin(self, index: int) -> tuple[float, float]:
@@ -91,6 +95,21 @@ class Chars:
             lefts.append(left.value)
             rights.append(right.value)
         return lefts, rights
+
+    def objects(self, first: int, count: int) -> list[int | None]:
+        """The text object (its address; None for a character PDFium made up, such as the
+        spaces it puts between words) of each of `count` characters from `first`."""
+        get, handle = _TEXT_OBJECT, self.handle
+        return [get(handle, index) for index in range(first, first + count)]
+
+    def advance_end(self, index: int) -> float:
+        """Where the character's advance ends (its loose box's right edge)."""
+        _LOOSE_BOX(self.handle, index, self._loose_ref)
+        return float(self._loose.right)
+
+    def font_name(self, index: int) -> bytes:
+        _FONT_INFO(self.handle, index, self._name, self._name_size, self._flags_ref)
+        return bytes(self._name.value)
 
     def bold_mono(self, index: int) -> tuple[bool, bool]:
         """Whether the character's font is bold, and fixed-pitch: by the font's name, flags

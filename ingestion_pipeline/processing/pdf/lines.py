@@ -18,6 +18,7 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from .chars import Chars
+from .shifts import Shifts, moved_spaces
 from .words import SPLITS_TO_MEASURE_ALL, respaced, separated
 
 # PDFium's generated line break; its mark for a hyphen it joined at a line end.
@@ -62,6 +63,7 @@ class Spacing:
     def __init__(self) -> None:
         self.pages = 0
         self.run_together = 0
+        self.shifts = Shifts()  # word spaces PDFium moved (shifts.py)
 
     @property
     def every_word(self) -> bool:
@@ -137,6 +139,12 @@ def _lines(raw: pdfium_c.FPDF_TEXTPAGE, spacing: Spacing) -> list[Line]:
         for number, part, start in measured:
             line = lines[number]
             lines[number] = replace(line, text=" ".join(_unmarked(respaced(chars, part, start, line.size)).split()))
+    if spacing.shifts.looking:
+        parts = [(number, part, start, lines[number].size) for number, part, start in measured]
+        for number, (before, after) in moved_spaces(raw, chars, parts, spacing.shifts).items():
+            line, before, after = lines[number], " ".join(_unmarked(before).split()), " ".join(_unmarked(after).split())
+            if line.text.count(before) == 1:
+                lines[number] = replace(line, text=line.text.replace(before, after))
     return lines
 
 
