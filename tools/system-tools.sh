@@ -13,7 +13,7 @@
 set -euo pipefail
 
 missing=() lean=()  # lean: installed without their recommends (LibreOffice's pull in Java)
-need() { command -v "$1" >/dev/null || [ -x "/usr/sbin/$1" ] || [ -x "/usr/bin/$1" ]; }
+need() { command -v "$1" >/dev/null || [ -x "/usr/sbin/$1" ]; }  # pgbouncer: /usr/sbin, off a user's PATH
 need pgbouncer || missing+=(pgbouncer)
 need chromium || missing+=(chromium)
 need tesseract || lean+=(tesseract-ocr tesseract-ocr-eng)

@@ -118,3 +118,20 @@ def test_make_test_installs_the_tools_through_the_script_ci_uses():
         for package in packages.split():
             assert package in script, package
     assert os.access(ROOT / "tools" / "system-tools.sh", os.X_OK)
+
+
+def test_the_script_as_a_user_without_the_tools_names_them_and_installs_nothing(tmp_path):
+    """Not root (an `id` that says uid 1000): it only says what is missing; make test goes on (exit 3)."""
+    env = hidden_tools_env(TOOLS, tmp_path / "bin")
+    fake_id = tmp_path / "bin" / "id"
+    fake_id.unlink()
+    fake_id.write_text("#!/bin/sh\necho 1000\n")
+    fake_id.chmod(0o755)
+    done = subprocess.run(
+        ["bash", str(ROOT / "tools" / "system-tools.sh")], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 3, done.stdout + done.stderr
+    [line] = done.stdout.splitlines()
+    for package in ("chromium", "tesseract-ocr", "pandoc", "libreoffice-writer-nogui", "groff", "ghostscript"):
+        assert package in line
+    assert INSTALL_COMMAND in line and "apt-get" not in done.stdout + done.stderr
