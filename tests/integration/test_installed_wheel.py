@@ -107,6 +107,8 @@ def test_the_installed_wheel_indexes_and_searches_from_another_folder(venv, empt
     assert (drained["completed"], drained["failed"]) == (1, 0), drained
     found = run("search", "lease fencing")  # hybrid: the default embedder's vectors too
     assert "leases.md" in found and "Why fencing matters" in found, found
+    run("db", "check-drift")  # the schema's manifest, from the wheel
+    run("health")
 
 
 @pytest.mark.parametrize(
