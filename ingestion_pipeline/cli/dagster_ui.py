@@ -1,5 +1,5 @@
-"""`ingest ui` (Dagster webserver + daemon: `dg dev` in the checkout) and what it shares with
-`ingest demo` (the whole loop, in process: cli/demo.py).
+"""`ingest ui` (Dagster webserver + daemon: `dg dev` on the checkout's workspace.yaml, run in
+Dagster's home) and what it shares with `ingest demo` (the whole loop, in process: cli/demo.py).
 
 Both use one Dagster home, <INGEST_DATA_DIR>/dagster, with the checkout's dagster.yaml copied
 into it (orchestration/home.py): Dagster's storage is PostgreSQL and its step logs are under
@@ -54,8 +54,7 @@ def checkout_root() -> Path:
 
 
 def dagster_environment(settings: Settings) -> dict[str, str]:
-    """What Dagster's processes need to find the same databases and data folder as we do
-    (they run in the checkout, so its .env reaches them as it reaches `ingest`)."""
+    """What Dagster's processes need to find the same databases and data folder as we do."""
     env = {"INGEST_DATA_DIR": str(settings.data_dir.resolve())}
     if settings.database_url:
         env["DATABASE_URL"] = settings.database_url
@@ -76,8 +75,8 @@ def cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
     home = write_home(root, settings.data_dir)
     # Our own instance (the stop marks runs canceling in it) finds the storage as Dagster's processes do.
     os.environ.update(dagster_environment(settings))
-    env = {**os.environ, "DAGSTER_HOME": str(home)}
-    command = [str(dg), "dev", "--host", args.host, "--port", str(args.port)]
+    env = {**os.environ, **checkout_env(root), "DAGSTER_HOME": str(home)}
+    command = [*dev_command(dg, root), "--host", args.host, "--port", str(args.port)]
     with _quiet_dagster():
         from ingestion_pipeline.orchestration import ui_runs
 
@@ -90,7 +89,7 @@ def cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
                 if canceling:
                     print(f"stopping: {len(canceling)} run(s) in flight marked canceling", flush=True)
 
-            code = run_process_group(command, env=env, cwd=root, before_interrupt=cancel_in_flight)
+            code = run_process_group(command, env=env, cwd=home, before_interrupt=cancel_in_flight)
             for run_id, status in ui_runs.finish_canceled(instance, canceling).items():
                 print(f"run {run_id[:8]} interrupted by the stop: {status}", flush=True)
     # Nothing is left to do, but the interpreter's teardown of all that Dagster imported took
@@ -99,6 +98,24 @@ def cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def dev_command(dg: Path, root: Path) -> list[str]:
+    """`dg dev` on the checkout's code location, to run in Dagster's home. In the checkout it
+    would read its dagster.yaml, which is there for plain `dg dev` and `dagster dev` (their
+    temporary home's configuration), and warn at every start that with DAGSTER_HOME set the file
+    "will not be used" (its copy in the home is); named by its workspace file, the location
+    loads from any folder, and `dg dev` stays in the home, where dagster.yaml is the one used."""
+    return [str(dg), "dev", "--workspace", str(root / "workspace.yaml")]
+
+
+def checkout_env(root: Path) -> dict[str, str]:
+    """The checkout's .env, which Dagster's processes read from the folder they start in (over
+    the environment, as `dagster dev` loads it): they start in Dagster's home, so it is passed on."""
+    from dotenv import dotenv_values
+
+    dotenv = root / ".env"
+    return {k: v for k, v in dotenv_values(dotenv).items() if v is not None} if dotenv.is_file() else {}
 
 
 @contextlib.contextmanager

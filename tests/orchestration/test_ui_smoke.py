@@ -2,7 +2,8 @@
 
 - plain `dagster dev` in the checkout with no environment set (the first thing a Dagster
   user types) loads the location with the asset, its checks, the jobs, sensors and schedule;
-- SIGINT to `ingest ui`'s pid (not its group) stops every process it started.
+- SIGINT to `ingest ui`'s pid (not its group) stops every process it started, and it started
+  without Dagster's warning about the checkout's dagster.yaml.
 Everything started is stopped."""
 
 from __future__ import annotations
@@ -75,6 +76,10 @@ def test_a_signal_to_ingest_ui_stops_every_process_it_started(tmp_path, signum):
         assert code in (0, 128 + signal.SIGTERM, 128 + signal.SIGKILL), code
         assert gone(family) == []
         assert not port_open(live.port)
+        # `dg dev` runs in Dagster's home, where its dagster.yaml is the one used: no warning that
+        # the checkout's "will not be used" (issue 61), nor any other of Dagster's at the start
+        log = re.sub(r"\x1b\[[0-9;]*m", "", (tmp_path / "ui.log").read_text())  # colours off
+        assert "will not be used" not in log and " - WARNING - " not in log, log[-3000:]
     finally:
         if live.proc.poll() is None:
             live.kill_everything()
