@@ -1,6 +1,8 @@
-"""Errors that the `ingest` command reports as one line, without a traceback; and the
-project's own SQLSTATEs, each with what it becomes on this side."""
+"""Errors that the `ingest` command reports as one line, without a traceback; the project's
+own SQLSTATEs, each with what it becomes on this side; and `printable`, what any error's text
+becomes before a person reads it."""
 
+import ast
 import difflib
 import re
 import shlex
@@ -121,3 +123,30 @@ def first_line(exc: BaseException) -> str:
     """An exception as one line: its message's first line, or its type's name."""
     text = str(exc).strip()
     return (text.splitlines()[0] if text else "") or type(exc).__name__
+
+
+# A library's message may quote the damaged file: Python's repr of bytes (b'\xcb…'), escapes
+# of characters (\x00, \u0000), control characters, or text decoded from the wrong charset.
+# (A literal cut short, as a library's excerpt may be, runs to the end of the line.)
+_BYTES_LITERAL = re.compile(r"""(?<!\w)b(?:'(?:[^'\\\n]|\\.)*(?:'|$)|"(?:[^"\\\n]|\\.)*(?:"|$))""", re.MULTILINE)
+_ESCAPES = re.compile(r"(?:\\x[0-9a-fA-F]{2}|\\u[0-9a-fA-F]{4}|\\U[0-9a-fA-F]{8})+")
+ERROR_TEXT_LIMIT = 500  # characters: a person reads it in `ingest status`, the UI, a JSON answer
+
+
+def printable(message: str, limit: int = ERROR_TEXT_LIMIT) -> str:
+    """An error as a person reads it (a job's, a parser's, a note's): one line of printable
+    text, at most `limit` characters. The bytes a library quotes from a damaged file are
+    said, not shown (`[1 byte]`), and so are escaped or unprintable characters (`?`)."""
+    text = _BYTES_LITERAL.sub(_bytes_said, message[: limit * 20])
+    text = _ESCAPES.sub("?", text)
+    text = "".join(ch if ch.isprintable() and ch != "\ufffd" else ("?" if not ch.isspace() else " ") for ch in text)
+    text = re.sub(r"\?{2,}", "?", " ".join(text.split()))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _bytes_said(match: re.Match[str]) -> str:
+    try:
+        size = len(ast.literal_eval(match.group()))
+    except (ValueError, SyntaxError):
+        return "[bytes]"
+    return f"[{size} byte{'' if size == 1 else 's'}]"

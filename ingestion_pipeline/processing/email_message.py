@@ -16,6 +16,8 @@ from email import policy
 from email.message import EmailMessage, Message
 from email.parser import BytesParser
 
+from ingestion_pipeline.errors import printable
+
 from .document import DraftSection, assemble
 from .errors import ProcessingError
 from .formats import EML
@@ -78,7 +80,7 @@ def _attachments(
         try:
             attached = parse_attachment(_attachment_bytes(part), name)
         except ProcessingError as exc:
-            notes.append(f"attachment {name} not indexed: {exc}")
+            notes.append(printable(f"attachment {name} not indexed: {exc}"))
             continue
         _append(attached, name, pages, drafts)
         notes.extend(f"attachment {name}: {note}" for note in attached.notes)

@@ -14,6 +14,8 @@ import io
 import zipfile
 import zlib
 
+from ingestion_pipeline.errors import printable
+
 from .errors import ProcessingError
 
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
@@ -91,7 +93,7 @@ def open_package(content: bytes, max_bytes: int, kind: str) -> io.BytesIO:
                 # OpenDocument encrypts inside the archive and says so in its manifest.
                 encrypted = "encryption-data" in _small_member(archive, _ODF_MANIFEST)
     except (zipfile.BadZipFile, OSError, EOFError, KeyError, ValueError, zlib.error) as exc:
-        raise ProcessingError(f"damaged {kind} file: {exc}") from None
+        raise ProcessingError(f"damaged {kind} file: {printable(str(exc))}") from None
     if encrypted:
         raise ProcessingError(f"password protected: the {kind} file is encrypted; upload it without a password")
     if expanded > limit:

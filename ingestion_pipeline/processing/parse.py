@@ -8,6 +8,8 @@ from typing import IO, Any
 
 from defusedxml import DefusedXmlException
 
+from ingestion_pipeline.errors import printable
+
 from .delimited import CSV, TSV, parse_delimited
 from .detect import format_name, sniff
 from .errors import ProcessingError
@@ -126,7 +128,7 @@ def _library_errors(kind: str, parse_it: Callable[[], ParsedDocument]) -> Parsed
             raise ProcessingError(
                 f"refused {kind} file: its XML declares entities or a DTD (an entity bomb?)"
             ) from None
-        detail = " ".join(str(exc).split())[:200] or type(exc).__name__
+        detail = printable(str(exc), 200) or type(exc).__name__  # its words, not the file's bytes
         raise ProcessingError(f"damaged {kind} file: {detail}") from None
 
 

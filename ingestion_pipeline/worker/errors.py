@@ -1,13 +1,10 @@
-"""Error classes the worker acts on, and the text a job's error becomes (printable)."""
+"""Error classes the worker acts on; a job's error text is `printable` (errors.py)."""
 
 from __future__ import annotations
 
-import ast
-import re
-
 import psycopg
 
-from ingestion_pipeline.errors import ARTIFACT_FENCE_SQLSTATE
+from ingestion_pipeline.errors import ARTIFACT_FENCE_SQLSTATE, ERROR_TEXT_LIMIT, printable
 from ingestion_pipeline.processing import EmbeddingUnavailable
 
 
@@ -54,28 +51,13 @@ def describe(exc: BaseException) -> str:
     return printable(f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__)
 
 
-# A library's message may quote the damaged file: Python's repr of bytes (b'\xcb…'), escapes
-# of characters (\x00, \u0000), control characters, or text decoded from the wrong charset.
-# (A literal cut short, as a library's excerpt may be, runs to the end of the line.)
-_BYTES_LITERAL = re.compile(r"""(?<!\w)b(?:'(?:[^'\\\n]|\\.)*(?:'|$)|"(?:[^"\\\n]|\\.)*(?:"|$))""", re.MULTILINE)
-_ESCAPES = re.compile(r"(?:\\x[0-9a-fA-F]{2}|\\u[0-9a-fA-F]{4}|\\U[0-9a-fA-F]{8})+")
-ERROR_TEXT_LIMIT = 500  # characters: a person reads it in `ingest status`, the UI, a JSON answer
-
-
-def printable(message: str, limit: int = ERROR_TEXT_LIMIT) -> str:
-    """A job's error as a person reads it: one line of printable text, at most `limit`
-    characters. The bytes a library quotes from a damaged file are said, not shown
-    (`[1 byte]`), and so are escaped or unprintable characters (`?`)."""
-    text = _BYTES_LITERAL.sub(_bytes_said, message[: limit * 20])
-    text = _ESCAPES.sub("?", text)
-    text = "".join(ch if ch.isprintable() and ch != "\ufffd" else ("?" if not ch.isspace() else " ") for ch in text)
-    text = re.sub(r"\?{2,}", "?", " ".join(text.split()))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _bytes_said(match: re.Match[str]) -> str:
-    try:
-        size = len(ast.literal_eval(match.group()))
-    except (ValueError, SyntaxError):
-        return "[bytes]"
-    return f"[{size} byte{'' if size == 1 else 's'}]"
+__all__ = [
+    "ERROR_TEXT_LIMIT",
+    "TRANSIENT_ERRORS",
+    "LeaseLost",
+    "WorkerFault",
+    "describe",
+    "is_build_refused",
+    "is_transient",
+    "printable",
+]

@@ -108,3 +108,33 @@ def test_a_docx_whose_compressed_bytes_are_damaged_fails_at_once_in_one_line(poo
     row = failed_job(conn, document_id)
     assert row["status"] == "failed" and row["attempt_count"] == 1, row  # permanent: not retried
     assert row["error_message"].isprintable() and "\n" not in row["error_message"]
+
+
+def test_a_librarys_bytes_never_reach_a_parsers_message_or_a_note():
+    """The same words where a parser makes them: a library's error in a damaged file's
+    message, and an attachment's failure in its e-mail's notes (`ingest show`)."""
+    from email.message import EmailMessage
+
+    from ingestion_pipeline.processing.email_message import parse_eml
+    from ingestion_pipeline.processing.parse import _library_errors
+
+    def broken():
+        raise ValueError(f"bad token {bytes([0xCB, 0])!r} at 7\nnext line")
+
+    with pytest.raises(ProcessingError) as raised:
+        _library_errors("DOCX", broken)
+    assert str(raised.value) == "damaged DOCX file: bad token [2 bytes] at 7 next line"
+
+    message = EmailMessage()
+    message["Subject"] = "minutes"
+    message.set_content("The minutes are attached.")
+    message.add_attachment(b"%PDF-1.7 scrambled", maintype="application", subtype="pdf", filename="minutes.pdf")
+
+    def unreadable(content, name):
+        raise ProcessingError(SCRAMBLED_PDF)
+
+    notes = parse_eml(message.as_bytes(), unreadable).notes
+    assert list(notes) == [
+        "attachment minutes.pdf not indexed: corrupt PDF: Invalid Elementary Object starting with [1 byte] @1183: "
+        "[21 bytes]"
+    ]

@@ -18,6 +18,8 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 from PIL import Image
 
+from ingestion_pipeline.errors import printable
+
 from ..errors import ProcessingError
 from ..images import MAX_IMAGE_PIXELS
 from ..ocr import NO_TESSERACT, OcrOptions, TesseractMissing, read_pages
@@ -157,5 +159,4 @@ def _corrupt(content: bytes, what: str, exc: Exception) -> ProcessingError:
 
 def _detail(exc: Exception) -> str:
     """The library's words, printable only (a damaged file's bytes are not a message)."""
-    text = " ".join("".join(ch if ch.isprintable() else " " for ch in str(exc)).split()) or type(exc).__name__
-    return text if len(text) <= _DETAIL_LIMIT else text[: _DETAIL_LIMIT - 1] + "…"
+    return printable(str(exc), _DETAIL_LIMIT) or type(exc).__name__
