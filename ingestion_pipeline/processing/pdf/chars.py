@@ -74,24 +74,26 @@ class Chars:
     def gaps(self, first: int, count: int) -> list[float]:
         """The gap between the boxes of each of `count` characters from `first` and the one
         before it (count - 1 gaps): the loop the separation of words spends its time in."""
-        get, handle, refs = _CHAR_BOX, self.handle, self._box_refs
+        get, handle, (ref0, ref1, ref2, ref3) = _CHAR_BOX, self.handle, self._box_refs
         left, right = self._box[0], self._box[1]
-        get(handle, first, *refs)
+        get(handle, first, ref0, ref1, ref2, ref3)
         before = right.value
-        gaps = []
+        gaps: list[float] = []
+        append = gaps.append
         for index in range(first + 1, first + count):
-            get(handle, index, *refs)
-            gaps.append(left.value - before)
+            get(handle, index, ref0, ref1, ref2, ref3)
+            append(left.value - before)
             before = right.value
         return gaps
 
     def boxes(self, first: int, count: int) -> tuple[list[float], list[float]]:
         """Left and right edges of `count` characters from `first`."""
-        get, handle, refs = _CHAR_BOX, self.handle, self._box_refs
+        get, handle, (ref0, ref1, ref2, ref3) = _CHAR_BOX, self.handle, self._box_refs
         left, right = self._box[0], self._box[1]
-        lefts, rights = [], []
+        lefts: list[float] = []
+        rights: list[float] = []
         for index in range(first, first + count):
-            get(handle, index, *refs)
+            get(handle, index, ref0, ref1, ref2, ref3)
             lefts.append(left.value)
             rights.append(right.value)
         return lefts, rights

@@ -156,6 +156,8 @@ def _unmarked(text: str) -> str:
 def _solid_near(part: str, offset: int) -> int:
     """The offset of a character near `offset` that is not a space: a space PDFium put
     between words has no font (its size reads 1.0)."""
+    if not part[offset].isspace():  # most lines
+        return offset
     for step in range(len(part)):
         for at in (offset - step, offset + step):
             if 0 <= at < len(part) and not part[at].isspace():
