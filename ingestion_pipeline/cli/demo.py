@@ -82,7 +82,7 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
         # A re-run: every sample is indexed as it is. No batch, and no run with nothing to do.
         print(f"{unqueued(report)}: no batch was written and no run is needed")
     else:
-        print(f"enqueued {len(report.files)} file(s) into batch {report.batch_id}: {outcomes}\n")
+        print(f"enqueued {len(report.files)} file(s) into batch {report.batch_id}: {outcomes}")
         _run_the_drain(settings, root)
     if report.batch_id is not None:
         print(batch_line(settings, report.batch_id))
