@@ -75,7 +75,7 @@ def cmd_ui(args: argparse.Namespace, settings: Settings) -> int:
     home = write_home(root, settings.data_dir)
     # Our own instance (the stop marks runs canceling in it) finds the storage as Dagster's processes do.
     os.environ.update(dagster_environment(settings))
-    env = {**os.environ, **checkout_env(root), "DAGSTER_HOME": str(home)}
+    env = dev_environment(root, settings, home)
     command = [*dev_command(dg, root), "--host", args.host, "--port", str(args.port)]
     with _quiet_dagster():
         from ingestion_pipeline.orchestration import ui_runs
@@ -107,6 +107,13 @@ def dev_command(dg: Path, root: Path) -> list[str]:
     "will not be used" (its copy in the home is); named by its workspace file, the location
     loads from any folder, and `dg dev` stays in the home, where dagster.yaml is the one used."""
     return [str(dg), "dev", "--workspace", str(root / "workspace.yaml")]
+
+
+def dev_environment(root: Path, settings: Settings, home: Path) -> dict[str, str]:
+    """`dg dev`'s environment: ours, the checkout's .env (Dagster's processes start in its home,
+    not in the checkout), then what our settings resolved from both (the data folder absolute,
+    whatever folder they run in), and the home."""
+    return {**os.environ, **checkout_env(root), **dagster_environment(settings), "DAGSTER_HOME": str(home)}
 
 
 def checkout_env(root: Path) -> dict[str, str]:
