@@ -2883,6 +2883,16 @@ CREATE FUNCTION public.search_lexeme_query(p_lexeme text) RETURNS tsquery
 $$;
 
 CREATE FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) RETURNS TABLE(document_id uuid, collection text, source_uri text, source_name text, title text, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading text, heading_path text, score double precision, snippet text, n integer)
+    LANGUAGE sql STABLE SECURITY DEFINER ROWS 10
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select h.document_id, h.collection, h.source_uri, h.source_name, h.title, h.index_generation_id, h.chunk_ordinal,
+           h.section_ordinal, h.page_ordinal, h.heading, h.heading_path, h.score, h.snippet, h.n
+      from public.search_lexical_ranked(p_query, p_collections, p_limit) h
+     order by h.n;
+$$;
+
+CREATE FUNCTION public.search_lexical_ranked(p_query text, p_collections text[], p_limit integer) RETURNS TABLE(document_id uuid, collection text, source_uri text, source_name text, title text, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading text, heading_path text, score double precision, snippet text, n integer, passage double precision)
     LANGUAGE plpgsql STABLE SECURITY DEFINER ROWS 10
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_custom_plan'
@@ -2907,6 +2917,7 @@ declare
     v_chunks float8;
     v_lexemes text[];
     v_idf float8[];
+    v_chunk_idf float8[];  -- over chunks: a passage's score
     v_any tsquery;
     v_seed tsquery;
     v_required tsquery;
@@ -2921,10 +2932,10 @@ declare
     v_match tsquery;
 begin
     if p_limit is null or p_limit < 1 or p_limit > 5000 then
-        raise exception 'search_lexical_hits: p_limit must be between 1 and 5000' using errcode = '22023';
+        raise exception 'search_lexical_ranked: p_limit must be between 1 and 5000' using errcode = '22023';
     end if;
     if v_refusal is not null then
-        raise exception 'search_lexical_hits: %', v_refusal using errcode = '22023';
+        raise exception 'search_lexical_ranked: %', v_refusal using errcode = '22023';
     end if;
     if v_scope is not null and cardinality(v_scope) = 0 then
         return;  -- nothing readable
@@ -2959,12 +2970,15 @@ begin
         select t.*, sum(t.chunks) over (order by t.chunks, t.lexeme) as postings from terms t
     )
     select array_agg(o.lexeme order by o.chunks, o.lexeme),
-           array_agg(ln(1 + (v_documents - o.documents + 0.5) / (o.documents + 0.5)) order by o.chunks, o.lexeme),
+           -- the mean of a word's IDF over documents and over chunks: see the header
+           array_agg((ln(1 + (v_documents - o.documents + 0.5) / (o.documents + 0.5))
+                      + ln(1 + (v_chunks - o.chunks + 0.5) / (o.chunks + 0.5))) / 2 order by o.chunks, o.lexeme),
            string_agg(public.search_lexeme_query(o.lexeme)::text, ' | ')::tsquery,
            (string_agg(public.search_lexeme_query(o.lexeme)::text, ' | ') filter (where o.postings <= v_budget))::tsquery,
            string_agg(public.search_lexeme_query(o.lexeme)::text, ' & ')::tsquery,
-           array_agg(public.search_lexeme_query(o.lexeme) order by o.chunks, o.lexeme)
-      into v_lexemes, v_idf, v_any, v_seed, v_every, v_queries
+           array_agg(public.search_lexeme_query(o.lexeme) order by o.chunks, o.lexeme),
+           array_agg(ln(1 + (v_chunks - o.chunks + 0.5) / (o.chunks + 0.5)) order by o.chunks, o.lexeme)
+      into v_lexemes, v_idf, v_any, v_seed, v_every, v_queries, v_chunk_idf
       from ordered o;
     if v_lexemes is null then
         return;  -- only excluded terms, or words no document here has
@@ -3024,7 +3038,7 @@ begin
     -- 2. Their scores over the chunks of theirs that step 1 read (at most the budget).
     return query
     with terms as (
-        select t.lexeme, t.idf from unnest(v_lexemes, v_idf) as t (lexeme, idf)
+        select t.lexeme, t.idf, t.chunk_idf from unnest(v_lexemes, v_idf, v_chunk_idf) as t (lexeme, idf, chunk_idf)
     ), docs as materialized (
         select d.id, d.collection, d.source_key, d.source_name, coalesce(d.title, d.source_name) as title,
                d.index_generation_id, greatest(d.chunk_count, 1) as chunk_count, x.rank > v_first as deeper
@@ -3078,6 +3092,17 @@ begin
         select distinct on (cc.document_id) cc.document_id, cc.ordinal, cc.covered + cc.in_head as cover
           from chunk_cover cc
          order by cc.document_id, cc.covered + cc.in_head desc, cc.ordinal
+    ), passages as materialized (  -- each document's best chunk by BM25 over chunks, as
+                                    -- search_chunk_scores scores it
+        select p.document_id, max(p.score) as passage
+          from (select o.document_id, o.ordinal,
+                       sum(t.chunk_idf * o.tf * 2.2 / (o.tf + 1.2) order by o.lexeme) as score
+                  from (select o.document_id, o.ordinal, o.lexeme,
+                               2 * least(o.in_title, 1) + 2 * o.in_headings + o.in_text as tf
+                          from occurrences o) o
+                  join terms t using (lexeme)
+                 group by o.document_id, o.ordinal) p
+         group by p.document_id
     ), heading_match as materialized (  -- the section heading the query covers best
         select c.document_id, max(hm.share) as share
           from (select distinct c.document_id, c.index_generation_id, c.section_ordinal from chunks c
@@ -3095,10 +3120,11 @@ begin
                  from terms t where t.lexeme = any (hw.words)) hm
          group by c.document_id
     ), ranked as (
-        select d.*, bc.ordinal, b.score + bc.cover + coalesce(hm.share, 0) as total
+        select d.*, bc.ordinal, b.score + bc.cover + coalesce(hm.share, 0) as total, p.passage
           from docs d
           join bm25 b on b.document_id = d.id
           join best_chunks bc on bc.document_id = d.id
+          left join passages p on p.document_id = d.id
           left join heading_match hm on hm.document_id = d.id
          order by d.deeper, total desc, d.source_key, d.source_name, d.id
          limit p_limit
@@ -3107,7 +3133,8 @@ begin
            c.section_ordinal, c.page_ordinal, sec.heading, c.heading, r.total::float8,
            ts_headline('english', t.content, coalesce(v_highlight, v_any),
                        'MaxFragments=1, MinWords=8, MaxWords=30, StartSel=[, StopSel=]'),
-           (row_number() over (order by r.deeper, r.total desc, r.source_key, r.source_name, r.id))::integer
+           (row_number() over (order by r.deeper, r.total desc, r.source_key, r.source_name, r.id))::integer,
+           coalesce(r.passage, 0)::float8
       from ranked r
       join chunks c on c.document_id = r.id and c.ordinal = r.ordinal
      cross join lateral (
@@ -3313,29 +3340,58 @@ CREATE FUNCTION public.search_ranked_documents(p_query text, p_collections text[
 declare
     v_scope text[] := public.search_scope(p_collections);
     v_depth integer := greatest(p_limit * 5, 50);
-    -- The lexical list's share of a hybrid score: half for a look-up, a fifth for a question
-    -- (migration 20261205000300 chose it by measurement).
-    v_share float8 := case when p_mode = 'vector' then 0
-                           when public.search_query_is_question(p_query) then 0.2 else 0.5 end;
     v_embedder text := btrim(p_embedder);
     v_floor float8 := public.search_vector_floor(btrim(p_embedder));
+    v_documents uuid[];  -- the lexical list (hybrid)
+    v_scores float8[];
+    v_passages float8[];
+    v_words float8 := 0;  -- how much the words decide: search_word_confidence
+    v_share float8;  -- the lexical score's share of a document's
+    v_passage float8;  -- the best passage's share of the lexical score
+    v_vector_documents uuid[];  -- the vector list
+    v_vector_generations uuid[];
+    v_cosines float8[];
 begin
+    if p_mode = 'hybrid' then
+        select array_agg(h.document_id order by h.n), array_agg(h.score order by h.n),
+               array_agg(h.passage order by h.n)
+          into v_documents, v_scores, v_passages
+          from public.search_lexical_ranked(p_query, p_collections, v_depth) h;
+        v_words := public.search_word_confidence(v_passages);
+    end if;
+    select array_agg(r.document_id order by r.n), array_agg(r.index_generation_id order by r.n),
+           array_agg(r.score order by r.n)
+      into v_vector_documents, v_vector_generations, v_cosines
+      from public.search_vector_ranked(p_query_embedding, p_collections, v_depth, v_embedder) r;
+    -- When the vector list's first is another document than the best passage's, the words
+    -- decide less by how far it leads its list: nothing from a lead of 0.2 in cosine.
+    if v_words > 0 and v_vector_documents[1] is distinct from
+           (select l.document_id from unnest(v_documents, v_passages) as l (document_id, passage)
+             order by l.passage desc, l.document_id limit 1) then
+        v_words := v_words * greatest(0, 1 - (v_cosines[1] - coalesce(v_cosines[2], 0)) / 0.2);
+    end if;
+    -- Half for a look-up, a fifth for a question (migration 20261205000300), rising to four
+    -- fifths as the words decide; the best passage's part of the lexical score from half to all.
+    v_share := case when p_mode = 'vector' then 0
+                    when public.search_query_is_question(p_query) then 0.2 + 0.6 * v_words
+                    else 0.5 + 0.3 * v_words end;
+    v_passage := 0.5 + 0.5 * v_words;
     return query
     with lexical as materialized (
-        select h.document_id, h.score
-          from public.search_lexical_hits(p_query, p_collections, v_depth) h
-         where p_mode = 'hybrid'
+        select l.document_id, l.score, l.passage
+          from unnest(v_documents, v_scores, v_passages) as l (document_id, score, passage)
     ), vector as materialized (
         select r.document_id, r.index_generation_id, r.score
-          from public.search_vector_ranked(p_query_embedding, p_collections, v_depth, v_embedder) r
+          from unnest(v_vector_documents, v_vector_generations, v_cosines) as r (document_id, index_generation_id, score)
     ), fused as materialized (  -- the best twice p_limit: those whose evidence is checked
         select coalesce(l.document_id, v.document_id) as document_id, l.document_id is not null as has_words,
                case when p_mode = 'vector' then v.score  -- the cosine itself, as before
-                    else v_share * coalesce(l.score / nullif(t.top, 0), 0)
+                    else v_share * ((1 - v_passage) * coalesce(l.score / nullif(t.top, 0), 0)
+                                    + v_passage * coalesce(l.passage / nullif(t.passage, 0), 0))
                          + (1 - v_share) * greatest(coalesce(v.score, 0), 0) end as score
           from lexical l
           full join vector v on v.document_id = l.document_id
-         cross join (select max(l.score) as top from lexical l) t
+         cross join (select max(l.score) as top, max(l.passage) as passage from lexical l) t
          order by 3 desc, 1
          limit 2 * p_limit
     ), chunks as materialized (  -- their chunks, by their cosines
@@ -3719,6 +3775,17 @@ CREATE FUNCTION public.search_vector_snippet(p_content text) RETURNS text
                 then array_to_string(w.words[1:30], ' ') || ' …'
                 else array_to_string(w.words, ' ') end
       from (select regexp_split_to_array(btrim(coalesce(p_content, ''), E' \t\n\r\f\v'), '\s+') as words) w;
+$$;
+
+CREATE FUNCTION public.search_word_confidence(p_passages double precision[]) RETURNS double precision
+    LANGUAGE sql IMMUTABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select coalesce((
+        select least(greatest((1 - coalesce(x.second, 0) / x.first - 0.05) / 0.25, 0), 1)
+          from (select (select max(p) from unnest(p_passages) p) as first,
+                       (select p from unnest(p_passages) p order by p desc nulls last offset 1 limit 1) as second) x
+         where x.first > 0), 0);
 $$;
 
 CREATE FUNCTION public.searchable_chunks_drift(p_limit integer DEFAULT 100) RETURNS TABLE(document_id uuid, index_generation_id uuid, ordinal integer, problem text)
@@ -4597,6 +4664,8 @@ REVOKE ALL ON FUNCTION public.search_lexeme_query(p_lexeme text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) TO ingestion_worker;
 
+REVOKE ALL ON FUNCTION public.search_lexical_ranked(p_query text, p_collections text[], p_limit integer) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION public.search_passages(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[], p_embedder text, p_window integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.search_passages(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[], p_embedder text, p_window integer) TO ingestion_worker;
 GRANT ALL ON FUNCTION public.search_passages(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[], p_embedder text, p_window integer) TO anon;
@@ -4631,6 +4700,8 @@ REVOKE ALL ON FUNCTION public.search_vector_ranked(p_embedding real[], p_collect
 REVOKE ALL ON FUNCTION public.search_vector_shown(p_embedding real[], p_documents uuid[], p_generations uuid[], p_scores double precision[], p_ordinals integer[]) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.search_vector_snippet(p_content text) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.search_word_confidence(p_passages double precision[]) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.searchable_chunks_drift(p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.searchable_chunks_drift(p_limit integer) TO ingestion_worker;

@@ -11,68 +11,96 @@ from ingestion_pipeline.search import search
 from tests.vector.corpus import EMBEDDER, index_folder, write_corpus
 
 
-def lexical_share(text: str) -> float:
+def base_share(text: str) -> float:
     """Migration 20261205000300: half for a query of up to four terms, a fifth from five on
     (20261205000100 had half for every query)."""
     return 0.5 if len(set(text.split())) <= 4 else 0.2
 
 
+def word_confidence(passages: list[float]) -> float:
+    """Migration 20261206001100: the best passage's lead over the next document's best, from 0
+    (5% or less) to 1 (30% or more)."""
+    ranked = [*sorted(passages, reverse=True), 0.0, 0.0]
+    if ranked[0] <= 0:
+        return 0.0
+    return min(max((1 - ranked[1] / ranked[0] - 0.05) / 0.25, 0.0), 1.0)
+
+
 @pytest.mark.parametrize(
-    "text, included, excluded",
+    "passages, confidence",
     [
-        ("password file for client connections", ["password", "file", "for", "client", "connections"], []),
-        ('vacuum -full "dead rows"', ["vacuum", '"dead rows"'], ["full"]),
-        ("wal or xlog", ["wal", "xlog"], []),  # every term is optional already
-        ('"unclosed phrase', ['"unclosed phrase"'], []),
-        ('-"x y" z', ["z"], ['"x y"']),
-        ('-- "" vacuum vacuum', ["vacuum"], []),
-        ("Vacuum vacuum OR\tfull", ["Vacuum", "vacuum", "full"], []),
-        ("", [], []),
-        # options are text: `-` excludes a word of two or more characters that begins with a
-        # letter, or a phrase, and only beside some other term (issue 46)
-        ("--help-xoptions -X -m", ["help-xoptions", "X", "m"], []),
-        ("python -m venv -X", ["python", "m", "venv", "X"], []),
-        ("vacuum -x -full", ["vacuum", "x"], ["full"]),
-        ("-vacuum", ["vacuum"], []),  # nothing but exclusions: searched as words
-        ('-vacuum -"dead rows"', ["vacuum", '"dead rows"'], []),
+        ([], 0.0),
+        ([0.0], 0.0),
+        ([3.0], 1.0),
+        ([3.0, 3.0], 0.0),
+        ([4.0, 3.0], 0.8),
+        ([10.0, 9.5, 1.0], 0.0),
+        ([10.0, 8.5], 0.4),
+        ([10.0, 2.0, 9.0], 0.2),
     ],
 )
-def test_query_terms(conn, text, included, excluded):
-    rows = conn.execute("select n, term, excluded from search_query_terms(%s)", (text,)).fetchall()
-    assert [r["term"] for r in rows if not r["excluded"]] == included
-    assert [r["term"] for r in rows if r["excluded"]] == excluded
-    for flag in (False, True):
-        assert [r["n"] for r in rows if r["excluded"] is flag] == list(
-            range(1, 1 + sum(r["excluded"] is flag for r in rows))
-        )
+def test_word_confidence(conn, passages, confidence):
+    got = conn.execute("select search_word_confidence(%s::float8[])", (passages,)).fetchone()
+    assert next(iter(got.values())) == pytest.approx(confidence) == pytest.approx(word_confidence(passages))
 
 
-def test_hybrid_adds_the_lexical_score_over_its_best_and_the_cosine(db_url, tmp_path):
+def test_each_lexical_hit_carries_its_best_passages_score(db_url, tmp_path):
     index_folder(db_url, write_corpus(tmp_path / "corpus"))
     with connect(db_url) as conn:
-        for text, share in (
-            ("volcano ash", 0.5),
-            ("otter river stream fur", 0.5),
-            ("otter river stream fur whiskers", 0.2),
-            ("lamp of the lighthouse and a kettle of tea", 0.2),  # 8 distinct terms
+        for text in ("otter river stream fur whiskers", "lamp of the lighthouse", "volcano ash"):
+            hits = conn.execute("select * from search_lexical_ranked(%s, null, 50)", (text,)).fetchall()
+            assert hits
+            documents = [h["document_id"] for h in hits]
+            chunks = conn.execute(
+                "select * from search_chunk_scores(%s, null, null, null, %s::uuid[])", (text, documents)
+            ).fetchall()
+            for hit in hits:
+                best = max(c["lexical"] for c in chunks if c["document_id"] == hit["document_id"])
+                assert best > 0 and hit["passage"] == pytest.approx(best), text
+            plain = conn.execute("select * from search_lexical_hits(%s, null, 50)", (text,)).fetchall()
+            assert plain == [{k: v for k, v in h.items() if k != "passage"} for h in hits]
+
+
+def test_hybrid_adds_the_lexical_score_and_the_cosine_weighed_by_the_words_lead(db_url, tmp_path):
+    index_folder(db_url, write_corpus(tmp_path / "corpus"))
+    with connect(db_url) as conn:
+        seen = set()
+        for text in (
+            "volcano ash",
+            "otter river stream fur",
+            "otter river stream fur whiskers",
+            "lamp of the lighthouse and a kettle of tea",  # 8 distinct terms
         ):
-            assert lexical_share(text) == pytest.approx(share)
-            depth = 5 * 4
-            lexical, vector = (
-                search(conn, text, mode=mode, limit=depth, embedder=EMBEDDER) for mode in ("lexical", "vector")
-            )
+            lexical = conn.execute("select * from search_lexical_ranked(%s, null, 50)", (text,)).fetchall()
+            vector = search(conn, text, mode="vector", limit=50, embedder=EMBEDDER)
+            confidence = word_confidence([h["passage"] for h in lexical])
+            best_passage = min(lexical, key=lambda h: (-h["passage"], str(h["document_id"])))["document_id"]
+            if vector and vector[0].document_id != best_passage:  # the vector list's lead: less
+                lead = vector[0].score - (vector[1].score if len(vector) > 1 else 0.0)
+                confidence *= max(0.0, 1 - lead / 0.2)
+            seen.add(confidence > 0)
+            base = base_share(text)
+            share = base + (0.8 - base) * confidence
+            passage = 0.5 + 0.5 * confidence
+            top = max(h["score"] for h in lexical)
+            top_passage = max(h["passage"] for h in lexical)
             fused: dict = {}
-            for hits, weight in ((lexical, share / lexical[0].score), (vector, 1 - share)):
-                for hit in hits:
-                    fused[hit.document_id] = fused.get(hit.document_id, 0.0) + weight * max(hit.score, 0.0)
+            for h in lexical:
+                fused[h["document_id"]] = share * (
+                    (1 - passage) * h["score"] / top + passage * h["passage"] / top_passage
+                )
+            for hit in vector:
+                fused[hit.document_id] = fused.get(hit.document_id, 0.0) + (1 - share) * max(hit.score, 0.0)
             expected = sorted(fused, key=lambda doc: (-fused[doc], str(doc)))[:4]
             hybrid = search(conn, text, mode="hybrid", limit=4, embedder=EMBEDDER)
             assert [hit.document_id for hit in hybrid] == expected, text
             for hit in hybrid:
                 assert hit.score == pytest.approx(fused[hit.document_id])
             # each shown by its passage with the best fused score: its words over the best
-            # passage's of the hits, and its cosine (migration 20261206000900)
+            # passage's of the hits, and its cosine (migration 20261206000900), with the share
+            # above (20261206001100)
             assert [hit.chunk_ordinal for hit in hybrid] == best_passages(conn, text, share, hybrid)
+        assert seen == {False, True}  # both a query whose words lead and one whose do not
 
 
 def best_passages(conn, text: str, share: float, hits: list) -> list[int]:
