@@ -40,6 +40,7 @@ _FONT_WEIGHT = _unconverted(pdfium_c.FPDFText_GetFontWeight)
 _FONT_SIZE = _unconverted(pdfium_c.FPDFText_GetFontSize, ctypes.c_double)
 _TEXT_OBJECT = _unconverted(pdfium_c.FPDFText_GetTextObject, ctypes.c_void_p)
 _LOOSE_BOX = _unconverted(pdfium_c.FPDFText_GetLooseCharBox)
+_RECT = _unconverted(pdfium_c.FPDFText_GetRect)
 
 
 class Chars:
@@ -97,6 +98,17 @@ class Chars:
             lefts.append(left.value)
             rights.append(right.value)
         return lefts, rights
+
+    def rects(self, count: int) -> list[tuple[float, float, float, float]]:
+        """The first `count` of the rectangles PDFium's last FPDFText_CountRects on this text
+        page computed: left, top, right, bottom."""
+        get, handle, (ref0, ref1, ref2, ref3) = _RECT, self.handle, self._box_refs
+        left, top, right, bottom = self._box
+        rects = []
+        for index in range(count):
+            get(handle, index, ref0, ref1, ref2, ref3)
+            rects.append((left.value, top.value, right.value, bottom.value))
+        return rects
 
     def objects(self, first: int, count: int) -> list[int | None]:
         """The text object (its address; None for a character PDFium made up, such as the

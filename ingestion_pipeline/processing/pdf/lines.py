@@ -189,7 +189,7 @@ def _line(
     # Only a line wider than its characters need (a wide gap in it) is looked at for cells:
     # reading the runs of every line would cost a third of the reading.
     spread = right - left > (len(stripped) * _WIDE_CHAR + _CELL_GAP) * size
-    cells, lefts = _cells(raw, first, last - first + 1, size) if spread else ((), ())
+    cells, lefts = _cells(raw, chars, first, last - first + 1, size) if spread else ((), ())
     # Code in a fixed-pitch font is left alone: a narrow glyph ('.', 'l') stands in a wide cell.
     if separate and aligned and not mono:  # measured on `part`: its offsets are the characters'
         spaced = separated(chars, part, start, size)
@@ -199,18 +199,15 @@ def _line(
 
 
 def _cells(
-    raw: pdfium_c.FPDF_TEXTPAGE, first: int, count: int, size: float
+    raw: pdfium_c.FPDF_TEXTPAGE, chars: Chars, first: int, count: int, size: float
 ) -> tuple[tuple[str, ...], tuple[float, ...]]:
     """The line's cells: PDFium's text rectangles (one per text object) merged where they
     stand closer than a cell gap. One cell: running text, nothing returned."""
     rects = pdfium_c.FPDFText_CountRects(raw, first, count)
     if rects < 2 or rects > _MAX_RECTS:
         return (), ()
-    box = [ctypes.c_double() for _ in range(4)]
     groups: list[list[float]] = []  # left, top, right, bottom
-    for index in range(rects):
-        pdfium_c.FPDFText_GetRect(raw, index, *box)
-        left, top, right, bottom = (value.value for value in box)
+    for left, top, right, bottom in chars.rects(rects):
         if groups and groups[-1][2] - 1 <= left < groups[-1][2] + _CELL_GAP * size:
             group = groups[-1]
             group[1], group[2], group[3] = max(group[1], top), max(group[2], right), min(group[3], bottom)
