@@ -21,9 +21,9 @@
 --   lead of 30% or more put the right document first for 188 of 188 PDF queries, and for 8 of
 --   18 FAQ questions (the vector list's first: 10).
 -- - Hybrid: the lexical share rises with that confidence, from a fifth (a question) or a half
---   (a look-up) to four fifths, and the lexical score moves from half the document's BM25 and
---   half its best passage's (each over the list's best) to the passage's alone. When the vector
---   list's first is another document, the confidence falls by how far that one leads its list
+--   (a look-up) to four fifths, and the lexical score moves to its best passage's BM25 alone
+--   (over the list's best), from the document's (a look-up) or half each (a question). When
+--   the vector list's first is another document, the confidence falls by how far it leads its list
 --   (to nothing at a lead of 0.2 in cosine): on the FAQ questions a lexical lead that was wrong
 --   was often met by a clear vector lead, on the PDFs by none. The best passage shown moves
 --   with the same share.
@@ -387,11 +387,19 @@ begin
         v_words := v_words * greatest(0, 1 - (v_cosines[1] - coalesce(v_cosines[2], 0)) / 0.2);
     end if;
     -- Half for a look-up, a fifth for a question (migration 20261205000300), rising to four
-    -- fifths as the words decide; the best passage's part of the lexical score from half to all.
-    v_share := case when p_mode = 'vector' then 0
-                    when public.search_query_is_question(p_query) then 0.2 + 0.6 * v_words
-                    else 0.5 + 0.3 * v_words end;
-    v_passage := 0.5 + 0.5 * v_words;
+    -- fifths as the words decide; the best passage's part of the lexical score rising from none
+    -- (a look-up: a long reference page is often the answer to a name) or half (a question)
+    -- to all of it.
+    if public.search_query_is_question(p_query) then
+        v_share := 0.2 + 0.6 * v_words;
+        v_passage := 0.5 + 0.5 * v_words;
+    else
+        v_share := 0.5 + 0.3 * v_words;
+        v_passage := v_words;
+    end if;
+    if p_mode = 'vector' then
+        v_share := 0;
+    end if;
     return query
     with lexical as materialized (
         select l.document_id, l.score, l.passage

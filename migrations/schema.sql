@@ -3371,11 +3371,19 @@ begin
         v_words := v_words * greatest(0, 1 - (v_cosines[1] - coalesce(v_cosines[2], 0)) / 0.2);
     end if;
     -- Half for a look-up, a fifth for a question (migration 20261205000300), rising to four
-    -- fifths as the words decide; the best passage's part of the lexical score from half to all.
-    v_share := case when p_mode = 'vector' then 0
-                    when public.search_query_is_question(p_query) then 0.2 + 0.6 * v_words
-                    else 0.5 + 0.3 * v_words end;
-    v_passage := 0.5 + 0.5 * v_words;
+    -- fifths as the words decide; the best passage's part of the lexical score rising from none
+    -- (a look-up: a long reference page is often the answer to a name) or half (a question)
+    -- to all of it.
+    if public.search_query_is_question(p_query) then
+        v_share := 0.2 + 0.6 * v_words;
+        v_passage := 0.5 + 0.5 * v_words;
+    else
+        v_share := 0.5 + 0.3 * v_words;
+        v_passage := v_words;
+    end if;
+    if p_mode = 'vector' then
+        v_share := 0;
+    end if;
     return query
     with lexical as materialized (
         select l.document_id, l.score, l.passage

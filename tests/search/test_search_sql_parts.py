@@ -81,7 +81,7 @@ def test_hybrid_adds_the_lexical_score_and_the_cosine_weighed_by_the_words_lead(
             seen.add(confidence > 0)
             base = base_share(text)
             share = base + (0.8 - base) * confidence
-            passage = 0.5 + 0.5 * confidence
+            passage = confidence if base == 0.5 else 0.5 + 0.5 * confidence  # a look-up: the document's
             top = max(h["score"] for h in lexical)
             top_passage = max(h["passage"] for h in lexical)
             fused: dict = {}
