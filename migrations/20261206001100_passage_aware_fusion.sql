@@ -30,7 +30,13 @@
 --
 -- Measured with bench/fusion.py's lists and then in SQL, in the kept benchmark databases:
 --
--- (measurements: see the commit that fills this in)
+--                                     PDF known-item: document / page first   FAQ MRR@10 / recall@10   nDCG@10 Sphinx / SQLAlchemy / PostgreSQL
+--   before                            0.688 / 0.599                           0.538 / 0.772            0.973 / 0.966 / 0.853
+--   this migration                    0.849 / 0.790 (index at b60c3d7)        0.540 / 0.768            0.970 / 0.965 / 0.856
+--                                     0.836 / 0.784 (index at d16d58b)
+--   (bm25s over pdftotext's pages     0.840 / 0.765; lexical mode here: PDF 0.818 / 0.728, FAQ 0.360,
+--    keyword manuals 0.959 / 0.975 / 0.864)
+-- The variants measured on the way: bench/results/question_quality.md, run 4.
 --
 -- Expand/contract: search_lexical_hits and search_ranked_documents keep their signatures and
 -- columns (replaced); search_lexical_ranked and search_word_confidence are new.
