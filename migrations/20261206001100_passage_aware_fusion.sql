@@ -318,6 +318,13 @@ stable
 rows 10
 security definer
 set search_path = pg_catalog, pg_temp
+set plan_cache_mode = force_custom_plan  -- as before: search_lexical_ranked sets its own too
+set enable_seqscan = off
+set enable_bitmapscan = off
+set enable_indexonlyscan = off
+set enable_hashjoin = off
+set enable_mergejoin = off
+set client_min_messages = warning
 as $$
     select h.document_id, h.collection, h.source_uri, h.source_name, h.title, h.index_generation_id, h.chunk_ordinal,
            h.section_ordinal, h.page_ordinal, h.heading, h.heading_path, h.score, h.snippet, h.n

@@ -2885,6 +2885,13 @@ $$;
 CREATE FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) RETURNS TABLE(document_id uuid, collection text, source_uri text, source_name text, title text, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading text, heading_path text, score double precision, snippet text, n integer)
     LANGUAGE sql STABLE SECURITY DEFINER ROWS 10
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_indexonlyscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET client_min_messages TO 'warning'
     AS $$
     select h.document_id, h.collection, h.source_uri, h.source_name, h.title, h.index_generation_id, h.chunk_ordinal,
            h.section_ordinal, h.page_ordinal, h.heading, h.heading_path, h.score, h.snippet, h.n

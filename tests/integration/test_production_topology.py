@@ -72,7 +72,7 @@ def test_dagster_sensor_drain_and_checks_through_the_pooler(pooler, conn):
     assert materialization.metadata["run_claimed"].value == 6
     assert batch(conn, batch_id)["status"] in ("completed", "completed_with_errors")
     evaluations = [e.event_specific_data for e in checked.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
-    assert len(evaluations) == 9 and all(e.passed for e in evaluations)  # the nine checks of document_index
+    assert len(evaluations) == 10 and all(e.passed for e in evaluations)  # the ten checks of document_index
 
 
 def test_dagster_storage_is_refused_through_a_pooler_and_uses_the_direct_url(pooler, db_url, monkeypatch):

@@ -56,8 +56,9 @@ def test_work_shows_done_of_the_queue_time_left_and_failures(tmp_path, db_url):
     docs.mkdir()
     for n in range(4):
         (docs / f"note-{n}.md").write_text(f"# Note {n}\n\nLanterns and harbours, note {n}.")
-    (docs / "blob.bin").write_bytes(bytes(range(256)) * 8)  # no format: fails for good
-    enqueued = on_a_terminal(tmp_path, db_url, "enqueue", str(docs))
+    blob = tmp_path / "blob.bin"  # no format: fails for good (named, since a folder skips it)
+    blob.write_bytes(bytes(range(256)) * 8)
+    enqueued = on_a_terminal(tmp_path, db_url, "enqueue", str(docs), str(blob))
     assert re.search(r"enqueue: 100%\|.*\| 5/5 \[", enqueued), enqueued
 
     worked = on_a_terminal(tmp_path, db_url, "work", "--drain")

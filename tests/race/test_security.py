@@ -172,6 +172,9 @@ INTERNAL = {
     "search_highlight_query",
     "search_chunk_snippet",
     "search_arguments_refusal",
+    # issues 59 and 60 (20261206001100): the lexical hits with their best passages, the words' lead
+    "search_lexical_ranked",
+    "search_word_confidence",
 }
 # Created only where the server has pgvector.
 OPTIONAL = {"document_chunks_embedding_vector"}
@@ -186,6 +189,7 @@ INVOKER = {"secure_rpc", "revoke_from_supabase_roles"}
 FORCE_CUSTOM_PLAN = "plan_cache_mode=force_custom_plan"
 CUSTOM_PLANS = {
     "search_passages",
+    "search_lexical_ranked",
     "search_chunk_scores",
     "search_ranked_documents",
     "search_documents",
@@ -204,6 +208,7 @@ CUSTOM_PLANS = {
 NO_SEQ_SCAN = "enable_seqscan=off"
 NO_SEQ_SCAN_FUNCTIONS = {
     "search_passages",
+    "search_lexical_ranked",
     "search_chunk_scores",
     "search_ranked_documents",
     "search_documents",
@@ -221,6 +226,7 @@ NO_SEQ_SCAN_FUNCTIONS = {
 NO_BITMAP_SCAN = "enable_bitmapscan=off"
 NO_BITMAP_SCAN_FUNCTIONS = {
     "search_passages",
+    "search_lexical_ranked",
     "search_chunk_scores",
     "search_ranked_documents",
     "owed_kept_version_bytes",
@@ -237,6 +243,7 @@ NO_BITMAP_SCAN_FUNCTIONS = {
 NO_INDEX_ONLY_SCAN = "enable_indexonlyscan=off"
 NO_INDEX_ONLY_SCAN_FUNCTIONS = {
     "search_passages",
+    "search_lexical_ranked",
     "search_chunk_scores",
     "search_ranked_documents",
     "search_lexical_hits",
@@ -249,6 +256,7 @@ NO_INDEX_ONLY_SCAN_FUNCTIONS = {
 NESTED_LOOPS = ["enable_hashjoin=off", "enable_mergejoin=off"]
 NESTED_LOOP_FUNCTIONS = {
     "search_passages",
+    "search_lexical_ranked",
     "search_chunk_scores",
     "search_ranked_documents",
     "search_lexical_hits",
