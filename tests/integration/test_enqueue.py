@@ -139,11 +139,16 @@ def test_a_bad_path_refuses_everything_and_writes_nothing(pool, folder, conn, pr
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root can read every file; checked as a normal user")
-def test_an_unreadable_file_is_refused(pool, folder, conn):
+def test_an_unreadable_file_is_refused_when_named_and_passed_over_in_a_folder(pool, folder, conn):
+    """Named, it refuses the call; found in a folder, it is reported and the folder's other
+    files go in (issue 44: one broken entry does not block a folder)."""
     (folder / "a.txt").chmod(0)
     with pytest.raises(EnqueueRefused, match="not readable"):
-        enqueue_paths(pool, [folder], max_bytes=1_000_000)
+        enqueue_paths(pool, [folder / "a.txt"], max_bytes=1_000_000)
     assert count(conn, "documents") == 0
+    report = enqueue_paths(pool, [folder], max_bytes=1_000_000)
+    assert [why for path, why in report.skipped if path.endswith("a.txt")] == ["not readable (permission denied)"]
+    assert count(conn, "documents") == len(report.files) >= 1
 
 
 def test_cli_enqueue_json_reports_the_batch(db_url, folder, capsys):
