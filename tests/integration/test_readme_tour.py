@@ -13,34 +13,15 @@ default embedder; what the README shows under it must match what the command pri
 from __future__ import annotations
 
 import re
-import shlex
-from pathlib import Path
 
 import pytest
 
 from ingestion_pipeline.cli import main as ingest
+from tests.readme import ROOT, tour_examples
 
-ROOT = Path(__file__).resolve().parents[2]
 TOUR = ("db", "enqueue", "work", "status", "health")  # the tour's commands shown with output
 NUMBER = re.compile(r"\d+\.\d+")
 HEX_ELLIPSIS = re.compile(r"[0-9a-f][0-9a-f-]*…")
-
-
-def tour_examples(text: str) -> list[tuple[list[str], list[str]]]:
-    """(arguments, the lines the README shows) for each tour command in a bash block."""
-    tour = text.split("## A five-minute tour", 1)[1].split("**Your own PostgreSQL.**", 1)[0]
-    examples: list[tuple[list[str], list[str]]] = []
-    for block in re.findall(r"```bash\n(.*?)```", tour, re.S):
-        current: list[str] | None = None
-        for line in block.splitlines():
-            if line.startswith("$ "):
-                args = shlex.split(line.removeprefix("$ .venv/bin/ingest "))
-                current = [] if line.startswith("$ .venv/bin/ingest ") and args[0] in TOUR else None
-                if current is not None:
-                    examples.append((args, current))
-            elif current is not None and line.strip():
-                current.append(line)
-    return examples
 
 
 def line_pattern(shown: str) -> re.Pattern[str]:
@@ -94,7 +75,7 @@ def test_the_comparison(shown, printed, expected):
 def test_the_readmes_tour_shows_what_its_commands_print(empty_db_url, capsys, monkeypatch):
     monkeypatch.delenv("INGEST_EMBEDDER")  # the default model, as users run it
     monkeypatch.chdir(ROOT)
-    examples = tour_examples((ROOT / "README.md").read_text())
+    examples = tour_examples(TOUR)
     assert [args[0] for args, _ in examples] == list(TOUR)
     for args, shown in examples:
         capsys.readouterr()

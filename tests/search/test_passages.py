@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from pathlib import Path
 
 import pytest
@@ -15,8 +14,8 @@ from psycopg.errors import InvalidParameterValue
 
 from ingestion_pipeline.cli import main as ingest
 from ingestion_pipeline.db.connection import connect
+from tests.readme import ROOT, tour_examples
 
-ROOT = Path(__file__).resolve().parents[2]
 # A manual of distinct sections, each a chunk or more: several passages of one document
 # answer a query about two of them.
 SECTIONS = {
@@ -111,24 +110,11 @@ def test_the_rpc_refuses_a_bad_window_in_one_line(indexed, db_url):
         conn.execute("select * from search_passages('lantern', null, 'lexical', 5, null, null, 4)")
 
 
-def readme_searches() -> list[tuple[list[str], list[str]]]:
-    """The README's `ingest search` examples: (arguments, the lines it shows), a line `…`
-    ending what it shows of a longer output."""
-    text = (ROOT / "README.md").read_text()
-    examples: list[tuple[list[str], list[str]]] = []
-    for line in text.split("**Search.**", 1)[1].split("```bash", 1)[1].split("```", 1)[0].splitlines():
-        if line.startswith("$ .venv/bin/ingest search "):
-            examples.append((shlex.split(line.removeprefix("$ .venv/bin/ingest ")), []))
-        elif examples:
-            examples[-1][1].append(line)
-    return examples
-
-
 def test_the_readmes_search_examples_show_the_real_output(db_url, tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("INGEST_EMBEDDER")
     run(capsys, db_url, "enqueue", str(ROOT / "samples"))
     run(capsys, db_url, "work", "--drain")
-    examples = readme_searches()
+    examples = [e for e in tour_examples(["search"]) if "--as-user" not in e[0]]  # not an app user's: no grants here
     assert len(examples) == 3
     for args, shown in examples:
         out = run(capsys, db_url, *args).replace(f"file://{ROOT}/", "file:///…/").splitlines()
