@@ -15,9 +15,11 @@ import uuid
 from pathlib import Path
 
 import defusedxml.ElementTree
+import pytest
 from psycopg import sql
 
 from ingestion_pipeline.db.connection import connect
+from tests import tools
 from tests.run_databases import Run, drop_abandoned
 from tests.tools import INSTALL_COMMAND, TOOLS, hidden_tools_env
 
@@ -135,3 +137,16 @@ def test_the_script_as_a_user_without_the_tools_names_them_and_installs_nothing(
     for package in ("chromium", "tesseract-ocr", "pandoc", "libreoffice-writer-nogui", "groff", "ghostscript"):
         assert package in line
     assert INSTALL_COMMAND in line and "apt-get" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("root", [True, False], ids=["root", "user"])
+def test_under_ci_a_missing_tool_fails_only_where_the_run_could_install_it(monkeypatch, root):
+    """CI as root (apt-get: .ci/run installs them) must not skip; CI as another user cannot
+    install them (the script exits 3), so there the test skips as anywhere else."""
+    monkeypatch.setenv("CI", "true")
+    monkeypatch.setenv(tools.HIDDEN_VARIABLE, "tesseract")
+    monkeypatch.setattr(os, "geteuid", lambda: 0 if root else 1000)
+    monkeypatch.setattr(tools.shutil, "which", lambda command, path=None: f"/usr/bin/{command}")
+    expected = pytest.fail.Exception if root else pytest.skip.Exception
+    with pytest.raises(expected, match="needs tesseract, not installed"):
+        tools.require_tools(["tesseract"], "OCR")

@@ -21,7 +21,7 @@ def resources(db_url):
 
 @pytest.fixture
 def chromium() -> str:
-    """The Debian chromium; a UI test skips without it locally and fails in CI."""
+    """The Debian chromium; a UI test skips without it (fails under CI as root: tests/tools.py)."""
     found = chromium_path()
     if found is None:
         require_tools(["chromium"], "the UI tests")
