@@ -312,6 +312,24 @@ def empty_db_url(pg_server: PgServer) -> Iterator[str]:
     yield from _fresh_database(pg_server, "template0")
 
 
+@pytest.fixture
+def dagster_database(pg_server: PgServer) -> Iterator[str]:
+    """For a test whose Dagster storage is the `dagster` database that the storage creates
+    on the pipeline's server on first use (no DAGSTER_PG_URL): its name. The test that found
+    none drops it after, so the suite leaves none behind on TEST_DATABASE_URL's server; such
+    tests hold a lock on the server while they run, so that one's drop never pulls the
+    database from under another's (pytest-xdist's processes share that server)."""
+    from ingestion_pipeline.orchestration.instance import DAGSTER_DATABASE
+
+    query = "select 1 from pg_database where datname = %s"
+    with connect(pg_server.admin_url) as lock:
+        lock.execute("select pg_advisory_lock(hashtext('ingestion-pipeline tests: the dagster database'))")
+        there = lock.execute(query, (DAGSTER_DATABASE,)).fetchone() is not None
+        yield DAGSTER_DATABASE
+        if not there and lock.execute(query, (DAGSTER_DATABASE,)).fetchone() is not None:
+            pg_server.drop_database(DAGSTER_DATABASE)
+
+
 @dataclass(frozen=True)
 class Schema:
     url: str

@@ -58,7 +58,9 @@ def test_dagster_storage_works_with_each_form_of_dagster_pg_url(form, empty_db_u
         assert conn.execute("select count(*) from runs").fetchone()[0] == 1
 
 
-def test_without_dagster_pg_url_a_dagster_database_is_made_on_the_pipeline_server(db_url, tmp_path, monkeypatch):
+def test_without_dagster_pg_url_a_dagster_database_is_made_on_the_pipeline_server(
+    db_url, tmp_path, monkeypatch, dagster_database
+):
     monkeypatch.delenv("DAGSTER_PG_URL", raising=False)
     monkeypatch.setenv("DATABASE_URL", db_url)
     dagster_instance._resolved.clear()

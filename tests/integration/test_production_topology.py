@@ -75,24 +75,8 @@ def test_dagster_sensor_drain_and_checks_through_the_pooler(pooler, conn):
     assert len(evaluations) == 10 and all(e.passed for e in evaluations)  # the ten checks of document_index
 
 
-@pytest.fixture
-def dagster_database_dropped(pg_server):
-    """The `dagster` database the storage creates on first use, dropped after the test when
-    the test made it: the suite leaves no database behind."""
-
-    def exists() -> bool:
-        with connect(pg_server.admin_url) as conn:
-            query = "select 1 from pg_database where datname = %s"
-            return conn.execute(query, (dagster_instance.DAGSTER_DATABASE,)).fetchone() is not None
-
-    there = exists()
-    yield
-    if not there and exists():
-        pg_server.drop_database(dagster_instance.DAGSTER_DATABASE)
-
-
 def test_dagster_storage_is_refused_through_a_pooler_and_uses_the_direct_url(
-    pooler, db_url, monkeypatch, dagster_database_dropped
+    pooler, db_url, monkeypatch, dagster_database
 ):
     for name in ("DAGSTER_PG_URL", "INGEST_DIRECT_DATABASE_URL"):
         monkeypatch.delenv(name, raising=False)
