@@ -191,6 +191,11 @@ def test_a_drain_run_in_which_a_document_failed_is_marked(live, chromium):
 
 
 def test_a_check_run_reports_its_results_over_graphql(live):
+    """Whatever ran before it (or nothing: run alone), the index has a failed document of its
+    own making when the check run starts, and the run's warning counts the index's failed
+    documents as the database does."""
+    failed = drain_a_folder_with_a_corrupt_pdf(live, "checked-by-a-check-run")
+    assert failed >= 1
     launched = live.graphql(LAUNCH, {"job": "check_document_index"})["launchRun"]
     assert launched["__typename"] == "LaunchRunSuccess", launched
     run_id = launched["run"]["runId"]
@@ -205,10 +210,38 @@ def test_a_check_run_reports_its_results_over_graphql(live):
     checks = live.wait_for("the check run's results", checks_of_that_run, timeout=180)
     results = {c["name"]: c["executionForLatestMaterialization"] for c in checks}
     assert set(results) == set(CHECKS)
-    warned = results.pop("no_failed_documents")  # the corrupt PDF of the test above
+    warned = results.pop("no_failed_documents")  # the corrupt PDF drained above (and any before it)
     assert (warned["evaluation"]["success"], warned["evaluation"]["severity"]) == (False, "WARN"), warned
+    assert warned["evaluation"]["description"].startswith(f"{failed} document(s) failed to index"), warned
     assert all(r["status"] == "SUCCEEDED" and r["evaluation"]["success"] for r in results.values()), results
     assert results["schema_matches_migrations"]["evaluation"]["description"].startswith("no drift")
+
+
+def drain_a_folder_with_a_corrupt_pdf(live, name: str) -> int:
+    """Enqueue a folder of a note and a corrupt PDF, let the sensor's drain runs index it,
+    and wait until the latest materialization shows that drain (no run or sensor tick is
+    left to record another): the index's failed documents, as `ingest status` counts them."""
+    folder = live.folder / name
+    folder.mkdir()
+    (folder / "bittern.txt").write_text(f"A bittern booms in the reeds of {name}.\n")
+    (folder / "corrupt.pdf").write_bytes(make_pdf([f"A page about {name}."])[:150])
+    batch_id = ingest(live, "enqueue", str(folder))["batch_id"]
+
+    def finished():
+        [batch] = ingest(live, "status", "--batch", batch_id)["batches"]
+        return batch if batch["status"] in ("completed", "completed_with_errors", "failed") else None
+
+    batch = live.wait_for("the batch to be drained", finished, timeout=240)
+    assert (batch["status"], batch["completed"], batch["failed"]) == ("completed_with_errors", 1, 1)
+    live.wait_for("the drain runs to end", lambda: drain_runs_ended(live))
+    index = ingest(live, "status")["index"]
+
+    def recorded():
+        latest = latest_materialization(live)
+        return latest if latest and latest["metadata"].get("jobs_finished") == index["jobs_finished"] else None
+
+    live.wait_for("a materialization to show the drain", recorded, timeout=120, every=0.5)
+    return index["documents_by_status"].get("failed", 0)
 
 
 def test_a_drain_by_ingest_work_shows_its_totals_on_the_asset_page(live, chromium):
