@@ -35,7 +35,7 @@ class Pooler:
 
 
 def pgbouncer_binary() -> str:
-    require_tools(["pgbouncer"], "PgBouncer's tests")
+    require_tools(["pgbouncer"], "a test through PgBouncer")
     return find_tool("pgbouncer") or "pgbouncer"
 
 

@@ -24,6 +24,6 @@ def chromium() -> str:
     """The Debian chromium; a UI test skips without it (fails under CI as root: tests/tools.py)."""
     found = chromium_path()
     if found is None:
-        require_tools(["chromium"], "the UI tests")
+        require_tools(["chromium"], "a UI test")
     assert found is not None
     return found
