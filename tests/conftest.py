@@ -283,9 +283,14 @@ def templates(pg_server: PgServer) -> Iterator[Templates]:
 
 
 def _fresh_database(pg_server: PgServer, template: str) -> Iterator[str]:
+    """A fresh clone of `template` (its URL), dropped after. Also when it is never resumed:
+    `for url in _fresh_database(…)` in a fixture or test whose body skips or fails before
+    the loop ends closes this generator, as the exception leaves the loop."""
     name = pg_server.spares().take(template)
-    yield pg_server.url(name)
-    pg_server.spares().drop_later(name)
+    try:
+        yield pg_server.url(name)
+    finally:
+        pg_server.spares().drop_later(name)
 
 
 @pytest.fixture

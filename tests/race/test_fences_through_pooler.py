@@ -34,7 +34,7 @@ from psycopg import sql
 
 from ingestion_pipeline.db.connection import connect
 from tests.conftest import PgServer, Schema, Templates, _fresh_database
-from tests.pooler import pgbouncer
+from tests.pooler import pgbouncer, pgbouncer_binary
 from tests.race import artifact_fence_cases, lease_token_cases
 from tests.race.artifact_fence_cases import WRITERS
 
@@ -47,7 +47,9 @@ pytestmark = pytest.mark.pooler
 @pytest.fixture
 def token_schema(pg_server: PgServer, templates: Templates) -> Iterator[Schema]:
     """A fresh head database behind its own PgBouncer (transaction mode, a pool of several
-    server connections): `url` is the pooler's, `direct_url` the server's."""
+    server connections): `url` is the pooler's, `direct_url` the server's. Without PgBouncer
+    the test skips before a database is made."""
+    pgbouncer_binary()
     for url in _fresh_database(pg_server, templates.head):
         with connect(url) as conn:
             dbname = conn.info.dbname
