@@ -11,15 +11,18 @@ import os
 import re
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
 import defusedxml.ElementTree
+import psycopg
 import pytest
 from psycopg import sql
 
 from ingestion_pipeline.db.connection import connect
 from tests import tools
+from tests.conftest import _fresh_database
 from tests.run_databases import Run, drop_abandoned
 from tests.tools import INSTALL_COMMAND, TOOLS, hidden_tools_env
 
@@ -150,3 +153,26 @@ def test_under_ci_a_missing_tool_fails_only_where_the_run_could_install_it(monke
     expected = pytest.fail.Exception if root else pytest.skip.Exception
     with pytest.raises(expected, match="needs tesseract, not installed"):
         tools.require_tools(["tesseract"], "OCR")
+
+
+def test_a_database_taken_by_a_fixture_that_skips_for_a_missing_tool_is_dropped(pg_server):
+    """A fixture `for url in _fresh_database(…)` whose body skips (a tool missing) before its
+    yield: the database is dropped all the same (the pooler tests' fixture left one per test
+    on TEST_DATABASE_URL's server). The drop is queued behind the tests: waited for here."""
+    taken = []
+
+    def fixture():
+        for url in _fresh_database(pg_server, "template0"):
+            taken.append(psycopg.conninfo.conninfo_to_dict(url)["dbname"])
+            pytest.skip("a test through PgBouncer needs pgbouncer, not installed")
+            yield url
+
+    with pytest.raises(pytest.skip.Exception):
+        next(fixture())
+    [name] = taken
+    query = "select 1 from pg_database where datname = %s"
+    deadline = time.monotonic() + 60
+    with connect(pg_server.admin_url) as conn:
+        while conn.execute(query, (name,)).fetchone() is not None:
+            assert time.monotonic() < deadline, f"{name} was not dropped"
+            time.sleep(0.1)
