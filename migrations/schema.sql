@@ -2650,7 +2650,7 @@ begin
 end;
 $$;
 
-CREATE FUNCTION public.search_chunk_scores(p_query text, p_scope text[], p_embedding real[], p_embedder text, p_documents uuid[]) RETURNS TABLE(document_id uuid, index_generation_id uuid, ordinal integer, section_ordinal integer, page_ordinal integer, heading text, lexical double precision, cosine double precision)
+CREATE FUNCTION public.search_chunk_scores(p_query text, p_scope text[], p_embedding real[], p_embedder text, p_documents uuid[]) RETURNS TABLE(document_id uuid, index_generation_id uuid, ordinal integer, section_ordinal integer, page_ordinal integer, heading text, lexical double precision, cosine double precision, prior double precision)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_custom_plan'
@@ -2730,7 +2730,7 @@ begin
             select d.id as document_id, d.index_generation_id, c.*
               from docs d
              cross join lateral (  -- only the columns used: a chunk's text is never read here
-                   select c.ordinal, c.section_ordinal, c.page_ordinal, c.heading, %2$s as content_tsv,
+                   select c.ordinal, c.section_ordinal, c.page_ordinal, c.heading, c.token_count, %2$s as content_tsv,
                           case when d.same_model then %1$s end as cosine
                      from public.document_chunks c
                     where c.document_id = d.id and c.index_generation_id = d.index_generation_id
@@ -2754,7 +2754,8 @@ begin
              group by c.document_id, c.ordinal
         )
         select c.document_id, c.index_generation_id, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading,
-               coalesce(l.score, 0)::float8, c.cosine::float8
+               coalesce(l.score, 0)::float8, c.cosine::float8,
+               0.05 * ln(least(greatest(c.token_count, 1), 150)::float8 / 150)  -- as search_vector_passages'
           from chunks c
           left join lexical l on l.document_id = c.document_id and l.ordinal = c.ordinal$q$, v_cosine,
           case when v_any is null then 'null::tsvector' else 'c.content_tsv' end)
@@ -3178,7 +3179,6 @@ declare
     v_floor float8 := public.search_vector_floor(btrim(p_embedder));
     v_highlight tsquery;
     v_documents uuid[];
-    v_scores float8[];
 begin
     perform public.search_arguments_refusal(p_query, p_mode, p_limit, 200, p_query_embedding, p_embedder);
     if p_window is null or p_window < 0 or p_window > 3 then
@@ -3186,13 +3186,16 @@ begin
             using errcode = '22023';
     end if;
     if p_mode = 'lexical' then
-        select array_agg(h.document_id order by h.n), array_agg(h.score order by h.n) into v_documents, v_scores
+        select array_agg(h.document_id order by h.n) into v_documents
           from public.search_lexical_hits(p_query, p_collections, greatest(p_limit, 20)) h;
+    elsif p_mode = 'vector' then  -- the documents of the chunks most like the query
+        select array_agg(v.document_id order by v.n) into v_documents
+          from public.search_vector_passages(p_query_embedding, p_collections, greatest(p_limit, 20), p_embedder) v;
     else
-        -- hybrid: the search's documents, then the lexical list's others (their document
-        -- score 0): a question's hybrid ranking leans on the documents' means, and a long page
-        -- holding the answer's words is often below them
-        select array_agg(x.document_id order by x.n), array_agg(x.score order by x.n) into v_documents, v_scores
+        -- hybrid: the search's documents, then the lexical list's others and the best chunks'
+        -- (their document score 0): a question's hybrid ranking leans on the documents' means,
+        -- and a long page holding the answer is often below them
+        select array_agg(x.document_id order by x.n) into v_documents
           from (select distinct on (u.document_id) u.*
                   from (select r.document_id, r.score, r.n
                           from public.search_ranked_documents(p_query, p_collections, p_mode, greatest(p_limit, 20),
@@ -3200,7 +3203,10 @@ begin
                         union all
                         select h.document_id, 0, 1000 + h.n
                           from public.search_lexical_hits(p_query, p_collections, greatest(p_limit, 20)) h
-                         where p_mode = 'hybrid') u
+                        union all
+                        select v.document_id, 0, 2000 + v.n
+                          from public.search_vector_passages(p_query_embedding, p_collections, greatest(p_limit, 20),
+                                                             p_embedder) v) u
                  order by u.document_id, u.n) x;
     end if;
     if v_documents is null then
@@ -3208,24 +3214,19 @@ begin
     end if;
     v_highlight := public.search_highlight_query(p_query);
     return query
-    with documents as (
-        select x.document_id, x.score / nullif(max(x.score) over (), 0) as share
-          from unnest(v_documents, v_scores) as x (document_id, score)
-    ), chunks as materialized (
+    with chunks as materialized (
         select s.* from public.search_chunk_scores(case when p_mode <> 'vector' then p_query end, v_scope,
                                                    case when p_mode <> 'lexical' then p_query_embedding end,
                                                    btrim(p_embedder), v_documents) s
     ), top as materialized (
         select max(c.lexical) as lexical from chunks c
     ), scored as (
-        select c.*, 0.1 * coalesce(d.share, 0)
-                    + 0.9 * (v_share * coalesce(c.lexical / nullif(t.lexical, 0), 0)
-                             + (1 - v_share) * greatest(coalesce(c.cosine, 0), 0)) as score
+        select c.*, v_share * coalesce(c.lexical / nullif(t.lexical, 0), 0)
+                    + (1 - v_share) * greatest(coalesce(c.cosine + c.prior, 0), 0) as score
           from chunks c
-          join documents d on d.document_id = c.document_id
          cross join top t
          where c.lexical > 0 or (c.cosine is not null and (v_floor is null or c.cosine >= v_floor))
-         order by 9 desc, c.document_id::text, c.ordinal
+         order by score desc, c.document_id::text, c.ordinal
          limit p_limit
     )
     select s.document_id, d.collection, d.source_key, d.source_name, coalesce(d.title, d.source_name), sec.heading,
@@ -3533,6 +3534,101 @@ begin
         select h.* from public.search_vector_shown(p_embedding, v_documents, v_generations, v_scores, v_ordinals) h;
 end;
 $$;
+
+CREATE FUNCTION public.search_vector_passages(p_embedding real[], p_collections text[], p_limit integer, p_embedder text) RETURNS TABLE(document_id uuid, index_generation_id uuid, score double precision, n integer, chunk_ordinal integer)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER ROWS 20
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_indexonlyscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET client_min_messages TO 'warning'
+    AS $_$
+#variable_conflict use_column
+declare
+    v_scope text[] := public.search_scope(p_collections);
+    v_dimensions integer := coalesce(cardinality(p_embedding), 0);
+    -- A scope of at most this many chunks has every chunk scored (about 2 ms per 1,000); a
+    -- larger one, the chunks of the 200 documents whose means are nearest (search_vector_ranked).
+    v_chunks_at_most constant integer := coalesce(nullif(pg_catalog.current_setting('ingest.vector_chunks_at_most', true), '')::integer, 60000);
+    v_scope_chunks float8;
+    v_norm float8;
+    v_schema name;
+    v_documents uuid[];
+    v_generations uuid[];
+    v_cosine text;  -- SQL: a chunk's cosine (c.*), null for another size's vector
+begin
+    if p_limit is null or p_limit < 1 or p_limit > 1000 then
+        raise exception 'search_vector_passages: p_limit must be between 1 and 1000' using errcode = '22023';
+    end if;
+    if v_dimensions = 0 or v_dimensions > 16000 or coalesce(btrim(p_embedder), '') = ''
+       or (v_scope is not null and cardinality(v_scope) = 0) then
+        return;
+    end if;
+    select sqrt(sum(x::float8 * x)) into v_norm from unnest(p_embedding) as x;
+    if v_norm is null or v_norm = 0 or v_norm = 'NaN' then
+        return;
+    end if;
+    select coalesce(sum(s.chunks), 0) into v_scope_chunks
+      from public.search_term_counts s
+     where s.lexeme = '' and (v_scope is null or s.collection = any (v_scope));
+    if v_scope_chunks <= v_chunks_at_most then
+        -- Every live document of the scope whose committed generation the query's model made.
+        select array_agg(d.id), array_agg(d.index_generation_id) into v_documents, v_generations
+          from (select d.id, d.index_generation_id from public.documents d
+                 where v_scope is null and d.deleted_at is null
+                 union all
+                select d.id, d.index_generation_id
+                  from unnest(v_scope) as c (collection)
+                 cross join lateral (select d.id, d.index_generation_id from public.documents d
+                                      where d.collection = c.collection and d.deleted_at is null
+                                      order by d.collection, coalesce(d.source_key, ''), d.id
+                                     offset 0) d) d
+         cross join lateral (select g.embedder from public.index_generations g
+                              where g.id = d.index_generation_id offset 0) g
+         where g.embedder = btrim(p_embedder);
+    else
+        select array_agg(r.document_id), array_agg(r.index_generation_id) into v_documents, v_generations
+          from public.search_vector_ranked(p_embedding, p_collections, 200, btrim(p_embedder)) r;
+    end if;
+    if v_documents is null then
+        return;
+    end if;
+    select ns.nspname into v_schema
+      from pg_catalog.pg_attribute a
+      join pg_catalog.pg_type t on t.oid = a.atttypid
+      join pg_catalog.pg_namespace ns on ns.oid = t.typnamespace
+     where a.attrelid = 'public.document_chunks'::regclass and a.attname = 'embedding_vector'
+       and not a.attisdropped;
+    v_cosine := case when v_schema is null
+        then format($q$case when cardinality(c.embedding) = %1$s then
+                 (select sum(a::float8 * b) / nullif(sqrt(sum(a::float8 * a)), 0) from unnest(c.embedding, $1) as u (a, b)) / $2
+                 end$q$, v_dimensions)
+        else format($q$case when %1$I.vector_dims(c.embedding_vector) = %2$s then
+                 1 - (c.embedding_vector operator(%1$I.<=>) $1::%1$I.vector(%2$s)) end$q$,
+                 v_schema, v_dimensions) end;  -- pgvector's operator, qualified (Supabase: `extensions`)
+    -- Each document's best chunk by its cosine and passage prior (as search_chunk_scores'; in
+    -- float arithmetic: numeric's ln made this 5x slower), then the best documents.
+    return query execute format($q$
+        with passages as (
+            select distinct on (x.document_id) x.document_id, x.index_generation_id, c.ordinal, s.score
+              from unnest($3::uuid[], $4::uuid[]) as x (document_id, index_generation_id)
+              join public.document_chunks c
+                on c.document_id = x.document_id and c.index_generation_id = x.index_generation_id
+             cross join lateral (select %1$s + 0.05 * ln(least(greatest(c.token_count, 1), 150)::float8 / 150) as score) s
+             where s.score is not null and s.score <> 'NaN'
+             order by x.document_id, s.score desc, c.ordinal
+        )
+        select p.document_id, p.index_generation_id, p.score::float8,
+               (row_number() over (order by p.score desc, p.document_id))::integer, p.ordinal
+          from passages p
+         order by p.score desc, p.document_id
+         limit $5$q$, v_cosine)
+        using p_embedding, v_norm, v_documents, v_generations, p_limit;
+end;
+$_$;
 
 CREATE FUNCTION public.search_vector_ranked(p_embedding real[], p_collections text[], p_limit integer, p_embedder text) RETURNS TABLE(document_id uuid, index_generation_id uuid, score double precision, n integer, chunk_ordinal integer)
     LANGUAGE plpgsql STABLE SECURITY DEFINER ROWS 10
@@ -4709,6 +4805,8 @@ REVOKE ALL ON FUNCTION public.search_vector_floor(p_embedder text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer, p_embedder text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.search_vector_hits(p_embedding real[], p_collections text[], p_limit integer, p_embedder text) TO ingestion_worker;
+
+REVOKE ALL ON FUNCTION public.search_vector_passages(p_embedding real[], p_collections text[], p_limit integer, p_embedder text) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.search_vector_ranked(p_embedding real[], p_collections text[], p_limit integer, p_embedder text) FROM PUBLIC;
 

@@ -175,6 +175,8 @@ INTERNAL = {
     # issues 59 and 60 (20261206001100): the lexical hits with their best passages, the words' lead
     "search_lexical_ranked",
     "search_word_confidence",
+    # issue 60 (20261207000100): the documents of the chunks most like the query
+    "search_vector_passages",
 }
 # Created only where the server has pgvector.
 OPTIONAL = {"document_chunks_embedding_vector"}
@@ -189,6 +191,7 @@ INVOKER = {"secure_rpc", "revoke_from_supabase_roles"}
 FORCE_CUSTOM_PLAN = "plan_cache_mode=force_custom_plan"
 CUSTOM_PLANS = {
     "search_passages",
+    "search_vector_passages",
     "search_lexical_ranked",
     "search_chunk_scores",
     "search_ranked_documents",
@@ -208,6 +211,7 @@ CUSTOM_PLANS = {
 NO_SEQ_SCAN = "enable_seqscan=off"
 NO_SEQ_SCAN_FUNCTIONS = {
     "search_passages",
+    "search_vector_passages",
     "search_lexical_ranked",
     "search_chunk_scores",
     "search_ranked_documents",
@@ -226,6 +230,7 @@ NO_SEQ_SCAN_FUNCTIONS = {
 NO_BITMAP_SCAN = "enable_bitmapscan=off"
 NO_BITMAP_SCAN_FUNCTIONS = {
     "search_passages",
+    "search_vector_passages",
     "search_lexical_ranked",
     "search_chunk_scores",
     "search_ranked_documents",
@@ -243,6 +248,7 @@ NO_BITMAP_SCAN_FUNCTIONS = {
 NO_INDEX_ONLY_SCAN = "enable_indexonlyscan=off"
 NO_INDEX_ONLY_SCAN_FUNCTIONS = {
     "search_passages",
+    "search_vector_passages",
     "search_lexical_ranked",
     "search_chunk_scores",
     "search_ranked_documents",
@@ -256,6 +262,7 @@ NO_INDEX_ONLY_SCAN_FUNCTIONS = {
 NESTED_LOOPS = ["enable_hashjoin=off", "enable_mergejoin=off"]
 NESTED_LOOP_FUNCTIONS = {
     "search_passages",
+    "search_vector_passages",
     "search_lexical_ranked",
     "search_chunk_scores",
     "search_ranked_documents",

@@ -103,6 +103,13 @@ def test_an_app_reader_gets_only_the_passages_it_may_read(indexed, db_url, capsy
     anon = json.loads(run(capsys, db_url, "search", "lantern dusk", "--passages", "--as-anon", "--json"))
     assert {p["collection"] for p in owner} == {"default", "open"}
     assert {p["collection"] for p in anon} == {"open"}
+    # vector mode's candidates are the chunks most like the query (search_vector_passages)
+    owner = json.loads(run(capsys, db_url, "search", "lantern dusk", "--passages", "--mode", "vector", "--json"))
+    anon = json.loads(
+        run(capsys, db_url, "search", "lantern dusk", "--passages", "--mode", "vector", "--as-anon", "--json")
+    )
+    assert {p["collection"] for p in owner} == {"default", "open"}
+    assert {p["collection"] for p in anon} == {"open"}
 
 
 def test_the_rpc_refuses_a_bad_window_in_one_line(indexed, db_url):
