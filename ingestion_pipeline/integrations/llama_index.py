@@ -26,8 +26,9 @@ __all__ = ["IngestionRetriever"]
 
 
 class IngestionRetriever(ClosesItsScope, BaseRetriever):
-    """Nodes of the documents `ingest` indexed, best first: one per document (its best
-    passage), its source in `metadata` (source_uri, title, heading_path, page, score, …).
+    """Nodes of the documents `ingest` indexed, best first: the best passages, several of one
+    document when they are the best, each with its source in `metadata` (source_uri, title,
+    heading_path, page, score, …).
 
     `index`: an open `Index`; none opens the database `ingest` uses (DATABASE_URL, else the
     embedded server), closed by `close()`. `collections`: only these (default: every one
