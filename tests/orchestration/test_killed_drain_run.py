@@ -72,15 +72,19 @@ class BlockedRun:
     """Batches A (4 documents) and B (6), B's row locked by a transaction of the test, and a
     real run worker draining them with 2 jobs in flight: A drains, and the run's first
     acknowledgement that moves B's counters blocks in the database, B's first jobs built
-    and waiting for it."""
+    and waiting for it. Dagster's storage is `dagster_url`'s database (the run worker loads
+    the checkout's dagster.yaml: without DAGSTER_PG_URL it would make a `dagster` database on
+    the pipeline's server and leave it there)."""
 
-    def __init__(self, db_url: str, pool, conn: psycopg.Connection, tmp_path: Path):
+    def __init__(self, db_url: str, pool, conn: psycopg.Connection, tmp_path: Path, dagster_url: str):
         self.first = enqueue_paths(pool, [write_documents(tmp_path / "a", "alpha", 4)], max_bytes=1_000_000)
         self.second = enqueue_paths(pool, [write_documents(tmp_path / "b", "beta", 6)], max_bytes=1_000_000)
         self.blocker = psycopg.connect(db_url)
         self.blocker.execute("select id from import_batches where id = %s for update", (self.second.batch_id,))
         self.log = tmp_path / "drain-run.log"
-        env = clean_env(tmp_path / "data", DATABASE_URL=db_url, INGEST_WORKER_CONCURRENCY="2")
+        env = clean_env(
+            tmp_path / "data", DATABASE_URL=db_url, DAGSTER_PG_URL=dagster_url, INGEST_WORKER_CONCURRENCY="2"
+        )
         self.proc = subprocess.Popen(
             [str(DAGSTER), "job", "execute", "-m", "ingestion_pipeline.definitions", "-j", "ingest_documents"],
             env=env,
@@ -111,8 +115,8 @@ class BlockedRun:
         self.proc.wait(30)
 
 
-def test_a_drain_run_killed_mid_way_loses_nothing(db_url, pool, conn, instance, resources, tmp_path):
-    run = BlockedRun(db_url, pool, conn, tmp_path)
+def test_a_drain_run_killed_mid_way_loses_nothing(db_url, empty_db_url, pool, conn, instance, resources, tmp_path):
+    run = BlockedRun(db_url, pool, conn, tmp_path, empty_db_url)
     run.kill()
     first, second = run.first, run.second
     # The server ends the dead client's sessions (keepalive, client_connection_check_interval);
@@ -172,11 +176,11 @@ def test_a_drain_run_killed_mid_way_loses_nothing(db_url, pool, conn, instance, 
     assert set(checks) == set(DESCRIPTIONS) and all(passed for passed, _ in checks.values()), checks
 
 
-def test_a_drain_run_interrupted_mid_way_finishes_its_jobs_in_flight(db_url, pool, conn, tmp_path):
+def test_a_drain_run_interrupted_mid_way_finishes_its_jobs_in_flight(db_url, empty_db_url, pool, conn, tmp_path):
     """Terminating a run from the UI interrupts its run worker (SIGINT, with the default run
     launcher): the drain claims nothing more, and the jobs in flight end as they would
     have, acknowledged, not left leased for a lease's lifetime."""
-    run = BlockedRun(db_url, pool, conn, tmp_path)
+    run = BlockedRun(db_url, pool, conn, tmp_path, empty_db_url)
     try:
         in_flight = [
             row["id"] for row in conn.execute("select id from ingestion_jobs where status = 'processing'").fetchall()
