@@ -10,15 +10,13 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-import psycopg
-from psycopg.rows import DictRow
-from psycopg_pool import ConnectionPool
-
-from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
-from ingestion_pipeline.operations.selection import Selection
-
 if TYPE_CHECKING:
+    import psycopg
+    from psycopg.rows import DictRow
+    from psycopg_pool import ConnectionPool
+
+    from ingestion_pipeline.operations.selection import Selection
+
     # What `parser.add_subparsers()` returns, which each command module adds its commands to
     # (typeshed's name; the class is not subscriptable at runtime).
     Commands = argparse._SubParsersAction[argparse.ArgumentParser]
@@ -58,6 +56,8 @@ def add_database_url(parser: argparse.ArgumentParser) -> None:
 def add_collection(parser: argparse.ArgumentParser, *, creates: bool = False) -> None:
     """`--collection NAME`; `creates`: a command that creates it when missing, with
     `--new-collection`, which confirms a new name close to an existing one's."""
+    from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION  # with the commands that write
+
     parser.add_argument(
         "--collection", metavar="NAME", default=DEFAULT_COLLECTION, help=f"collection (default {DEFAULT_COLLECTION!r})"
     )
@@ -84,6 +84,8 @@ def add_selection(parser: argparse.ArgumentParser) -> None:
 
 
 def selection_of(args: argparse.Namespace) -> Selection:
+    from ingestion_pipeline.operations.selection import Selection  # the parsers' suffixes: not for every command
+
     return Selection.of(args.include, args.exclude)
 
 
@@ -107,6 +109,8 @@ def announce_new_collection(
     """Around a command that writes documents into collection `name` (enqueue, sync): a new
     name close to an existing one's is refused first (NearCollection) unless `confirmed`;
     when its writes created the collection, say so on stderr, one line."""
+    from ingestion_pipeline.db.rpc import IngestionRpc
+
     rpc = IngestionRpc(pool)
     rpc.check_new_collection(name, confirmed=confirmed)
     existed = not rpc.missing_collections([name])

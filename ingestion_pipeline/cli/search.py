@@ -7,21 +7,22 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-import psycopg
-
 from ingestion_pipeline.cli.common import add_database_url, positive_int, print_json, user_id
-from ingestion_pipeline.db.ready import migrated_pool
-from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.operations.lookup import shown_key
-from ingestion_pipeline.processing import Embedder, embedder_from_settings
 from ingestion_pipeline.processing.headings import SEPARATOR
-from ingestion_pipeline.search import MODES, Hit, Mode, Passage, Reader, search, search_passages
-from ingestion_pipeline.settings import Settings
+from ingestion_pipeline.search.model import MODES, Hit, Mode, Passage
 
 if TYPE_CHECKING:
+    import psycopg
+
     from ingestion_pipeline.cli.common import Commands
+    from ingestion_pipeline.processing import Embedder
+    from ingestion_pipeline.search import Reader
+    from ingestion_pipeline.settings import Settings
+
+# What the search runs on (the embedder, the database, the search RPCs) is imported by
+# `cmd_search`, after the arguments are read: `ingest search -h` needs none of it.
 
 
 def register(commands: Commands) -> None:
@@ -76,6 +77,8 @@ def register(commands: Commands) -> None:
 
 
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
+    from ingestion_pipeline.search import Reader
+
     reader = Reader(args.as_user) if args.as_user is not None or args.as_anon else None
     if args.window and not args.passages:
         raise IngestError("--window N goes with --passages: it adds the chunks around each passage")
@@ -108,9 +111,14 @@ def searching(
     settings: Settings, mode: Mode | None, collections: list[str] | None, reader: Reader | None
 ) -> Iterator[tuple[psycopg.Connection[Any], Embedder | None]]:
     """A connection to search on and the query's embedder (none for lexical mode)."""
+    from ingestion_pipeline.db.ready import migrated_connection
+    from ingestion_pipeline.processing import embedder_from_settings
+
     embedder = embedder_from_settings(settings) if mode != "lexical" else None
-    with migrated_pool(settings) as pool, pool.connection() as conn:
+    with migrated_connection(settings) as conn:
         if reader is not None:  # the search does not tell an app's reader; the operator is told
+            from ingestion_pipeline.db.rpc import IngestionRpc
+
             IngestionRpc(conn).require_collections(collections or [])
         yield conn, embedder
 
@@ -125,6 +133,8 @@ def print_search(
     collections: list[str] | None = None,
     reader: Reader | None = None,
 ) -> None:
+    from ingestion_pipeline.search import search
+
     with searching(settings, mode, collections, reader) as (conn, embedder):
         hits = search(conn, text, mode=mode, limit=limit, embedder=embedder, collections=collections, reader=reader)
     if as_json:
@@ -148,6 +158,8 @@ def print_passages(
     collections: list[str] | None,
     reader: Reader | None,
 ) -> None:
+    from ingestion_pipeline.search import search_passages
+
     with searching(settings, mode, collections, reader) as (conn, embedder):
         passages: list[Passage] = search_passages(
             conn, text, mode=mode, limit=limit, window=window, embedder=embedder, collections=collections, reader=reader
@@ -170,6 +182,8 @@ NO_RESULTS = "no results"
 
 def hit_line(hit: Hit) -> str:
     """Score, title, the headings below it, and where it came from."""
+    from ingestion_pipeline.db.rpc.documents import DEFAULT_COLLECTION  # its module builds the documents' models
+
     heading = "".join(f"{SEPARATOR}{h}" for h in headings_below_title(hit))
     where = shown_key(hit.source_uri) or hit.source_name
     collection = f", collection {hit.collection}" if hit.collection != DEFAULT_COLLECTION else ""

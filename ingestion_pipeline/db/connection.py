@@ -6,16 +6,20 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, LiteralString, TypeVar
+from typing import TYPE_CHECKING, Any, LiteralString, TypeAlias, TypeVar, cast
 
 import psycopg
 from psycopg.abc import Params
 from psycopg.rows import DictRow, dict_row
-from psycopg_pool import ConnectionPool
 
 from ingestion_pipeline.db import embedded
 from ingestion_pipeline.errors import DatabaseUnavailable
 from ingestion_pipeline.settings import Settings, legacy_data_dir
+
+if TYPE_CHECKING:
+    # psycopg_pool is imported where a pool is made (`make_pool`): a command on one
+    # connection (`ingest search`) does without it.
+    from psycopg_pool import ConnectionPool
 
 # The embedded servers this process started or reused, by URI: their data folder, so that a
 # message about one of them names the folder (its socket URL alone says little).
@@ -103,18 +107,19 @@ def one_row(cursor: psycopg.Cursor[R]) -> R:
 
 # Where the operations run: a pool, from which each call borrows a connection, or one
 # connection, which the caller may hold a transaction open on (the race tests do).
-Database = psycopg.Connection[Any] | ConnectionPool[Any]
+Database: TypeAlias = "psycopg.Connection[Any] | ConnectionPool[Any]"
 
 
 @contextmanager
 def borrow(db: Database) -> Iterator[psycopg.Connection[Any]]:
     """A connection of `db`: the pool's for the block (committed at its end, as the pool
     does), or the connection itself."""
-    if isinstance(db, ConnectionPool):
+    pools = sys.modules.get("psycopg_pool")  # not imported: no pool was made, `db` is a connection
+    if pools is not None and isinstance(db, pools.ConnectionPool):
         with db.connection() as conn:
             yield conn
     else:
-        yield db
+        yield cast("psycopg.Connection[Any]", db)
 
 
 def execute_as_dicts(
@@ -181,6 +186,8 @@ def _cause(exc: psycopg.OperationalError) -> str:
 
 def make_pool(url: str, settings: Settings, **kwargs: Any) -> ConnectionPool[psycopg.Connection[DictRow]]:
     """A psycopg pool sized from settings; opened and checked before it is returned."""
+    from psycopg_pool import ConnectionPool
+
     pool: ConnectionPool[psycopg.Connection[DictRow]] = ConnectionPool(
         url,
         min_size=settings.pool_min_size,
@@ -215,6 +222,8 @@ def _check_connection(conn: psycopg.Connection[DictRow]) -> None:
     at a time with a growing back-off between them (1 + 2 + 4 + … s, past the pool
     timeout with ten dead connections), so check the rest of the idle ones at once: the
     dead ones are replaced in the background and the caller gets a fresh one."""
+    from psycopg_pool import ConnectionPool
+
     try:
         ConnectionPool.check_connection(conn)
     except Exception:

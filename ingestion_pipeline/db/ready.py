@@ -8,10 +8,10 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 from psycopg.rows import DictRow
-from psycopg_pool import ConnectionPool
 
 from ingestion_pipeline.db import migrate as migrator
 from ingestion_pipeline.db.connection import (
@@ -25,6 +25,9 @@ from ingestion_pipeline.db.connection import (
 from ingestion_pipeline.db.queries import query
 from ingestion_pipeline.errors import IngestError
 from ingestion_pipeline.settings import Settings
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +62,23 @@ def migrated_pool(
         yield pool
     finally:
         pool.close()
+
+
+@contextmanager
+def migrated_connection(settings: Settings, application_name: str = "ingest") -> Iterator[psycopg.Connection[DictRow]]:
+    """One connection, as a pool of `migrated_pool` would lend it (autocommit, rows as dicts,
+    the settings' prepare threshold and connect timeout), once the database has every
+    migration: for a command that runs a few statements and exits (`ingest search`), without
+    the pool's threads and the connections it opens."""
+    url = resolve_database_url(settings)
+    require_migrated(url)
+    with connect(
+        url,
+        timeout=settings.connect_timeout_seconds,
+        prepare_threshold=settings.prepare_threshold,
+        application_name=application_name,
+    ) as conn:
+        yield conn
 
 
 def open_migrated_pool(

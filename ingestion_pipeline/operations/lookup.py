@@ -9,16 +9,21 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote_to_bytes, urlsplit
 from uuid import UUID
 
-from ingestion_pipeline.db.rpc import IngestionRpc
-from ingestion_pipeline.operations.enqueue import source_key_of
+if TYPE_CHECKING:
+    from ingestion_pipeline.db.rpc import IngestionRpc
 
 
 def parse_ref(text: str) -> UUID | str:
     """A document id, or the key `text` names: as given when it has a scheme (a `file:` key
     as `shown_key` prints it, decoded, is encoded again), else the key of the local path."""
+    # Imported here: `shown_key`, which `ingest search` prints every hit with, needs none of
+    # the enqueueing (the RPC client, the file selection).
+    from ingestion_pipeline.operations.enqueue import source_key_of
+
     try:
         return UUID(text.strip())
     except ValueError:

@@ -8,21 +8,24 @@ status and health views), documents (a source's bytes by key, a document's versi
 lifecycle (delete a document, cancel a batch, retry failed jobs), sources (registered
 sources, the lease of a sync), collections (collections and their members) and metrics
 (the queue's, read by `ingest metrics`). rpc/base.py holds the plumbing and the schema check
-(db/schema_level.py: the two schemas the client speaks).
+(db/schema_level.py: the two schemas the client speaks). `IngestionRpc` (rpc/client.py) is
+imported from here when first asked for: importing one part (`search` reads collections) does
+not import the others, nor their models.
 """
 
-from ingestion_pipeline.db.rpc.acks import AckRpc
-from ingestion_pipeline.db.rpc.batches import BatchRpc
-from ingestion_pipeline.db.rpc.collections import CollectionRpc
-from ingestion_pipeline.db.rpc.documents import DocumentRpc
-from ingestion_pipeline.db.rpc.leases import LeaseRpc
-from ingestion_pipeline.db.rpc.lifecycle import LifecycleRpc
-from ingestion_pipeline.db.rpc.metrics import MetricsRpc
-from ingestion_pipeline.db.rpc.sources import SourceRpc
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ingestion_pipeline.db.rpc.client import IngestionRpc
 
 
-class IngestionRpc(LeaseRpc, AckRpc, BatchRpc, DocumentRpc, LifecycleRpc, SourceRpc, CollectionRpc, MetricsRpc):
-    """Every RPC of the state machine, on a connection pool or on one connection."""
+def __getattr__(name: str) -> object:
+    if name != "IngestionRpc":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = importlib.import_module(f"{__name__}.client").IngestionRpc
+    globals()[name] = value
+    return value
 
 
 __all__ = ["IngestionRpc"]
