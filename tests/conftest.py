@@ -45,7 +45,8 @@ TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL") or None
 # The suite indexes without vectors unless a test asks for an embedder: 256 numbers per chunk
 # made the corpus-heavy tests two to four times slower. The default embedder (wordllama) has
 # tests of its own, end to end included (tests/embedding/test_static_embedder.py, whose
-# clean_env fixture drops this variable), and so do the others (tests/embedding, tests/vector).
+# clean_env fixture drops this variable), and so do the others (tests/embedding, tests/vector);
+# the search and sync tests search as users do, with the default (tests/default_embedder.py).
 os.environ.setdefault("INGEST_EMBEDDER", "none")
 HARDENING_NAME = "harden_state_rpcs"
 LEASE_TOKENS_NAME = "lease_tokens"

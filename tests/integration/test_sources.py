@@ -11,6 +11,7 @@ import pytest
 from ingestion_pipeline.cli import main as ingest
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.operations.source_sync import SyncLeaseLost, SyncRefused, sync_registered
+from tests.default_embedder import default_embedder  # noqa: F401 - autouse: sync, then search as users do
 
 
 def run(capsys, db_url: str, *args: str, expect: int = 0) -> tuple[str, str]:

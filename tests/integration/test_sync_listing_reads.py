@@ -18,6 +18,7 @@ import psycopg
 
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.db.rpc.documents import LiveKey
+from tests.default_embedder import default_embedder  # noqa: F401 - autouse: sync, then search as users do
 from tests.reads import rows_read
 
 SOURCE = "file:///srv/share/docs/"

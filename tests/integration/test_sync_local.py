@@ -15,6 +15,7 @@ from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.operations.listing import ListingFailed
 from ingestion_pipeline.operations.sync import SyncOptions, sync_source
 from ingestion_pipeline.worker import Worker
+from tests.default_embedder import default_embedder  # noqa: F401 - autouse: sync, then search as users do
 
 
 def write(folder: Path, files: dict[str, str]) -> None:

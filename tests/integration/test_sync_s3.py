@@ -16,6 +16,7 @@ from ingestion_pipeline.operations.listing import ListingFailed
 from ingestion_pipeline.operations.selection import Selection
 from ingestion_pipeline.operations.sync import SyncOptions, sync_source
 from ingestion_pipeline.worker import Worker
+from tests.default_embedder import default_embedder  # noqa: F401 - autouse: sync, then search as users do
 from tests.s3server import S3Server, reset, s3_server
 
 BUCKET = "docs-bucket"

@@ -111,12 +111,13 @@ def test_unknown_words_find_nothing(indexed, conn):
     assert names(conn, "xylophone") == []
 
 
-def test_empty_query_and_unknown_mode_are_clear_errors(indexed, conn):
+def test_empty_query_and_unknown_mode_are_clear_errors(indexed, conn, monkeypatch):
     with pytest.raises(IngestError, match="empty"):
         search(conn, "   ")
     with pytest.raises(IngestError, match="unknown search mode"):
         search(conn, "vacuum", mode="fuzzy")
-    with pytest.raises(IngestError, match="needs an embedder"):
+    monkeypatch.setenv("INGEST_EMBEDDER", "none")  # a vector search without a query embedder
+    with pytest.raises(IngestError, match="this query's embedder is none: set INGEST_EMBEDDER"):
         search(conn, "vacuum", mode="vector")
 
 

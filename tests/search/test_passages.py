@@ -1,7 +1,7 @@
 """Passages and evidence (issue 60, migration 20261206000900), with the embedder users get by
-default (wordllama; the suite's INGEST_EMBEDDER=none is overridden here): `ingest search
---passages` returns the best chunks, several of one document when they are the best, with a
-window on request; a search with no evidence says `no results` instead of listing filler."""
+default (wordllama: tests/search/conftest.py): `ingest search --passages` returns the best
+chunks, several of one document when they are the best, with a window on request; a search
+with no evidence says `no results` instead of listing filler."""
 
 from __future__ import annotations
 
@@ -36,9 +36,8 @@ def run(capsys, db_url: str, *args: str, expect: int = 0) -> str:
 
 
 @pytest.fixture
-def indexed(db_url, tmp_path, capsys, monkeypatch) -> Path:
+def indexed(db_url, tmp_path, capsys) -> Path:
     """The samples and the manual, indexed with the default embedder."""
-    monkeypatch.delenv("INGEST_EMBEDDER")  # the default, as users run it
     folder = tmp_path / "docs"
     folder.mkdir()
     for sample in (ROOT / "samples").iterdir():
@@ -117,8 +116,7 @@ def test_the_rpc_refuses_a_bad_window_in_one_line(indexed, db_url):
         conn.execute("select * from search_passages('lantern', null, 'lexical', 5, null, null, 4)")
 
 
-def test_the_readmes_search_examples_show_the_real_output(db_url, tmp_path, capsys, monkeypatch):
-    monkeypatch.delenv("INGEST_EMBEDDER")
+def test_the_readmes_search_examples_show_the_real_output(db_url, tmp_path, capsys):
     run(capsys, db_url, "enqueue", str(ROOT / "samples"))
     run(capsys, db_url, "work", "--drain")
     examples = [e for e in tour_examples(["search"]) if "--as-user" not in e[0]]  # not an app user's: no grants here
