@@ -22,9 +22,11 @@
 --   characters, the chunk size), -0.17 at 5 words; added to its cosine where passages are
 --   ranked (search_chunk_scores returns it). Not in the floor's test: the floor stays a
 --   cosine.
--- - search_passages: vector mode's candidates are search_vector_passages'; hybrid adds them
---   to its two lists; a passage's score is its own (words over the best chunk's, share as
---   before, and its cosine with the prior), the document's no longer part of it.
+-- - search_passages: vector mode's candidates are search_vector_passages'; hybrid's, those and
+--   the lexical list's (no longer the fused document ranking, which added no passage that
+--   mattered and cost more than both lists); a passage's score is its own (words over the
+--   best chunk's, share as before, and its cosine with the prior), the document's no longer
+--   part of it.
 -- - Measured (bench/results/passage_quality.md; FAQ questions, keyword and PDF benchmarks
 --   rank documents and are unchanged): passage MRR@10 vector 0.137 -> 0.190 (WordLlama over
 --   the benchmark's chunks 0.209), hybrid 0.333 -> 0.357, lexical 0.322 -> 0.321. Ranking
@@ -304,19 +306,15 @@ begin
         select array_agg(v.document_id order by v.n) into v_documents
           from public.search_vector_passages(p_query_embedding, p_collections, greatest(p_limit, 20), p_embedder) v;
     else
-        -- hybrid: the search's documents, then the lexical list's others and the best chunks'
-        -- (their document score 0): a question's hybrid ranking leans on the documents' means,
-        -- and a long page holding the answer is often below them
+        -- hybrid: the documents of the lexical list and of the best chunks. The fused document
+        -- ranking (search_ranked_documents) added no passage that mattered (long-page
+        -- questions: the same passages) and cost more than both lists.
         select array_agg(x.document_id order by x.n) into v_documents
           from (select distinct on (u.document_id) u.*
-                  from (select r.document_id, r.score, r.n
-                          from public.search_ranked_documents(p_query, p_collections, p_mode, greatest(p_limit, 20),
-                                                              p_query_embedding, p_embedder) r
-                        union all
-                        select h.document_id, 0, 1000 + h.n
+                  from (select h.document_id, h.n
                           from public.search_lexical_hits(p_query, p_collections, greatest(p_limit, 20)) h
                         union all
-                        select v.document_id, 0, 2000 + v.n
+                        select v.document_id, 1000 + v.n
                           from public.search_vector_passages(p_query_embedding, p_collections, greatest(p_limit, 20),
                                                              p_embedder) v) u
                  order by u.document_id, u.n) x;
