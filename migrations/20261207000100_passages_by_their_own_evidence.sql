@@ -21,7 +21,8 @@
 -- - A chunk's passage prior, 0.05 * ln(min(words, 150) / 150): 0 from 150 words (about 1,000
 --   characters, the chunk size), -0.17 at 5 words; added to its cosine where passages are
 --   ranked (search_chunk_scores returns it). Not in the floor's test: the floor stays a
---   cosine.
+--   cosine. search_chunk_expressions writes the SQL of the cosine and the prior for both
+--   functions that score chunks.
 -- - search_passages: vector mode's candidates are search_vector_passages'; hybrid's, those and
 --   the lexical list's (no longer the fused document ranking, which added no passage that
 --   mattered and cost more than both lists); a passage's score is its own (words over the
@@ -38,6 +39,37 @@
 
 -- squawk-ignore ban-drop-function
 drop function public.search_chunk_scores(text, text[], real[], text, uuid[]);
+
+-- The SQL of a chunk's (`c`) cosine with the query ($1, its norm $2) for a query of
+-- p_dimensions (null for another size's vector, or without pgvector from real[]), and of its
+-- passage prior: one text for search_chunk_scores and search_vector_passages.
+create function public.search_chunk_expressions(p_dimensions integer, out cosine text, out prior text)
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+as $$
+declare
+    v_schema name;
+begin
+    select ns.nspname into v_schema
+      from pg_catalog.pg_attribute a
+      join pg_catalog.pg_type t on t.oid = a.atttypid
+      join pg_catalog.pg_namespace ns on ns.oid = t.typnamespace
+     where a.attrelid = 'public.document_chunks'::regclass and a.attname = 'embedding_vector'
+       and not a.attisdropped;
+    cosine := case
+        when v_schema is null then format($q$case when cardinality(c.embedding) = %1$s then
+            (select sum(a::float8 * b) / nullif(sqrt(sum(a::float8 * a)), 0) from unnest(c.embedding, $1) as u (a, b)) / $2
+            end$q$, p_dimensions)
+        else format($q$case when %1$I.vector_dims(c.embedding_vector) = %2$s then
+            1 - (c.embedding_vector::%1$I.vector(%2$s) operator(%1$I.<=>) $1::%1$I.vector(%2$s)) end$q$,
+            v_schema, p_dimensions) end;  -- pgvector's operator, qualified (Supabase: `extensions`)
+    -- 0 from 150 words (the chunk size), -0.17 at 5; in float arithmetic (numeric's ln made a
+    -- scan of the chunks 5x slower)
+    prior := '0.05 * ln(least(greatest(c.token_count, 1), 150)::float8 / 150)';
+end;
+$$;
 
 -- As in 20261206000900, and each chunk's passage prior: 0.05 * ln(min(words, 150) / 150).
 create function public.search_chunk_scores(p_query text, p_scope text[], p_embedding real[], p_embedder text,
@@ -62,12 +94,12 @@ as $$
 declare
     v_dimensions integer := coalesce(cardinality(p_embedding), 0);
     v_norm float8;
-    v_schema name;
     v_chunks float8;
     v_lexemes text[];
     v_idf float8[];
     v_any tsquery;  -- any of the query's words: the chunks scored for them
     v_cosine text;  -- SQL: a chunk's cosine (c.*), or null
+    v_prior text;  -- SQL: its passage prior
 begin
     if coalesce(cardinality(p_documents), 0) = 0 or (p_scope is not null and cardinality(p_scope) = 0) then
         return;
@@ -100,21 +132,10 @@ begin
     end if;
     if v_dimensions > 0 and coalesce(p_embedder, '') <> '' then
         select sqrt(sum(x::float8 * x)) into v_norm from unnest(p_embedding) as x;
-        select ns.nspname into v_schema
-          from pg_catalog.pg_attribute a
-          join pg_catalog.pg_type t on t.oid = a.atttypid
-          join pg_catalog.pg_namespace ns on ns.oid = t.typnamespace
-         where a.attrelid = 'public.document_chunks'::regclass and a.attname = 'embedding_vector'
-           and not a.attisdropped;
     end if;
-    v_cosine := case
-        when coalesce(v_norm, 0) = 0 then 'null::float8'
-        when v_schema is null then format($q$case when cardinality(c.embedding) = %1$s then
-            (select sum(a::float8 * b) / nullif(sqrt(sum(a::float8 * a)), 0) from unnest(c.embedding, $1) as u (a, b)) / $2
-            end$q$, v_dimensions)
-        else format($q$case when %1$I.vector_dims(c.embedding_vector) = %2$s then
-            1 - (c.embedding_vector::%1$I.vector(%2$s) operator(%1$I.<=>) $1::%1$I.vector(%2$s)) end$q$,
-            v_schema, v_dimensions) end;
+    select case when coalesce(v_norm, 0) = 0 then 'null::float8' else e.cosine end, e.prior
+      into v_cosine, v_prior
+      from public.search_chunk_expressions(v_dimensions) e;
     return query execute format($q$
         with docs as (
             select d.id, d.index_generation_id, g.embedder = $3 as same_model
@@ -151,11 +172,10 @@ begin
              group by c.document_id, c.ordinal
         )
         select c.document_id, c.index_generation_id, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading,
-               coalesce(l.score, 0)::float8, c.cosine::float8,
-               0.05 * ln(least(greatest(c.token_count, 1), 150)::float8 / 150)  -- as search_vector_passages'
+               coalesce(l.score, 0)::float8, c.cosine::float8, (%3$s)::float8
           from chunks c
           left join lexical l on l.document_id = c.document_id and l.ordinal = c.ordinal$q$, v_cosine,
-          case when v_any is null then 'null::tsvector' else 'c.content_tsv' end)
+          case when v_any is null then 'null::tsvector' else 'c.content_tsv' end, v_prior)
         using p_embedding, v_norm, p_embedder, p_documents, p_scope, coalesce(v_lexemes, '{}'::text[]),
               coalesce(v_idf, '{}'::float8[]), v_any;
 end;
@@ -189,10 +209,10 @@ declare
     v_chunks_at_most constant integer := coalesce(nullif(pg_catalog.current_setting('ingest.vector_chunks_at_most', true), '')::integer, 60000);
     v_scope_chunks float8;
     v_norm float8;
-    v_schema name;
     v_documents uuid[];
     v_generations uuid[];
     v_cosine text;  -- SQL: a chunk's cosine (c.*), null for another size's vector
+    v_prior text;  -- SQL: its passage prior
 begin
     if p_limit is null or p_limit < 1 or p_limit > 1000 then
         raise exception 'search_vector_passages: p_limit must be between 1 and 1000' using errcode = '22023';
@@ -230,28 +250,15 @@ begin
     if v_documents is null then
         return;
     end if;
-    select ns.nspname into v_schema
-      from pg_catalog.pg_attribute a
-      join pg_catalog.pg_type t on t.oid = a.atttypid
-      join pg_catalog.pg_namespace ns on ns.oid = t.typnamespace
-     where a.attrelid = 'public.document_chunks'::regclass and a.attname = 'embedding_vector'
-       and not a.attisdropped;
-    v_cosine := case when v_schema is null
-        then format($q$case when cardinality(c.embedding) = %1$s then
-                 (select sum(a::float8 * b) / nullif(sqrt(sum(a::float8 * a)), 0) from unnest(c.embedding, $1) as u (a, b)) / $2
-                 end$q$, v_dimensions)
-        else format($q$case when %1$I.vector_dims(c.embedding_vector) = %2$s then
-                 1 - (c.embedding_vector operator(%1$I.<=>) $1::%1$I.vector(%2$s)) end$q$,
-                 v_schema, v_dimensions) end;  -- pgvector's operator, qualified (Supabase: `extensions`)
-    -- Each document's best chunk by its cosine and passage prior (as search_chunk_scores'; in
-    -- float arithmetic: numeric's ln made this 5x slower), then the best documents.
+    select e.cosine, e.prior into v_cosine, v_prior from public.search_chunk_expressions(v_dimensions) e;
+    -- Each document's best chunk by its cosine and passage prior, then the best documents.
     return query execute format($q$
         with passages as (
             select distinct on (x.document_id) x.document_id, x.index_generation_id, c.ordinal, s.score
               from unnest($3::uuid[], $4::uuid[]) as x (document_id, index_generation_id)
               join public.document_chunks c
                 on c.document_id = x.document_id and c.index_generation_id = x.index_generation_id
-             cross join lateral (select %1$s + 0.05 * ln(least(greatest(c.token_count, 1), 150)::float8 / 150) as score) s
+             cross join lateral (select %1$s + %2$s as score) s
              where s.score is not null and s.score <> 'NaN'
              order by x.document_id, s.score desc, c.ordinal
         )
@@ -259,7 +266,7 @@ begin
                (row_number() over (order by p.score desc, p.document_id))::integer, p.ordinal
           from passages p
          order by p.score desc, p.document_id
-         limit $5$q$, v_cosine)
+         limit $5$q$, v_cosine, v_prior)
         using p_embedding, v_norm, v_documents, v_generations, p_limit;
 end;
 $$;
@@ -361,3 +368,4 @@ $$;
 
 select public.secure_rpc('public.search_chunk_scores(text, text[], real[], text, uuid[])', false);
 select public.secure_rpc('public.search_vector_passages(real[], text[], integer, text)', false);
+select public.secure_rpc('public.search_chunk_expressions(integer)', false);

@@ -177,6 +177,7 @@ INTERNAL = {
     "search_word_confidence",
     # issue 60 (20261207000100): the documents of the chunks most like the query
     "search_vector_passages",
+    "search_chunk_expressions",
 }
 # Created only where the server has pgvector.
 OPTIONAL = {"document_chunks_embedding_vector"}
