@@ -3,7 +3,10 @@ the PDFs indexed the way users index them, and bm25s over each reader's pages.
 
 Queries: per document up to --queries sentences of 10 words or more of the HTML twin (seeded
 draw) that pdftotext prints on exactly one page (the sentence's normalized text is in that
-page's normalized text and in no other): that page is the answer. A third of each sentence's
+page's normalized text and in no other): that page is the answer. Where another document of
+the corpus prints the same sentence (twins: one source rendered by two toolchains, such as
+groff-man and groff-man-gs), its page is an answer too: no ranking can tell which twin a
+sentence came from, so counting only one made those queries coin flips. A third of each sentence's
 words (rounded down) are dropped at seeded random positions; the query is the words left,
 with characters other than letters, digits, spaces and `.,:;'/()` removed.
 
@@ -20,7 +23,7 @@ from __future__ import annotations
 import random
 import re
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +47,12 @@ class Query:
     document: str
     page: int  # from 1
     text: str
+    twins: tuple[tuple[str, int], ...] = ()  # (document, page) elsewhere that prints the sentence
+
+    def answered_by(self, document: str, page: int | None) -> tuple[bool, bool]:
+        """Whether a top hit in `document` (at `page`) is the right document, the right page."""
+        right = {(self.document, self.page), *self.twins}
+        return document in {d for d, _ in right}, (document, page) in right
 
 
 @dataclass
@@ -58,9 +67,16 @@ class Answers:
 
 
 def make_queries(
-    document: str, raw_paragraphs: Sequence[str], pages: Sequence[str], count: int, seed: int
+    document: str,
+    raw_paragraphs: Sequence[str],
+    pages: Sequence[str],
+    count: int,
+    seed: int,
+    others: Mapping[str, Sequence[str]] | None = None,
 ) -> list[Query]:
+    """`pages`: pdftotext's pages of `document`; `others`: every other document's, for twins."""
     padded_pages = [f" {norm(page)} " for page in pages]
+    padded_others = {name: [f" {norm(page)} " for page in texts] for name, texts in (others or {}).items()}
     candidates = list(dict.fromkeys(sentences(raw_paragraphs)))
     rng = random.Random(seed * 1_000_003 + zlib.crc32(document.encode()))
     rng.shuffle(candidates)
@@ -77,7 +93,10 @@ def make_queries(
         kept = " ".join(w for i, w in enumerate(words) if i not in dropped)
         text = " ".join(_QUERY_JUNK.sub(" ", kept).split())
         if text:
-            queries.append(Query(document, on[0] + 1, text))
+            twins = tuple(
+                (name, i + 1) for name, texts in padded_others.items() for i, page in enumerate(texts) if needle in page
+            )
+            queries.append(Query(document, on[0] + 1, text, twins))
     return queries
 
 
@@ -93,8 +112,9 @@ def bm25s_answers(label: str, pages: dict[str, tuple[list[str], list[int]]], que
     for query in queries:
         top = searcher(query.text)[:1]
         document, _, page = top[0].partition("\x00") if top else ("", "", "0")
-        answers.document.append(document == query.document)
-        answers.page.append(document == query.document and int(page) == query.page)
+        right_document, right_page = query.answered_by(document, int(page))
+        answers.document.append(right_document)
+        answers.page.append(right_page)
     return answers
 
 
@@ -126,8 +146,9 @@ def project_answers(server: str, files: dict[str, Path], queries: Sequence[Query
                     hits = []
                 top = hits[0] if hits else None
                 document = "" if top is None else names.get(top.source_uri or "") or names.get(top.source_name, "")
-                answers.document.append(document == query.document)
-                answers.page.append(document == query.document and top is not None and top.page == query.page)
+                right_document, right_page = query.answered_by(document, None if top is None else top.page)
+                answers.document.append(right_document)
+                answers.page.append(right_page)
         return answers
     finally:
         if not keep:
