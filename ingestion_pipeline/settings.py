@@ -161,6 +161,12 @@ class Settings(BaseSettings):
     # when a new version is enqueued; the janitor removes those beyond it.
     keep_versions: int = Field(default=1, ge=1, le=1000)
     max_file_bytes: int = Field(default=50 * 1024 * 1024, ge=1)
+    # `ingest search`: a resident process of the user answers it (cli/search_client.py), started
+    # by a search nothing answered, gone after this long without a search; off: each search runs
+    # in its own process and starts nothing. The search reads INGEST_SEARCH_SERVER from the
+    # environment itself (no pydantic); the resident process reads both as settings.
+    search_server: str = Field(default="auto", pattern="^(auto|off)$")
+    search_server_idle_seconds: float = Field(default=600.0, gt=0, le=86_400)
 
     @field_validator("database_url", "direct_database_url")
     @classmethod

@@ -8,6 +8,7 @@ database-backed test runs on that server too: the `pg_server` fixture is paramet
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import psycopg
 import pytest
 from psycopg import sql
@@ -48,6 +50,11 @@ TEST_DATABASE_URL = os.environ.get("TEST_DATABASE_URL") or None
 # clean_env fixture drops this variable), and so do the others (tests/embedding, tests/vector);
 # the search and sync tests search as users do, with the default (tests/default_embedder.py).
 os.environ.setdefault("INGEST_EMBEDDER", "none")
+# `ingest search` asks the user's resident search process and starts one when none answers
+# (cli/search_client.py): not in the suite, which would leave them behind (user_data_home stops
+# any a test's own environment let start, and fails). tests/integration/test_search_server.py
+# turns it on for its own, in a runtime folder of its own.
+os.environ["INGEST_SEARCH_SERVER"] = "off"
 HARDENING_NAME = "harden_state_rpcs"
 LEASE_TOKENS_NAME = "lease_tokens"
 RETRY_DELAY_NAME = "server_retry_delay"
@@ -100,12 +107,29 @@ def user_data_home(tmp_path_factory) -> Iterator[Path]:
     if not default_data_dir().is_relative_to(home):
         raise pytest.UsageError(f"XDG_DATA_HOME does not move the user's data folder here ({default_data_dir()})")
     yield home
+    left = _stop_resident_searches(home)
     if embedded.pgdata_path(default_data_dir()).exists():
         embedded.stop(default_data_dir())
     if previous is None:
         os.environ.pop("XDG_DATA_HOME", None)
     else:
         os.environ["XDG_DATA_HOME"] = previous
+    assert not left, f"resident search processes of this session were left running (stopped now): {left}"
+
+
+def _stop_resident_searches(home: Path) -> list[list[str]]:
+    """Stop the resident search processes started by this session's commands (their
+    XDG_DATA_HOME is its `home`, as every process a test starts has): their command lines."""
+    found = []
+    for process in psutil.process_iter(attrs=["cmdline"]):
+        if "ingestion_pipeline.cli.search_server" not in (process.info["cmdline"] or []):
+            continue
+        with contextlib.suppress(psutil.Error):
+            if Path(process.environ().get("XDG_DATA_HOME", "/")).is_relative_to(home):
+                process.terminate()
+                found.append(process)
+    psutil.wait_procs(found, timeout=10)
+    return [process.info["cmdline"] for process in found]
 
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"

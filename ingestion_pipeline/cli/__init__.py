@@ -4,7 +4,11 @@ A command's module is imported only when that command runs (`ingest search` does
 Dagster, the parsers or the RPC client's models; `ingest --help` imports none of them): the
 parser lists every command by its name and help (`COMMANDS`) and asks only the chosen one's
 module to add its arguments. tests/unit/test_cli_imports.py checks the list against what the
-modules register."""
+modules register.
+
+`ingest search` is answered by a resident process when one runs for the caller's settings
+(search_client.py: the model read once); both it and `ingest` itself run a parsed command with
+`execute`."""
 
 from __future__ import annotations
 
@@ -13,8 +17,13 @@ import importlib
 import logging
 import os
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ingestion_pipeline.errors import IngestError, first_line
+
+if TYPE_CHECKING:
+    from ingestion_pipeline.settings import Settings
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell shows for a tool its pipe's reader left
 
@@ -71,18 +80,33 @@ def command_of(argv: list[str]) -> str:
     return next((arg for arg in argv if not arg.startswith("-")), "")
 
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(command_of(argv)).parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    if argv[:1] == ["search"]:  # `ingest -v search …` logs here: run in this process
+        from ingestion_pipeline.cli.search_client import search_command  # the standard library only
+
+        return search_command(argv)
+    return run_command(argv)
+
+
+def run_command(argv: list[str]) -> int:
+    """`ingest ARGV` in this process: its exit status (argparse's usage errors exit 2)."""
+    return execute(build_parser(command_of(argv)).parse_args(argv))
+
+
+def execute(args: argparse.Namespace, settings_of: Callable[..., Settings] | None = None) -> int:
+    """The parsed command run, its errors turned into one line on stderr and a status.
+    `settings_of`: what loads the settings (default `load_settings`; the resident search
+    process keeps the ones it loaded)."""
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format=LOG_FORMAT)
     try:
         from ingestion_pipeline.settings import load_settings  # pydantic: not for `ingest --help`
 
         overrides = {"database_url": args.database_url} if getattr(args, "database_url", None) else {}
-        settings = load_settings(**overrides)
+        settings = (settings_of or load_settings)(**overrides)
         code: int = args.handler(args, settings)
         sys.stdout.flush()  # inside the try: a closed pipe raises here, not at exit
         return code

@@ -73,6 +73,12 @@ def register(commands: Commands) -> None:
     )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     add_database_url(parser)
+    parser.add_argument(
+        "--no-server",
+        action="store_true",
+        help="search in this process: neither ask the resident search process nor start one "
+        "(INGEST_SEARCH_SERVER=off for every search)",
+    )
     parser.set_defaults(handler=cmd_search)
 
 

@@ -74,7 +74,7 @@ def user_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     """As a user's shell: none of the suite's or the checkout's settings, no PYTHONPATH."""
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith(("INGEST_", "PYTHON", "VIRTUAL_ENV"))}
     env.pop("DATABASE_URL", None)
-    env.update(HOME=str(tmp_path / "home"), **extra)
+    env.update(HOME=str(tmp_path / "home"), INGEST_SEARCH_SERVER="off", **extra)  # no resident search left behind
     return env
 
 

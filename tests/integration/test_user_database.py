@@ -37,7 +37,7 @@ def ingest(cwd: Path, home: Path, *args: str, **env: str) -> subprocess.Complete
     """`ingest ARGS` in `cwd` with nothing set but the user's data home (and no vectors)."""
     cwd.mkdir(parents=True, exist_ok=True)
     clean = {k: v for k, v in os.environ.items() if k.upper() != "DATABASE_URL" and not k.upper().startswith("INGEST_")}
-    clean.update(XDG_DATA_HOME=str(home), INGEST_EMBEDDER="none", **env)
+    clean.update(XDG_DATA_HOME=str(home), INGEST_EMBEDDER="none", INGEST_SEARCH_SERVER="off", **env)
     return subprocess.run([str(INGEST), *args], cwd=cwd, env=clean, capture_output=True, text=True, timeout=180)
 
 

@@ -74,3 +74,15 @@ def test_a_chosen_command_gets_its_arguments() -> None:
     args = build_parser("search").parse_args(["search", "otters", "--mode", "lexical", "--limit", "3"])
     assert (args.command, args.query, args.mode, args.limit) == ("search", "otters", "lexical", 3)
     assert callable(args.handler)
+
+
+def test_the_search_client_imports_no_heavy_library() -> None:
+    """What `ingest search` runs before the resident search process answers it
+    (cli/search_client.py: the key of the caller's settings, the opt-out): the standard library
+    only. tests/integration/test_search_server.py checks a whole search it answered."""
+    loaded = modules_after(
+        "from ingestion_pipeline.cli.search_client import key, opted_out, runtime_folder\n"
+        "key()\nopted_out(['search', 'otters'])"
+    )
+    assert tops(loaded) & (HEAVY | {"pydantic_core", "pydantic_settings", "psutil", "platformdirs"}) == set()
+    assert "ingestion_pipeline.settings" not in loaded and "ingestion_pipeline.cli.search" not in loaded
