@@ -236,11 +236,17 @@ class Server:
         partial.replace(self.status_path)
 
     def remove(self) -> None:
-        """The socket (when still this process's) and the status file."""
+        """The socket (when still this process's), the status file and an empty log. The lock
+        file stays: a starter may hold it open, and another one made in its place would let
+        two processes of one key run."""
         with contextlib.suppress(OSError):
             if self.socket_path.stat().st_ino == self.inode:
                 self.socket_path.unlink()
         self.status_path.unlink(missing_ok=True)
+        log_path = self.folder / f"{self.name}.log"
+        with contextlib.suppress(OSError):
+            if log_path.stat().st_size == 0:
+                log_path.unlink()
 
 
 def exit_status(exc: SystemExit, chunks: list[list[Any]]) -> int:
