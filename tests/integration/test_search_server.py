@@ -148,6 +148,10 @@ def test_the_resident_process_prints_what_the_search_prints_in_its_own_process(i
         assert (status["pid"], status["served"]) == (pid, served), case  # the resident process answered
         codes.add(here[0])
     assert codes == {0, 1, 2}
+    narrow = runtime.search("fencing", "--window", "9", *url, COLUMNS="40")  # argparse's usage wraps to it
+    assert narrow == runtime.search("fencing", "--window", "9", *url, "--no-server", COLUMNS="40")
+    assert narrow[2].count(b"\n") > runtime.search("fencing", "--window", "9", *url)[2].count(b"\n")
+    assert runtime.served() == len(CASES) + 2
 
 
 def test_a_search_the_resident_process_answers_imports_no_heavy_library(db_url, runtime):
