@@ -231,3 +231,26 @@ def test_a_restarted_database_server_is_no_concern(runtime, tmp_path):
             assert runtime.served() == served + 1
     finally:
         subprocess.run([str(INGEST), "db", "stop"], env=off, cwd=ROOT, capture_output=True, timeout=60)
+
+
+def test_it_leaves_when_its_key_changes(db_url, runtime, tmp_path):
+    """Its working folder's .env edited: the next search is another key's, and the old
+    process leaves by itself (it checks its key every few seconds while idle)."""
+    (tmp_path / ".env").write_text("INGEST_CONNECT_TIMEOUT_SECONDS=12\n")
+    runtime.search("fencing", "--database-url", db_url, cwd=tmp_path)
+    pid = runtime.status()["pid"]
+    (tmp_path / ".env").write_text("INGEST_CONNECT_TIMEOUT_SECONDS=13\n")
+    wait_for(lambda: gone(pid), "the resident process of the old key to leave")
+    assert runtime.statuses() == [] and list(runtime.files.glob("*.sock")) == []
+
+
+def test_a_folder_others_may_enter_is_not_used(db_url, runtime, tmp_path):
+    """XDG_RUNTIME_DIR and the fallback in the temporary folder both readable by others: the
+    search runs in its own process and starts nothing."""
+    runtime.folder.chmod(0o755)
+    (tmp_path / f"ingestion-pipeline-{os.getuid()}").mkdir(mode=0o755)
+    (tmp_path / f"ingestion-pipeline-{os.getuid()}").chmod(0o755)
+    code, out, _ = runtime.search("fencing", "--database-url", db_url, TMPDIR=str(tmp_path))
+    assert (code, out) == (0, b"no results\n")
+    assert not runtime.files.exists() and list((tmp_path / f"ingestion-pipeline-{os.getuid()}").iterdir()) == []
+    assert resident_pids(runtime.folder) == [] and resident_pids(tmp_path) == []
