@@ -31,8 +31,7 @@ hyphens and dashes with the whitespace after them, punctuation, whitespace):
                     without those lines are furniture (pdf_metrics.furniture_chunks).
   search            right document first / right page first (the top hit's document, and
                     its page) for sentences of the twin with a third of their words dropped
-                    (bench/pdf_search.py; a twin document printing the same sentence is
-                    right too); anchors: bm25s over that reader's pages.
+                    (bench/pdf_search.py: a twin is right too); anchors: bm25s over its pages.
   pages per CPU-second  the PDFs' pages over the CPU seconds of the parse alone; peak RSS:
                     the most of any one PDF's parsing child (Python readers: interpreter
                     included, see `RSS before parse`).
@@ -288,11 +287,7 @@ def search_run(args, documents, truths, readings, report: Report) -> tuple[dict,
     queries_of: dict[str, list[int]] = defaultdict(list)
     pdftotext = {d.name: readings[("pdftotext", str(d.pdf))].pages for d in documents}
     for d in documents:
-        others = {name: pages for name, pages in pdftotext.items() if name != d.name}
-        made = pdf_search.make_queries(
-            d.name, truths[d.name].raw_paragraphs, pdftotext[d.name], args.queries, args.seed, others
-        )
-        for query in made:
+        for query in pdf_search.make_queries(d.name, truths[d.name].raw_paragraphs, pdftotext, args.queries, args.seed):
             queries_of[d.name].append(len(queries))
             queries.append(query)
     answers: dict[str, pdf_search.Answers] = {}
@@ -312,8 +307,7 @@ def search_run(args, documents, truths, readings, report: Report) -> tuple[dict,
             files = {d.name: d.pdf for d in documents}
             answers[OURS] = pdf_search.project_answers(server, files, queries, args.keep)
         report.line(f"indexed and searched in {time.monotonic() - began:.0f} s")
-    twinned = sum(1 for query in queries if query.twins)
-    report.line(f"queries whose sentence another document prints too (either is right): {twinned} of {len(queries)}")
+    report.line(f"queries another document answers too (twins): {sum(1 for q in queries if q.twins)} of {len(queries)}")
     return answers, {"queries": queries, "of": queries_of}
 
 

@@ -67,16 +67,11 @@ class Answers:
 
 
 def make_queries(
-    document: str,
-    raw_paragraphs: Sequence[str],
-    pages: Sequence[str],
-    count: int,
-    seed: int,
-    others: Mapping[str, Sequence[str]] | None = None,
+    document: str, raw_paragraphs: Sequence[str], pages: Mapping[str, Sequence[str]], count: int, seed: int
 ) -> list[Query]:
-    """`pages`: pdftotext's pages of `document`; `others`: every other document's, for twins."""
-    padded_pages = [f" {norm(page)} " for page in pages]
-    padded_others = {name: [f" {norm(page)} " for page in texts] for name, texts in (others or {}).items()}
+    """`pages`: pdftotext's pages of every document of the corpus (the others': for twins)."""
+    padded_pages = [f" {norm(page)} " for page in pages[document]]
+    padded_others = {name: [f" {norm(page)} " for page in texts] for name, texts in pages.items() if name != document}
     candidates = list(dict.fromkeys(sentences(raw_paragraphs)))
     rng = random.Random(seed * 1_000_003 + zlib.crc32(document.encode()))
     rng.shuffle(candidates)

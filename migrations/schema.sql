@@ -2663,12 +2663,16 @@ begin
       join pg_catalog.pg_namespace ns on ns.oid = t.typnamespace
      where a.attrelid = 'public.document_chunks'::regclass and a.attname = 'embedding_vector'
        and not a.attisdropped;
+    -- With pgvector, no test of each chunk's size: the callers score only generations whose
+    -- mean vector has the query's size, and pgvector's avg() refused to make that mean from
+    -- vectors of mixed sizes, so each of their chunks has it. Testing each chunk read its
+    -- vector twice (vector_dims, then the distance): half the time of a scan of the chunks.
+    -- A real[] mean was made position by position: there each chunk is still tested.
     cosine := case
         when v_schema is null then format($q$case when cardinality(c.embedding) = %1$s then
             (select sum(a::float8 * b) / nullif(sqrt(sum(a::float8 * a)), 0) from unnest(c.embedding, $1) as u (a, b)) / $2
             end$q$, p_dimensions)
-        else format($q$case when %1$I.vector_dims(c.embedding_vector) = %2$s then
-            1 - (c.embedding_vector::%1$I.vector(%2$s) operator(%1$I.<=>) $1::%1$I.vector(%2$s)) end$q$,
+        else format($q$1 - (c.embedding_vector operator(%1$I.<=>) $1::%1$I.vector(%2$s))$q$,
             v_schema, p_dimensions) end;  -- pgvector's operator, qualified (Supabase: `extensions`)
     -- 0 from 150 words (the chunk size), -0.17 at 5; in float arithmetic (numeric's ln made a
     -- scan of the chunks 5x slower)
@@ -2735,10 +2739,12 @@ begin
       from public.search_chunk_expressions(v_dimensions) e;
     return query execute format($q$
         with docs as (
-            select d.id, d.index_generation_id, g.embedder = $3 as same_model
+            select d.id, d.index_generation_id,
+                   g.embedder = $3 and cardinality(g.mean_embedding) = $9 as same_model  -- and size: see
+                                                                                    -- search_chunk_expressions
               from unnest($4::uuid[]) as x (id)
              cross join lateral (select d.* from public.documents d where d.id = x.id offset 0) d
-             cross join lateral (select g.embedder from public.index_generations g
+             cross join lateral (select g.embedder, g.mean_embedding from public.index_generations g
                                   where g.id = d.index_generation_id offset 0) g
              where d.deleted_at is null and ($5::text[] is null or d.collection = any ($5::text[]))
         ), chunks as materialized (
@@ -2750,31 +2756,27 @@ begin
                      from public.document_chunks c
                     where c.document_id = d.id and c.index_generation_id = d.index_generation_id
                     order by c.ordinal limit 1000 offset 0) c
-        ), lexical as (  -- BM25 over chunks (k1 1.2, no length normalisation: chunks are of
-                         -- a size), a word's title counted twice once, its headings twice each
-            select c.document_id, c.ordinal,
-                   sum(t.idf * f.tf * 2.2 / (f.tf + 1.2) order by t.lexeme) as score
-              from chunks c
-             cross join lateral (
-                   select u.lexeme,
-                          2 * least(count(*) filter (where w.weight = 'A'), 1)
-                          + 2 * count(*) filter (where w.weight = 'B')
-                          + count(*) filter (where w.weight not in ('A', 'B')) as tf
-                     from unnest(c.content_tsv) as u
-                    cross join lateral unnest(u.weights) as w (weight)
-                    where u.lexeme = any ($6::text[])
-                    group by u.lexeme) f
-              join unnest($6::text[], $7::float8[]) as t (lexeme, idf) on t.lexeme = f.lexeme
-             where $8::tsquery is not null and c.content_tsv @@ $8::tsquery
-             group by c.document_id, c.ordinal
-        )
+        )  -- each chunk with its BM25 over chunks (k1 1.2, no length normalisation: chunks are
+           -- of a size), a word's title counted twice once, its headings twice each: one row
+           -- per chunk and word of the query, summed per chunk. No join of two lists: without
+           -- hash joins (this function's settings) one took the chunks times their matches.
         select c.document_id, c.index_generation_id, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading,
-               coalesce(l.score, 0)::float8, c.cosine::float8, (%3$s)::float8
+               coalesce(sum(t.idf * f.tf * 2.2 / (f.tf + 1.2) order by t.lexeme), 0)::float8, c.cosine::float8,
+               (%3$s)::float8
           from chunks c
-          left join lexical l on l.document_id = c.document_id and l.ordinal = c.ordinal$q$, v_cosine,
+          left join lateral (
+                select u.lexeme,
+                       2 * least(cardinality(array_positions(u.weights, 'A')), 1)
+                       + cardinality(array_positions(u.weights, 'B'))
+                       + cardinality(u.weights) - cardinality(array_positions(u.weights, 'A')) as tf
+                  from unnest(c.content_tsv) as u
+                 where $8::tsquery is not null and c.content_tsv @@ $8::tsquery and u.lexeme = any ($6::text[])) f on true
+          left join unnest($6::text[], $7::float8[]) as t (lexeme, idf) on t.lexeme = f.lexeme
+         group by c.document_id, c.index_generation_id, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading,
+                  c.cosine, c.token_count$q$, v_cosine,
           case when v_any is null then 'null::tsvector' else 'c.content_tsv' end, v_prior)
         using p_embedding, v_norm, p_embedder, p_documents, p_scope, coalesce(v_lexemes, '{}'::text[]),
-              coalesce(v_idf, '{}'::float8[]), v_any;
+              coalesce(v_idf, '{}'::float8[]), v_any, v_dimensions;
 end;
 $_$;
 
@@ -3562,7 +3564,8 @@ declare
     v_dimensions integer := coalesce(cardinality(p_embedding), 0);
     -- A scope of at most this many chunks has every chunk scored (about 2 ms per 1,000); a
     -- larger one, the chunks of the 200 documents whose means are nearest (search_vector_ranked).
-    v_chunks_at_most constant integer := coalesce(nullif(pg_catalog.current_setting('ingest.vector_chunks_at_most', true), '')::integer, 60000);
+    -- 10,000: a passage search within 1.5x a search for documents (see the header).
+    v_chunks_at_most constant integer := coalesce(nullif(pg_catalog.current_setting('ingest.vector_chunks_at_most', true), '')::integer, 10000);
     v_scope_chunks float8;
     v_norm float8;
     v_documents uuid[];
@@ -3607,23 +3610,30 @@ begin
         return;
     end if;
     select e.cosine, e.prior into v_cosine, v_prior from public.search_chunk_expressions(v_dimensions) e;
-    -- Each document's best chunk by its cosine and passage prior, then the best documents.
+    -- Each document's best chunk by its cosine and passage prior, then the best documents. Only
+    -- generations whose mean has the query's size (search_chunk_expressions), and each chunk's
+    -- score computed once (materialized): in the filter and the sort it read the vector again.
     return query execute format($q$
-        with passages as (
-            select distinct on (x.document_id) x.document_id, x.index_generation_id, c.ordinal, s.score
+        with scored as materialized (
+            select x.document_id, x.index_generation_id, c.ordinal, %1$s + %2$s as score
               from unnest($3::uuid[], $4::uuid[]) as x (document_id, index_generation_id)
+             cross join lateral (select g.mean_embedding from public.index_generations g
+                                  where g.id = x.index_generation_id offset 0) g
               join public.document_chunks c
                 on c.document_id = x.document_id and c.index_generation_id = x.index_generation_id
-             cross join lateral (select %1$s + %2$s as score) s
+             where cardinality(g.mean_embedding) = $6
+        ), passages as (
+            select distinct on (s.document_id) s.document_id, s.index_generation_id, s.ordinal, s.score
+              from scored s
              where s.score is not null and s.score <> 'NaN'
-             order by x.document_id, s.score desc, c.ordinal
+             order by s.document_id, s.score desc, s.ordinal
         )
         select p.document_id, p.index_generation_id, p.score::float8,
                (row_number() over (order by p.score desc, p.document_id))::integer, p.ordinal
           from passages p
          order by p.score desc, p.document_id
          limit $5$q$, v_cosine, v_prior)
-        using p_embedding, v_norm, v_documents, v_generations, p_limit;
+        using p_embedding, v_norm, v_documents, v_generations, p_limit, v_dimensions;
 end;
 $_$;
 
