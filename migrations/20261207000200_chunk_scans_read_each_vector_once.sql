@@ -25,9 +25,16 @@
 -- - search_chunk_scores sums each chunk's BM25 in the same query as the chunk (a lateral
 --   list of the chunk's words of the query, grouped by chunk): no join of two lists. Its rows
 --   are the same (87,690 rows of 50 long-page questions compared: equal).
+-- - search_ranked_documents (hybrid and vector document search) scores chunks once per
+--   document it returns, its words and cosines in one call, and reads the chunks of a fused
+--   document without the query's words only for the floor's test. Before, it read the
+--   cosines of every fused document's chunks (twice the limit) and the words of the returned
+--   ones again, and joined the two lists chunk by chunk. The same rows (60 long-page questions,
+--   hybrid and vector: equal).
 -- - Measured on the long-page benchmark, interleaved, the same load: a hybrid passage search
---   p95 390 -> 190 ms and mean 227 -> 138 ms at 60,000 (before the threshold); see
---   bench/results/passage_quality.md for the runs.
+--   p95 390 -> 190 ms and mean 227 -> 138 ms at 60,000 (before the threshold); the document
+--   ranking of a hybrid search p95 112 -> 73 ms (lexical search: 40 ms). Runs:
+--   bench/results/passage_quality.md and search_latency.md.
 --
 -- Expand/contract: every function keeps its signature and columns (create or replace).
 
@@ -263,6 +270,123 @@ begin
          order by p.score desc, p.document_id
          limit $5$q$, v_cosine, v_prior)
         using p_embedding, v_norm, v_documents, v_generations, p_limit, v_dimensions;
+end;
+$$;
+
+-- As in 20261206001100, with the chunks scored once (see the header).
+create or replace function public.search_ranked_documents(
+    p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[], p_embedder text)
+returns table (document_id uuid, index_generation_id uuid, n integer, score double precision,
+               chunk_ordinal integer, chunk_lexical double precision)
+language plpgsql
+stable
+rows 10
+security definer
+set search_path = pg_catalog, pg_temp
+set plan_cache_mode = force_custom_plan
+set enable_seqscan = off
+set enable_bitmapscan = off
+set enable_indexonlyscan = off
+set enable_hashjoin = off
+set enable_mergejoin = off
+set client_min_messages = warning
+as $$
+#variable_conflict use_column
+declare
+    v_scope text[] := public.search_scope(p_collections);
+    v_depth integer := greatest(p_limit * 5, 50);
+    v_embedder text := btrim(p_embedder);
+    v_floor float8 := public.search_vector_floor(btrim(p_embedder));
+    v_documents uuid[];  -- the lexical list (hybrid)
+    v_scores float8[];
+    v_passages float8[];
+    v_words float8 := 0;  -- how much the words decide: search_word_confidence
+    v_share float8;  -- the lexical score's share of a document's
+    v_passage float8;  -- the best passage's share of the lexical score
+    v_vector_documents uuid[];  -- the vector list
+    v_vector_generations uuid[];
+    v_cosines float8[];
+begin
+    if p_mode = 'hybrid' then
+        select array_agg(h.document_id order by h.n), array_agg(h.score order by h.n),
+               array_agg(h.passage order by h.n)
+          into v_documents, v_scores, v_passages
+          from public.search_lexical_ranked(p_query, p_collections, v_depth) h;
+        v_words := public.search_word_confidence(v_passages);
+    end if;
+    select array_agg(r.document_id order by r.n), array_agg(r.index_generation_id order by r.n),
+           array_agg(r.score order by r.n)
+      into v_vector_documents, v_vector_generations, v_cosines
+      from public.search_vector_ranked(p_query_embedding, p_collections, v_depth, v_embedder) r;
+    -- When the vector list's first is another document than the best passage's, the words
+    -- decide less by how far it leads its list: nothing from a lead of 0.2 in cosine.
+    if v_words > 0 and v_vector_documents[1] is distinct from
+           (select l.document_id from unnest(v_documents, v_passages) as l (document_id, passage)
+             order by l.passage desc, l.document_id limit 1) then
+        v_words := v_words * greatest(0, 1 - (v_cosines[1] - coalesce(v_cosines[2], 0)) / 0.2);
+    end if;
+    -- Half for a look-up, a fifth for a question (migration 20261205000300), rising to four
+    -- fifths as the words decide; the best passage's part of the lexical score rising from none
+    -- (a look-up: a long reference page is often the answer to a name) or half (a question)
+    -- to all of it.
+    if public.search_query_is_question(p_query) then
+        v_share := 0.2 + 0.6 * v_words;
+        v_passage := 0.5 + 0.5 * v_words;
+    else
+        v_share := 0.5 + 0.3 * v_words;
+        v_passage := v_words;
+    end if;
+    if p_mode = 'vector' then
+        v_share := 0;
+    end if;
+    return query
+    with lexical as materialized (
+        select l.document_id, l.score, l.passage
+          from unnest(v_documents, v_scores, v_passages) as l (document_id, score, passage)
+    ), vector as materialized (
+        select r.document_id, r.index_generation_id, r.score
+          from unnest(v_vector_documents, v_vector_generations, v_cosines) as r (document_id, index_generation_id, score)
+    ), fused as materialized (  -- the best twice p_limit: those whose evidence is checked
+        select coalesce(l.document_id, v.document_id) as document_id, l.document_id is not null as has_words,
+               case when p_mode = 'vector' then v.score  -- the cosine itself, as before
+                    else v_share * ((1 - v_passage) * coalesce(l.score / nullif(t.top, 0), 0)
+                                    + v_passage * coalesce(l.passage / nullif(t.passage, 0), 0))
+                         + (1 - v_share) * greatest(coalesce(v.score, 0), 0) end as score
+          from lexical l
+          full join vector v on v.document_id = l.document_id
+         cross join (select max(l.score) as top, max(l.passage) as passage from lexical l) t
+         order by 3 desc, 1
+         limit 2 * p_limit
+    ), evidence as materialized (  -- the best cosine of each document without the words
+        select s.document_id, max(s.cosine) as best
+          from (select array_agg(f.document_id) as documents from fused f where not f.has_words) f
+         cross join lateral public.search_chunk_scores(null, v_scope, p_query_embedding, v_embedder, f.documents) s
+         group by s.document_id
+    ), ranked as materialized (  -- with evidence: the query's words, or a chunk at the floor
+        select f.document_id, f.score
+          from fused f
+          left join evidence e on e.document_id = f.document_id
+         where f.has_words or v_floor is null or e.best >= v_floor
+         order by f.score desc, f.document_id::text
+         limit p_limit
+    ), chunks as materialized (  -- the ranked documents' chunks, by their cosines and (hybrid) words
+        select s.*
+          from (select array_agg(r.document_id) as documents from ranked r) r
+         cross join lateral public.search_chunk_scores(case when p_mode = 'hybrid' then p_query end, v_scope,
+                                                       p_query_embedding, v_embedder, r.documents) s
+    ), shown as (  -- each document's chunk with the best fused score
+        select distinct on (c.document_id) c.document_id, c.index_generation_id, c.ordinal, c.lexical
+          from chunks c
+         cross join (select max(c.lexical) as top from chunks c) t
+         order by c.document_id,
+                  v_share * coalesce(c.lexical / nullif(t.top, 0), 0) + (1 - v_share) * coalesce(c.cosine, 0) desc,
+                  c.ordinal
+    )
+    select r.document_id, s.index_generation_id,
+           (row_number() over (order by r.score desc, r.document_id::text))::integer, r.score, s.ordinal, s.lexical
+      from ranked r
+      join shown s on s.document_id = r.document_id
+     order by r.score desc, r.document_id::text;
 end;
 $$;
 

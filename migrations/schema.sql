@@ -3422,34 +3422,32 @@ begin
          cross join (select max(l.score) as top, max(l.passage) as passage from lexical l) t
          order by 3 desc, 1
          limit 2 * p_limit
-    ), chunks as materialized (  -- their chunks, by their cosines
-        select s.*
-          from (select array_agg(f.document_id) as documents from fused f) f
+    ), evidence as materialized (  -- the best cosine of each document without the words
+        select s.document_id, max(s.cosine) as best
+          from (select array_agg(f.document_id) as documents from fused f where not f.has_words) f
          cross join lateral public.search_chunk_scores(null, v_scope, p_query_embedding, v_embedder, f.documents) s
+         group by s.document_id
     ), ranked as materialized (  -- with evidence: the query's words, or a chunk at the floor
-        select f.document_id, c.index_generation_id, f.score
+        select f.document_id, f.score
           from fused f
-          join (select c.document_id, c.index_generation_id, max(c.cosine) as best
-                  from chunks c group by c.document_id, c.index_generation_id) c on c.document_id = f.document_id
-         where f.has_words or v_floor is null or c.best >= v_floor
+          left join evidence e on e.document_id = f.document_id
+         where f.has_words or v_floor is null or e.best >= v_floor
          order by f.score desc, f.document_id::text
          limit p_limit
-    ), words as materialized (  -- the ranked documents' chunks, by their words (hybrid)
-        select s.document_id, s.ordinal, s.lexical
+    ), chunks as materialized (  -- the ranked documents' chunks, by their cosines and (hybrid) words
+        select s.*
           from (select array_agg(r.document_id) as documents from ranked r) r
-         cross join lateral public.search_chunk_scores(p_query, v_scope, null, null, r.documents) s
-         where p_mode = 'hybrid' and s.lexical > 0
+         cross join lateral public.search_chunk_scores(case when p_mode = 'hybrid' then p_query end, v_scope,
+                                                       p_query_embedding, v_embedder, r.documents) s
     ), shown as (  -- each document's chunk with the best fused score
-        select distinct on (c.document_id) c.document_id, c.ordinal, coalesce(w.lexical, 0) as lexical
-          from ranked r
-          join chunks c on c.document_id = r.document_id
-          left join words w on w.document_id = c.document_id and w.ordinal = c.ordinal
-         cross join (select max(w.lexical) as top from words w) t
+        select distinct on (c.document_id) c.document_id, c.index_generation_id, c.ordinal, c.lexical
+          from chunks c
+         cross join (select max(c.lexical) as top from chunks c) t
          order by c.document_id,
-                  v_share * coalesce(w.lexical / nullif(t.top, 0), 0) + (1 - v_share) * coalesce(c.cosine, 0) desc,
+                  v_share * coalesce(c.lexical / nullif(t.top, 0), 0) + (1 - v_share) * coalesce(c.cosine, 0) desc,
                   c.ordinal
     )
-    select r.document_id, r.index_generation_id,
+    select r.document_id, s.index_generation_id,
            (row_number() over (order by r.score desc, r.document_id::text))::integer, r.score, s.ordinal, s.lexical
       from ranked r
       join shown s on s.document_id = r.document_id
