@@ -19,9 +19,14 @@
 --   its mean position by position: it still tests each chunk.)
 -- - search_vector_passages scores each chunk once (a materialized list) and only generations
 --   whose mean has the query's size; every chunk of a scope of at most 10,000 chunks (about
---   20 ms), else the chunks of the 200 documents nearest by their means as before. Long-page
---   questions lose nothing: passage MRR@10 0.357 hybrid and 0.190 -> 0.195 vector at 10,000
---   (that corpus holds 19,798 chunks: it now takes the 200 nearest documents' chunks).
+--   20 ms), else the chunks of the 100 documents nearest by their means (200 before).
+-- - search_passages takes 12 candidate documents from each list (the lexical and the vector
+--   passages'), not 20, or --limit when larger.
+-- - Long-page questions (19,798 chunks: the nearest documents' path) lose nothing: passage
+--   MRR@10 hybrid 0.357 -> 0.363, vector 0.190 -> 0.191, lexical 0.321 -> 0.322, recall@10
+--   0.579 / 0.364 / 0.505 (was 0.579 / 0.374 / 0.495). Tried: 200 documents and 20 each
+--   (0.357 / 0.195), 50 and 12 (0.365 / 0.201: fewer documents, more risk on a large corpus
+--   whose means blur), 100 and 10 (hybrid recall 0.561).
 -- - search_chunk_scores sums each chunk's BM25 in the same query as the chunk (a lateral
 --   list of the chunk's words of the query, grouped by chunk): no join of two lists. Its rows
 --   are the same (87,690 rows of 50 long-page questions compared: equal).
@@ -199,8 +204,8 @@ declare
     v_scope text[] := public.search_scope(p_collections);
     v_dimensions integer := coalesce(cardinality(p_embedding), 0);
     -- A scope of at most this many chunks has every chunk scored (about 2 ms per 1,000); a
-    -- larger one, the chunks of the 200 documents whose means are nearest (search_vector_ranked).
-    -- 10,000: a passage search within 1.5x a search for documents (see the header).
+    -- larger one, the chunks of the 100 documents whose means are nearest (search_vector_ranked).
+    -- 10,000 and 100: a passage search within 1.5x a search for documents (see the header).
     v_chunks_at_most constant integer := coalesce(nullif(pg_catalog.current_setting('ingest.vector_chunks_at_most', true), '')::integer, 10000);
     v_scope_chunks float8;
     v_norm float8;
@@ -240,7 +245,7 @@ begin
          where g.embedder = btrim(p_embedder);
     else
         select array_agg(r.document_id), array_agg(r.index_generation_id) into v_documents, v_generations
-          from public.search_vector_ranked(p_embedding, p_collections, 200, btrim(p_embedder)) r;
+          from public.search_vector_ranked(p_embedding, p_collections, 100, btrim(p_embedder)) r;
     end if;
     if v_documents is null then
         return;
@@ -387,6 +392,101 @@ begin
       from ranked r
       join shown s on s.document_id = r.document_id
      order by r.score desc, r.document_id::text;
+end;
+$$;
+
+-- As in 20261207000100, with 12 candidate documents from each list, not 20 (see the header).
+create or replace function public.search_passages(
+    p_query text, p_collections text[] default null, p_mode text default 'lexical', p_limit integer default 10,
+    p_query_embedding real[] default null, p_embedder text default null, p_window integer default 0)
+returns table (document_id uuid, collection text, source_uri text, source_name text, title text, heading text,
+               heading_path text, page integer, chunk_ordinal integer, snippet text, score double precision,
+               content text, context text)
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+set plan_cache_mode = force_custom_plan
+set enable_seqscan = off
+set enable_bitmapscan = off
+set enable_indexonlyscan = off
+set enable_hashjoin = off
+set enable_mergejoin = off
+set client_min_messages = warning
+as $$
+#variable_conflict use_column
+declare
+    v_scope text[] := public.search_scope(p_collections);
+    -- A passage's words and its cosine, half each in hybrid mode: a question's passage shares
+    -- its words more often than its page does (long-page questions, passage MRR@10: a fifth
+    -- 0.296, half 0.333; bench/results/passage_quality.md).
+    v_share float8 := case when p_mode = 'vector' then 0 when p_mode = 'lexical' then 1 else 0.5 end;
+    v_floor float8 := public.search_vector_floor(btrim(p_embedder));
+    v_highlight tsquery;
+    v_documents uuid[];
+begin
+    perform public.search_arguments_refusal(p_query, p_mode, p_limit, 200, p_query_embedding, p_embedder);
+    if p_window is null or p_window < 0 or p_window > 3 then
+        raise exception 'search_passages: p_window must be between 0 and 3, got %', coalesce(p_window::text, 'null')
+            using errcode = '22023';
+    end if;
+    if p_mode = 'lexical' then
+        select array_agg(h.document_id order by h.n) into v_documents
+          from public.search_lexical_hits(p_query, p_collections, greatest(p_limit, 12)) h;
+    elsif p_mode = 'vector' then  -- the documents of the chunks most like the query
+        select array_agg(v.document_id order by v.n) into v_documents
+          from public.search_vector_passages(p_query_embedding, p_collections, greatest(p_limit, 12), p_embedder) v;
+    else
+        -- hybrid: the documents of the lexical list and of the best chunks. The fused document
+        -- ranking (search_ranked_documents) added no passage that mattered (long-page
+        -- questions: the same passages) and cost more than both lists.
+        select array_agg(x.document_id order by x.n) into v_documents
+          from (select distinct on (u.document_id) u.*
+                  from (select h.document_id, h.n
+                          from public.search_lexical_hits(p_query, p_collections, greatest(p_limit, 12)) h
+                        union all
+                        select v.document_id, 1000 + v.n
+                          from public.search_vector_passages(p_query_embedding, p_collections, greatest(p_limit, 12),
+                                                             p_embedder) v) u
+                 order by u.document_id, u.n) x;
+    end if;
+    if v_documents is null then
+        return;
+    end if;
+    v_highlight := public.search_highlight_query(p_query);
+    return query
+    with chunks as materialized (
+        select s.* from public.search_chunk_scores(case when p_mode <> 'vector' then p_query end, v_scope,
+                                                   case when p_mode <> 'lexical' then p_query_embedding end,
+                                                   btrim(p_embedder), v_documents) s
+    ), top as materialized (
+        select max(c.lexical) as lexical from chunks c
+    ), scored as (
+        select c.*, v_share * coalesce(c.lexical / nullif(t.lexical, 0), 0)
+                    + (1 - v_share) * greatest(coalesce(c.cosine + c.prior, 0), 0) as score
+          from chunks c
+         cross join top t
+         where c.lexical > 0 or (c.cosine is not null and (v_floor is null or c.cosine >= v_floor))
+         order by score desc, c.document_id::text, c.ordinal
+         limit p_limit
+    )
+    select s.document_id, d.collection, d.source_key, d.source_name, coalesce(d.title, d.source_name), sec.heading,
+           s.heading, s.page_ordinal + 1, s.ordinal, public.search_chunk_snippet(c.content, v_highlight, s.lexical > 0),
+           s.score, c.content, w.context
+      from scored s
+     cross join lateral (select d.* from public.documents d where d.id = s.document_id offset 0) d
+     cross join lateral (select c.content from public.document_chunks c
+                          where c.document_id = s.document_id and c.index_generation_id = s.index_generation_id
+                            and c.ordinal = s.ordinal offset 0) c
+      left join lateral (select sec.heading from public.document_sections sec
+                          where sec.document_id = s.document_id and sec.index_generation_id = s.index_generation_id
+                            and sec.ordinal = s.section_ordinal offset 0) sec on true
+     cross join lateral (select string_agg(x.content, E'\n\n' order by x.ordinal) as context
+                           from (select x.ordinal, x.content from public.document_chunks x
+                                  where x.document_id = s.document_id and x.index_generation_id = s.index_generation_id
+                                    and x.ordinal between s.ordinal - p_window and s.ordinal + p_window
+                                  order by x.ordinal offset 0) x) w
+     order by s.score desc, s.document_id::text, s.ordinal;
 end;
 $$;
 

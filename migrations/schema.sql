@@ -3203,10 +3203,10 @@ begin
     end if;
     if p_mode = 'lexical' then
         select array_agg(h.document_id order by h.n) into v_documents
-          from public.search_lexical_hits(p_query, p_collections, greatest(p_limit, 20)) h;
+          from public.search_lexical_hits(p_query, p_collections, greatest(p_limit, 12)) h;
     elsif p_mode = 'vector' then  -- the documents of the chunks most like the query
         select array_agg(v.document_id order by v.n) into v_documents
-          from public.search_vector_passages(p_query_embedding, p_collections, greatest(p_limit, 20), p_embedder) v;
+          from public.search_vector_passages(p_query_embedding, p_collections, greatest(p_limit, 12), p_embedder) v;
     else
         -- hybrid: the documents of the lexical list and of the best chunks. The fused document
         -- ranking (search_ranked_documents) added no passage that mattered (long-page
@@ -3214,10 +3214,10 @@ begin
         select array_agg(x.document_id order by x.n) into v_documents
           from (select distinct on (u.document_id) u.*
                   from (select h.document_id, h.n
-                          from public.search_lexical_hits(p_query, p_collections, greatest(p_limit, 20)) h
+                          from public.search_lexical_hits(p_query, p_collections, greatest(p_limit, 12)) h
                         union all
                         select v.document_id, 1000 + v.n
-                          from public.search_vector_passages(p_query_embedding, p_collections, greatest(p_limit, 20),
+                          from public.search_vector_passages(p_query_embedding, p_collections, greatest(p_limit, 12),
                                                              p_embedder) v) u
                  order by u.document_id, u.n) x;
     end if;
@@ -3561,8 +3561,8 @@ declare
     v_scope text[] := public.search_scope(p_collections);
     v_dimensions integer := coalesce(cardinality(p_embedding), 0);
     -- A scope of at most this many chunks has every chunk scored (about 2 ms per 1,000); a
-    -- larger one, the chunks of the 200 documents whose means are nearest (search_vector_ranked).
-    -- 10,000: a passage search within 1.5x a search for documents (see the header).
+    -- larger one, the chunks of the 100 documents whose means are nearest (search_vector_ranked).
+    -- 10,000 and 100: a passage search within 1.5x a search for documents (see the header).
     v_chunks_at_most constant integer := coalesce(nullif(pg_catalog.current_setting('ingest.vector_chunks_at_most', true), '')::integer, 10000);
     v_scope_chunks float8;
     v_norm float8;
@@ -3602,7 +3602,7 @@ begin
          where g.embedder = btrim(p_embedder);
     else
         select array_agg(r.document_id), array_agg(r.index_generation_id) into v_documents, v_generations
-          from public.search_vector_ranked(p_embedding, p_collections, 200, btrim(p_embedder)) r;
+          from public.search_vector_ranked(p_embedding, p_collections, 100, btrim(p_embedder)) r;
     end if;
     if v_documents is null then
         return;
