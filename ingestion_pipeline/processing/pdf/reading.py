@@ -139,6 +139,10 @@ def _renderer(document: pdfium.PdfDocument, index: int) -> Callable[[], Image.Im
         with _PDFIUM:
             try:
                 page = document[index]
+                if not pdfium_c.FPDFPage_CountObjects(page.raw) and not pdfium_c.FPDFPage_GetAnnotCount(page.raw):
+                    # Nothing on the page to draw (TeX's blank versos): it renders white,
+                    # which OCR reads as blank; a white pixel says so without the rendering.
+                    return Image.new("L", (1, 1), 255)
                 width, height = page.get_size()  # points: 1/72 inch
                 # At most MAX_IMAGE_PIXELS, whatever size the page claims.
                 scale = min(_OCR_DPI / 72, math.sqrt(MAX_IMAGE_PIXELS / max(width * height, 1.0)))

@@ -26,9 +26,12 @@ _LONG_WORD = 9  # letters: a word this long may be two run together
 _WORD = re.compile(
     rf"(?<![^\W\d_])(?:[^\W\d_]{{{_LONG_WORD},}}|[^\W\d_]*f[fil][^\W\d_]+|[^\W\d_]{{2,}}[,;:.)][^\W\d_]{{2,}})"
 )
-# What a line holding a _WORD has, found much faster than _WORD itself: _WORD is looked for
-# only in the space-free stretches of text around these.
-_HINT = re.compile(r"[^ ]{9,}|f[fil]|[,;:.)](?=[^\W\d_])")
+# What a stretch of text without a space holds where it holds a _WORD of fewer than
+# _LONG_WORD characters: an f-ligature, or punctuation glued to a letter. _WORD is looked for
+# only in stretches this long or holding these: most are neither (a line's words split at
+# its spaces cost less than looking for _WORD at every character of it).
+_SHORT_HINT = re.compile(r"f[fil]|[,;:.)][^\W\d_]")
+_SHORTEST_WORD = 3  # characters: the shortest _WORD ("ffi")
 SPLITS_TO_MEASURE_ALL = 3  # words split on a page before every word of it is measured
 _SPACE_GAP_OVER = 0.12
 _SPACE_GAP = 0.2  # of the type's size: an ink gap this wide between two letters is a space
@@ -57,16 +60,17 @@ def separated(chars: Chars, part: str, start: int, size: float) -> str:
 
 
 def _candidates(part: str) -> list[tuple[int, str]]:
-    """(offset, word) of each _WORD in `part`."""
+    """(offset, word) of each _WORD in `part`: no _WORD holds a space, so each is one in a
+    stretch between two spaces, found on its own."""
     found: list[tuple[int, str]] = []
-    done = 0
-    for hint in _HINT.finditer(part):
-        if hint.start() < done:
-            continue
-        begin = part.rfind(" ", 0, hint.start()) + 1
-        end = part.find(" ", hint.end())
-        done = end if end >= 0 else len(part)
-        found += ((word.start(), word.group()) for word in _WORD.finditer(part, begin, done))
+    at = 0
+    hint, words, long_word, shortest = _SHORT_HINT.search, _WORD.finditer, _LONG_WORD, _SHORTEST_WORD
+    for stretch in part.split(" "):
+        size = len(stretch)
+        if size >= long_word or (size >= shortest and hint(stretch)):
+            for word in words(stretch):
+                found.append((at + word.start(), word.group()))
+        at += size + 1
     return found
 
 
