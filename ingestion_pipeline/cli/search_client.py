@@ -266,7 +266,7 @@ def key() -> str:
         "dotenv": digest(".env"),  # the settings read ./.env
         "python": [sys.executable, sys.version],
         "package": [package, __version__, newest_change(package, (".py", ".sql"))],
-        "installed": [(path, mtime(path)) for path in site.getsitepackages()],  # changes on (un)install
+        "installed": [installed(path) for path in site.getsitepackages()],  # changes on (un)install
         "static_model": newest_change(static_model, None) if static_model else None,
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
@@ -295,15 +295,30 @@ def mtime(path: str) -> int | None:
 
 
 def newest_change(root: str, suffixes: tuple[str, ...] | None) -> tuple[int, int]:
-    """The newest modification time under `root` (its folders' too: a file removed or added
-    changes its folder's) of the files with these suffixes (None: every file), and their count."""
-    newest, count = mtime(root) or 0, 0
+    """The newest modification time under `root` of the files with these suffixes (None: every
+    file), and a hash of their names (a file added or removed). Not the folders' times: a
+    `__pycache__` written by the first import of a fresh install changes those, and with them
+    the key, between a search and the process it starts (which then left at once)."""
+    newest, names = 0, []
     for folder, folders, files in os.walk(root):
         folders[:] = [name for name in folders if name != "__pycache__"]
         for name in files:
             if suffixes is None or name.endswith(suffixes):
-                count += 1
-                newest = max(newest, mtime(os.path.join(folder, name)) or 0)
-        for name in folders:
-            newest = max(newest, mtime(os.path.join(folder, name)) or 0)
-    return newest, count
+                names.append(os.path.join(folder, name))
+                newest = max(newest, mtime(names[-1]) or 0)
+    return newest, hash_of(sorted(names))
+
+
+def installed(site_packages: str) -> int:
+    """The distributions installed there, by name and version (their .dist-info folders); not
+    the folder's time, which bytecode written there changes."""
+    try:
+        return hash_of(sorted(name for name in os.listdir(site_packages) if name.endswith(".dist-info")))
+    except OSError:
+        return 0
+
+
+def hash_of(names: list[str]) -> int:
+    import zlib
+
+    return zlib.crc32("\n".join(names).encode())

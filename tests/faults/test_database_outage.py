@@ -13,6 +13,7 @@ from ingestion_pipeline.db.connection import connect
 from tests.faults.checker import check
 from tests.faults.harness import seed_documents
 from tests.helpers import make_lease_stale
+from tests.search_server_off import SEARCH_SERVER_OFF
 
 INGEST = Path(sys.executable).parent / "ingest"
 SETTINGS = {
@@ -41,6 +42,7 @@ def test_a_database_stop_mid_run_ends_the_worker_clearly_and_loses_nothing(tmp_p
         seed_documents(url, DOCUMENTS, 2)
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("INGEST_") and k != "DATABASE_URL"},
+            **SEARCH_SERVER_OFF,
             **SETTINGS,
         }
         worker = subprocess.Popen(

@@ -11,6 +11,7 @@ import pytest
 
 from ingestion_pipeline.db import migrate
 from ingestion_pipeline.db.connection import redact
+from tests.search_server_off import SEARCH_SERVER_OFF
 
 INGEST = Path(sys.executable).parent / "ingest"
 UNREACHABLE = "postgresql://postgres@127.0.0.1:1/nope"
@@ -18,7 +19,9 @@ UNREACHABLE_WITH_PASSWORD = "postgresql://postgres:s3cret@127.0.0.1:1/nope"
 
 
 def run(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if k.upper() != "DATABASE_URL" and not k.upper().startswith("INGEST_")}
+    clean = {
+        k: v for k, v in os.environ.items() if k.upper() != "DATABASE_URL" and not k.upper().startswith("INGEST_")
+    } | SEARCH_SERVER_OFF
     clean.update(env)
     return subprocess.run([str(INGEST), *args], cwd=tmp_path, env=clean, capture_output=True, text=True, timeout=120)
 

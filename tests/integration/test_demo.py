@@ -17,6 +17,7 @@ import pytest
 
 from ingestion_pipeline.db import migrate
 from tests.conftest import _fresh_database
+from tests.search_server_off import SEARCH_SERVER_OFF
 
 ROOT = Path(__file__).resolve().parents[2]  # the demo runs in the checkout (dagster.yaml)
 INGEST = Path(sys.executable).parent / "ingest"
@@ -39,7 +40,9 @@ def dagster_db_url(pg_server) -> Iterator[str]:
 
 
 def demo(samples: Path, db_url: str, dagster_url: str, data_dir: Path, embedder: str = "hash") -> str:
-    env = {k: v for k, v in os.environ.items() if k.upper() != "DATABASE_URL" and not k.upper().startswith("INGEST_")}
+    env = {
+        k: v for k, v in os.environ.items() if k.upper() != "DATABASE_URL" and not k.upper().startswith("INGEST_")
+    } | SEARCH_SERVER_OFF
     env.update(
         DATABASE_URL=db_url,
         DAGSTER_PG_URL=dagster_url,
@@ -98,7 +101,9 @@ def test_a_first_demo_is_a_page_a_person_reads(tmp_path, empty_db_url, dagster_d
 def test_migrations_are_one_line_and_listed_on_request(tmp_path, empty_db_url):
     """`ingest db migrate` as the README's tour starts: one line; `-v` lists each file."""
     count = len(migrate.discover(migrate.default_migrations_dir()))
-    env = {k: v for k, v in os.environ.items() if k.upper() != "DATABASE_URL" and not k.upper().startswith("INGEST_")}
+    env = {
+        k: v for k, v in os.environ.items() if k.upper() != "DATABASE_URL" and not k.upper().startswith("INGEST_")
+    } | SEARCH_SERVER_OFF
     env.update(INGEST_DATA_DIR=str(tmp_path / "data"), INGEST_EMBEDDER="hash")
     done = subprocess.run(
         [str(INGEST), "db", "migrate", "--database-url", empty_db_url],

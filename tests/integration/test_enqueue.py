@@ -19,6 +19,7 @@ from ingestion_pipeline.worker import Worker
 from ingestion_pipeline.worker.errors import LeaseLost
 from ingestion_pipeline.worker.leases import LeaseKeeper
 from tests.helpers import make_lease_stale, seed_job
+from tests.search_server_off import SEARCH_SERVER_OFF
 
 INGEST = Path(sys.executable).parent / "ingest"
 
@@ -185,7 +186,9 @@ def test_heartbeat_that_finds_the_lease_lost_stops_the_job(conn):
 
 
 def test_ctrl_c_stops_a_polling_worker_cleanly(db_url, conn, tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INGEST_") and k != "DATABASE_URL"}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("INGEST_") and k != "DATABASE_URL"
+    } | SEARCH_SERVER_OFF
     proc = subprocess.Popen(
         [str(INGEST), "work", "--json", "--database-url", db_url],
         cwd=tmp_path,

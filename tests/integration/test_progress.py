@@ -19,13 +19,16 @@ from ingestion_pipeline.cli.progress import WorkProgress
 from ingestion_pipeline.db.rpc import IngestionRpc
 from ingestion_pipeline.operations.enqueue import enqueue_paths
 from ingestion_pipeline.worker import Worker
+from tests.search_server_off import SEARCH_SERVER_OFF
 
 INGEST = Path(sys.executable).parent / "ingest"
 
 
 def on_a_terminal(cwd: Path, db_url: str, *args: str) -> str:
     """Run `ingest ARGS` with stderr on a 120-column pseudo-terminal: the bar's last drawing."""
-    env = {k: v for k, v in os.environ.items() if k.upper() != "DATABASE_URL" and not k.upper().startswith("INGEST_")}
+    env = {
+        k: v for k, v in os.environ.items() if k.upper() != "DATABASE_URL" and not k.upper().startswith("INGEST_")
+    } | SEARCH_SERVER_OFF
     env.update(DATABASE_URL=db_url, INGEST_EMBEDDER="hash", INGEST_PARSE_PROCESSES="1")
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))

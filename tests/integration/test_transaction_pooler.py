@@ -16,6 +16,7 @@ from ingestion_pipeline.db import migrate
 from ingestion_pipeline.db.connection import connect
 from tests.helpers import BusyMigrators, batch
 from tests.pooler import pgbouncer
+from tests.search_server_off import SEARCH_SERVER_OFF
 
 pytestmark = pytest.mark.pooler
 
@@ -50,7 +51,7 @@ def test_enqueue_and_drain_a_folder_through_the_pooler(pooler, db_url, conn, tmp
     folder.mkdir()
     for number in range(120):
         (folder / f"note-{number:03d}.md").write_text(f"# Note {number}\n\nBody of note number {number}.\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INGEST_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INGEST_")} | SEARCH_SERVER_OFF
     env["DATABASE_URL"] = pooler.url()
 
     enqueued = subprocess.run(
@@ -79,7 +80,7 @@ def test_migrate_through_the_pooler_applies_everything_and_leaves_no_session_sta
     """`ingest db migrate` needs no session: its lock is held by an open transaction and its
     lock_timeout is transaction-local, so nothing leaks onto the pooler's server connections."""
     with pgbouncer(empty_db_url) as pooler:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("INGEST_")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith("INGEST_")} | SEARCH_SERVER_OFF
         env["DATABASE_URL"] = pooler.url()
         first = subprocess.run([str(INGEST), "db", "migrate"], env=env, capture_output=True, text=True, timeout=300)
         assert first.returncode == 0, first.stdout + first.stderr

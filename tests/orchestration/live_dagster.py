@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 
 from ingestion_pipeline.db import embedded
+from tests.search_server_off import SEARCH_SERVER_OFF
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -37,7 +38,9 @@ def free_port() -> int:
 
 
 def clean_env(data_dir: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("INGEST_", "DAGSTER_")) and k != "DATABASE_URL"}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("INGEST_", "DAGSTER_")) and k != "DATABASE_URL"
+    } | SEARCH_SERVER_OFF
     return {**env, "INGEST_DATA_DIR": str(data_dir), **extra}
 
 
