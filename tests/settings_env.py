@@ -15,7 +15,9 @@ from ingestion_pipeline.settings import load_settings
 def clean_env(monkeypatch, tmp_path):
     """No DATABASE_URL / INGEST_* from the caller's shell, and no stray .env file."""
     for name in list(os.environ):
-        if name.upper() == "DATABASE_URL" or name.upper().startswith("INGEST_"):
+        if name.upper() == "DATABASE_URL" or (
+            name.upper().startswith("INGEST_") and name.upper() != "INGEST_SEARCH_SERVER"
+        ):
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
 

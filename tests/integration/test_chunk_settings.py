@@ -9,12 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.search_server_off import SEARCH_SERVER_OFF
+
 INGEST = Path(sys.executable).parent / "ingest"
 PARAGRAPH = "Lighthouse keepers trimmed the wicks at dusk and logged the weather twice a night. "
 
 
 def ingest(cwd: Path, db_url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if k.upper() != "DATABASE_URL" and not k.upper().startswith("INGEST_")}
+    clean |= SEARCH_SERVER_OFF
     # The hash embedder: no model to load; one parsing child: the cut happens there.
     clean.update(DATABASE_URL=db_url, INGEST_EMBEDDER="hash", INGEST_PARSE_PROCESSES="1", **env)
     done = subprocess.run([str(INGEST), *args], cwd=cwd, env=clean, capture_output=True, text=True, timeout=180)
@@ -50,6 +53,7 @@ def test_chunk_size_applies_to_new_builds_and_reindex_all_cuts_indexed_documents
 
 def test_an_overlap_of_half_the_chunk_or_more_is_refused_in_one_line(tmp_path):
     clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("INGEST_")}
+    clean |= SEARCH_SERVER_OFF
     clean.update(INGEST_CHUNK_CHARS="500", INGEST_CHUNK_OVERLAP_CHARS="250")
     done = subprocess.run(
         [str(INGEST), "work", "--drain"], cwd=tmp_path, env=clean, capture_output=True, text=True, timeout=60
