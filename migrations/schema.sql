@@ -2756,12 +2756,12 @@ begin
                      from public.document_chunks c
                     where c.document_id = d.id and c.index_generation_id = d.index_generation_id
                     order by c.ordinal limit 1000 offset 0) c
-        )  -- each chunk with its BM25 over chunks (k1 1.2, no length normalisation: chunks are
+        )  -- each chunk with its BM25 over chunks (k1 0.6, no length normalisation: chunks are
            -- of a size), a word's title counted twice once, its headings twice each: one row
            -- per chunk and word of the query, summed per chunk. No join of two lists: without
            -- hash joins (this function's settings) one took the chunks times their matches.
         select c.document_id, c.index_generation_id, c.ordinal, c.section_ordinal, c.page_ordinal, c.heading,
-               coalesce(sum(t.idf * f.tf * 2.2 / (f.tf + 1.2) order by t.lexeme), 0)::float8, c.cosine::float8,
+               coalesce(sum(t.idf * f.tf * 1.6 / (f.tf + 0.6) order by t.lexeme), 0)::float8, c.cosine::float8,
                (%3$s)::float8
           from chunks c
           left join lateral (
@@ -3120,7 +3120,7 @@ begin
                                     -- search_chunk_scores scores it
         select p.document_id, max(p.score) as passage
           from (select o.document_id, o.ordinal,
-                       sum(t.chunk_idf * o.tf * 2.2 / (o.tf + 1.2) order by o.lexeme) as score
+                       sum(t.chunk_idf * o.tf * 1.6 / (o.tf + 0.6) order by o.lexeme) as score
                   from (select o.document_id, o.ordinal, o.lexeme,
                                2 * least(o.in_title, 1) + 2 * o.in_headings + o.in_text as tf
                           from occurrences o) o

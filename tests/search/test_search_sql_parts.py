@@ -3,6 +3,8 @@ and hybrid mode's fusion of the lexical and the vector lists' scores."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from ingestion_pipeline.db.connection import connect
@@ -59,6 +61,48 @@ def test_each_lexical_hit_carries_its_best_passages_score(db_url, tmp_path):
                 assert best > 0 and hit["passage"] == pytest.approx(best), text
             plain = conn.execute("select * from search_lexical_hits(%s, null, 50)", (text,)).fetchall()
             assert plain == [{k: v for k, v in h.items() if k != "passage"} for h in hits]
+
+
+def chunk_bm25(conn, text: str, document_id, ordinal: int, k1: float) -> float:
+    """A chunk's BM25 over chunks worked out in Python from its search vector and the term
+    counts: a word's title counted twice once, its headings twice each, no length norm."""
+    total = conn.execute("select sum(chunks)::float8 as n from search_term_counts where lexeme = ''").fetchone()["n"]
+    score = 0.0
+    words = conn.execute("select distinct lexeme from search_query_lexemes(%s) where kind = 'word'", (text,))
+    for lexeme in [row["lexeme"] for row in words.fetchall()]:
+        found = conn.execute("select sum(chunks)::float8 as n from search_term_counts where lexeme = %s", (lexeme,))
+        chunks = found.fetchone()["n"] or 0.0
+        row = conn.execute(
+            """select u.weights::text[] as weights from documents d
+                 join document_chunks c on c.document_id = d.id and c.index_generation_id = d.index_generation_id
+                cross join unnest(c.content_tsv) u
+                where d.id = %s and c.ordinal = %s and u.lexeme = %s""",
+            (document_id, ordinal, lexeme),
+        ).fetchone()
+        if chunks == 0 or row is None:
+            continue
+        weights = row["weights"]
+        tf = 2 * min(weights.count("A"), 1) + weights.count("B") + len(weights) - weights.count("A")
+        score += math.log(1 + (total - chunks + 0.5) / (chunks + 0.5)) * tf * (k1 + 1) / (tf + k1)
+    return score
+
+
+def test_a_passages_words_saturate_at_k1_0_6(db_url, tmp_path):
+    """Migration 20261207000300: a chunk's BM25 saturates its words at k1 0.6, not 1.2: a
+    passage holding each of the question's words outranks one repeating one of them."""
+    index_folder(db_url, write_corpus(tmp_path / "corpus"))
+    with connect(db_url) as conn:
+        text = "otter river stream kettle lamp"
+        documents = [h["document_id"] for h in conn.execute("select * from search_lexical_hits(%s, null, 50)", (text,))]
+        chunks = conn.execute(
+            "select * from search_chunk_scores(%s, null, null, null, %s::uuid[])", (text, documents)
+        ).fetchall()
+        repeated = 0
+        for chunk in chunks:
+            expected = chunk_bm25(conn, text, chunk["document_id"], chunk["ordinal"], 0.6)
+            assert chunk["lexical"] == pytest.approx(expected), chunk
+            repeated += expected != pytest.approx(chunk_bm25(conn, text, chunk["document_id"], chunk["ordinal"], 1.2))
+        assert repeated > 0  # words that occur more than once: k1 decides their scores
 
 
 def test_hybrid_adds_the_lexical_score_and_the_cosine_weighed_by_the_words_lead(db_url, tmp_path):
