@@ -8,14 +8,14 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ingestion_pipeline.errors import ConfigError
 
 from .headings import heading_paths
-from .model import Chunk, ParsedDocument
+from .model import Chunk, ParsedDocument, Vector
 
 if TYPE_CHECKING:
     from ingestion_pipeline.settings import Settings
@@ -28,8 +28,10 @@ class Embedder(Protocol):
     """Optional attributes, read with getattr: `runs_in_child` (default True: the worker may
     embed in its parsing children, under their time limit; False for an embedder that waits
     on the network), `batch_size` (texts per embed() call), `child_modules` (modules the
-    worker's fork server imports once for every parsing child), and what the index records
-    of it (`embedder_record`): `model_id` (default: `name`) and `version`."""
+    worker's fork server imports once for every parsing child), `embed_array(texts)` (the
+    vectors of embed() as one float32 numpy array, a row per text: embed_chunks then keeps
+    each chunk's row as it is, no list of Python floats), and what the index records of it
+    (`embedder_record`): `model_id` (default: `name`) and `version`."""
 
     name: str
     dimensions: int | None
@@ -129,14 +131,20 @@ def embed_chunks(chunks: list[Chunk], embedder: Embedder, document: ParsedDocume
     texts = embedding_texts(chunks, document)
     embedded: list[Chunk] = []
     size = getattr(embedder, "batch_size", _BATCH)
+    as_array = getattr(embedder, "embed_array", None)
     for at in range(0, len(chunks), size):
         batch = chunks[at : at + size]
-        vectors = embedder.embed(texts[at : at + size])
+        vectors: Sequence[Vector] | None
+        if callable(as_array):  # float32 rows, kept as they are (worker/copy_rows.py writes their bytes)
+            vectors = list(as_array(texts[at : at + size]))
+        else:
+            listed = embedder.embed(texts[at : at + size])
+            vectors = None if listed is None else [list(map(float, v)) for v in listed]
         if vectors is None:
             return list(chunks)
         if len(vectors) != len(batch):
             raise ValueError(f"embedder {embedder.name!r} returned {len(vectors)} vectors for {len(batch)} texts")
-        embedded.extend(replace(c, embedding=list(map(float, v))) for c, v in zip(batch, vectors, strict=True))
+        embedded.extend(replace(c, embedding=v) for c, v in zip(batch, vectors, strict=True))
     return embedded
 
 

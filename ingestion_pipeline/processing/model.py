@@ -7,6 +7,15 @@ Ordinals are dense (0..n-1) within a document, and `page_ordinal` /
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeAlias
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+# A chunk's vector: a list of floats (what Embedder.embed returns), or a float32 numpy row
+# (an embedder with `embed_array`, as the built-in static models: processing/embedding.py).
+Vector: TypeAlias = "list[float] | NDArray[np.float32]"
 
 MIN_CHUNK_CHARS = 100  # smaller chunks carry too little context to be worth a row
 
@@ -33,7 +42,7 @@ class Chunk:
     page_ordinal: int | None
     text: str
     token_count: int  # whitespace-separated words: cheap, deterministic, model-free
-    embedding: list[float] | None = None
+    embedding: Vector | None = None
 
 
 @dataclass(frozen=True)

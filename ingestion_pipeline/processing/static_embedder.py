@@ -1,5 +1,5 @@
 """Static embeddings: one learned vector per token, averaged over a text's tokens and scaled
-to unit length. No network, no GPU, about 0.1 ms per chunk on one core.
+to unit length. No network, no GPU, about 0.07 ms per chunk on one core.
 
 Two sources, one format (a `safetensors` file holding a vocabulary x dimensions matrix, and a
 Hugging Face `tokenizer.json`):
@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +32,7 @@ from ingestion_pipeline.processing.word_pieces import WordPieces, word_pieces
 
 if TYPE_CHECKING:
     import numpy as np
+    from numpy.typing import NDArray
     from tokenizers import Tokenizer
 
 _WEIGHTS = ("model.safetensors", "embeddings.safetensors")
@@ -44,9 +45,10 @@ DEFAULT_MODEL_NAME = "wordllama-l2-supercat-256"
 
 @dataclass(frozen=True)
 class Loaded:
-    matrix: np.ndarray[Any, Any]  # as the file stores it (WordLlama: float16)
+    matrix: np.ndarray[Any, Any]  # as the file stores it (WordLlama: float16), or float32 once warmed
     tokenizer: Tokenizer
     words: WordPieces | None  # word-at-a-time ids, for the tokenizers that allow it
+    ids_fit: bool  # every id the tokenizer gives is a row of the matrix (else ids are clipped)
 
 
 @dataclass(frozen=True)
@@ -125,24 +127,37 @@ class StaticEmbedder:
         return self.model.version or _digest(self.model.weights)
 
     def embed(self, texts: list[str]) -> list[list[float]] | None:
+        return self.embed_array(texts).tolist()  # type: ignore[no-any-return]
+
+    def embed_array(self, texts: list[str]) -> NDArray[np.float32]:
+        """The vectors of `embed`, as one float32 array (a row per text): what the worker
+        embeds with (processing.embedding.embed_chunks), so that no vector becomes a list of
+        Python floats on its way to COPY."""
         import numpy as np
 
         loaded = self._load()
         matrix = loaded.matrix
         vectors = np.zeros((len(texts), matrix.shape[1]), dtype=np.float32)
         for row, token_ids in enumerate(_token_ids(texts, loaded)):
-            ids = np.asarray(token_ids, dtype=np.int64)
-            if ids.size:
-                rows = matrix[np.clip(ids, 0, matrix.shape[0] - 1)].astype(np.float32, copy=False)
-                vectors[row] = rows.mean(axis=0)
+            if token_ids:
+                ids = token_ids if loaded.ids_fit else np.clip(token_ids, 0, matrix.shape[0] - 1)
+                vectors[row] = matrix[ids].astype(np.float32, copy=False).mean(axis=0)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         np.divide(vectors, norms, out=vectors, where=norms > 0)
-        return vectors.tolist()  # type: ignore[no-any-return]
+        return vectors
 
     def warm(self) -> None:
-        """Load the model now (a parsing child, before it takes a task: not on a parse's clock;
-        or the fork server, for the children it forks)."""
-        self._load()
+        """Load the model now, its matrix as float32: a parsing child, before it takes a task
+        (not on a parse's clock), the fork server for the children it forks, or the resident
+        search process. A chunk's rows then need no conversion from the file's float16: the
+        whole of WordLlama's takes ~15 ms and 33 MB, and converting each chunk's rows instead
+        took half of embedding it (bench/results/ingest_corpus.md, "Issue 60: the drain at
+        1,500 files, session 9"). A one-off query embeds from the matrix as stored."""
+        import numpy as np
+
+        loaded = self._load()
+        if loaded.matrix.dtype != np.float32:
+            _LOADED[self.model] = replace(loaded, matrix=loaded.matrix.astype(np.float32))
 
     def _load(self) -> Loaded:
         if self.model not in _LOADED:
@@ -174,7 +189,8 @@ def _read_model(model: StaticModel) -> Loaded:
     tokenizer = Tokenizer.from_file(str(model.tokenizer))
     tokenizer.no_padding()
     tokenizer.no_truncation()
-    return Loaded(matrix, tokenizer, word_pieces(tokenizer))
+    ids_fit = max(tokenizer.get_vocab(with_added_tokens=True).values(), default=0) < matrix.shape[0]
+    return Loaded(matrix, tokenizer, word_pieces(tokenizer), ids_fit)
 
 
 def _read_matrix(path: Path) -> np.ndarray[Any, Any]:

@@ -17,7 +17,14 @@ from __future__ import annotations
 import functools
 import struct
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 from uuid import UUID
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from ingestion_pipeline.processing.model import Vector
 
 NULL = "\\N"
 
@@ -77,12 +84,15 @@ def binary_field(value: object) -> bytes:
     raise TypeError(f"no binary COPY field for {type(value).__name__}")
 
 
-def vector_field(vector: Sequence[float] | None, *, pgvector: bool) -> bytes:
+def vector_field(vector: Vector | None, *, pgvector: bool) -> bytes:
     """A vector as pgvector's `vector` (dimensions, then float4s) or as `real[]` (an array
-    header, then each float4 with its length)."""
+    header, then each float4 with its length). A float32 numpy row (the static models')
+    becomes bytes as it is; a list of floats is packed."""
     if vector is None:
         return _NULL_FIELD
     size = len(vector)
+    if not isinstance(vector, list):
+        return _array_field(vector, size, pgvector=pgvector)
     if pgvector:
         return struct.pack(f">ihh{size}f", 4 + 4 * size, size, 0, *vector)
     lengths_and_values: list[float] = [4, 0.0] * size  # int4 length 4 before every element
@@ -90,6 +100,17 @@ def vector_field(vector: Sequence[float] | None, *, pgvector: bool) -> bytes:
     return struct.pack(">iiiiii", 20 + 8 * size, 1, 0, _FLOAT4_OID, size, 1) + _element_format(size).pack(
         *lengths_and_values
     )
+
+
+def _array_field(vector: NDArray[np.float32], size: int, *, pgvector: bool) -> bytes:
+    import numpy as np
+
+    if pgvector:
+        return struct.pack(">ihh", 4 + 4 * size, size, 0) + np.asarray(vector, dtype=">f4").tobytes()
+    elements = np.empty(size, dtype=[("length", ">i4"), ("value", ">f4")])  # int4 length 4 before every element
+    elements["length"] = 4
+    elements["value"] = vector
+    return struct.pack(">iiiiii", 20 + 8 * size, 1, 0, _FLOAT4_OID, size, 1) + elements.tobytes()
 
 
 @functools.cache

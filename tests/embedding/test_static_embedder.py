@@ -158,8 +158,8 @@ def test_pickling_sends_the_paths_not_the_matrix():
     assert pickle.loads(blob).embed(TEXTS[:1]) == before  # noqa: S301 - our own bytes
 
 
-def _model2vec_folder(tmp_path: Path) -> Path:
-    """The package's weights saved as a Model2Vec model is saved."""
+def _model2vec_folder(tmp_path: Path, rows: int | None = None) -> Path:
+    """The package's weights saved as a Model2Vec model is saved (its first `rows` only)."""
     from safetensors import safe_open
     from safetensors.numpy import save_file
 
@@ -168,9 +168,50 @@ def _model2vec_folder(tmp_path: Path) -> Path:
         matrix = tensors.get_tensor("embedding.weight")
     folder = tmp_path / "potion-like"
     folder.mkdir()
-    save_file({"embeddings": matrix}, str(folder / "model.safetensors"))
+    save_file({"embeddings": matrix[:rows].copy()}, str(folder / "model.safetensors"))
     shutil.copy(model.tokenizer, folder / "tokenizer.json")
     return folder
+
+
+def test_warming_makes_the_matrix_float32_and_changes_no_vector(tmp_path):
+    """The worker's children warm the model (its matrix as float32, once) and embed with
+    embed_array: the vectors a query's embed() makes from the matrix as stored, bit for bit.
+    (A model of its own: the default model is shared by the whole process.)"""
+    import numpy as np
+
+    embedder = StaticEmbedder(folder_model(_model2vec_folder(tmp_path)))
+    texts = [*TEXTS, _word_salad(2, 300)]
+    stored = embedder.embed(texts)
+    assert embedder._load().matrix.dtype == np.float16
+    embedder.warm()
+    assert embedder._load().matrix.dtype == np.float32
+    warmed = embedder.embed_array(texts)
+    assert (warmed.dtype, warmed.shape) == (np.float32, (len(texts), 256))
+    assert warmed.tolist() == stored
+
+
+def test_chunks_keep_the_float32_rows():
+    """embed_chunks keeps embed_array's rows as they are (worker/copy_rows.py writes their
+    bytes): the vectors of embed()."""
+    import numpy as np
+
+    from ingestion_pipeline.processing import embed_chunks
+    from ingestion_pipeline.processing.model import Chunk
+
+    embedder = StaticEmbedder(wordllama_model())
+    chunks = [Chunk(n, None, None, text, len(text.split())) for n, text in enumerate(TEXTS)]
+    embedded = embed_chunks(chunks, embedder)
+    assert all(isinstance(c.embedding, np.ndarray) and c.embedding.dtype == np.float32 for c in embedded)
+    assert [np.asarray(c.embedding).tolist() for c in embedded] == embedder.embed(TEXTS)
+
+
+def test_ids_beyond_a_smaller_matrix_are_clipped(tmp_path):
+    """A tokenizer with more ids than the matrix has rows: its ids are clipped to the last row."""
+    embedder = StaticEmbedder(folder_model(_model2vec_folder(tmp_path, rows=1000)))
+    assert not embedder._load().ids_fit
+    vectors = embedder.embed(TEXTS) or []
+    assert all(math.isclose(_cosine(v, v), 1.0, rel_tol=1e-5) for v in vectors[:3])
+    assert StaticEmbedder(wordllama_model())._load().ids_fit
 
 
 def test_a_model2vec_folder_loads_and_is_named_by_its_weights(tmp_path):

@@ -41,7 +41,7 @@ def _chunk_rows() -> list[tuple]:
             len(text),
             None if n % 4 == 1 else text,
             None,
-            None if n == 2 else vectors[n].tolist(),
+            None if n == 2 else vectors[n] if n % 2 else vectors[n].tolist(),  # a float32 row, or a list
         )
         for n, text in enumerate(TRICKY)
     ]
@@ -50,7 +50,8 @@ def _chunk_rows() -> list[tuple]:
 @pytest.mark.parametrize("pgvector", [False, True], ids=["real[]", "pgvector"])
 def test_binary_chunk_rows_load_back_exactly(conn, pgvector):
     """The chunks' binary rows (worker/copy_rows.py) through a real binary COPY: ints, NULLs,
-    unicode and tricky text, the two leading ids, and vectors bit for bit."""
+    unicode and tricky text, the two leading ids, and vectors bit for bit, whether lists of
+    floats (Embedder.embed) or float32 numpy rows (embed_array, the static models)."""
     import numpy as np
 
     from ingestion_pipeline.worker.copy_rows import binary_row, vector_field, with_leading_fields
