@@ -20,14 +20,23 @@
 -- 13 questions rank their answer higher and 8 lower; a bootstrap of the per-question
 -- differences puts the gain's 5th percentile above zero (+0.003).
 --
--- search_lexical_ranked scores each lexical hit's best passage the same way (its passages
--- CTE), so that the passage a hit is ranked by is the one search_chunk_scores would choose.
--- That score is part of a document's rank (hybrid: the passage share), so document search
--- moves a little, within the benchmarks' run-to-run spread (same databases, before -> after):
--- FAQ questions MRR@10 hybrid 0.541 -> 0.539 (lexical, vector unchanged); three manuals,
--- default nDCG@10: PostgreSQL 0.859 -> 0.857, Sphinx 0.970 -> 0.970, SQLAlchemy 0.965 -> 0.966.
+-- Document ranking is unchanged. search_lexical_ranked scores each lexical hit's best passage
+-- too (its passages CTE, part of a document's rank in hybrid mode), and keeps k1 1.2 there:
+-- at 0.6 documents moved a little and lost more than they gained (FAQ questions MRR@10 hybrid
+-- 0.541 -> 0.539; PDF known-item queries, right document first 0.944 -> 0.938; the manuals'
+-- nDCG@10 -0.002 to +0.001). search_chunk_scores chooses passages (search_passages) and the
+-- chunk each hybrid or vector hit shows (search_ranked_documents).
 --
--- Expand/contract: both functions keep their signatures and columns (create or replace).
+-- Snippets only where they are shown. search_lexical_ranked highlighted a snippet in every
+-- hit's chunk (ts_headline over its text): search_ranked_documents (hybrid) and
+-- search_passages read its list, 50 and 12 hits, for their documents and scores only. The
+-- body is now search_lexical_ranking(..., p_snippets); search_lexical_ranked calls it with
+-- snippets (search_lexical_hits: lexical search shows them), the other two without. On the
+-- PostgreSQL manual (1x), 150 queries of one to three words, 50 hits each, interleaved: p50
+-- 6.3 -> 4.5 ms, p95 15.3 -> 9.9 ms.
+--
+-- Expand/contract: every function keeps its signature and columns (create or replace);
+-- search_lexical_ranking is new.
 
 create or replace function public.search_chunk_scores(p_query text, p_scope text[], p_embedding real[], p_embedder text,
                                            p_documents uuid[])
@@ -137,9 +146,10 @@ end;
 $$;
 
 
--- As in 20261206001100, with each document's best passage scored at k1 0.6, as
--- search_chunk_scores scores it (the passages CTE).
-create or replace function public.search_lexical_ranked(p_query text, p_collections text[], p_limit integer)
+-- search_lexical_ranked of 20261206001100 (the same ranking), its snippets only when
+-- p_snippets (see the header).
+create function public.search_lexical_ranking(p_query text, p_collections text[], p_limit integer,
+                                              p_snippets boolean)
 returns table (document_id uuid, collection text, source_uri text, source_name text, title text,
                index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer,
                heading text, heading_path text, score double precision, snippet text, n integer,
@@ -350,7 +360,7 @@ begin
                                     -- search_chunk_scores scores it
         select p.document_id, max(p.score) as passage
           from (select o.document_id, o.ordinal,
-                       sum(t.chunk_idf * o.tf * 1.6 / (o.tf + 0.6) order by o.lexeme) as score
+                       sum(t.chunk_idf * o.tf * 2.2 / (o.tf + 1.2) order by o.lexeme) as score
                   from (select o.document_id, o.ordinal, o.lexeme,
                                2 * least(o.in_title, 1) + 2 * o.in_headings + o.in_text as tf
                           from occurrences o) o
@@ -385,16 +395,17 @@ begin
     )
     select r.id, r.collection, r.source_key, r.source_name, r.title, r.index_generation_id, c.ordinal,
            c.section_ordinal, c.page_ordinal, sec.heading, c.heading, r.total::float8,
-           ts_headline('english', t.content, coalesce(v_highlight, v_any),
-                       'MaxFragments=1, MinWords=8, MaxWords=30, StartSel=[, StopSel=]'),
+           case when p_snippets then ts_headline('english', t.content, coalesce(v_highlight, v_any),
+                                                  'MaxFragments=1, MinWords=8, MaxWords=30, StartSel=[, StopSel=]') end,
            (row_number() over (order by r.deeper, r.total desc, r.source_key, r.source_name, r.id))::integer,
            coalesce(r.passage, 0)::float8
       from ranked r
       join chunks c on c.document_id = r.id and c.ordinal = r.ordinal
-     cross join lateral (
+      left join lateral (  -- the chunk's text: for its snippet only
             select x.content from public.document_chunks x
-             where x.document_id = r.id and x.index_generation_id = r.index_generation_id and x.ordinal = c.ordinal
-            offset 0) t
+             where p_snippets and x.document_id = r.id and x.index_generation_id = r.index_generation_id
+               and x.ordinal = c.ordinal
+            offset 0) t on true
       left join lateral (
             select sec.heading from public.document_sections sec
              where sec.document_id = r.id and sec.index_generation_id = r.index_generation_id
@@ -404,6 +415,244 @@ begin
 end;
 $$;
 
+-- The lexical hits with their snippets, as before (search_lexical_hits, the tests).
+create or replace function public.search_lexical_ranked(p_query text, p_collections text[], p_limit integer)
+returns table (document_id uuid, collection text, source_uri text, source_name text, title text,
+               index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer,
+               heading text, heading_path text, score double precision, snippet text, n integer,
+               passage double precision)
+language plpgsql
+stable
+rows 10
+security definer
+set search_path = pg_catalog, pg_temp
+set plan_cache_mode = force_custom_plan
+set enable_seqscan = off
+set enable_bitmapscan = off
+set enable_indexonlyscan = off
+set enable_hashjoin = off
+set enable_mergejoin = off
+set client_min_messages = warning
+as $$
+begin
+    return query select * from public.search_lexical_ranking(p_query, p_collections, p_limit, true);
+end;
+$$;
+
+
+
+-- As in 20261207000200, its lexical list without snippets (see the header).
+create or replace function public.search_ranked_documents(
+    p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[], p_embedder text)
+returns table (document_id uuid, index_generation_id uuid, n integer, score double precision,
+               chunk_ordinal integer, chunk_lexical double precision)
+language plpgsql
+stable
+rows 10
+security definer
+set search_path = pg_catalog, pg_temp
+set plan_cache_mode = force_custom_plan
+set enable_seqscan = off
+set enable_bitmapscan = off
+set enable_indexonlyscan = off
+set enable_hashjoin = off
+set enable_mergejoin = off
+set client_min_messages = warning
+as $$
+#variable_conflict use_column
+declare
+    v_scope text[] := public.search_scope(p_collections);
+    v_depth integer := greatest(p_limit * 5, 50);
+    v_embedder text := btrim(p_embedder);
+    v_floor float8 := public.search_vector_floor(btrim(p_embedder));
+    v_documents uuid[];  -- the lexical list (hybrid)
+    v_scores float8[];
+    v_passages float8[];
+    v_words float8 := 0;  -- how much the words decide: search_word_confidence
+    v_share float8;  -- the lexical score's share of a document's
+    v_passage float8;  -- the best passage's share of the lexical score
+    v_vector_documents uuid[];  -- the vector list
+    v_vector_generations uuid[];
+    v_cosines float8[];
+begin
+    if p_mode = 'hybrid' then
+        select array_agg(h.document_id order by h.n), array_agg(h.score order by h.n),
+               array_agg(h.passage order by h.n)
+          into v_documents, v_scores, v_passages
+          from public.search_lexical_ranking(p_query, p_collections, v_depth, false) h;
+        v_words := public.search_word_confidence(v_passages);
+    end if;
+    select array_agg(r.document_id order by r.n), array_agg(r.index_generation_id order by r.n),
+           array_agg(r.score order by r.n)
+      into v_vector_documents, v_vector_generations, v_cosines
+      from public.search_vector_ranked(p_query_embedding, p_collections, v_depth, v_embedder) r;
+    -- When the vector list's first is another document than the best passage's, the words
+    -- decide less by how far it leads its list: nothing from a lead of 0.2 in cosine.
+    if v_words > 0 and v_vector_documents[1] is distinct from
+           (select l.document_id from unnest(v_documents, v_passages) as l (document_id, passage)
+             order by l.passage desc, l.document_id limit 1) then
+        v_words := v_words * greatest(0, 1 - (v_cosines[1] - coalesce(v_cosines[2], 0)) / 0.2);
+    end if;
+    -- Half for a look-up, a fifth for a question (migration 20261205000300), rising to four
+    -- fifths as the words decide; the best passage's part of the lexical score rising from none
+    -- (a look-up: a long reference page is often the answer to a name) or half (a question)
+    -- to all of it.
+    if public.search_query_is_question(p_query) then
+        v_share := 0.2 + 0.6 * v_words;
+        v_passage := 0.5 + 0.5 * v_words;
+    else
+        v_share := 0.5 + 0.3 * v_words;
+        v_passage := v_words;
+    end if;
+    if p_mode = 'vector' then
+        v_share := 0;
+    end if;
+    return query
+    with lexical as materialized (
+        select l.document_id, l.score, l.passage
+          from unnest(v_documents, v_scores, v_passages) as l (document_id, score, passage)
+    ), vector as materialized (
+        select r.document_id, r.index_generation_id, r.score
+          from unnest(v_vector_documents, v_vector_generations, v_cosines) as r (document_id, index_generation_id, score)
+    ), fused as materialized (  -- the best twice p_limit: those whose evidence is checked
+        select coalesce(l.document_id, v.document_id) as document_id, l.document_id is not null as has_words,
+               case when p_mode = 'vector' then v.score  -- the cosine itself, as before
+                    else v_share * ((1 - v_passage) * coalesce(l.score / nullif(t.top, 0), 0)
+                                    + v_passage * coalesce(l.passage / nullif(t.passage, 0), 0))
+                         + (1 - v_share) * greatest(coalesce(v.score, 0), 0) end as score
+          from lexical l
+          full join vector v on v.document_id = l.document_id
+         cross join (select max(l.score) as top, max(l.passage) as passage from lexical l) t
+         order by 3 desc, 1
+         limit 2 * p_limit
+    ), evidence as materialized (  -- the best cosine of each document without the words
+        select s.document_id, max(s.cosine) as best
+          from (select array_agg(f.document_id) as documents from fused f where not f.has_words) f
+         cross join lateral public.search_chunk_scores(null, v_scope, p_query_embedding, v_embedder, f.documents) s
+         group by s.document_id
+    ), ranked as materialized (  -- with evidence: the query's words, or a chunk at the floor
+        select f.document_id, f.score
+          from fused f
+          left join evidence e on e.document_id = f.document_id
+         where f.has_words or v_floor is null or e.best >= v_floor
+         order by f.score desc, f.document_id::text
+         limit p_limit
+    ), chunks as materialized (  -- the ranked documents' chunks, by their cosines and (hybrid) words
+        select s.*
+          from (select array_agg(r.document_id) as documents from ranked r) r
+         cross join lateral public.search_chunk_scores(case when p_mode = 'hybrid' then p_query end, v_scope,
+                                                       p_query_embedding, v_embedder, r.documents) s
+    ), shown as (  -- each document's chunk with the best fused score
+        select distinct on (c.document_id) c.document_id, c.index_generation_id, c.ordinal, c.lexical
+          from chunks c
+         cross join (select max(c.lexical) as top from chunks c) t
+         order by c.document_id,
+                  v_share * coalesce(c.lexical / nullif(t.top, 0), 0) + (1 - v_share) * coalesce(c.cosine, 0) desc,
+                  c.ordinal
+    )
+    select r.document_id, s.index_generation_id,
+           (row_number() over (order by r.score desc, r.document_id::text))::integer, r.score, s.ordinal, s.lexical
+      from ranked r
+      join shown s on s.document_id = r.document_id
+     order by r.score desc, r.document_id::text;
+end;
+$$;
+
+-- As in 20261207000200, the lexical list's documents without snippets (see the header).
+create or replace function public.search_passages(
+    p_query text, p_collections text[] default null, p_mode text default 'lexical', p_limit integer default 10,
+    p_query_embedding real[] default null, p_embedder text default null, p_window integer default 0)
+returns table (document_id uuid, collection text, source_uri text, source_name text, title text, heading text,
+               heading_path text, page integer, chunk_ordinal integer, snippet text, score double precision,
+               content text, context text)
+language plpgsql
+stable
+security definer
+set search_path = pg_catalog, pg_temp
+set plan_cache_mode = force_custom_plan
+set enable_seqscan = off
+set enable_bitmapscan = off
+set enable_indexonlyscan = off
+set enable_hashjoin = off
+set enable_mergejoin = off
+set client_min_messages = warning
+as $$
+#variable_conflict use_column
+declare
+    v_scope text[] := public.search_scope(p_collections);
+    -- A passage's words and its cosine, half each in hybrid mode: a question's passage shares
+    -- its words more often than its page does (long-page questions, passage MRR@10: a fifth
+    -- 0.296, half 0.333; bench/results/passage_quality.md).
+    v_share float8 := case when p_mode = 'vector' then 0 when p_mode = 'lexical' then 1 else 0.5 end;
+    v_floor float8 := public.search_vector_floor(btrim(p_embedder));
+    v_highlight tsquery;
+    v_documents uuid[];
+begin
+    perform public.search_arguments_refusal(p_query, p_mode, p_limit, 200, p_query_embedding, p_embedder);
+    if p_window is null or p_window < 0 or p_window > 3 then
+        raise exception 'search_passages: p_window must be between 0 and 3, got %', coalesce(p_window::text, 'null')
+            using errcode = '22023';
+    end if;
+    if p_mode = 'lexical' then
+        select array_agg(h.document_id order by h.n) into v_documents
+          from public.search_lexical_ranking(p_query, p_collections, greatest(p_limit, 12), false) h;
+    elsif p_mode = 'vector' then  -- the documents of the chunks most like the query
+        select array_agg(v.document_id order by v.n) into v_documents
+          from public.search_vector_passages(p_query_embedding, p_collections, greatest(p_limit, 12), p_embedder) v;
+    else
+        -- hybrid: the documents of the lexical list and of the best chunks. The fused document
+        -- ranking (search_ranked_documents) added no passage that mattered (long-page
+        -- questions: the same passages) and cost more than both lists.
+        select array_agg(x.document_id order by x.n) into v_documents
+          from (select distinct on (u.document_id) u.*
+                  from (select h.document_id, h.n
+                          from public.search_lexical_ranking(p_query, p_collections, greatest(p_limit, 12), false) h
+                        union all
+                        select v.document_id, 1000 + v.n
+                          from public.search_vector_passages(p_query_embedding, p_collections, greatest(p_limit, 12),
+                                                             p_embedder) v) u
+                 order by u.document_id, u.n) x;
+    end if;
+    if v_documents is null then
+        return;
+    end if;
+    v_highlight := public.search_highlight_query(p_query);
+    return query
+    with chunks as materialized (
+        select s.* from public.search_chunk_scores(case when p_mode <> 'vector' then p_query end, v_scope,
+                                                   case when p_mode <> 'lexical' then p_query_embedding end,
+                                                   btrim(p_embedder), v_documents) s
+    ), top as materialized (
+        select max(c.lexical) as lexical from chunks c
+    ), scored as (
+        select c.*, v_share * coalesce(c.lexical / nullif(t.lexical, 0), 0)
+                    + (1 - v_share) * greatest(coalesce(c.cosine + c.prior, 0), 0) as score
+          from chunks c
+         cross join top t
+         where c.lexical > 0 or (c.cosine is not null and (v_floor is null or c.cosine >= v_floor))
+         order by score desc, c.document_id::text, c.ordinal
+         limit p_limit
+    )
+    select s.document_id, d.collection, d.source_key, d.source_name, coalesce(d.title, d.source_name), sec.heading,
+           s.heading, s.page_ordinal + 1, s.ordinal, public.search_chunk_snippet(c.content, v_highlight, s.lexical > 0),
+           s.score, c.content, w.context
+      from scored s
+     cross join lateral (select d.* from public.documents d where d.id = s.document_id offset 0) d
+     cross join lateral (select c.content from public.document_chunks c
+                          where c.document_id = s.document_id and c.index_generation_id = s.index_generation_id
+                            and c.ordinal = s.ordinal offset 0) c
+      left join lateral (select sec.heading from public.document_sections sec
+                          where sec.document_id = s.document_id and sec.index_generation_id = s.index_generation_id
+                            and sec.ordinal = s.section_ordinal offset 0) sec on true
+     cross join lateral (select string_agg(x.content, E'\n\n' order by x.ordinal) as context
+                           from (select x.ordinal, x.content from public.document_chunks x
+                                  where x.document_id = s.document_id and x.index_generation_id = s.index_generation_id
+                                    and x.ordinal between s.ordinal - p_window and s.ordinal + p_window
+                                  order by x.ordinal offset 0) x) w
+     order by s.score desc, s.document_id::text, s.ordinal;
+end;
+$$;
 
 select public.secure_rpc('public.search_chunk_scores(text, text[], real[], text, uuid[])', false);
 select public.secure_rpc('public.search_lexical_ranked(text, text[], integer)', false);
+select public.secure_rpc('public.search_lexical_ranking(text, text[], integer, boolean)', false);

@@ -2926,6 +2926,22 @@ CREATE FUNCTION public.search_lexical_ranked(p_query text, p_collections text[],
     SET enable_hashjoin TO 'off'
     SET enable_mergejoin TO 'off'
     SET client_min_messages TO 'warning'
+    AS $$
+begin
+    return query select * from public.search_lexical_ranking(p_query, p_collections, p_limit, true);
+end;
+$$;
+
+CREATE FUNCTION public.search_lexical_ranking(p_query text, p_collections text[], p_limit integer, p_snippets boolean) RETURNS TABLE(document_id uuid, collection text, source_uri text, source_name text, title text, index_generation_id uuid, chunk_ordinal integer, section_ordinal integer, page_ordinal integer, heading text, heading_path text, score double precision, snippet text, n integer, passage double precision)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER ROWS 10
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_indexonlyscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET client_min_messages TO 'warning'
     AS $_$
 #variable_conflict use_column
 declare
@@ -3120,7 +3136,7 @@ begin
                                     -- search_chunk_scores scores it
         select p.document_id, max(p.score) as passage
           from (select o.document_id, o.ordinal,
-                       sum(t.chunk_idf * o.tf * 1.6 / (o.tf + 0.6) order by o.lexeme) as score
+                       sum(t.chunk_idf * o.tf * 2.2 / (o.tf + 1.2) order by o.lexeme) as score
                   from (select o.document_id, o.ordinal, o.lexeme,
                                2 * least(o.in_title, 1) + 2 * o.in_headings + o.in_text as tf
                           from occurrences o) o
@@ -3155,16 +3171,17 @@ begin
     )
     select r.id, r.collection, r.source_key, r.source_name, r.title, r.index_generation_id, c.ordinal,
            c.section_ordinal, c.page_ordinal, sec.heading, c.heading, r.total::float8,
-           ts_headline('english', t.content, coalesce(v_highlight, v_any),
-                       'MaxFragments=1, MinWords=8, MaxWords=30, StartSel=[, StopSel=]'),
+           case when p_snippets then ts_headline('english', t.content, coalesce(v_highlight, v_any),
+                                                  'MaxFragments=1, MinWords=8, MaxWords=30, StartSel=[, StopSel=]') end,
            (row_number() over (order by r.deeper, r.total desc, r.source_key, r.source_name, r.id))::integer,
            coalesce(r.passage, 0)::float8
       from ranked r
       join chunks c on c.document_id = r.id and c.ordinal = r.ordinal
-     cross join lateral (
+      left join lateral (  -- the chunk's text: for its snippet only
             select x.content from public.document_chunks x
-             where x.document_id = r.id and x.index_generation_id = r.index_generation_id and x.ordinal = c.ordinal
-            offset 0) t
+             where p_snippets and x.document_id = r.id and x.index_generation_id = r.index_generation_id
+               and x.ordinal = c.ordinal
+            offset 0) t on true
       left join lateral (
             select sec.heading from public.document_sections sec
              where sec.document_id = r.id and sec.index_generation_id = r.index_generation_id
@@ -3203,7 +3220,7 @@ begin
     end if;
     if p_mode = 'lexical' then
         select array_agg(h.document_id order by h.n) into v_documents
-          from public.search_lexical_hits(p_query, p_collections, greatest(p_limit, 12)) h;
+          from public.search_lexical_ranking(p_query, p_collections, greatest(p_limit, 12), false) h;
     elsif p_mode = 'vector' then  -- the documents of the chunks most like the query
         select array_agg(v.document_id order by v.n) into v_documents
           from public.search_vector_passages(p_query_embedding, p_collections, greatest(p_limit, 12), p_embedder) v;
@@ -3214,7 +3231,7 @@ begin
         select array_agg(x.document_id order by x.n) into v_documents
           from (select distinct on (u.document_id) u.*
                   from (select h.document_id, h.n
-                          from public.search_lexical_hits(p_query, p_collections, greatest(p_limit, 12)) h
+                          from public.search_lexical_ranking(p_query, p_collections, greatest(p_limit, 12), false) h
                         union all
                         select v.document_id, 1000 + v.n
                           from public.search_vector_passages(p_query_embedding, p_collections, greatest(p_limit, 12),
@@ -3376,7 +3393,7 @@ begin
         select array_agg(h.document_id order by h.n), array_agg(h.score order by h.n),
                array_agg(h.passage order by h.n)
           into v_documents, v_scores, v_passages
-          from public.search_lexical_ranked(p_query, p_collections, v_depth) h;
+          from public.search_lexical_ranking(p_query, p_collections, v_depth, false) h;
         v_words := public.search_word_confidence(v_passages);
     end if;
     select array_agg(r.document_id order by r.n), array_agg(r.index_generation_id order by r.n),
@@ -4783,6 +4800,8 @@ REVOKE ALL ON FUNCTION public.search_lexical_hits(p_query text, p_collections te
 GRANT ALL ON FUNCTION public.search_lexical_hits(p_query text, p_collections text[], p_limit integer) TO ingestion_worker;
 
 REVOKE ALL ON FUNCTION public.search_lexical_ranked(p_query text, p_collections text[], p_limit integer) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION public.search_lexical_ranking(p_query text, p_collections text[], p_limit integer, p_snippets boolean) FROM PUBLIC;
 
 REVOKE ALL ON FUNCTION public.search_passages(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[], p_embedder text, p_window integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.search_passages(p_query text, p_collections text[], p_mode text, p_limit integer, p_query_embedding real[], p_embedder text, p_window integer) TO ingestion_worker;

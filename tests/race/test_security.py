@@ -178,6 +178,8 @@ INTERNAL = {
     # issue 60 (20261207000100): the documents of the chunks most like the query
     "search_vector_passages",
     "search_chunk_expressions",
+    # issue 60 (20261207000300): the lexical hits, with their snippets or without
+    "search_lexical_ranking",
 }
 # Created only where the server has pgvector.
 OPTIONAL = {"document_chunks_embedding_vector"}
@@ -194,6 +196,7 @@ CUSTOM_PLANS = {
     "search_passages",
     "search_vector_passages",
     "search_lexical_ranked",
+    "search_lexical_ranking",
     "search_chunk_scores",
     "search_ranked_documents",
     "search_documents",
@@ -214,6 +217,7 @@ NO_SEQ_SCAN_FUNCTIONS = {
     "search_passages",
     "search_vector_passages",
     "search_lexical_ranked",
+    "search_lexical_ranking",
     "search_chunk_scores",
     "search_ranked_documents",
     "search_documents",
@@ -233,6 +237,7 @@ NO_BITMAP_SCAN_FUNCTIONS = {
     "search_passages",
     "search_vector_passages",
     "search_lexical_ranked",
+    "search_lexical_ranking",
     "search_chunk_scores",
     "search_ranked_documents",
     "owed_kept_version_bytes",
@@ -251,6 +256,7 @@ NO_INDEX_ONLY_SCAN_FUNCTIONS = {
     "search_passages",
     "search_vector_passages",
     "search_lexical_ranked",
+    "search_lexical_ranking",
     "search_chunk_scores",
     "search_ranked_documents",
     "search_lexical_hits",
@@ -265,6 +271,7 @@ NESTED_LOOP_FUNCTIONS = {
     "search_passages",
     "search_vector_passages",
     "search_lexical_ranked",
+    "search_lexical_ranking",
     "search_chunk_scores",
     "search_ranked_documents",
     "search_lexical_hits",

@@ -46,23 +46,6 @@ def test_word_confidence(conn, passages, confidence):
     assert next(iter(got.values())) == pytest.approx(confidence) == pytest.approx(word_confidence(passages))
 
 
-def test_each_lexical_hit_carries_its_best_passages_score(db_url, tmp_path):
-    index_folder(db_url, write_corpus(tmp_path / "corpus"))
-    with connect(db_url) as conn:
-        for text in ("otter river stream fur whiskers", "lamp of the lighthouse", "volcano ash"):
-            hits = conn.execute("select * from search_lexical_ranked(%s, null, 50)", (text,)).fetchall()
-            assert hits
-            documents = [h["document_id"] for h in hits]
-            chunks = conn.execute(
-                "select * from search_chunk_scores(%s, null, null, null, %s::uuid[])", (text, documents)
-            ).fetchall()
-            for hit in hits:
-                best = max(c["lexical"] for c in chunks if c["document_id"] == hit["document_id"])
-                assert best > 0 and hit["passage"] == pytest.approx(best), text
-            plain = conn.execute("select * from search_lexical_hits(%s, null, 50)", (text,)).fetchall()
-            assert plain == [{k: v for k, v in h.items() if k != "passage"} for h in hits]
-
-
 def chunk_bm25(conn, text: str, document_id, ordinal: int, k1: float) -> float:
     """A chunk's BM25 over chunks worked out in Python from its search vector and the term
     counts: a word's title counted twice once, its headings twice each, no length norm."""
@@ -87,9 +70,32 @@ def chunk_bm25(conn, text: str, document_id, ordinal: int, k1: float) -> float:
     return score
 
 
+def test_each_lexical_hit_carries_its_best_passages_score(db_url, tmp_path):
+    index_folder(db_url, write_corpus(tmp_path / "corpus"))
+    with connect(db_url) as conn:
+        for text in ("otter river stream fur whiskers", "lamp of the lighthouse", "volcano ash"):
+            hits = conn.execute("select * from search_lexical_ranked(%s, null, 50)", (text,)).fetchall()
+            assert hits
+            documents = [h["document_id"] for h in hits]
+            chunks = conn.execute(
+                "select * from search_chunk_scores(%s, null, null, null, %s::uuid[])", (text, documents)
+            ).fetchall()
+            for hit in hits:  # ranked by the best passage at BM25's k1 1.2 (passages: 0.6)
+                mine = [c for c in chunks if c["document_id"] == hit["document_id"]]
+                best = max(chunk_bm25(conn, text, hit["document_id"], c["ordinal"], 1.2) for c in mine)
+                assert best > 0 and hit["passage"] == pytest.approx(best), text
+            plain = conn.execute("select * from search_lexical_hits(%s, null, 50)", (text,)).fetchall()
+            assert plain == [{k: v for k, v in h.items() if k != "passage"} for h in hits]
+            # Hybrid ranking and passages read the same list without its snippets (20261207000300).
+            bare = conn.execute("select * from search_lexical_ranking(%s, null, 50, false)", (text,)).fetchall()
+            assert bare == [{**h, "snippet": None} for h in hits]
+            assert all(h["snippet"] for h in hits)
+
+
 def test_a_passages_words_saturate_at_k1_0_6(db_url, tmp_path):
     """Migration 20261207000300: a chunk's BM25 saturates its words at k1 0.6, not 1.2: a
-    passage holding each of the question's words outranks one repeating one of them."""
+    passage holding each of the question's words outranks one repeating one of them (document
+    ranking keeps 1.2: the test above)."""
     index_folder(db_url, write_corpus(tmp_path / "corpus"))
     with connect(db_url) as conn:
         text = "otter river stream kettle lamp"
