@@ -141,7 +141,8 @@ class StaticEmbedder:
         for row, token_ids in enumerate(_token_ids(texts, loaded)):
             if token_ids:
                 ids = token_ids if loaded.ids_fit else np.clip(token_ids, 0, matrix.shape[0] - 1)
-                vectors[row] = matrix[ids].astype(np.float32, copy=False).mean(axis=0)
+                # The sum, in the row: the mean's direction, and the row is scaled to length 1 below.
+                np.add.reduce(matrix.take(ids, axis=0), axis=0, dtype=np.float32, out=vectors[row])
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         np.divide(vectors, norms, out=vectors, where=norms > 0)
         return vectors

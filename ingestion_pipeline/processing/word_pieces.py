@@ -10,6 +10,12 @@ ids, in order, whenever no token of the vocabulary holds a "▁" after another c
 the next, so each word's merges are the ones it gets inside the whole text. A text that
 holds an added token's spelling ("<s>", which the tokenizer matches in the raw text) is
 left to the tokenizer. tests/embedding/test_static_embedder.py compares the two.
+
+A word is a run of "▁" and the characters up to the next one. In a text with one space
+between words and none around them, and no "▁" of its own (the parsers' chunks, all of
+those of the benchmarks' corpora), each is one "▁" and a part of `text.split(" ")`: such a
+text is cut by split, others by a regular expression (19 against 37 us a chunk, with the
+lookups; bench/results/ingest_corpus.md, "Issue 60: the drain at 1,500 files, session 9").
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ class WordPieces:
     def __init__(self, tokenizer: Tokenizer, added: list[str]) -> None:
         self._bpe = tokenizer.model
         self._added = added
+        # A word's ids by the word less the "▁" before it: "▁▁b" is "▁b", and "▁b" is "b".
         self._ids: dict[str, tuple[int, ...]] = {}
 
     def ids(self, text: str) -> list[int] | None:
@@ -51,15 +58,22 @@ class WordPieces:
             return None
         if not text:  # the normalizer puts no "▁" before an empty text
             return []
-        words = _WORD.findall(SPACE + text.replace(" ", SPACE))
+        if SPACE in text or "  " in text or text[0] == " " or text[-1] == " ":
+            keys = [word[1:] for word in _WORD.findall(SPACE + text.replace(" ", SPACE))]
+        else:  # one space between words and none around them: its words are its parts
+            keys = text.split(" ")
         known = self._ids
-        missing = set(words).difference(known)
+        try:  # every word seen before: most texts, once a process has embedded a few
+            return list(chain.from_iterable(map(known.__getitem__, keys)))
+        except KeyError:
+            pass
+        missing = set(keys).difference(known)
         if len(known) + len(missing) > MAX_WORDS:
             known.clear()
-            missing = set(words)
-        for word in missing:
-            known[word] = tuple(token.id for token in self._bpe.tokenize(word))
-        return list(chain.from_iterable(map(known.__getitem__, words)))
+            missing = set(keys)
+        for key in missing:
+            known[key] = tuple(token.id for token in self._bpe.tokenize(SPACE + key))
+        return list(chain.from_iterable(map(known.__getitem__, keys)))
 
 
 def word_pieces(tokenizer: Tokenizer) -> WordPieces | None:

@@ -114,6 +114,8 @@ def test_word_at_a_time_ids_are_the_tokenizers():
     words = word_pieces(shipped)
     assert words is not None
     texts = [*TEXTS, " leading", "trailing  ", "   ", "\n", "▁", *(_word_salad(seed, 400) for seed in range(50))]
+    # and texts whose words are their parts between single spaces (no "▁", no run of spaces)
+    texts += [re.sub(" +", " ", _word_salad(seed, 400).replace("▁", "")).strip(" ") for seed in range(50)]
     for text in texts:
         assert words.ids(text) == shipped.encode(text, add_special_tokens=False).ids, text
     assert words.ids("a <s> b") is None  # an added token's spelling: the tokenizer's to read
