@@ -175,11 +175,9 @@ def main_table(report: Report, documents, scores: Scores, readings, answers, que
                 f"{rss / 1024:,.0f} MB",
             ]
         )
-    if "ours-bm25s" in answers:
-        doc_first, page_first = answers["ours-bm25s"].shares()
-        rows.append(
-            ["bm25s over this project's pages", *[DASH] * 4, f"{doc_first:.3f}", f"{page_first:.3f}", DASH, DASH]
-        )
+    for extra in [answers[key] for key in ("ours-lexical", "ours-vector", "ours-bm25s") if key in answers]:
+        doc_first, page_first = extra.shares()
+        rows.append([extra.label, *[DASH] * 4, f"{doc_first:.3f}", f"{page_first:.3f}", DASH, DASH])
     headers = ["reader", "text fidelity", "table rows", "headings kept as headings", "chunks with page furniture"]
     headers += ["search: right document first", "right page first", "pages per CPU-second", "peak RSS"]
     pages = sum(d.pages for d in documents)
@@ -305,7 +303,8 @@ def search_run(args, documents, truths, readings, report: Report) -> tuple[dict,
         with server_cm as server:
             report.line(machine_line(server))
             files = {d.name: d.pdf for d in documents}
-            answers[OURS] = pdf_search.project_answers(server, files, queries, args.keep)
+            found = pdf_search.project_answers(server, files, queries, args.keep)
+            answers |= {OURS: found.pop("default")} | {f"ours-{key}": a for key, a in found.items()}
         report.line(f"indexed and searched in {time.monotonic() - began:.0f} s")
     report.line(f"queries another document answers too (twins): {sum(1 for q in queries if q.twins)} of {len(queries)}")
     return answers, {"queries": queries, "of": queries_of}

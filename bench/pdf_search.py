@@ -20,6 +20,7 @@ English stop words, Snowball stemmer), the top page's document and number.
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 import zlib
@@ -113,8 +114,9 @@ def bm25s_answers(label: str, pages: dict[str, tuple[list[str], list[int]]], que
     return answers
 
 
-def project_answers(server: str, files: dict[str, Path], queries: Sequence[Query], keep: bool) -> Answers:
-    """Index `files` (document name -> PDF) in a fresh database and ask each query."""
+def project_answers(server: str, files: dict[str, Path], queries: Sequence[Query], keep: bool) -> dict[str, Answers]:
+    """Index `files` (document name -> PDF) in a fresh database and ask each query in each mode:
+    the default (hybrid), lexical and vector (issue 60: the default loses to neither)."""
     uri = create_database(server, DATABASE, migrate=True)
     try:
         common = ["--database-url", uri]
@@ -127,24 +129,25 @@ def project_answers(server: str, files: dict[str, Path], queries: Sequence[Query
         names = {path.resolve().as_uri(): name for name, path in files.items()}
         names |= {path.name: name for name, path in files.items()}
         embedder = embedder_from_settings(load_settings())
-        answers = Answers("this project (ingest search, default mode)", [], [])
+        modes = {"default": None, "lexical": "lexical", "vector": "vector"}
+        found = {key: Answers(f"this project (ingest search, {key} mode)", [], []) for key in modes}
         with connect(uri) as conn:
             conn.execute("analyze")
             counts = conn.execute(
                 "select count(*) filter (where status = 'indexed') as indexed, count(*) as documents from documents"
             ).fetchone()
             print(f"indexed {counts['indexed']} of {counts['documents']} PDFs", flush=True)
-            for query in queries:
+            for (key, mode), query in itertools.product(modes.items(), queries):
                 try:
-                    hits = search(conn, query.text, limit=1, embedder=embedder)
+                    hits = search(conn, query.text, limit=1, embedder=embedder, mode=mode)
                 except IngestError:
                     hits = []
                 top = hits[0] if hits else None
                 document = "" if top is None else names.get(top.source_uri or "") or names.get(top.source_name, "")
                 right_document, right_page = query.answered_by(document, None if top is None else top.page)
-                answers.document.append(right_document)
-                answers.page.append(right_page)
-        return answers
+                found[key].document.append(right_document)
+                found[key].page.append(right_page)
+        return found
     finally:
         if not keep:
             drop_database(server, DATABASE)
