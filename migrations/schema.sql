@@ -3410,10 +3410,14 @@ begin
     -- Half for a look-up, a fifth for a question (migration 20261205000300), rising to four
     -- fifths as the words decide; the best passage's part of the lexical score rising from none
     -- (a look-up: a long reference page is often the answer to a name) or half (a question)
-    -- to all of it.
+    -- to all of it. A one-term look-up: four fifths, as when its words decide (its vector is
+    -- one word's; see the header).
     if public.search_query_is_question(p_query) then
         v_share := 0.2 + 0.6 * v_words;
         v_passage := 0.5 + 0.5 * v_words;
+    elsif (select count(*) from public.search_query_terms(p_query) q where not q.excluded) = 1 then
+        v_share := 0.8;
+        v_passage := v_words;
     else
         v_share := 0.5 + 0.3 * v_words;
         v_passage := v_words;

@@ -10,7 +10,7 @@ import pytest
 from ingestion_pipeline.db.connection import connect
 from ingestion_pipeline.processing import NoEmbedder, embedder_record
 from ingestion_pipeline.search import search
-from tests.vector.corpus import EMBEDDER, index_folder, write_corpus
+from tests.vector.corpus import EMBEDDER, index_folder, topic_text, write_corpus
 
 
 def base_share(text: str) -> float:
@@ -112,10 +112,13 @@ def test_a_passages_words_saturate_at_k1_0_6(db_url, tmp_path):
 
 
 def test_hybrid_adds_the_lexical_score_and_the_cosine_weighed_by_the_words_lead(db_url, tmp_path):
-    index_folder(db_url, write_corpus(tmp_path / "corpus"))
+    corpus = write_corpus(tmp_path / "corpus")
+    (corpus / "more-otters.txt").write_text(topic_text("otters.txt", seed=1))  # two lead "otter"
+    index_folder(db_url, corpus)
     with connect(db_url) as conn:
         seen = set()
         for text in (
+            "otter",  # one term, two documents close: four fifths all the same (20261207000300)
             "volcano ash",
             "otter river stream fur",
             "otter river stream fur whiskers",
@@ -130,7 +133,8 @@ def test_hybrid_adds_the_lexical_score_and_the_cosine_weighed_by_the_words_lead(
                 confidence *= max(0.0, 1 - lead / 0.2)
             seen.add(confidence > 0)
             base = base_share(text)
-            share = base + (0.8 - base) * confidence
+            share = 0.8 if len(text.split()) == 1 else base + (0.8 - base) * confidence
+            assert len(text.split()) > 1 or confidence < 1  # else four fifths either way
             passage = confidence if base == 0.5 else 0.5 + 0.5 * confidence  # a look-up: the document's
             top = max(h["score"] for h in lexical)
             top_passage = max(h["passage"] for h in lexical)
