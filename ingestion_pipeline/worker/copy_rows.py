@@ -91,26 +91,36 @@ def vector_field(vector: Vector | None, *, pgvector: bool) -> bytes:
     if vector is None:
         return _NULL_FIELD
     size = len(vector)
+    header = _vector_header(size) if pgvector else _array_header(size)
     if not isinstance(vector, list):
-        return _array_field(vector, size, pgvector=pgvector)
+        return header + _array_values(vector, size, pgvector=pgvector)
     if pgvector:
-        return struct.pack(f">ihh{size}f", 4 + 4 * size, size, 0, *vector)
+        return header + struct.pack(f">{size}f", *vector)
     lengths_and_values: list[float] = [4, 0.0] * size  # int4 length 4 before every element
     lengths_and_values[1::2] = vector
-    return struct.pack(">iiiiii", 20 + 8 * size, 1, 0, _FLOAT4_OID, size, 1) + _element_format(size).pack(
-        *lengths_and_values
-    )
+    return header + _element_format(size).pack(*lengths_and_values)
 
 
-def _array_field(vector: NDArray[np.float32], size: int, *, pgvector: bool) -> bytes:
+def _vector_header(size: int) -> bytes:
+    """pgvector's binary `vector`: the field's length, then its dimensions and an unused int2."""
+    return struct.pack(">ihh", 4 + 4 * size, size, 0)
+
+
+def _array_header(size: int) -> bytes:
+    """A one-dimensional `real[]`: the field's length, 1 dimension, no nulls, float4's OID, the
+    size and the lower bound 1."""
+    return struct.pack(">iiiiii", 20 + 8 * size, 1, 0, _FLOAT4_OID, size, 1)
+
+
+def _array_values(vector: NDArray[np.float32], size: int, *, pgvector: bool) -> bytes:
     import numpy as np
 
     if pgvector:
-        return struct.pack(">ihh", 4 + 4 * size, size, 0) + np.asarray(vector, dtype=">f4").tobytes()
+        return np.asarray(vector, dtype=">f4").tobytes()
     elements = np.empty(size, dtype=[("length", ">i4"), ("value", ">f4")])  # int4 length 4 before every element
     elements["length"] = 4
     elements["value"] = vector
-    return struct.pack(">iiiiii", 20 + 8 * size, 1, 0, _FLOAT4_OID, size, 1) + elements.tobytes()
+    return elements.tobytes()
 
 
 @functools.cache
