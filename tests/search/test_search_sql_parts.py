@@ -46,11 +46,12 @@ def test_word_confidence(conn, passages, confidence):
     assert next(iter(got.values())) == pytest.approx(confidence) == pytest.approx(word_confidence(passages))
 
 
-def chunk_bm25(conn, text: str, document_id, ordinal: int, k1: float) -> float:
-    """A chunk's BM25 over chunks worked out in Python from its search vector and the term
-    counts: a word's title counted twice once, its headings twice each, no length norm."""
+def chunk_terms(conn, text: str, document_id, ordinal: int) -> list[tuple[float, int]]:
+    """A chunk's query words as (IDF over chunks, term frequency), worked out in Python from its
+    search vector and the term counts: a word's title counted twice once, its headings twice
+    each."""
     total = conn.execute("select sum(chunks)::float8 as n from search_term_counts where lexeme = ''").fetchone()["n"]
-    score = 0.0
+    terms = []
     words = conn.execute("select distinct lexeme from search_query_lexemes(%s) where kind = 'word'", (text,))
     for lexeme in [row["lexeme"] for row in words.fetchall()]:
         found = conn.execute("select sum(chunks)::float8 as n from search_term_counts where lexeme = %s", (lexeme,))
@@ -66,8 +67,13 @@ def chunk_bm25(conn, text: str, document_id, ordinal: int, k1: float) -> float:
             continue
         weights = row["weights"]
         tf = 2 * min(weights.count("A"), 1) + weights.count("B") + len(weights) - weights.count("A")
-        score += math.log(1 + (total - chunks + 0.5) / (chunks + 0.5)) * tf * (k1 + 1) / (tf + k1)
-    return score
+        terms.append((math.log(1 + (total - chunks + 0.5) / (chunks + 0.5)), tf))
+    return terms
+
+
+def bm25(terms: list[tuple[float, int]], k1: float) -> float:
+    """BM25 over chunks of `chunk_terms`, no length norm (chunks are of a size)."""
+    return sum(idf * tf * (k1 + 1) / (tf + k1) for idf, tf in terms)
 
 
 def test_each_lexical_hit_carries_its_best_passages_score(db_url, tmp_path):
@@ -82,7 +88,7 @@ def test_each_lexical_hit_carries_its_best_passages_score(db_url, tmp_path):
             ).fetchall()
             for hit in hits:  # ranked by the best passage at BM25's k1 1.2 (passages: 0.6)
                 mine = [c for c in chunks if c["document_id"] == hit["document_id"]]
-                best = max(chunk_bm25(conn, text, hit["document_id"], c["ordinal"], 1.2) for c in mine)
+                best = max(bm25(chunk_terms(conn, text, hit["document_id"], c["ordinal"]), 1.2) for c in mine)
                 assert best > 0 and hit["passage"] == pytest.approx(best), text
             plain = conn.execute("select * from search_lexical_hits(%s, null, 50)", (text,)).fetchall()
             assert plain == [{k: v for k, v in h.items() if k != "passage"} for h in hits]
@@ -105,9 +111,9 @@ def test_a_passages_words_saturate_at_k1_0_6(db_url, tmp_path):
         ).fetchall()
         repeated = 0
         for chunk in chunks:
-            expected = chunk_bm25(conn, text, chunk["document_id"], chunk["ordinal"], 0.6)
-            assert chunk["lexical"] == pytest.approx(expected), chunk
-            repeated += expected != pytest.approx(chunk_bm25(conn, text, chunk["document_id"], chunk["ordinal"], 1.2))
+            terms = chunk_terms(conn, text, chunk["document_id"], chunk["ordinal"])
+            assert chunk["lexical"] == pytest.approx(bm25(terms, 0.6)), chunk
+            repeated += bm25(terms, 0.6) != pytest.approx(bm25(terms, 1.2))
         assert repeated > 0  # words that occur more than once: k1 decides their scores
 
 
